@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Library targets carry the logic; executables only parse arguments and call in.
+//   BroadcastSystem      the one module that makes syscalls (sockets, SCM_RIGHTS, memfd, mmap, poll, spawn)
+//   BroadcastCore        the model: sample types and formats, the broadcast state machine, manifests, budget
+//   BroadcastProtocol    the wire protocol of docs/protocol.md: framing, messages, a blocking peer connection
+//   BroadcastCapture     capture sources (synthetic today; X11 and PipeWire plug in here)
+//   BroadcastDaemon      broadcastd's core: event loop, frame pool, handler supervisor, controller sessions
+//   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
+//   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
+//   BroadcastInspect     the built-in `inspect` handler
+let package = Package(
+    name: "broadcastd",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "broadcastd", targets: ["broadcastd"]),
+        .executable(name: "broadcastctl", targets: ["broadcastctl"]),
+        .executable(name: "broadcast-setup", targets: ["broadcast-setup"]),
+        .executable(name: "broadcast-handler-inspect", targets: ["broadcast-handler-inspect"]),
+        .library(name: "BroadcastHandlerKit", targets: ["BroadcastHandlerKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .target(name: "CBroadcastShims"),
+        .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
+        .target(name: "BroadcastCore"),
+        .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
+        .target(name: "BroadcastCapture", dependencies: [
+            "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "BroadcastDaemon", dependencies: [
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "BroadcastClient", dependencies: [
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+        ]),
+        .target(name: "BroadcastHandlerKit", dependencies: [
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
+        .executableTarget(name: "broadcastd", dependencies: [
+            "BroadcastDaemon", "BroadcastCapture",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "broadcastctl", dependencies: [
+            "BroadcastClient",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "broadcast-setup", dependencies: [
+            "BroadcastClient",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "broadcast-handler-inspect", dependencies: [
+            "BroadcastInspect", "BroadcastHandlerKit",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "BroadcastUnitTests", dependencies: [
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
+            "BroadcastDaemon", "BroadcastInspect",
+        ]),
+        .testTarget(name: "BroadcastIntegrationTests", dependencies: [
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient",
+        ]),
+    ]
+)

@@ -1,0 +1,86 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// What controllers (broadcastctl, or any program) call: the host side of ReplayKit's RPBroadcastController.
+public final class ControllerClient {
+    public let socketPath: String
+    let connection: PeerConnection
+
+    public init(socketPath: String, client: String = "broadcastctl") throws(ProtocolError) {
+        self.socketPath = socketPath
+        connection = try PeerConnection.connect(path: socketPath)
+        try connection.hello(role: .controller, client: client)
+    }
+
+    public func handlers() throws(ProtocolError) -> [HandlerManifest] {
+        try connection.request(.listHandlers).decode(HandlerList.self).handlers
+    }
+
+    /// Asks for a broadcast; it then waits for a setup UI to complete it. Returns its id.
+    public func start(handler: String, maxDuration: Double?) throws(ProtocolError) -> UInt32 {
+        let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration))
+        guard let id = try reply.decode(BroadcastReference.self).broadcast else { throw .malformed(.ok, "no broadcast id") }
+        return id
+    }
+
+    public func pause() throws(ProtocolError) { _ = try connection.request(.pause) }
+    public func resume() throws(ProtocolError) { _ = try connection.request(.resume) }
+    public func finish() throws(ProtocolError) { _ = try connection.request(.finish) }
+
+    public func status() throws(ProtocolError) -> BroadcastStatus {
+        try connection.request(.getStatus).decode(BroadcastStatus.self)
+    }
+
+    /// After this, `nextEvent` returns state changes, service info, URL updates and finishes.
+    public func subscribe() throws(ProtocolError) {
+        _ = try connection.request(.subscribe)
+    }
+
+    public enum Event: Sendable {
+        case stateChanged(BroadcastStatus)
+        case serviceInfo(ServiceInfo)
+        case urlUpdated(URLUpdate)
+        case finished(FinishedEvent)
+    }
+
+    /// The next event, or nil when none came within `timeoutMilliseconds`.
+    public func nextEvent(timeoutMilliseconds: Int32) throws(ProtocolError) -> Event? {
+        guard let message = try connection.receive(timeoutMilliseconds: timeoutMilliseconds) else { return nil }
+        switch message.opcode {
+        case .stateChanged: return .stateChanged(try message.decode(BroadcastStatus.self))
+        case .serviceInfo: return .serviceInfo(try message.decode(ServiceInfo.self))
+        case .urlUpdated: return .urlUpdated(try message.decode(URLUpdate.self))
+        case .finished: return .finished(try message.decode(FinishedEvent.self))
+        case .error: throw .refused(try message.decode(BroadcastError.self))
+        default: throw .unexpected(message.opcode, "not an event")
+        }
+    }
+
+    public func close() { connection.close() }
+}
+
+/// What a setup UI calls: ReplayKit's completeRequest / cancelRequest.
+public final class SetupClient {
+    let connection: PeerConnection
+
+    public init(socketPath: String, client: String = "broadcast-setup") throws(ProtocolError) {
+        connection = try PeerConnection.connect(path: socketPath)
+        try connection.hello(role: .setup, client: client)
+    }
+
+    /// The request waiting for setup (`broadcast` nil: whichever is waiting).
+    public func fetchRequest(broadcast: UInt32?) throws(ProtocolError) -> SetupRequest {
+        try connection.request(.getSetupRequest, BroadcastReference(broadcast: broadcast)).decode(SetupRequest.self)
+    }
+
+    public func complete(broadcast: UInt32, url: String?, setupInfo: [String: String]) throws(ProtocolError) {
+        _ = try connection.request(.completeSetup, SetupCompletion(broadcast: broadcast, url: url, setupInfo: setupInfo))
+    }
+
+    public func cancel(broadcast: UInt32, error: BroadcastError) throws(ProtocolError) {
+        _ = try connection.request(.cancelSetup, SetupCancellation(broadcast: broadcast, error: error))
+    }
+
+    public func close() { connection.close() }
+}

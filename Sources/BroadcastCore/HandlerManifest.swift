@@ -1,0 +1,73 @@
+/// One installed handler, as its manifest file describes it (see docs/protocol.md, "Handler manifests").
+public struct HandlerManifest: Equatable, Codable, Sendable {
+    /// What `--handler` names; the manifest's file name without `.json` when absent.
+    public var name: String
+    public var displayName: String
+    public var description: String?
+    /// The program to start: absolute, or a bare name looked up next to broadcastd and then on PATH.
+    public var exec: String
+    public var arguments: [String]?
+    /// How the setup UI asks for the broadcast URL.
+    public var url: URLField?
+    public var setupFields: [SetupField]?
+
+    public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
+                url: URLField? = nil, setupFields: [SetupField]? = nil) {
+        self.name = name
+        self.displayName = displayName
+        self.description = description
+        self.exec = exec
+        self.arguments = arguments
+        self.url = url
+        self.setupFields = setupFields
+    }
+
+    public struct URLField: Equatable, Codable, Sendable {
+        public var prompt: String
+        public var `default`: String?
+        public var required: Bool?
+        public init(prompt: String, default: String? = nil, required: Bool? = nil) {
+            self.prompt = prompt
+            self.default = `default`
+            self.required = required
+        }
+    }
+
+    public struct SetupField: Equatable, Codable, Sendable {
+        public var name: String
+        public var prompt: String
+        public var `default`: String?
+        public var required: Bool?
+        public var secret: Bool?
+        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil) {
+            self.name = name
+            self.prompt = prompt
+            self.default = `default`
+            self.required = required
+            self.secret = secret
+        }
+    }
+
+    /// Checks a completed setup against the manifest: required values present, no unknown keys.
+    /// Returns the setup info with defaults filled in.
+    public func validate(url: String?, setupInfo: [String: String]) throws(BroadcastError) -> (url: String?, setupInfo: [String: String]) {
+        var info = setupInfo
+        let fields = setupFields ?? []
+        for key in info.keys.sorted() where !fields.contains(where: { $0.name == key }) {
+            let known = fields.map(\.name)
+            throw BroadcastError(.invalidRequest, "handler '\(name)' has no setup field '\(key)'" +
+                (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))"))
+        }
+        for field in fields {
+            if info[field.name] == nil, let value = field.default { info[field.name] = value }
+            if field.required == true && (info[field.name] ?? "").isEmpty {
+                throw BroadcastError(.invalidRequest, "handler '\(name)' needs setup field '\(field.name)' (\(field.prompt))")
+            }
+        }
+        let resolvedURL = (url?.isEmpty == false ? url : nil) ?? self.url?.default
+        if self.url?.required == true && resolvedURL == nil {
+            throw BroadcastError(.invalidRequest, "handler '\(name)' needs a URL (\(self.url!.prompt))")
+        }
+        return (resolvedURL, info)
+    }
+}

@@ -1,0 +1,670 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// broadcastd's core. One thread runs one poll loop that owns everything: the broadcast state
+/// machine, the peers, the handler process, the frame pool and the capture source. Nothing in
+/// it ever blocks on a peer: output to peers is queued and bounded, samples are dropped (and
+/// counted) rather than waited for.
+public final class Daemon {
+    let configuration: DaemonConfiguration
+    let logger: Logger
+    let source: CaptureSource
+    let registry: HandlerRegistry
+    let pool: FramePool
+    private let listener: Descriptor
+    private let signals: SignalDescriptor
+    private let timer: DeadlineTimer
+
+    private var machine = BroadcastStateMachine()
+    private var sessions: [Int: PeerSession] = [:]
+    private var nextSessionID = 1
+    private var nextBroadcastID: UInt32 = 1
+    private var handler: RunningHandler?
+    private var manifest: HandlerManifest?
+    private var setupInfo: [String: String] = [:]
+    private var handlerServiceInfo: [String: JSONValue]?
+    private var shuttingDown = false
+
+    // Capture and timing; all times are CLOCK_MONOTONIC nanoseconds.
+    private var counters: [SampleType: StreamCounters] = [:]
+    private var sequences: [SampleType: UInt64] = [:]
+    private var discontinuous: Set<SampleType> = []
+    private var nextFrameAt: UInt64?
+    private var nextAudioAt: UInt64?
+    private var nextServiceInfoAt: UInt64?
+    private var startDeadline: UInt64?
+    private var liveSince: UInt64?
+    private var elapsedBefore: UInt64 = 0
+    /// How often sources without their own audio schedule are polled.
+    static let audioTick: UInt64 = 10_000_000
+
+    /// Binds the socket and sizes the frame pool; a budget that cannot hold the source's frames is refused here.
+    public init(configuration: DaemonConfiguration, source: CaptureSource, logger: Logger) throws(DaemonError) {
+        self.configuration = configuration
+        self.source = source
+        self.logger = logger
+        registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
+        let plan: FramePoolPlan
+        do { plan = try FramePoolPlan.plan(format: source.videoFormat, budgetBytes: configuration.memoryBudget) } catch {
+            throw DaemonError("plan the frame pool", error.message)
+        }
+        do {
+            pool = try FramePool(id: 1, plan: plan)
+            if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
+                try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
+            }
+            listener = try UnixSocket.listen(path: configuration.socketPath)
+            signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
+            timer = try DeadlineTimer()
+        } catch {
+            throw DaemonError("start", error)
+        }
+        Signals.ignoreBrokenPipe()
+        logger.info("listening on \(configuration.socketPath); source \(source.description); frame pool \(plan) within a budget of \(megabytes(configuration.memoryBudget))")
+    }
+
+    // MARK: - The loop
+
+    /// Runs until SIGTERM or SIGINT; a live broadcast is finished first (a second signal stops at once).
+    public func run() throws(DaemonError) {
+        defer { unlink(configuration.socketPath) }
+        while true {
+            if shuttingDown && handler == nil && !isActive(machine.phase) { break }
+            do { try timer.arm(at: nextDeadline()) } catch { throw DaemonError("arm timer", error) }
+            var entries: [(fd: Int32, interest: Poller.Interest)] = [
+                (listener.raw, .readable), (signals.descriptor.raw, .readable), (timer.descriptor.raw, .readable),
+            ]
+            let ids = Array(sessions.keys)
+            for id in ids {
+                let s = sessions[id]!
+                entries.append((s.socket.raw, s.wantsWrite ? [.readable, .writable] : .readable))
+            }
+            let handlerIndex = entries.count
+            if let handler { entries.append((handler.process.pidDescriptor.raw, .readable)) }
+            let events: [Poller.Event]
+            do { events = try Poller.wait(entries, timeoutMilliseconds: -1) } catch { throw DaemonError("poll", error) }
+
+            if events[1].readable, try handleSignals() { break }
+            if events[0].readable { acceptPeers() }
+            for (i, id) in ids.enumerated() {
+                let e = events[3 + i]
+                guard let session = sessions[id] else { continue }
+                if e.readable || e.closed { read(session) }
+                if e.writable { session.flush() }
+            }
+            if handler != nil && events.count > handlerIndex && events[handlerIndex].readable { reapHandler() }
+            if events[2].readable { timer.acknowledge() }
+            runDueWork(now: MonotonicClock.now())
+            closeFinishedSessions()
+        }
+        for session in sessions.values { session.socket.close() }
+        sessions.removeAll()
+        logger.info("stopped")
+    }
+
+    private func nextDeadline() -> UInt64? {
+        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt]
+        if let liveSince, let max = machine.current?.maxDuration {
+            candidates.append(liveSince + (max > elapsedBefore ? max - elapsedBefore : 0))
+        }
+        return candidates.compactMap { $0 }.min()
+    }
+
+    private func runDueWork(now: UInt64) {
+        if let at = nextFrameAt, now >= at { captureVideo(now: now) }
+        if let at = nextAudioAt, now >= at { captureAudio(now: now) }
+        if let at = nextServiceInfoAt, now >= at {
+            nextServiceInfoAt = now + configuration.serviceInfoInterval
+            publishServiceInfo(now: now)
+        }
+        if let at = startDeadline, now >= at {
+            startDeadline = nil
+            transition(.fail(BroadcastError(.handlerFailed,
+                "handler '\(manifest?.name ?? "?")' did not become ready within \(configuration.startTimeout / 1_000_000_000) s")))
+        }
+        if let liveSince, let max = machine.current?.maxDuration, now - liveSince + elapsedBefore >= max {
+            logger.info("broadcast \(machine.current!.id) reached its maximum duration")
+            transition(.finish)
+        }
+        if let handler, let at = handler.terminateAt, now >= at {
+            logger.warning("handler '\(handler.manifest.name)' did not exit in time; sending SIGTERM")
+            if machine.phase == .finishing && handler.sessionID != nil {
+                handler.stopReason = BroadcastError(.handlerFailed,
+                    "handler '\(handler.manifest.name)' did not finish within \(configuration.finishTimeout / 1_000_000_000) s and was stopped")
+            }
+            handler.terminate(now: now)
+        }
+        if let handler, let at = handler.killAt, now >= at {
+            logger.warning("handler '\(handler.manifest.name)' ignored SIGTERM; sending SIGKILL")
+            handler.kill()
+        }
+    }
+
+    private func handleSignals() throws(DaemonError) -> Bool {
+        while let signal = signals.next() {
+            if shuttingDown {
+                logger.warning("second signal \(signal): stopping now")
+                handler?.kill()
+                return true
+            }
+            logger.info("signal \(signal): shutting down")
+            shuttingDown = true
+            if isActive(machine.phase) && machine.phase != .finishing {
+                transition(.fail(BroadcastError(.shutdown, "broadcastd was stopped")))
+            }
+        }
+        return false
+    }
+
+    // MARK: - Peers
+
+    private func acceptPeers() {
+        while true {
+            let socket: Descriptor?
+            do { socket = try UnixSocket.accept(listener) } catch {
+                logger.warning("accept failed: \(error)")
+                return
+            }
+            guard let socket else { return }
+            addSession(socket)
+        }
+    }
+
+    @discardableResult
+    private func addSession(_ socket: Descriptor, isLaunchedHandler: Bool = false) -> PeerSession {
+        let session = PeerSession(id: nextSessionID, socket: socket, isLaunchedHandler: isLaunchedHandler)
+        nextSessionID += 1
+        sessions[session.id] = session
+        logger.debug("\(session.name) connected")
+        return session
+    }
+
+    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+
+    private func read(_ session: PeerSession) {
+        for _ in 0..<16 where !session.isClosing {
+            let received: UnixSocket.Received?
+            do { received = try UnixSocket.receive(session.socket, into: &readBuffer) } catch {
+                session.closeReason = "receive failed: \(error)"
+                return
+            }
+            guard let received else { return }
+            if received.count == 0 {
+                session.closeReason = session.decoder.pendingByteCount > 0 ? "it closed the connection in the middle of a message" : ""
+                return
+            }
+            if received.descriptorsTruncated {
+                protocolViolation(session, "it sent more than \(UnixSocket.maxDescriptorsPerMessage) descriptors at once")
+                return
+            }
+            session.decoder.append(descriptors: received.descriptors)
+            readBuffer.withUnsafeBytes { session.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<received.count])) }
+            do {
+                while !session.isClosing, let message = try session.decoder.next() {
+                    dispatch(message, from: session)
+                }
+            } catch {
+                protocolViolation(session, error.description)
+                return
+            }
+        }
+    }
+
+    /// Closes a peer that broke the protocol; everything else carries on.
+    private func protocolViolation(_ session: PeerSession, _ reason: String, seq: UInt32 = 0) {
+        session.enqueue(.json(.error, seq: seq, BroadcastError(.protocolError, reason)))
+        session.flush()
+        session.closeReason = reason
+    }
+
+    private func closeFinishedSessions() {
+        for session in sessions.values where session.isClosing {
+            if let reason = session.closeReason, !reason.isEmpty {
+                logger.warning("closing \(session.name): \(reason)")
+            } else {
+                logger.debug("\(session.name) disconnected")
+            }
+            sessions[session.id] = nil
+            session.socket.close()
+            sessionClosed(session)
+        }
+    }
+
+    private func sessionClosed(_ session: PeerSession) {
+        if let handler, handler.sessionID == session.id {
+            handler.sessionID = nil
+            pool.releaseAll(heldBy: session.id)
+            // A handler without its connection can do nothing more; give it a moment to exit by itself.
+            if handler.terminateAt == nil && handler.killAt == nil {
+                handler.terminateAt = MonotonicClock.now() + 2_000_000_000
+            }
+        }
+        if let broadcast = session.setupFor, machine.phase == .awaitingSetup, machine.current?.id == broadcast {
+            transition(.setupCancelled(BroadcastError(.setupCancelled, "the setup UI went away without completing the request")))
+        }
+    }
+
+    // MARK: - Messages
+
+    private func dispatch(_ message: Message, from session: PeerSession) {
+        guard let role = session.role else {
+            hello(message, from: session)
+            return
+        }
+        do {
+            switch (role, message.opcode) {
+            case (.controller, _): try controllerRequest(message, from: session)
+            case (.setup, _): try setupRequest(message, from: session)
+            case (.handler, _): try handlerMessage(message, from: session)
+            }
+        } catch {
+            protocolViolation(session, error.description, seq: message.seq)
+        }
+    }
+
+    private func hello(_ message: Message, from session: PeerSession) {
+        guard message.opcode == .hello else {
+            protocolViolation(session, "it sent \(message.opcode.name) before HELLO", seq: message.seq)
+            return
+        }
+        let hello: Hello
+        do { hello = try message.decode(Hello.self) } catch {
+            protocolViolation(session, error.description, seq: message.seq)
+            return
+        }
+        session.client = hello.client ?? "?"
+        guard hello.protocol == ProtocolLimits.version else {
+            let text = "protocol version mismatch: broadcastd speaks version \(ProtocolLimits.version), \(session.client) speaks version \(hello.protocol)"
+            session.enqueue(.json(.error, seq: message.seq, BroadcastError(.versionMismatch, text)))
+            session.flush()
+            session.closeReason = text
+            return
+        }
+        if (hello.role == .handler) != session.isLaunchedHandler {
+            protocolViolation(session, hello.role == .handler
+                ? "handlers are launched by broadcastd and talk over the socket it passes them (BROADCASTD_HANDLER_FD); attaching over the listening socket is not supported"
+                : "the handler connection may only say HELLO as a handler", seq: message.seq)
+            return
+        }
+        session.role = hello.role
+        session.enqueue(.json(.welcome, seq: message.seq, Welcome(server: configuration.serverName)))
+        if hello.role == .handler { handlerConnected(session) }
+        session.flush()
+    }
+
+    private func reply(_ session: PeerSession, _ seq: UInt32, _ result: Result<Message, BroadcastError>) {
+        switch result {
+        case .success(let message): session.enqueue(message)
+        case .failure(let error): session.enqueue(.json(.error, seq: seq, error))
+        }
+        session.flush()
+    }
+
+    private func controllerRequest(_ message: Message, from session: PeerSession) throws(ProtocolError) {
+        let seq = message.seq
+        switch message.opcode {
+        case .listHandlers:
+            reply(session, seq, .success(.json(.handlers, seq: seq, HandlerList(handlers: registry.load(logger: logger).map(\.manifest)))))
+        case .start:
+            let request = try message.decode(StartRequest.self)
+            reply(session, seq, start(request).map { .json(.ok, seq: seq, BroadcastReference(broadcast: $0)) })
+        case .pause, .resume, .finish:
+            let event: BroadcastEvent = message.opcode == .pause ? .pause : message.opcode == .resume ? .resume : .finish
+            reply(session, seq, transition(event).map { _ in .json(.ok, seq: seq, BroadcastReference(broadcast: machine.current?.id)) })
+        case .getStatus:
+            reply(session, seq, .success(.json(.status, seq: seq, status())))
+        case .subscribe:
+            session.subscribed = true
+            reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
+            session.enqueue(.json(.stateChanged, status()))
+            session.flush()
+        default:
+            throw .unexpected(message.opcode, "not a controller request")
+        }
+    }
+
+    private func start(_ request: StartRequest) -> Result<UInt32, BroadcastError> {
+        if shuttingDown { return .failure(BroadcastError(.shutdown, "broadcastd is shutting down")) }
+        let entries = registry.load(logger: logger)
+        guard let entry = entries.first(where: { $0.manifest.name == request.handler }) else {
+            let names = entries.map(\.manifest.name)
+            return .failure(BroadcastError(.unknownHandler, "no handler named '\(request.handler)'; " +
+                (names.isEmpty ? "none are installed (looked in \(registry.directories.joined(separator: ", ")))" : "installed: \(names.joined(separator: ", "))")))
+        }
+        if let max = request.maxDuration, !(max > 0 && max < 1e9) {
+            return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))
+        }
+        let id = nextBroadcastID
+        let description = BroadcastDescription(id: id, handler: entry.manifest.name, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) })
+        return transition(.start(description)).map { _ in
+            nextBroadcastID += 1
+            manifest = entry.manifest
+            setupInfo = [:]
+            handlerServiceInfo = nil
+            logger.info("broadcast \(id) requested with handler '\(entry.manifest.name)'; waiting for setup")
+            return id
+        }
+    }
+
+    private func setupRequest(_ message: Message, from session: PeerSession) throws(ProtocolError) {
+        let seq = message.seq
+        func pending(_ id: UInt32?) -> BroadcastError? {
+            guard machine.phase == .awaitingSetup, let current = machine.current else {
+                return BroadcastError(.noBroadcast, "no broadcast is waiting for setup")
+            }
+            if let id, id != current.id { return BroadcastError(.invalidRequest, "broadcast \(id) is not the one waiting for setup (\(current.id) is)") }
+            return nil
+        }
+        switch message.opcode {
+        case .getSetupRequest:
+            let id = try message.decode(BroadcastReference.self).broadcast
+            if let error = pending(id) { return reply(session, seq, .failure(error)) }
+            session.setupFor = machine.current!.id
+            reply(session, seq, .success(.json(.setupRequest, seq: seq, SetupRequest(broadcast: machine.current!.id, handler: manifest!))))
+        case .completeSetup:
+            let completion = try message.decode(SetupCompletion.self)
+            if let error = pending(completion.broadcast) { return reply(session, seq, .failure(error)) }
+            let validated: (url: String?, setupInfo: [String: String])
+            do { validated = try manifest!.validate(url: completion.url, setupInfo: completion.setupInfo) } catch {
+                return reply(session, seq, .failure(error))
+            }
+            setupInfo = validated.setupInfo
+            session.setupFor = nil
+            logger.info("broadcast \(completion.broadcast) set up\(validated.url.map { " with URL \($0)" } ?? "")")
+            reply(session, seq, transition(.setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) })
+        case .cancelSetup:
+            let cancellation = try message.decode(SetupCancellation.self)
+            if let error = pending(cancellation.broadcast) { return reply(session, seq, .failure(error)) }
+            session.setupFor = nil
+            let reason = BroadcastError(.setupCancelled, "setup was cancelled: \(cancellation.error.message)")
+            reply(session, seq, transition(.setupCancelled(reason)).map { _ in .json(.ok, seq: seq, Empty()) })
+        default:
+            throw .unexpected(message.opcode, "not a setup request")
+        }
+    }
+
+    private func handlerMessage(_ message: Message, from session: PeerSession) throws(ProtocolError) {
+        guard let handler, handler.sessionID == session.id else { throw .unexpected(message.opcode, "this handler's broadcast is over") }
+        switch message.opcode {
+        case .releaseSlot:
+            let release = try SlotRelease(decoding: message.payload)
+            guard release.pool == pool.id, pool.release(Int(release.slot), by: session.id) else {
+                throw .malformed(.releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
+            }
+        case .ready:
+            guard !handler.ready else { throw .unexpected(.ready, "READY was already sent") }
+            handler.ready = true
+            startDeadline = nil
+            transition(.handlerReady)
+        case .finishWithError:
+            let error = try message.decode(BroadcastError.self)
+            logger.info("handler '\(handler.manifest.name)' finished the broadcast with an error: \(error.message)")
+            transition(.fail(BroadcastError(.handlerError, "handler '\(handler.manifest.name)' finished the broadcast: \(error.message)")))
+        case .updateURL:
+            let update = try message.decode(URLUpdate.self)
+            machine.setURL(update.url)
+            publish(.json(.urlUpdated, URLUpdate(broadcast: machine.current?.id, url: update.url)))
+        case .updateServiceInfo:
+            handlerServiceInfo = try message.decode(HandlerServiceInfo.self).info
+        default:
+            throw .unexpected(message.opcode, "not a handler message")
+        }
+    }
+
+    // MARK: - State
+
+    /// Feeds `event` to the state machine and carries out what it asks; refusals come back as errors.
+    @discardableResult
+    private func transition(_ event: BroadcastEvent) -> Result<Void, BroadcastError> {
+        let before = machine.phase
+        let effects: [BroadcastEffect]
+        do { effects = try machine.handle(event) } catch { return .failure(error) }
+        let now = MonotonicClock.now()
+        if before != .live && machine.phase == .live { beginCapture(now: now) }
+        if before == .live && machine.phase != .live { endCapture(now: now) }
+        for effect in effects { apply(effect, now: now) }
+        if before != machine.phase {
+            logger.info("broadcast \(machine.current.map { String($0.id) } ?? "-"): \(before) → \(machine.phase)")
+            publish(.json(.stateChanged, status()))
+        }
+        return .success(())
+    }
+
+    private func apply(_ effect: BroadcastEffect, now: UInt64) {
+        switch effect {
+        case .awaitSetup:
+            break
+        case .launchHandler:
+            launchHandler(now: now)
+        case .notifyHandlerPaused:
+            sendToHandler(.json(.broadcastPaused, Empty()))
+        case .notifyHandlerResumed:
+            sendToHandler(.json(.broadcastResumed, Empty()))
+        case .notifyHandlerFinished:
+            startDeadline = nil
+            guard let handler else { return }
+            if handler.sessionID != nil && handler.ready {
+                sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error)))
+                handler.terminateAt = now + configuration.finishTimeout
+            } else {
+                handler.stoppedBeforeStart = true
+                handler.terminate(now: now)
+            }
+        case .finished(let error):
+            nextServiceInfoAt = nil
+            startDeadline = nil
+            if let error { logger.warning("broadcast \(machine.current!.id) finished with an error: \(error.message)") }
+            else { logger.info("broadcast \(machine.current!.id) finished") }
+            publishServiceInfo(now: now)
+            publish(.json(.finished, FinishedEvent(broadcast: machine.current!.id, error: error)))
+        }
+    }
+
+    private func sendToHandler(_ message: Message, droppable: Bool = false) {
+        guard let id = handler?.sessionID, let session = sessions[id] else { return }
+        session.enqueue(message, droppable: droppable)
+        session.flush()
+    }
+
+    private func publish(_ message: Message) {
+        for session in sessions.values where session.subscribed {
+            session.enqueue(message)
+            session.flush()
+        }
+    }
+
+    func status() -> BroadcastStatus {
+        var s = BroadcastStatus(state: machine.phase, source: source.description)
+        s.video = source.videoFormat
+        s.audio = source.audioFormat
+        if let current = machine.current {
+            s.broadcast = current.id
+            s.handler = current.handler
+            s.url = current.url
+            s.maxDuration = current.maxDuration.map { Double($0) / 1e9 }
+            s.elapsed = Double(elapsed(now: MonotonicClock.now())) / 1e9
+            s.wantsPaused = machine.wantsPaused
+            s.error = machine.error
+            s.streams = Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) })
+        }
+        return s
+    }
+
+    private func elapsed(now: UInt64) -> UInt64 {
+        elapsedBefore + (liveSince.map { now - $0 } ?? 0)
+    }
+
+    private func publishServiceInfo(now: UInt64) {
+        guard let current = machine.current else { return }
+        let info = ServiceInfo(broadcast: current.id, elapsed: Double(elapsed(now: now)) / 1e9,
+                               streams: Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) }),
+                               handler: handlerServiceInfo)
+        publish(.json(.serviceInfo, info))
+    }
+
+    private func isActive(_ phase: BroadcastPhase) -> Bool {
+        phase != .idle && phase != .finished
+    }
+
+    // MARK: - Handler process
+
+    private func launchHandler(now: UInt64) {
+        guard let manifest else { return }
+        let entry = registry.load(logger: logger).first(where: { $0.manifest.name == manifest.name })
+        guard let entry, let path = HandlerRegistry.resolveExecutable(entry) else {
+            transition(.fail(BroadcastError(.handlerFailed, "handler '\(manifest.name)': cannot find its program '\(manifest.exec)' (is it installed and executable?)")))
+            return
+        }
+        counters = [:]
+        sequences = [:]
+        elapsedBefore = 0
+        do {
+            let (ours, theirs) = try UnixSocket.pair()
+            try ours.setNonBlocking()
+            var environment = Environment.all
+            environment["BROADCASTD_HANDLER_FD"] = "3"
+            environment["BROADCASTD_SOCKET"] = configuration.socketPath
+            let process = try ChildProcess(path: path, arguments: entry.manifest.arguments ?? [], environment: environment, passing: [(theirs, 3)])
+            theirs.close()
+            let running = RunningHandler(process: process, manifest: entry.manifest)
+            running.sessionID = addSession(ours, isLaunchedHandler: true).id
+            handler = running
+            startDeadline = now + configuration.startTimeout
+            logger.info("launched handler '\(manifest.name)' (\(path), pid \(process.pid))")
+        } catch {
+            transition(.fail(BroadcastError(.handlerFailed, "handler '\(manifest.name)': could not start \(path): \(error)")))
+        }
+    }
+
+    private func handlerConnected(_ session: PeerSession) {
+        guard let handler, let current = machine.current else { return }
+        session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
+                              descriptors: [pool.memory.descriptor]))
+        session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: setupInfo,
+                                                                video: VideoDescription(source.videoFormat),
+                                                                audio: AudioDescription(source.audioFormat))))
+        logger.debug("handler '\(handler.manifest.name)' connected; broadcast \(current.id) started")
+    }
+
+    private func reapHandler() {
+        guard let handler, let status = handler.process.reap() else { return }
+        self.handler = nil
+        if let id = handler.sessionID, let session = sessions[id] {
+            session.closeReason = ""
+        }
+        pool.releaseAll(heldBy: handler.sessionID ?? -1)
+        logger.info("handler '\(handler.manifest.name)' (pid \(handler.process.pid)) \(status)")
+        let failure = handler.stopReason ?? (status.succeeded || handler.stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(handler.manifest.name)' \(status)"))
+        transition(.handlerExited(failure))
+    }
+
+    // MARK: - Capture
+
+    private func beginCapture(now: UInt64) {
+        do { try source.begin(at: now) } catch {
+            transition(.fail(BroadcastError(.captureFailed, error.description)))
+            return
+        }
+        liveSince = now
+        nextFrameAt = now
+        nextAudioAt = source.nextAudioDeadline() ?? now + Self.audioTick
+        if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
+        discontinuous = Set(SampleType.allCases)
+    }
+
+    private func endCapture(now: UInt64) {
+        source.end()
+        if let liveSince { elapsedBefore += now - liveSince }
+        liveSince = nil
+        nextFrameAt = nil
+        nextAudioAt = nil
+    }
+
+    private func drop(_ type: SampleType, count: UInt64 = 1) {
+        counters[type, default: StreamCounters()].dropped += count
+        discontinuous.insert(type)
+    }
+
+    private func takeSequence(_ type: SampleType) -> UInt64 {
+        let n = sequences[type, default: 0]
+        sequences[type] = n + 1
+        return n
+    }
+
+    private func handlerSession() -> PeerSession? {
+        guard let id = handler?.sessionID else { return nil }
+        return sessions[id]
+    }
+
+    private func captureVideo(now: UInt64) {
+        let interval = source.frameInterval
+        var deadline = nextFrameAt!
+        // Deadlines the loop missed (the machine was too busy) are frames that were never captured.
+        let missed = (now - deadline) / interval
+        if missed > 0 {
+            sequences[.video, default: 0] += missed
+            drop(.video, count: missed)
+            deadline += missed * interval
+        }
+        nextFrameAt = deadline + interval
+        let sequence = takeSequence(.video)
+        guard let session = handlerSession(), !session.isClosing, let slot = pool.acquire(for: session.id) else {
+            drop(.video)
+            return
+        }
+        let format = source.videoFormat
+        let pts: UInt64
+        do { pts = try source.captureFrame(index: sequence, into: pool.pointer(slot)) } catch {
+            pool.release(slot, by: session.id)
+            transition(.fail(BroadcastError(.captureFailed, error.description)))
+            return
+        }
+        let timing = SampleTiming(presentationTime: pts, duration: interval, sequence: sequence, discontinuity: discontinuous.contains(.video))
+        var payload: [UInt8] = []
+        payload.reserveCapacity(VideoSampleHeader.size)
+        VideoSampleHeader(timing: timing, orientation: source.orientation, pool: pool.id, slot: UInt32(slot), format: format).encode(into: &payload)
+        if session.enqueue(Message(.videoSample, payload: payload), droppable: true) {
+            counters[.video, default: StreamCounters()].delivered += 1
+            discontinuous.remove(.video)
+            session.flush()
+        } else {
+            pool.release(slot, by: session.id)
+            drop(.video)
+        }
+    }
+
+    private func captureAudio(now: UInt64) {
+        defer { nextAudioAt = source.nextAudioDeadline() ?? now + Self.audioTick }
+        let session = handlerSession()
+        let format = source.audioFormat
+        for stream in [SampleType.audioApp, .audioMic] {
+            while let chunk = source.nextAudioChunk(stream, now: now) {
+                let sequence = takeSequence(stream)
+                guard let session, !session.isClosing else {
+                    drop(stream)
+                    continue
+                }
+                let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
+                                          discontinuity: discontinuous.contains(stream))
+                var payload: [UInt8] = []
+                payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
+                AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)
+                payload += chunk.bytes
+                if session.enqueue(Message(.audioSample, payload: payload), droppable: true) {
+                    counters[stream, default: StreamCounters()].delivered += 1
+                    discontinuous.remove(stream)
+                } else {
+                    drop(stream)
+                }
+            }
+        }
+        session?.flush()
+    }
+}

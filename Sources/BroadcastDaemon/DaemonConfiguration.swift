@@ -1,0 +1,22 @@
+import BroadcastCore
+import BroadcastSystem
+
+public struct DaemonConfiguration {
+    public var socketPath: String
+    public var memoryBudget: Int
+    /// Searched before the default handler directories.
+    public var extraHandlerDirectories: [String] = []
+    /// How long a launched handler has to connect and return from broadcastStarted.
+    public var startTimeout: UInt64 = 10_000_000_000
+    /// How long a handler has to exit after BROADCAST_FINISHED before it is stopped.
+    public var finishTimeout: UInt64 = 5_000_000_000
+    public var serviceInfoInterval: UInt64 = 1_000_000_000
+    public var serverName = "broadcastd 0.1.0"
+
+    public static let defaultMemoryBudget = 50 << 20
+
+    public init(socketPath: String, memoryBudget: Int = defaultMemoryBudget) {
+        self.socketPath = socketPath
+        self.memoryBudget = memoryBudget
+    }
+}

@@ -1,0 +1,75 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// One connected peer, as the daemon sees it: its role once it said HELLO, the bytes it sent that
+/// do not yet form a message, and what waits to be sent to it.
+final class PeerSession {
+    /// Most bytes of samples queued for a peer; past this, samples are dropped (and counted).
+    static let sampleQueueLimit = 1 << 20
+    /// Most bytes of any kind queued for a peer; a peer that lets this fill is not reading and is closed.
+    static let hardQueueLimit = 8 << 20
+
+    let id: Int
+    let socket: Descriptor
+    var role: PeerRole?
+    var client = "?"
+    var subscribed = false
+    /// For setup peers: the broadcast whose setup request they fetched.
+    var setupFor: UInt32?
+    /// Set for the connection broadcastd made for the handler it launched.
+    let isLaunchedHandler: Bool
+    var decoder = MessageDecoder()
+    private var outgoing: [(bytes: [UInt8], descriptors: [Descriptor], sent: Int)] = []
+    private(set) var queuedBytes = 0
+    var closeReason: String?
+
+    init(id: Int, socket: Descriptor, isLaunchedHandler: Bool = false) {
+        self.id = id
+        self.socket = socket
+        self.isLaunchedHandler = isLaunchedHandler
+    }
+
+    var name: String { "peer \(id) (\(role?.rawValue ?? "new")\(client == "?" ? "" : ", \(client)"))" }
+    var wantsWrite: Bool { !outgoing.isEmpty }
+    var isClosing: Bool { closeReason != nil }
+
+    /// Queues `message`. A sample (`droppable`) is refused when the peer is behind; anything else is
+    /// always queued unless the peer has stopped reading altogether, which closes it.
+    @discardableResult
+    func enqueue(_ message: Message, droppable: Bool = false) -> Bool {
+        guard !isClosing else { return false }
+        let size = ProtocolLimits.headerSize + message.payload.count
+        if droppable && queuedBytes + size > Self.sampleQueueLimit { return false }
+        if queuedBytes + size > Self.hardQueueLimit {
+            closeReason = "it stopped reading (\(queuedBytes) bytes queued)"
+            return false
+        }
+        if message.descriptors.isEmpty, !outgoing.isEmpty {
+            Message.appendHeader(to: &outgoing[outgoing.count - 1].bytes, opcode: message.opcode, seq: message.seq,
+                                 payloadSize: message.payload.count, descriptorCount: 0)
+            outgoing[outgoing.count - 1].bytes += message.payload
+        } else {
+            outgoing.append((message.encoded(), message.descriptors, 0))
+        }
+        queuedBytes += size
+        return true
+    }
+
+    /// Sends as much as the socket takes now.
+    func flush() {
+        while !outgoing.isEmpty && !isClosing {
+            let first = outgoing[0]
+            do {
+                let n = try UnixSocket.send(socket, first.bytes, from: first.sent,
+                                            descriptors: first.sent == 0 ? first.descriptors.map(\.raw) : [])
+                if n == 0 { return }
+                queuedBytes -= n
+                outgoing[0].sent += n
+                if outgoing[0].sent == first.bytes.count { outgoing.removeFirst() }
+            } catch {
+                closeReason = "sending failed: \(error)"
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import BroadcastCore
+import BroadcastSystem
+
+/// The handler process broadcastd launched for the current broadcast.
+final class RunningHandler {
+    let process: ChildProcess
+    let manifest: HandlerManifest
+    /// The session of its connection; nil once that connection is closed.
+    var sessionID: Int?
+    var ready = false
+    /// When to escalate: SIGTERM at `terminateAt`, SIGKILL at `killAt`.
+    var terminateAt: UInt64?
+    var killAt: UInt64?
+    /// Set when broadcastd had to stop the handler because it did not finish in time.
+    var stopReason: BroadcastError?
+    /// Set when broadcastd stopped a handler that had not started yet: its signal death is no failure.
+    var stoppedBeforeStart = false
+
+    init(process: ChildProcess, manifest: HandlerManifest) {
+        self.process = process
+        self.manifest = manifest
+    }
+
+    func terminate(now: UInt64) {
+        process.send(signal: SIGTERM_)
+        terminateAt = nil
+        killAt = now + 2_000_000_000
+    }
+
+    func kill() {
+        process.send(signal: SIGKILL_)
+        killAt = nil
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+let SIGTERM_ = SIGTERM, SIGKILL_ = SIGKILL
+#endif

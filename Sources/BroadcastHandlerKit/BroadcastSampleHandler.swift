@@ -1,0 +1,61 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Logging
+
+/// The handler SDK's error type.
+public struct HandlerError: Error, CustomStringConvertible {
+    public var operation: String
+    public var reason: String
+    public init(_ operation: String, _ reason: String) {
+        self.operation = operation
+        self.reason = reason
+    }
+    public var description: String { "\(operation): \(reason)" }
+}
+
+/// Subclass this to write a handler, as RPBroadcastSampleHandler is subclassed on iOS, then call
+/// `runBroadcastHandler(YourHandler())` from `main`. Callbacks arrive one at a time on one thread;
+/// do not block in them: samples that arrive while you are busy are dropped (and counted), not queued.
+open class BroadcastSampleHandler {
+    /// Set before `broadcastStarted` is called.
+    public internal(set) var broadcastID: UInt32 = 0
+    public internal(set) var broadcastURL: String?
+    public internal(set) var videoFormat = VideoFormat(width: 0, height: 0)
+    public internal(set) var audioFormat = AudioFormat()
+    public let logger: Logger
+    var connection: PeerConnection?
+
+    public init(logger: Logger = Logger(label: "broadcast-handler")) {
+        self.logger = logger
+    }
+
+    open func broadcastStarted(withSetupInfo setupInfo: [String: String]) {}
+    /// The buffer's memory is valid only until this returns.
+    open func processSampleBuffer(_ sampleBuffer: SampleBuffer, with sampleBufferType: SampleType) {}
+    open func broadcastPaused() {}
+    open func broadcastResumed() {}
+    /// The last callback: flush and close what you wrote. `error` says why, when the broadcast failed.
+    open func broadcastFinished(error: BroadcastError?) { broadcastFinished() }
+    open func broadcastFinished() {}
+    /// The frame size or format changed; following video samples use `format`.
+    open func broadcastVideoFormatChanged(_ format: VideoFormat) {}
+
+    /// Ends the broadcast with `error`; every controller hears it as the finish reason.
+    /// `broadcastFinished` follows.
+    public final func finishBroadcastWithError(_ error: Error) {
+        let message = "\(error)"
+        try? connection?.send(.json(.finishWithError, BroadcastError(.handlerError, message)))
+    }
+
+    /// Tells controllers the URL viewers use (ReplayKit's broadcastURL).
+    public final func updateBroadcastURL(_ url: String) {
+        broadcastURL = url
+        try? connection?.send(.json(.updateURL, URLUpdate(broadcast: broadcastID, url: url)))
+    }
+
+    /// Free-form figures (bit rate, queue depth, ...) that controllers receive with the service info.
+    public final func updateServiceInfo(_ info: [String: JSONValue]) {
+        try? connection?.send(.json(.updateServiceInfo, HandlerServiceInfo(info: info)))
+    }
+}

@@ -1,0 +1,107 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Connects `handler` to broadcastd over the socket it was launched with and dispatches callbacks
+/// until the broadcast finishes. Exits 0 after `broadcastFinished`, 1 when the daemon goes away.
+public func runBroadcastHandler(_ handler: BroadcastSampleHandler, name: String = "handler") -> Never {
+    do {
+        try HandlerRunner(handler: handler, name: name).run()
+        exit(0)
+    } catch {
+        handler.logger.error("\(name): \(error)")
+        exit(1)
+    }
+}
+
+struct HandlerRunner {
+    let handler: BroadcastSampleHandler
+    let name: String
+
+    func run() throws(HandlerError) {
+        guard let text = Environment.get("BROADCASTD_HANDLER_FD"), let fd = Int32(text), fd >= 0 else {
+            throw HandlerError("connect", "BROADCASTD_HANDLER_FD is not set: handlers are started by broadcastd (`broadcastctl start --handler NAME`), not by hand")
+        }
+        unsetenv("BROADCASTD_HANDLER_FD")
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let connection = PeerConnection(socket: Descriptor(adopting: fd))
+        handler.connection = connection
+        do {
+            try connection.hello(role: .handler, client: name)
+            try dispatch(connection)
+        } catch ProtocolError.closed {
+            throw HandlerError("receive", "broadcastd closed the connection before the broadcast finished")
+        } catch {
+            throw HandlerError("talk to broadcastd", "\(error)")
+        }
+    }
+
+    private func dispatch(_ connection: PeerConnection) throws(ProtocolError) {
+        var pool: (id: UInt32, memory: SharedMemory, slotSize: Int)?
+        while true {
+            let message = try connection.receive()
+            switch message.opcode {
+            case .pool:
+                let announcement = try message.decode(PoolAnnouncement.self)
+                guard let fd = message.descriptors.first else { throw .malformed(.pool, "no descriptor attached") }
+                do {
+                    pool = (announcement.pool, try SharedMemory(mapping: fd, size: announcement.slots * announcement.slotSize), announcement.slotSize)
+                } catch {
+                    throw .transport(error)
+                }
+            case .broadcastStarted:
+                let start = try message.decode(BroadcastStart.self)
+                guard let video = start.video.videoFormat else { throw .malformed(.broadcastStarted, "unknown pixel format \(start.video.format)") }
+                handler.broadcastID = start.broadcast
+                handler.broadcastURL = start.url
+                handler.videoFormat = video
+                guard let sampleFormat = AudioSampleFormat(name: start.audio.format) else { throw .malformed(.broadcastStarted, "unknown audio format \(start.audio.format)") }
+                handler.audioFormat = AudioFormat(channels: start.audio.channels, sampleFormat: sampleFormat)
+                handler.broadcastStarted(withSetupInfo: start.setupInfo)
+                try connection.send(.json(.ready, Empty()))
+            case .videoSample:
+                let header = try VideoSampleHeader(decoding: message.payload)
+                guard let pool, pool.id == header.pool, Int(header.slot) * pool.slotSize + Int(header.byteCount) <= pool.memory.size else {
+                    throw .malformed(.videoSample, "slot \(header.slot) of pool \(header.pool) is outside the mapped pool")
+                }
+                var format = handler.videoFormat
+                if let pixelFormat = PixelFormat(rawValue: header.fourcc) {
+                    format = VideoFormat(width: Int(header.width), height: Int(header.height), pixelFormat: pixelFormat)
+                }
+                let data = UnsafeRawBufferPointer(start: pool.memory.base + Int(header.slot) * pool.slotSize, count: Int(header.byteCount))
+                handler.processSampleBuffer(SampleBuffer(type: .video, timing: header.timing, data: data, videoFormat: format,
+                                                         orientation: header.orientation, audioFormat: nil, frameCount: 1), with: .video)
+                try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message)
+            case .audioSample:
+                let header = try AudioSampleHeader(decoding: message.payload)
+                message.payload.withUnsafeBytes { raw in
+                    let data = UnsafeRawBufferPointer(rebasing: raw[AudioSampleHeader.size...])
+                    handler.processSampleBuffer(SampleBuffer(type: header.type, timing: header.timing, data: data, videoFormat: nil,
+                                                             orientation: nil, audioFormat: header.format, frameCount: Int(header.frameCount)), with: header.type)
+                }
+            case .broadcastPaused:
+                handler.broadcastPaused()
+            case .broadcastResumed:
+                handler.broadcastResumed()
+            case .videoFormatChanged:
+                let description = try message.decode(VideoDescription.self)
+                guard let format = description.videoFormat else { throw .malformed(.videoFormatChanged, "unknown pixel format \(description.format)") }
+                handler.videoFormat = format
+                handler.broadcastVideoFormatChanged(format)
+            case .broadcastFinished:
+                handler.broadcastFinished(error: try message.decode(BroadcastEnd.self).error)
+                connection.close()
+                return
+            case .error:
+                throw .refused(try message.decode(BroadcastError.self))
+            default:
+                throw .unexpected(message.opcode, "not sent to handlers")
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import BroadcastCore
+import BroadcastHandlerKit
+import BroadcastProtocol
+import BroadcastSystem
+
+/// The built-in `inspect` handler: records every callback and per-stream statistics, and writes
+/// them as JSON to the broadcast URL (a file:// URL or a path) when the broadcast finishes.
+/// It is how a user checks that capture works, and how the tests check the daemon.
+public final class InspectHandler: BroadcastSampleHandler {
+    public struct Summary: Codable, Equatable, Sendable {
+        public struct Callback: Codable, Equatable, Sendable {
+            public var callback: String
+            /// For runs of processSampleBuffer: how many came in a row.
+            public var count: Int?
+        }
+        public var broadcast: UInt32
+        public var url: String?
+        public var setupInfo: [String: String]
+        public var video: VideoFormat?
+        public var audio: AudioFormat?
+        public var callbacks: [Callback]
+        public var streams: [String: StreamStatistics]
+        public var finishError: BroadcastError?
+    }
+
+    private var summary = Summary(broadcast: 0, url: nil, setupInfo: [:], callbacks: [], streams: [:])
+    private var statistics: [SampleType: StreamStatistics] = [:]
+    private var path: String?
+
+    /// The file a broadcast URL names: `file:///abs/path` or a plain absolute path.
+    public static func filePath(from url: String?) -> String? {
+        guard let url, !url.isEmpty else { return nil }
+        if url.hasPrefix("file://") {
+            let rest = url.dropFirst("file://".count)
+            guard rest.hasPrefix("/") else { return nil }
+            return String(rest).removingPercentEncoding
+        }
+        return url.hasPrefix("/") ? url : nil
+    }
+
+    private func note(_ callback: String) {
+        if callback == "processSampleBuffer", let last = summary.callbacks.last, last.callback == callback {
+            summary.callbacks[summary.callbacks.count - 1].count! += 1
+        } else {
+            summary.callbacks.append(.init(callback: callback, count: callback == "processSampleBuffer" ? 1 : nil))
+        }
+    }
+
+    public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
+        note("broadcastStarted")
+        summary.broadcast = broadcastID
+        summary.url = broadcastURL
+        summary.setupInfo = setupInfo
+        summary.video = videoFormat
+        summary.audio = audioFormat
+        path = Self.filePath(from: broadcastURL)
+        if path == nil {
+            finishBroadcastWithError(InspectError(message: "inspect writes its summary to a file: give a file:// URL or an absolute path, not '\(broadcastURL ?? "")'"))
+        }
+    }
+
+    public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with sampleBufferType: SampleType) {
+        let now = MonotonicClock.now()
+        note("processSampleBuffer")
+        statistics[sampleBufferType, default: StreamStatistics()].record(timing: sampleBuffer.timing, data: sampleBuffer.data, receivedAt: now)
+    }
+
+    public override func broadcastPaused() { note("broadcastPaused") }
+    public override func broadcastResumed() { note("broadcastResumed") }
+
+    public override func broadcastFinished(error: BroadcastError?) {
+        note("broadcastFinished")
+        summary.finishError = error
+        for (type, var stats) in statistics {
+            stats.finish()
+            summary.streams[type.description] = stats
+        }
+        guard let path else { return }
+        do {
+            try FileSystem.writeFile(path, Array(prettyJSON(summary).utf8) + [10])
+            logger.info("inspect: summary written to \(path)")
+        } catch {
+            logger.error("inspect: cannot write the summary: \(error)")
+        }
+    }
+
+    struct InspectError: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+}
+
+extension String {
+    /// Decodes %XX escapes; nil when an escape is malformed.
+    var removingPercentEncoding: String? {
+        var bytes: [UInt8] = []
+        var iterator = utf8.makeIterator()
+        while let c = iterator.next() {
+            if c == UInt8(ascii: "%") {
+                guard let h = iterator.next(), let l = iterator.next(), let v = UInt8(String(decoding: [h, l], as: UTF8.self), radix: 16) else { return nil }
+                bytes.append(v)
+            } else {
+                bytes.append(c)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,217 @@
+import BroadcastCore
+import BroadcastSystem
+
+/// Message opcodes; docs/protocol.md lists each with its payload and direction.
+public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
+    // Any role
+    case hello = 0x0001
+    case welcome = 0x0002
+    case ok = 0x0003
+    case error = 0x0004
+    // Controller
+    case listHandlers = 0x0100
+    case handlers = 0x0101
+    case start = 0x0102
+    case pause = 0x0103
+    case resume = 0x0104
+    case finish = 0x0105
+    case getStatus = 0x0106
+    case status = 0x0107
+    case subscribe = 0x0108
+    case stateChanged = 0x0180
+    case serviceInfo = 0x0181
+    case urlUpdated = 0x0182
+    case finished = 0x0183
+    // Setup
+    case getSetupRequest = 0x0200
+    case setupRequest = 0x0201
+    case completeSetup = 0x0202
+    case cancelSetup = 0x0203
+    // Handler
+    case pool = 0x0300
+    case broadcastStarted = 0x0301
+    case broadcastPaused = 0x0302
+    case broadcastResumed = 0x0303
+    case broadcastFinished = 0x0304
+    case videoFormatChanged = 0x0305
+    case videoSample = 0x0310
+    case audioSample = 0x0311
+    case ready = 0x0380
+    case releaseSlot = 0x0381
+    case finishWithError = 0x0382
+    case updateURL = 0x0383
+    case updateServiceInfo = 0x0384
+
+    public var description: String { "\(name) (0x\(String(rawValue, radix: 16)))" }
+
+    public var name: String {
+        switch self {
+        case .hello: "HELLO"
+        case .welcome: "WELCOME"
+        case .ok: "OK"
+        case .error: "ERROR"
+        case .listHandlers: "LIST_HANDLERS"
+        case .handlers: "HANDLERS"
+        case .start: "START"
+        case .pause: "PAUSE"
+        case .resume: "RESUME"
+        case .finish: "FINISH"
+        case .getStatus: "GET_STATUS"
+        case .status: "STATUS"
+        case .subscribe: "SUBSCRIBE"
+        case .stateChanged: "STATE_CHANGED"
+        case .serviceInfo: "SERVICE_INFO"
+        case .urlUpdated: "URL_UPDATED"
+        case .finished: "FINISHED"
+        case .getSetupRequest: "GET_SETUP_REQUEST"
+        case .setupRequest: "SETUP_REQUEST"
+        case .completeSetup: "COMPLETE_SETUP"
+        case .cancelSetup: "CANCEL_SETUP"
+        case .pool: "POOL"
+        case .broadcastStarted: "BROADCAST_STARTED"
+        case .broadcastPaused: "BROADCAST_PAUSED"
+        case .broadcastResumed: "BROADCAST_RESUMED"
+        case .broadcastFinished: "BROADCAST_FINISHED"
+        case .videoFormatChanged: "VIDEO_FORMAT_CHANGED"
+        case .videoSample: "VIDEO_SAMPLE"
+        case .audioSample: "AUDIO_SAMPLE"
+        case .ready: "READY"
+        case .releaseSlot: "RELEASE_SLOT"
+        case .finishWithError: "FINISH_WITH_ERROR"
+        case .updateURL: "UPDATE_URL"
+        case .updateServiceInfo: "UPDATE_SERVICE_INFO"
+        }
+    }
+}
+
+/// Protocol-wide constants (docs/protocol.md, "Limits").
+public enum ProtocolLimits {
+    public static let version = 1
+    public static let headerSize = 12
+    /// Largest payload of one message.
+    public static let maxPayload = 1 << 20
+    /// Most descriptors one message carries.
+    public static let maxDescriptors = 4
+}
+
+/// The error type of BroadcastProtocol: a peer broke the protocol, or the transport failed.
+public enum ProtocolError: Error, CustomStringConvertible, Equatable {
+    case oversized(opcode: UInt16, size: Int)
+    case tooManyDescriptors(opcode: UInt16, count: Int)
+    case missingDescriptors(opcode: UInt16, expected: Int, received: Int)
+    case unknownOpcode(UInt16)
+    case malformed(Opcode, String)
+    case unexpected(Opcode, String)
+    case closed
+    case transport(SystemError)
+    case refused(BroadcastError)
+
+    public var description: String {
+        switch self {
+        case .oversized(let op, let size): "message 0x\(String(op, radix: 16)) of \(size) bytes exceeds the limit of \(ProtocolLimits.maxPayload)"
+        case .tooManyDescriptors(let op, let n): "message 0x\(String(op, radix: 16)) claims \(n) descriptors, at most \(ProtocolLimits.maxDescriptors) allowed"
+        case .missingDescriptors(let op, let e, let r): "message 0x\(String(op, radix: 16)) needs \(e) descriptors but \(r) arrived"
+        case .unknownOpcode(let op): "unknown opcode 0x\(String(op, radix: 16))"
+        case .malformed(let op, let why): "malformed \(op.name): \(why)"
+        case .unexpected(let op, let why): "unexpected \(op.name): \(why)"
+        case .closed: "the connection was closed"
+        case .transport(let e): e.description
+        case .refused(let e): e.message
+        }
+    }
+}
+
+/// One message: opcode, sequence number, payload bytes and the descriptors that came with it.
+public struct Message: @unchecked Sendable {
+    public var opcode: Opcode
+    public var seq: UInt32
+    public var payload: [UInt8]
+    public var descriptors: [Descriptor]
+
+    public init(_ opcode: Opcode, seq: UInt32 = 0, payload: [UInt8] = [], descriptors: [Descriptor] = []) {
+        self.opcode = opcode
+        self.seq = seq
+        self.payload = payload
+        self.descriptors = descriptors
+    }
+
+    /// Header and payload as they go on the wire; the descriptors travel beside them (SCM_RIGHTS).
+    public func encoded() -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(ProtocolLimits.headerSize + payload.count)
+        Self.appendHeader(to: &bytes, opcode: opcode, seq: seq, payloadSize: payload.count, descriptorCount: descriptors.count)
+        bytes += payload
+        return bytes
+    }
+
+    public static func appendHeader(to bytes: inout [UInt8], opcode: Opcode, seq: UInt32, payloadSize: Int, descriptorCount: Int) {
+        bytes.appendLittleEndian(UInt32(payloadSize))
+        bytes.appendLittleEndian(opcode.rawValue)
+        bytes.appendLittleEndian(UInt16(descriptorCount))
+        bytes.appendLittleEndian(seq)
+    }
+}
+
+/// Reassembles messages from a byte stream split anywhere, with descriptors queued as they arrive.
+public struct MessageDecoder {
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var descriptors: [Descriptor] = []
+
+    public init() {}
+
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0 && start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    public mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    public mutating func append(descriptors new: [Descriptor]) {
+        descriptors += new
+    }
+
+    /// Bytes received but not yet part of a whole message.
+    public var pendingByteCount: Int { buffer.count - start }
+
+    /// The next whole message, nil if more bytes are needed; throws when the peer broke the framing.
+    public mutating func next() throws(ProtocolError) -> Message? {
+        guard buffer.count - start >= ProtocolLimits.headerSize else { return nil }
+        let size = Int(buffer.loadLittleEndian(UInt32.self, at: start))
+        let rawOpcode = buffer.loadLittleEndian(UInt16.self, at: start + 4)
+        let fdCount = Int(buffer.loadLittleEndian(UInt16.self, at: start + 6))
+        let seq = buffer.loadLittleEndian(UInt32.self, at: start + 8)
+        guard size <= ProtocolLimits.maxPayload else { throw .oversized(opcode: rawOpcode, size: size) }
+        guard fdCount <= ProtocolLimits.maxDescriptors else { throw .tooManyDescriptors(opcode: rawOpcode, count: fdCount) }
+        guard let opcode = Opcode(rawValue: rawOpcode) else { throw .unknownOpcode(rawOpcode) }
+        guard buffer.count - start >= ProtocolLimits.headerSize + size else { return nil }
+        guard descriptors.count >= fdCount else { throw .missingDescriptors(opcode: rawOpcode, expected: fdCount, received: descriptors.count) }
+        let bodyStart = start + ProtocolLimits.headerSize
+        let payload = Array(buffer[bodyStart..<(bodyStart + size)])
+        start = bodyStart + size
+        if start > 65536 && start * 2 > buffer.count {
+            buffer.removeSubrange(0..<start)
+            start = 0
+        }
+        let fds = Array(descriptors.prefix(fdCount))
+        descriptors.removeFirst(fdCount)
+        return Message(opcode, seq: seq, payload: payload, descriptors: fds)
+    }
+}
+
+extension Array where Element == UInt8 {
+    @inline(__always)
+    public mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    @inline(__always)
+    public func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+        withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+    }
+}

@@ -1,0 +1,302 @@
+import BroadcastCore
+import BroadcastSystem
+import FoundationEssentials
+
+// JSON payloads of the control messages (docs/protocol.md). Keys are camelCase; readers ignore keys
+// they do not know, so later versions can add fields.
+
+public enum PeerRole: String, Codable, Sendable {
+    case controller, setup, handler
+}
+
+public struct Hello: Codable, Equatable, Sendable {
+    public var `protocol`: Int
+    public var role: PeerRole
+    public var client: String?
+    public init(role: PeerRole, client: String?, protocol: Int = ProtocolLimits.version) {
+        self.protocol = `protocol`
+        self.role = role
+        self.client = client
+    }
+}
+
+public struct Welcome: Codable, Equatable, Sendable {
+    public var `protocol`: Int
+    public var server: String
+    public var maxPayload: Int
+    public var maxDescriptors: Int
+    public init(server: String) {
+        self.protocol = ProtocolLimits.version
+        self.server = server
+        self.maxPayload = ProtocolLimits.maxPayload
+        self.maxDescriptors = ProtocolLimits.maxDescriptors
+    }
+}
+
+public struct Empty: Codable, Equatable, Sendable {
+    public init() {}
+}
+
+public struct BroadcastReference: Codable, Equatable, Sendable {
+    public var broadcast: UInt32?
+    public init(broadcast: UInt32?) { self.broadcast = broadcast }
+}
+
+public struct HandlerList: Codable, Equatable, Sendable {
+    public var handlers: [HandlerManifest]
+    public init(handlers: [HandlerManifest]) { self.handlers = handlers }
+}
+
+public struct StartRequest: Codable, Equatable, Sendable {
+    public var handler: String
+    /// Seconds of live time after which the broadcast finishes by itself.
+    public var maxDuration: Double?
+    public init(handler: String, maxDuration: Double? = nil) {
+        self.handler = handler
+        self.maxDuration = maxDuration
+    }
+}
+
+/// Frames delivered and dropped on one stream.
+public struct StreamCounters: Codable, Equatable, Sendable {
+    public var delivered: UInt64 = 0
+    public var dropped: UInt64 = 0
+    public init(delivered: UInt64 = 0, dropped: UInt64 = 0) {
+        self.delivered = delivered
+        self.dropped = dropped
+    }
+}
+
+/// The canonical state, as every controller reads it (STATUS and STATE_CHANGED).
+public struct BroadcastStatus: Codable, Equatable, Sendable {
+    public var state: BroadcastPhase
+    public var broadcast: UInt32?
+    public var handler: String?
+    public var url: String?
+    /// Live time so far in seconds, pauses excluded.
+    public var elapsed: Double?
+    public var maxDuration: Double?
+    public var wantsPaused: Bool?
+    /// Why the last broadcast finished, when it finished with an error.
+    public var error: BroadcastError?
+    public var source: String
+    public var video: VideoFormat?
+    public var audio: AudioFormat?
+    public var streams: [String: StreamCounters]?
+
+    public init(state: BroadcastPhase, source: String) {
+        self.state = state
+        self.source = source
+    }
+}
+
+public struct ServiceInfo: Codable, Equatable, Sendable {
+    public var broadcast: UInt32
+    public var elapsed: Double
+    public var streams: [String: StreamCounters]
+    /// What the handler reported with UPDATE_SERVICE_INFO.
+    public var handler: [String: JSONValue]?
+    public init(broadcast: UInt32, elapsed: Double, streams: [String: StreamCounters], handler: [String: JSONValue]?) {
+        self.broadcast = broadcast
+        self.elapsed = elapsed
+        self.streams = streams
+        self.handler = handler
+    }
+}
+
+public struct URLUpdate: Codable, Equatable, Sendable {
+    public var broadcast: UInt32?
+    public var url: String
+    public init(broadcast: UInt32?, url: String) {
+        self.broadcast = broadcast
+        self.url = url
+    }
+}
+
+public struct FinishedEvent: Codable, Equatable, Sendable {
+    public var broadcast: UInt32
+    public var error: BroadcastError?
+    public init(broadcast: UInt32, error: BroadcastError?) {
+        self.broadcast = broadcast
+        self.error = error
+    }
+}
+
+public struct SetupRequest: Codable, Equatable, Sendable {
+    public var broadcast: UInt32
+    public var handler: HandlerManifest
+    public init(broadcast: UInt32, handler: HandlerManifest) {
+        self.broadcast = broadcast
+        self.handler = handler
+    }
+}
+
+public struct SetupCompletion: Codable, Equatable, Sendable {
+    public var broadcast: UInt32
+    public var url: String?
+    public var setupInfo: [String: String]
+    public init(broadcast: UInt32, url: String?, setupInfo: [String: String]) {
+        self.broadcast = broadcast
+        self.url = url
+        self.setupInfo = setupInfo
+    }
+}
+
+public struct SetupCancellation: Codable, Equatable, Sendable {
+    public var broadcast: UInt32
+    public var error: BroadcastError
+    public init(broadcast: UInt32, error: BroadcastError) {
+        self.broadcast = broadcast
+        self.error = error
+    }
+}
+
+public struct PoolAnnouncement: Codable, Equatable, Sendable {
+    public var pool: UInt32
+    public var slots: Int
+    public var slotSize: Int
+    public init(pool: UInt32, slots: Int, slotSize: Int) {
+        self.pool = pool
+        self.slots = slots
+        self.slotSize = slotSize
+    }
+}
+
+/// A video format as BROADCAST_STARTED and VIDEO_FORMAT_CHANGED describe it, with its plane layout.
+public struct VideoDescription: Codable, Equatable, Sendable {
+    public var width: Int
+    public var height: Int
+    public var format: String
+    public var fourcc: UInt32
+    public var planes: [Plane]
+    public var frameSize: Int
+
+    public init(_ format: VideoFormat) {
+        width = format.width
+        height = format.height
+        self.format = format.pixelFormat.description
+        fourcc = format.pixelFormat.rawValue
+        planes = format.planes
+        frameSize = format.frameByteCount
+    }
+
+    public var videoFormat: VideoFormat? {
+        PixelFormat(rawValue: fourcc).map { VideoFormat(width: width, height: height, pixelFormat: $0) }
+    }
+}
+
+public struct AudioDescription: Codable, Equatable, Sendable {
+    public var sampleRate: Int
+    public var channels: Int
+    public var format: String
+    public init(_ format: AudioFormat) {
+        sampleRate = format.sampleRate
+        channels = format.channels
+        self.format = format.sampleFormat.description
+    }
+}
+
+public struct BroadcastStart: Codable, Equatable, Sendable {
+    public var broadcast: UInt32
+    public var url: String?
+    public var setupInfo: [String: String]
+    public var video: VideoDescription
+    public var audio: AudioDescription
+    public init(broadcast: UInt32, url: String?, setupInfo: [String: String], video: VideoDescription, audio: AudioDescription) {
+        self.broadcast = broadcast
+        self.url = url
+        self.setupInfo = setupInfo
+        self.video = video
+        self.audio = audio
+    }
+}
+
+public struct BroadcastEnd: Codable, Equatable, Sendable {
+    public var error: BroadcastError?
+    public init(error: BroadcastError?) { self.error = error }
+}
+
+public struct HandlerServiceInfo: Codable, Equatable, Sendable {
+    public var info: [String: JSONValue]
+    public init(info: [String: JSONValue]) { self.info = info }
+}
+
+/// Any JSON value, for the free-form service info a handler reports.
+public enum JSONValue: Codable, Equatable, Sendable, CustomStringConvertible {
+    case string(String)
+    case number(Double)
+    case bool(Bool)
+    case null
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else { self = .string(try c.decode(String.self)) }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .string(let s): try c.encode(s)
+        case .number(let n): try c.encode(n)
+        case .bool(let b): try c.encode(b)
+        case .null: try c.encodeNil()
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .string(let s): s
+        case .number(let n): n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        case .bool(let b): String(b)
+        case .null: "null"
+        }
+    }
+}
+
+// MARK: - JSON coding
+
+extension Message {
+    private static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }()
+
+    /// A message whose payload is `value` as compact JSON with sorted keys.
+    public static func json(_ opcode: Opcode, seq: UInt32 = 0, _ value: some Encodable, descriptors: [Descriptor] = []) -> Message {
+        let bytes = (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
+        return Message(opcode, seq: seq, payload: bytes, descriptors: descriptors)
+    }
+
+    /// Decodes the JSON payload; an empty payload reads as `{}`.
+    public func decode<T: Decodable>(_ type: T.Type) throws(ProtocolError) -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(payload.isEmpty ? Array("{}".utf8) : payload))
+        } catch {
+            throw .malformed(opcode, Self.describe(error))
+        }
+    }
+
+    private static func describe(_ error: Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, _): return "missing field '\(key.stringValue)'"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return "wrong type at '\(path)'"
+        case DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? "payload is not valid JSON" : "invalid value at '\(path)'"
+        default: return "\(error)"
+        }
+    }
+}
+
+/// Encodes any Encodable as pretty JSON text with sorted keys (for status output and summaries).
+public func prettyJSON(_ value: some Encodable) -> String {
+    let e = JSONEncoder()
+    e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+    return (try? e.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+}

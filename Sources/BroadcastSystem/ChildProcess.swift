@@ -1,0 +1,214 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CBroadcastShims
+
+/// A child process started with posix_spawn, watched through a pidfd (readable once it exits).
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    public let pidDescriptor: Descriptor
+    public private(set) var exitStatus: ExitStatus?
+
+    public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
+        case exited(Int32)
+        case signaled(Int32)
+
+        public var description: String {
+            switch self {
+            case .exited(let code): return "exited with status \(code)"
+            case .signaled(let signal):
+                let name = Self.signalNames[signal].map { "SIG\($0)" } ?? "signal \(signal)"
+                return "was killed by \(name)"
+            }
+        }
+
+        public var succeeded: Bool { self == .exited(0) }
+
+        private static let signalNames: [Int32: String] = [
+            SIGHUP: "HUP", SIGINT: "INT", SIGQUIT: "QUIT", SIGILL: "ILL", SIGTRAP: "TRAP", SIGABRT: "ABRT",
+            SIGBUS: "BUS", SIGFPE: "FPE", SIGKILL: "KILL", SIGSEGV: "SEGV", SIGPIPE: "PIPE", SIGTERM: "TERM",
+        ]
+    }
+
+    /// Starts `path` with `arguments` and `environment`. `passing` maps descriptors in this process to the
+    /// numbers they get in the child (for example a socket to 3); every other descriptor stays private,
+    /// because everything here is close-on-exec. The child starts with default signal dispositions and mask.
+    public init(path: String, arguments: [String], environment: [String: String], passing: [(Descriptor, Int32)] = []) throws(SystemError) {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // A source that already sits on its target number would keep close-on-exec through dup2: move it first.
+        var keepAlive: [Descriptor] = []
+        for (fd, target) in passing {
+            var source = fd.raw
+            if source == target {
+                let moved = try fd.duplicate()
+                keepAlive.append(moved)
+                source = moved.raw
+            }
+            posix_spawn_file_actions_adddup2(&actions, source, target)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t(), all = sigset_t()
+        sigemptyset(&empty)
+        sigfillset(&all)
+        sigdelset(&all, SIGKILL)
+        sigdelset(&all, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, path, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw SystemError("start \(path)", errno: rc) }
+        pid = child
+        let pidfd = cbroadcast_pidfd_open(child, 0)
+        guard pidfd >= 0 else {
+            let code = Glibc.errno
+            kill(child, SIGKILL)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+            throw SystemError("pidfd_open \(child)", errno: code)
+        }
+        pidDescriptor = Descriptor(adopting: pidfd)
+        _ = fcntl(pidfd, F_SETFD, FD_CLOEXEC)
+    }
+
+    /// Reaps the child if it has exited; returns its status, or nil while it still runs.
+    @discardableResult
+    public func reap() -> ExitStatus? {
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        let rc = waitpid(pid, &status, WNOHANG)
+        guard rc == pid else { return nil }
+        let signal = status & 0x7f
+        exitStatus = signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal)
+        return exitStatus
+    }
+
+    /// Sends `signal` unless the child has been reaped (the pidfd makes this safe against pid reuse).
+    public func send(signal: Int32) {
+        guard exitStatus == nil else { return }
+        _ = cbroadcast_pidfd_send_signal(pidDescriptor.raw, signal)
+    }
+
+    /// Blocks until the child exits (used by tools and tests, never by the daemon's loop).
+    public func wait() -> ExitStatus {
+        while true {
+            if let status = reap() { return status }
+            _ = try? Poller.wait([(pidDescriptor.raw, .readable)], timeoutMilliseconds: -1)
+        }
+    }
+}
+
+/// Delivers SIGTERM/SIGINT/SIGHUP through a descriptor instead of asynchronous handlers.
+public final class SignalDescriptor {
+    public let descriptor: Descriptor
+
+    public init(signals: [Int32]) throws(SystemError) {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in signals { sigaddset(&set, s) }
+        _ = try syscallRetrying("pthread_sigmask") { pthread_sigmask(SIG_BLOCK, &set, nil) == 0 ? 0 : -1 }
+        descriptor = Descriptor(adopting: try syscallRetrying("signalfd") { signalfd(-1, &set, Int32(SFD_CLOEXEC | SFD_NONBLOCK)) })
+    }
+
+    /// The next pending signal number, if any.
+    public func next() -> Int32? {
+        var info = signalfd_siginfo()
+        let n = Glibc.read(descriptor.raw, &info, MemoryLayout<signalfd_siginfo>.size)
+        return n == MemoryLayout<signalfd_siginfo>.size ? Int32(info.ssi_signo) : nil
+    }
+}
+
+public enum Signals {
+    public static let interrupt = SIGINT
+    public static let terminate = SIGTERM
+
+    /// Ignores `signal` process-wide (SIGPIPE: writes to closed peers then fail with EPIPE instead of killing us).
+    public static func ignore(_ signal: Int32) { Glibc.signal(signal, SIG_IGN) }
+    public static func restoreDefault(_ signal: Int32) { Glibc.signal(signal, SIG_DFL) }
+    public static func ignoreBrokenPipe() { ignore(SIGPIPE) }
+}
+
+public enum Environment {
+    public static func get(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    public static var all: [String: String] {
+        var result: [String: String] = [:]
+        var p = cbroadcast_environ()!
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            if let eq = s.firstIndex(of: "=") { result[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+            p += 1
+        }
+        return result
+    }
+}
+
+public enum FileSystem {
+    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    public static func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
+
+    /// Creates `path` and missing parents with `mode`.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, mode) != 0 && Glibc.errno != EEXIST {
+                throw SystemError("mkdir \(prefix)", errno: Glibc.errno)
+            }
+        }
+    }
+
+    /// The names in a directory (without . and ..), or nil when it cannot be read.
+    public static func list(_ path: String) -> [String]? {
+        guard let dir = opendir(path) else { return nil }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    public static func readFile(_ path: String, limit: Int = 1 << 20) throws(SystemError) -> [UInt8] {
+        let fd = Descriptor(adopting: try syscallRetrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC) })
+        var result: [UInt8] = []
+        while result.count <= limit {
+            let chunk = try fd.read(upTo: 65536)
+            if chunk.isEmpty { return result }
+            result += chunk
+        }
+        throw SystemError("read \(path): larger than \(limit) bytes", errno: EFBIG)
+    }
+
+    /// Writes `bytes` to `path` atomically (a temporary file renamed over it).
+    public static func writeFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(SystemError) {
+        let temporary = path + ".tmp-\(getpid())"
+        let fd = Descriptor(adopting: try syscallRetrying("create \(temporary)") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) })
+        try fd.writeAll(bytes)
+        _ = try syscallRetrying("fsync \(temporary)") { fsync(fd.raw) }
+        fd.close()
+        _ = try syscallRetrying("rename \(temporary) to \(path)") { rename(temporary, path) }
+    }
+
+    /// The absolute path of the running executable.
+    public static func currentExecutable() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An owned file descriptor: closed exactly once, when `close()` is called or the owner goes away.
+/// `take()` hands the raw number to someone else (for example across an exec) without closing it.
+public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
+    public private(set) var raw: Int32
+
+    public init(adopting raw: Int32) {
+        precondition(raw >= 0, "adopting an invalid descriptor")
+        self.raw = raw
+    }
+
+    deinit {
+        if raw >= 0 { Glibc.close(raw) }
+    }
+
+    public var isOpen: Bool { raw >= 0 }
+
+    public func close() {
+        guard raw >= 0 else { return }
+        Glibc.close(raw)
+        raw = -1
+    }
+
+    /// Gives up ownership and returns the raw descriptor.
+    public func take() -> Int32 {
+        let value = raw
+        raw = -1
+        return value
+    }
+
+    public func setNonBlocking(_ on: Bool = true) throws(SystemError) {
+        let flags = try syscallRetrying("fcntl(F_GETFL)") { fcntl(raw, F_GETFL) }
+        let wanted = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK
+        _ = try syscallRetrying("fcntl(F_SETFL)") { fcntl(raw, F_SETFL, wanted) }
+    }
+
+    /// A new descriptor for the same open file, close-on-exec.
+    public func duplicate() throws(SystemError) -> Descriptor {
+        Descriptor(adopting: try syscallRetrying("fcntl(F_DUPFD_CLOEXEC)") { fcntl(raw, F_DUPFD_CLOEXEC, 3) })
+    }
+
+    /// Reads up to `count` bytes; returns an empty array at end of file.
+    public func read(upTo count: Int) throws(SystemError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let fd = raw
+        let n = try syscallRetrying("read") { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) } }
+        buffer.removeSubrange(n...)
+        return buffer
+    }
+
+    /// Writes all of `bytes` (blocking descriptors only).
+    public func writeAll(_ bytes: some Collection<UInt8>) throws(SystemError) {
+        let array = Array(bytes)
+        var offset = 0
+        while offset < array.count {
+            let fd = raw, start = offset
+            let n = try syscallRetrying("write") { array.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + start, array.count - start) } }
+            offset += n
+        }
+    }
+
+    public var description: String { "fd \(raw)" }
+}
+
+/// Counts this process's open descriptors (for leak checks).
+public func openDescriptorCount() -> Int {
+    guard let dir = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(dir) }
+    var count = 0
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        if name != "." && name != ".." { count += 1 }
+    }
+    return count - 1 // the directory stream itself
+}

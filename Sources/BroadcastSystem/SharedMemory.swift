@@ -1,0 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CBroadcastShims
+
+/// A mapping of a shared-memory file (memfd). The daemon creates one per frame pool;
+/// handlers map the descriptor they receive. Unmapped when released.
+public final class SharedMemory: @unchecked Sendable {
+    public let descriptor: Descriptor
+    public let size: Int
+    public let base: UnsafeMutableRawPointer
+
+    /// Creates an anonymous memfd of `size` bytes and maps it read-write.
+    public init(name: String, size: Int) throws(SystemError) {
+        let raw = try syscallRetrying("memfd_create") {
+            cbroadcast_memfd_create(name, CBROADCAST_MFD_CLOEXEC | CBROADCAST_MFD_ALLOW_SEALING)
+        }
+        let fd = Descriptor(adopting: raw)
+        _ = try syscallRetrying("ftruncate memfd to \(size) bytes") { ftruncate(fd.raw, off_t(size)) }
+        self.descriptor = fd
+        self.size = size
+        self.base = try Self.map(fd, size: size, writable: true)
+    }
+
+    /// Maps an existing shared-memory descriptor received from a peer.
+    public init(mapping fd: Descriptor, size: Int, writable: Bool = false) throws(SystemError) {
+        var info = stat()
+        _ = try syscallRetrying("fstat") { fstat(fd.raw, &info) }
+        guard Int(info.st_size) >= size else {
+            throw SystemError("map pool: file has \(info.st_size) bytes, expected at least \(size)", errno: EINVAL)
+        }
+        self.descriptor = fd
+        self.size = size
+        self.base = try Self.map(fd, size: size, writable: writable)
+    }
+
+    private static func map(_ fd: Descriptor, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
+        let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
+        guard let p = mmap(nil, size, protection, MAP_SHARED, fd.raw, 0), p != MAP_FAILED else {
+            throw SystemError("mmap \(size) bytes", errno: Glibc.errno)
+        }
+        return p
+    }
+
+    deinit {
+        munmap(base, size)
+    }
+}

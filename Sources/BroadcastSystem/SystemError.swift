@@ -1,0 +1,33 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one error type of BroadcastSystem: which operation failed and the errno it failed with.
+public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
+    public let operation: String
+    public let errno: Int32
+
+    public init(_ operation: String, errno: Int32) {
+        self.operation = operation
+        self.errno = errno
+    }
+
+    public var description: String {
+        "\(operation): \(String(cString: strerror(errno)))"
+    }
+
+    public var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
+}
+
+/// Runs a syscall, retrying on EINTR, and throws a `SystemError` naming `operation` on failure.
+/// Never use it for `close` (a retried close can close someone else's descriptor).
+@inline(__always)
+func syscallRetrying<T: BinaryInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T {
+    while true {
+        let result = body()
+        if result >= 0 { return result }
+        let code = Glibc.errno
+        if code == EINTR { continue }
+        throw SystemError(operation(), errno: code)
+    }
+}

@@ -1,0 +1,33 @@
+// One-line adapters for what Swift cannot import from Glibc: the CMSG_* macros,
+// memfd_create (not visible through Glibc's module map), and the pidfd syscalls.
+// No state lives here.
+#pragma once
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <sys/timerfd.h>
+#include <sys/signalfd.h>
+
+extern char **environ;
+static inline char **cbroadcast_environ(void) { return environ; }
+
+static inline struct cmsghdr *cbroadcast_cmsg_firsthdr(struct msghdr *m) { return CMSG_FIRSTHDR(m); }
+static inline struct cmsghdr *cbroadcast_cmsg_nxthdr(struct msghdr *m, struct cmsghdr *c) { return CMSG_NXTHDR(m, c); }
+static inline unsigned char *cbroadcast_cmsg_data(struct cmsghdr *c) { return CMSG_DATA(c); }
+static inline size_t cbroadcast_cmsg_space(size_t len) { return CMSG_SPACE(len); }
+static inline size_t cbroadcast_cmsg_len(size_t len) { return CMSG_LEN(len); }
+
+static inline int cbroadcast_accept4(int fd, int flags) { return (int)syscall(SYS_accept4, fd, NULL, NULL, flags); }
+static inline int cbroadcast_memfd_create(const char *name, unsigned int flags) { return (int)syscall(SYS_memfd_create, name, flags); }
+static inline int cbroadcast_pidfd_open(pid_t pid, unsigned int flags) { return (int)syscall(SYS_pidfd_open, pid, flags); }
+static inline int cbroadcast_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0); }
+
+// A signal that interrupts blocking reads (no SA_RESTART) and is remembered: a signal handler
+// can only touch a sig_atomic_t, which Swift cannot declare.
+void cbroadcast_install_interrupt(int sig);
+int cbroadcast_interrupted(void);
+
+#define CBROADCAST_MFD_CLOEXEC 0x0001U
+#define CBROADCAST_MFD_ALLOW_SEALING 0x0002U

@@ -1,0 +1,61 @@
+import ArgumentParser
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+struct BroadcastSetupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broadcast-setup",
+        abstract: "Completes a broadcast request with a URL and setup info, or cancels it (the setup UI).",
+        discussion: """
+            broadcastctl start runs this for you. On a terminal it asks for the handler's setup fields
+            (secrets without echo, defaults in brackets, Enter takes the default); without a terminal,
+            or with --non-interactive, it uses --url, --set and the defaults. Ctrl-C cancels the request.
+            Exit status: 0 completed, 1 cancelled or refused.
+            """)
+
+    @Option(help: "The broadcast to set up (default: the one waiting).")
+    var request: UInt32?
+    @Option(help: "The broadcast URL.")
+    var url: String?
+    @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.")
+    var assignments: [String] = []
+    @Flag(help: "Never prompt.")
+    var nonInteractive = false
+    @Option(help: "Socket path (default: $BROADCASTD_SOCKET or $XDG_RUNTIME_DIR/broadcastd/broadcastd.sock).")
+    var socket: String?
+
+    func run() throws {
+        Terminal.catchInterrupt(2)
+        do {
+            let client = try SetupClient(socketPath: try SocketLocation.resolve(explicit: socket))
+            let pending = try client.fetchRequest(broadcast: request)
+            do {
+                var form = SetupForm(manifest: pending.handler, url: url, values: try SetupForm.parseAssignments(assignments))
+                let interactive = !nonInteractive && Terminal.isInteractive()
+                if interactive { Terminal.prompt("Setting up broadcast \(pending.broadcast) with \(pending.handler.displayName)\n") }
+                try form.fill(interactive: interactive) { question, secret in
+                    Terminal.prompt(question)
+                    return Terminal.readLine(echo: !secret)
+                }
+                try client.complete(broadcast: pending.broadcast, url: form.url, setupInfo: form.values)
+            } catch {
+                let reason = Terminal.wasInterrupted ? BroadcastError(.setupCancelled, "cancelled by the user (Ctrl-C)")
+                    : (error as? BroadcastError) ?? ((error as? ProtocolError).flatMap { if case .refused(let e) = $0 { e } else { nil } })
+                    ?? BroadcastError(.setupCancelled, "\(error)")
+                try? client.cancel(broadcast: pending.broadcast, error: reason)
+                throw reason
+            }
+        } catch {
+            printError("broadcast-setup: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+func printError(_ text: String) {
+    Terminal.prompt(text + "\n")
+}
+
+BroadcastSetupCommand.main()

@@ -1,0 +1,255 @@
+import ArgumentParser
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// Exit statuses (documented in --help and the README).
+enum Exit {
+    /// The request was refused, or the broadcast finished with an error.
+    static let failed: Int32 = 1
+    /// broadcastd is not running.
+    static let notRunning: Int32 = 69
+}
+
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "Socket path (default: $BROADCASTD_SOCKET or $XDG_RUNTIME_DIR/broadcastd/broadcastd.sock).")
+    var socket: String?
+
+    func socketPath() throws(ProtocolError) -> String { try SocketLocation.resolve(explicit: socket) }
+    func connect() throws(ProtocolError) -> ControllerClient { try ControllerClient(socketPath: socketPath()) }
+}
+
+/// Runs `body`, turning broadcastd's refusals into a message on stderr and the documented exit status.
+func reporting(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as ExitCode {
+        throw error
+    } catch ProtocolError.refused(let error) {
+        printError("broadcastctl: \(error.message)")
+        throw ExitCode(error.code == .notRunning ? Exit.notRunning : Exit.failed)
+    } catch {
+        printError("broadcastctl: \(error)")
+        throw ExitCode(Exit.failed)
+    }
+}
+
+func printError(_ text: String) { Terminal.prompt(text + "\n") }
+
+struct Broadcastctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broadcastctl",
+        abstract: "Controls broadcastd: start, pause, resume and stop broadcasts; show status and handlers.",
+        discussion: """
+            Examples:
+              broadcastctl handlers
+              broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
+              broadcastctl start --handler inspect        (asks for the URL and setup fields)
+              broadcastctl pause; broadcastctl resume; broadcastctl stop
+              broadcastctl status --watch
+            Exit status: 0 success; 1 refused, or the broadcast finished with an error; 2 bad usage;
+            69 broadcastd is not running.
+            """,
+        subcommands: [Handlers.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self])
+}
+
+struct Handlers: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List installed handlers and their setup fields (the picker).")
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try reporting {
+            let handlers = try connection.connect().handlers()
+            if json { return print(prettyJSON(HandlerList(handlers: handlers))) }
+            if handlers.isEmpty { print("no handlers installed") }
+            for handler in handlers {
+                print("\(handler.name) — \(handler.displayName)")
+                if let description = handler.description { print("    \(description)") }
+                if let url = handler.url {
+                    print("    url: \(url.prompt)\(url.default.map { " [\($0)]" } ?? "")\(url.required == true ? " (required)" : "")")
+                }
+                for field in handler.setupFields ?? [] {
+                    let flags = [field.required == true ? "required" : nil, field.secret == true ? "secret" : nil].compactMap { $0 }
+                    print("    --set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
+                }
+            }
+        }
+    }
+}
+
+struct Start: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Start a broadcast: picks the handler, runs broadcast-setup for its URL and fields.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The handler to broadcast to (see `broadcastctl handlers`).") var handler: String
+    @Option(help: "The broadcast URL.") var url: String?
+    @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.") var assignments: [String] = []
+    @Option(help: "Finish by itself after this many seconds of live (unpaused) time.") var duration: Double?
+    @Flag(help: "Wait until the broadcast finishes; exit 1 if it finished with an error. Ctrl-C stops it.") var wait = false
+
+    func validate() throws {
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+    }
+
+    func run() throws {
+        try reporting {
+            let client = try connection.connect()
+            try client.subscribe()
+            let id = try client.start(handler: handler, maxDuration: duration)
+            try runSetup(id: id, client: client)
+            let started = try awaitStart(id: id, client: client)
+            guard started else { return }
+            print("broadcast \(id) started with handler \(handler)")
+            if wait { try waitForFinish(id: id, client: client) }
+        }
+    }
+
+    /// Runs broadcast-setup (next to broadcastctl, else on PATH) for the request.
+    private func runSetup(id: UInt32, client: ControllerClient) throws {
+        var arguments = ["--request", String(id), "--socket", client.socketPath]
+        if let url { arguments += ["--url", url] }
+        for assignment in assignments { arguments += ["--set", assignment] }
+        let exe = FileSystem.currentExecutable().map { String($0[..<$0.lastIndex(of: "/")!]) + "/broadcast-setup" }
+        let candidates = [exe].compactMap { $0 } + (Environment.get("PATH") ?? "").split(separator: ":").map { $0 + "/broadcast-setup" }
+        guard let path = candidates.first(where: FileSystem.isExecutable) else {
+            let error = BroadcastError(.setupCancelled, "broadcast-setup was not found next to broadcastctl or on PATH")
+            try? client.finish()
+            throw ProtocolError.refused(error)
+        }
+        // Ctrl-C during setup belongs to broadcast-setup, which cancels the request and says so.
+        Signals.ignore(Signals.interrupt)
+        defer { Signals.restoreDefault(Signals.interrupt) }
+        _ = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait()
+    }
+
+    /// Waits until the broadcast is live or has finished; false (after printing why) if it finished.
+    private func awaitStart(id: UInt32, client: ControllerClient) throws -> Bool {
+        while true {
+            guard let event = try client.nextEvent(timeoutMilliseconds: 30_000) else {
+                throw ProtocolError.refused(BroadcastError(.handlerFailed, "broadcast \(id) did not start within 30 s"))
+            }
+            switch event {
+            case .stateChanged(let status) where status.broadcast == id && [.live, .paused].contains(status.state):
+                return true
+            case .finished(let finished) where finished.broadcast == id:
+                if let error = finished.error { throw ProtocolError.refused(error) }
+                print("broadcast \(id) finished")
+                return false
+            default:
+                continue
+            }
+        }
+    }
+
+    private func waitForFinish(id: UInt32, client: ControllerClient) throws {
+        let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate])
+        var stopping = false
+        while true {
+            if !stopping, signals.next() != nil {
+                stopping = true
+                printError("stopping broadcast \(id)…")
+                try? client.finish()
+            }
+            guard let event = try client.nextEvent(timeoutMilliseconds: 200) else { continue }
+            if case .finished(let finished) = event, finished.broadcast == id {
+                if let error = finished.error {
+                    printError("broadcast \(id) finished with an error: \(error.message)")
+                    throw ExitCode(Exit.failed)
+                }
+                print("broadcast \(id) finished")
+                return
+            }
+        }
+    }
+}
+
+struct Pause: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Pause the broadcast (takes effect once it is live).")
+    @OptionGroup var connection: ConnectionOptions
+    func run() throws { try reporting { try connection.connect().pause() } }
+}
+
+struct Resume: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Resume a paused broadcast.")
+    @OptionGroup var connection: ConnectionOptions
+    func run() throws { try reporting { try connection.connect().resume() } }
+}
+
+struct Stop: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Finish the broadcast.")
+    @OptionGroup var connection: ConnectionOptions
+    func run() throws { try reporting { try connection.connect().finish() } }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the broadcast state.")
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Keep printing changes and service info (one line each) until interrupted.") var watch = false
+
+    func run() throws {
+        try reporting {
+            let client = try connection.connect()
+            guard watch else {
+                let status = try client.status()
+                return print(json ? prettyJSON(status) : StatusText.describe(status))
+            }
+            try client.subscribe()
+            while true {
+                guard let event = try client.nextEvent(timeoutMilliseconds: -1) else { continue }
+                switch event {
+                case .stateChanged(let s): print(json ? compactJSON(s) : StatusText.line(s))
+                case .serviceInfo(let i): print(json ? compactJSON(i) : StatusText.line(i))
+                case .urlUpdated(let u): print(json ? compactJSON(u) : "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)")
+                case .finished(let f): print(json ? compactJSON(f) : "broadcast \(f.broadcast) finished\(f.error.map { ": \($0.message)" } ?? "")")
+                }
+            }
+        }
+    }
+}
+
+func compactJSON(_ value: some Encodable) -> String {
+    prettyJSON(value).split(separator: "\n").map { $0.trimmingPrefix(while: { $0 == " " }) }.joined(separator: " ")
+}
+
+extension Substring {
+    func trimmingPrefix(while predicate: (Character) -> Bool) -> Substring { drop(while: predicate) }
+}
+
+enum StatusText {
+    static func describe(_ s: BroadcastStatus) -> String {
+        var lines = ["state: \(s.state)", "source: \(s.source)"]
+        if let id = s.broadcast {
+            lines.append("broadcast: \(id) (handler \(s.handler ?? "?"))")
+            if let url = s.url { lines.append("url: \(url)") }
+            if let elapsed = s.elapsed {
+                lines.append("elapsed: \(seconds(elapsed))\(s.maxDuration.map { " of at most \(seconds($0))" } ?? "")")
+            }
+            if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
+            if let error = s.error { lines.append("error: \(error.message)") }
+            for name in ["video", "audioApp", "audioMic"] {
+                if let c = s.streams?[name] { lines.append("\(name): \(c.delivered) delivered, \(c.dropped) dropped") }
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func line(_ s: BroadcastStatus) -> String {
+        "state \(s.state)" + (s.broadcast.map { " broadcast \($0) handler \(s.handler ?? "?")" } ?? "") + (s.error.map { " error: \($0.message)" } ?? "")
+    }
+
+    static func line(_ i: ServiceInfo) -> String {
+        let streams = ["video", "audioApp", "audioMic"].compactMap { name in i.streams[name].map { "\(name) \($0.delivered)/\($0.dropped) dropped" } }
+        let extra = (i.handler ?? [:]).sorted(by: { $0.key < $1.key }).map { "\($0.key) \($0.value)" }
+        return (["broadcast \(i.broadcast)", "elapsed \(seconds(i.elapsed))"] + streams + extra).joined(separator: "  ")
+    }
+
+    static func seconds(_ value: Double) -> String {
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10) s"
+    }
+}
+
+Broadcastctl.main()
