@@ -63,7 +63,7 @@ let package = Package(
         ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
-            "BroadcastDaemon", "BroadcastInspect",
+            "BroadcastClient", "BroadcastInspect",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient",

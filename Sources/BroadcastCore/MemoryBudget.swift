@@ -8,6 +8,9 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     /// More slots only add latency a slow handler would fill.
     public static let maximumSlots = 8
 
+    static let commonSizes = [(3840, 2160), (2560, 1440), (1920, 1080), (1600, 900), (1280, 720), (960, 540), (640, 360)]
+        .map { (width: $0.0, height: $0.1) }
+
     public var slotCount: Int
     public var slotSize: Int
     public var poolBytes: Int { slotCount * slotSize }
@@ -23,20 +26,18 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
         let slots = min(maximumSlots, max(0, available) / slotSize)
         if slots >= minimumSlots { return FramePoolPlan(slotCount: slots, slotSize: slotSize) }
         let needed = daemonOverhead + minimumSlots * slotSize
-        // The largest 16:9 size in this pixel format that fits the given budget.
-        var fit = format
-        var w = format.width
-        while w >= 64 {
-            fit.width = w & ~15
-            fit.height = (w * 9 / 16) & ~1
-            if minimumSlots * fit.frameByteCount <= available { break }
-            w -= 16
+        var alternatives = ["use --memory-budget \((needed + (1 << 20) - 1) >> 20)"]
+        func fits(_ f: VideoFormat) -> Bool { minimumSlots * f.frameByteCount <= available }
+        if let size = commonSizes.first(where: { $0.width < format.width && fits(VideoFormat(width: $0.width, height: $0.height, pixelFormat: format.pixelFormat)) }) {
+            alternatives.append("a smaller size such as \(size.width)x\(size.height)")
         }
-        let alternative = w >= 64 ? " or a smaller size such as \(fit.width)x\(fit.height)" : ""
+        if format.pixelFormat != .nv12 && fits(VideoFormat(width: format.width, height: format.height, pixelFormat: .nv12)) {
+            alternatives.append("--pixel-format nv12")
+        }
         throw BroadcastError(.budget,
             "\(format) needs \(minimumSlots) frame slots of \(megabytes(slotSize)) plus \(megabytes(daemonOverhead)) for the daemon: " +
             "\(megabytes(needed)) in all, more than the memory budget of \(megabytes(budgetBytes)); " +
-            "use --memory-budget \((needed + (1 << 20) - 1) >> 20)\(alternative)")
+            alternatives.joined(separator: ", or "))
     }
 }
 

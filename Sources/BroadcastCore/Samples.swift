@@ -42,6 +42,12 @@ public struct Plane: Equatable, Codable, Sendable {
     public var stride: Int
     public var height: Int
     public var byteCount: Int { stride * height }
+
+    public init(offset: Int, stride: Int, height: Int) {
+        self.offset = offset
+        self.stride = stride
+        self.height = height
+    }
 }
 
 /// A video format and the layout of one frame of it in memory.

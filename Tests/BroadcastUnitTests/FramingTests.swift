@@ -1,0 +1,159 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Testing
+
+@Suite struct FramingTests {
+    /// A stream of several messages of different sizes.
+    func sampleStream() -> [Message] {
+        [
+            .json(.hello, seq: 1, Hello(role: .controller, client: "test")),
+            Message(.getStatus, seq: 2),
+            SlotRelease(pool: 1, slot: 3).message,
+            Message(.audioSample, seq: 0, payload: (0..<300).map { UInt8($0 % 251) }),
+            .json(.start, seq: 3, StartRequest(handler: "inspect", maxDuration: 5)),
+        ]
+    }
+
+    func same(_ a: [Message], _ b: [Message]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { $0.opcode == $1.opcode && $0.seq == $1.seq && $0.payload == $1.payload }
+    }
+
+    @Test func splitAtEveryByteBoundary() throws {
+        let messages = sampleStream()
+        let bytes = messages.flatMap { $0.encoded() }
+        for split in 0...bytes.count {
+            var decoder = MessageDecoder()
+            var out: [Message] = []
+            decoder.append(Array(bytes[..<split]))
+            while let m = try decoder.next() { out.append(m) }
+            decoder.append(Array(bytes[split...]))
+            while let m = try decoder.next() { out.append(m) }
+            #expect(same(out, messages), "split at \(split)")
+            #expect(decoder.pendingByteCount == 0)
+        }
+    }
+
+    @Test func oneByteAtATime() throws {
+        let messages = sampleStream()
+        var decoder = MessageDecoder()
+        var out: [Message] = []
+        for byte in messages.flatMap({ $0.encoded() }) {
+            decoder.append([byte])
+            while let m = try decoder.next() { out.append(m) }
+        }
+        #expect(same(out, messages))
+    }
+
+    @Test func jsonPayloadsRoundTrip() throws {
+        let start = StartRequest(handler: "inspect", maxDuration: 2.5)
+        #expect(try Message.json(.start, start).decode(StartRequest.self) == start)
+        var status = BroadcastStatus(state: .paused, source: "synthetic")
+        status.broadcast = 3
+        status.video = VideoFormat(width: 640, height: 480, pixelFormat: .i420)
+        status.audio = AudioFormat(channels: 1, sampleFormat: .s16)
+        status.error = BroadcastError(.handlerError, "boom")
+        status.streams = ["video": StreamCounters(delivered: 10, dropped: 2)]
+        #expect(try Message.json(.status, status).decode(BroadcastStatus.self) == status)
+        let info = HandlerServiceInfo(info: ["bitrate": .number(6000), "server": .string("x"), "ok": .bool(true)])
+        #expect(try Message.json(.updateServiceInfo, info).decode(HandlerServiceInfo.self) == info)
+    }
+
+    @Test func malformedJSONSaysWhatIsWrong() {
+        let missing = #expect(throws: ProtocolError.self) { try Message(.start, payload: Array(#"{"maxDuration":1}"#.utf8)).decode(StartRequest.self) }
+        #expect(missing?.description.contains("missing field 'handler'") == true)
+        let garbage = #expect(throws: ProtocolError.self) { try Message(.start, payload: Array("{nope".utf8)).decode(StartRequest.self) }
+        #expect(garbage?.description.contains("START") == true)
+    }
+
+    @Test func oversizedMessageIsRejectedFromItsHeader() {
+        var bytes: [UInt8] = []
+        Message.appendHeader(to: &bytes, opcode: .hello, seq: 1, payloadSize: ProtocolLimits.maxPayload + 1, descriptorCount: 0)
+        var decoder = MessageDecoder()
+        decoder.append(bytes)
+        #expect(throws: ProtocolError.oversized(opcode: Opcode.hello.rawValue, size: ProtocolLimits.maxPayload + 1)) { try decoder.next() }
+    }
+
+    @Test func tooManyAndMissingDescriptorsAndUnknownOpcodes() {
+        var bytes: [UInt8] = []
+        Message.appendHeader(to: &bytes, opcode: .pool, seq: 0, payloadSize: 0, descriptorCount: 5)
+        var decoder = MessageDecoder()
+        decoder.append(bytes)
+        #expect(throws: ProtocolError.tooManyDescriptors(opcode: Opcode.pool.rawValue, count: 5)) { try decoder.next() }
+
+        bytes = []
+        Message.appendHeader(to: &bytes, opcode: .pool, seq: 0, payloadSize: 0, descriptorCount: 1)
+        decoder = MessageDecoder()
+        decoder.append(bytes)
+        #expect(throws: ProtocolError.missingDescriptors(opcode: Opcode.pool.rawValue, expected: 1, received: 0)) { try decoder.next() }
+
+        bytes = [0, 0, 0, 0, 0xee, 0xee, 0, 0, 0, 0, 0, 0]
+        decoder = MessageDecoder()
+        decoder.append(bytes)
+        #expect(throws: ProtocolError.unknownOpcode(0xeeee)) { try decoder.next() }
+    }
+
+    @Test func sampleHeadersRoundTripAndRejectNonsense() throws {
+        let timing = SampleTiming(presentationTime: 123_456_789, duration: 16_666_666, sequence: 42, discontinuity: true)
+        let video = VideoSampleHeader(timing: timing, orientation: Orientation(degrees: 270, mirrored: true), pool: 1, slot: 5,
+                                      format: VideoFormat(width: 1280, height: 720))
+        var bytes: [UInt8] = []
+        video.encode(into: &bytes)
+        #expect(bytes.count == VideoSampleHeader.size)
+        #expect(try VideoSampleHeader(decoding: bytes) == video)
+        bytes[28] = 45
+        #expect(throws: ProtocolError.self) { try VideoSampleHeader(decoding: bytes) }
+        #expect(throws: ProtocolError.self) { try VideoSampleHeader(decoding: Array(bytes.prefix(10))) }
+
+        let audio = AudioSampleHeader(timing: timing, type: .audioMic, format: AudioFormat(channels: 1, sampleFormat: .s16), frameCount: 4)
+        bytes = []
+        audio.encode(into: &bytes)
+        #expect(bytes.count == AudioSampleHeader.size)
+        bytes += [UInt8](repeating: 1, count: 8)
+        #expect(try AudioSampleHeader(decoding: bytes) == audio)
+        #expect(throws: ProtocolError.self) { try AudioSampleHeader(decoding: bytes + [0]) } // PCM length disagrees
+        bytes[28] = 1 // video is not an audio type
+        #expect(throws: ProtocolError.self) { try AudioSampleHeader(decoding: bytes) }
+    }
+}
+
+@Suite struct DescriptorPassingTests {
+    @Test func memfdTravelsOverARealSocketPairAndMapsToTheSameBytes() throws {
+        do {
+            let (a, b) = try UnixSocket.pair()
+            let memory = try SharedMemory(name: "test", size: 8192)
+            memory.base.storeBytes(of: 0xfeed_beef, toByteOffset: 4096, as: UInt32.self)
+            let sender = PeerConnection(socket: a)
+            let receiver = PeerConnection(socket: b)
+            try sender.send(.json(.pool, PoolAnnouncement(pool: 1, slots: 2, slotSize: 4096), descriptors: [memory.descriptor]))
+            try sender.send(Message(.broadcastPaused))
+            let message = try receiver.receive()
+            #expect(message.opcode == .pool)
+            #expect(message.descriptors.count == 1)
+            #expect(message.descriptors[0].raw != memory.descriptor.raw)
+            let mapped = try SharedMemory(mapping: message.descriptors[0], size: 8192)
+            #expect(mapped.base.load(fromByteOffset: 4096, as: UInt32.self) == 0xfeed_beef)
+            // Writes by the owner are seen through the peer's mapping: it is the same memory.
+            memory.base.storeBytes(of: 7, toByteOffset: 0, as: UInt8.self)
+            #expect(mapped.base.load(fromByteOffset: 0, as: UInt8.self) == 7)
+            #expect(try receiver.receive().opcode == .broadcastPaused)
+            // Every received descriptor is close-on-exec.
+            #expect(fcntl(message.descriptors[0].raw, F_GETFD) & FD_CLOEXEC != 0)
+        }
+    }
+
+    @Test func mappingRefusesAFileSmallerThanAnnounced() throws {
+        let memory = try SharedMemory(name: "small", size: 4096)
+        #expect(throws: SystemError.self) { try SharedMemory(mapping: memory.descriptor.duplicate(), size: 1 << 20) }
+    }
+
+    @Test func closedPeerIsReportedAsClosed() throws {
+        let (a, b) = try UnixSocket.pair()
+        a.close()
+        #expect(throws: ProtocolError.closed) { try PeerConnection(socket: b).receive() }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,59 @@
+import BroadcastCore
+import BroadcastProtocol
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// docs/protocol.md is the contract: the byte dumps in it marked `Golden: NAME` must be exactly what the code sends.
+@Suite struct GoldenBytesTests {
+    static let document: String = {
+        let root = String(#filePath).split(separator: "/").dropLast(3).joined(separator: "/")
+        guard let file = fopen("/" + root + "/docs/protocol.md", "r") else { return "" }
+        defer { fclose(file) }
+        var text = ""
+        var buffer = [CChar](repeating: 0, count: 4096)
+        while fgets(&buffer, 4096, file) != nil { text += String(cString: buffer) }
+        return text
+    }()
+
+    /// The hex block after the line `Golden: name`.
+    static func golden(_ name: String) -> [UInt8]? {
+        let lines = document.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let marker = lines.firstIndex(where: { $0.contains("Golden: \(name)") }),
+              let open = lines[marker...].firstIndex(where: { $0.hasPrefix("```hex") }),
+              let close = lines[(open + 1)...].firstIndex(where: { $0.hasPrefix("```") }) else { return nil }
+        return lines[(open + 1)..<close].flatMap { $0.split(separator: " ").compactMap { UInt8($0, radix: 16) } }
+    }
+
+    @Test func documentIsThere() {
+        #expect(!Self.document.isEmpty, "docs/protocol.md could not be read")
+    }
+
+    @Test func helloFromAController() throws {
+        let bytes = Message.json(.hello, seq: 1, Hello(role: .controller, client: "broadcastctl")).encoded()
+        #expect(Self.golden("hello-controller") == bytes)
+        #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"{"client":"broadcastctl","protocol":1,"role":"controller"}"#)
+    }
+
+    @Test func releaseSlot() {
+        #expect(Self.golden("release-slot") == SlotRelease(pool: 1, slot: 2).message.encoded())
+    }
+
+    @Test func videoSample() {
+        let timing = SampleTiming(presentationTime: 1_000_000_000, duration: 33_333_333, sequence: 7, discontinuity: true)
+        var payload: [UInt8] = []
+        VideoSampleHeader(timing: timing, orientation: Orientation(degrees: 90, mirrored: true), pool: 1, slot: 2,
+                          format: VideoFormat(width: 1920, height: 1080, pixelFormat: .nv12)).encode(into: &payload)
+        #expect(Self.golden("video-sample") == Message(.videoSample, payload: payload).encoded())
+    }
+
+    @Test func everyOpcodeIsDocumented() {
+        for opcode in Opcode.allCases {
+            let hex = String(opcode.rawValue, radix: 16)
+            let padded = "0x" + String(repeating: "0", count: 4 - hex.count) + hex
+            #expect(Self.document.contains(opcode.name) && Self.document.lowercased().contains(padded), "\(opcode.name) (\(padded)) missing from docs/protocol.md")
+        }
+    }
+}
