@@ -1,6 +1,6 @@
 /// One installed handler, as its manifest file describes it (see docs/protocol.md, "Handler manifests").
 public struct HandlerManifest: Equatable, Codable, Sendable {
-    /// What `--handler` names; the manifest's file name without `.json` when absent.
+    /// What `--handler` names (required; letters, digits, '-' and '_').
     public var name: String
     public var displayName: String
     public var description: String?

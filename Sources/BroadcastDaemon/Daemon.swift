@@ -404,7 +404,7 @@ public final class Daemon {
             startDeadline = nil
             transition(.handlerReady)
         case .finishWithError:
-            let error = try message.decode(BroadcastError.self)
+            let error = try message.decode(HandlerFailure.self)
             logger.info("handler '\(handler.manifest.name)' finished the broadcast with an error: \(error.message)")
             transition(.fail(BroadcastError(.handlerError, "handler '\(handler.manifest.name)' finished the broadcast: \(error.message)")))
         case .updateURL:
@@ -450,7 +450,7 @@ public final class Daemon {
         case .notifyHandlerFinished:
             startDeadline = nil
             guard let handler else { return }
-            if handler.sessionID != nil && handler.ready {
+            if handler.sessionID != nil && handler.connected {
                 sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error)))
                 handler.terminateAt = now + configuration.finishTimeout
             } else {
@@ -545,6 +545,7 @@ public final class Daemon {
 
     private func handlerConnected(_ session: PeerSession) {
         guard let handler, let current = machine.current else { return }
+        handler.connected = true
         session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
                               descriptors: [pool.memory.descriptor]))
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: setupInfo,

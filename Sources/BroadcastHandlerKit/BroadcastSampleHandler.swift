@@ -45,7 +45,7 @@ open class BroadcastSampleHandler {
     /// `broadcastFinished` follows.
     public final func finishBroadcastWithError(_ error: Error) {
         let message = "\(error)"
-        try? connection?.send(.json(.finishWithError, BroadcastError(.handlerError, message)))
+        try? connection?.send(.json(.finishWithError, HandlerFailure(message: message)))
     }
 
     /// Tells controllers the URL viewers use (ReplayKit's broadcastURL).

@@ -216,6 +216,16 @@ public struct BroadcastEnd: Codable, Equatable, Sendable {
     public init(error: BroadcastError?) { self.error = error }
 }
 
+/// FINISH_WITH_ERROR: why the handler ends the broadcast. `code` is optional.
+public struct HandlerFailure: Codable, Equatable, Sendable {
+    public var code: String?
+    public var message: String
+    public init(code: String? = nil, message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
 public struct HandlerServiceInfo: Codable, Equatable, Sendable {
     public var info: [String: JSONValue]
     public init(info: [String: JSONValue]) { self.info = info }

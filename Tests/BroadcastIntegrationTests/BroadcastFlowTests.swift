@@ -1,0 +1,252 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import Foundation
+import Testing
+
+/// A real broadcastd on a private socket with the synthetic source, real handler processes.
+/// Serialized: rates are checked, and two cores are all there is.
+extension Integration {
+@Suite(.serialized) struct BroadcastFlowTests {
+    @Test func inspectHandlerReceivesCallbacksInOrderAtTheRequestedRate() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let fdsBefore = daemon.openDescriptors()
+        let path = daemon.summaryPath("inspect")
+        let id = try daemon.start(handler: "inspect", url: "file://" + path, maxDuration: 3, on: controller)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        daemon.expectNoChildren()
+
+        let summary = try InspectSummary.load(path)
+        #expect(summary.broadcast == id)
+        #expect(summary.sequence == ["broadcastStarted", "samples", "broadcastFinished"])
+        let video = try #require(summary.streams["video"])
+        let app = try #require(summary.streams["audioApp"])
+        let mic = try #require(summary.streams["audioMic"])
+        // 3 s of live time: 90 frames at 30 fps and 300 chunks of 10 ms, within a few percent.
+        #expect(abs(video.count - 90) <= 3, "video count \(video.count)")
+        #expect(abs(app.count - 300) <= 9, "audioApp count \(app.count)")
+        #expect(abs(mic.count - 300) <= 9, "audioMic count \(mic.count)")
+        for (name, s) in summary.streams {
+            #expect(s.nonMonotonic == 0, "\(name) timestamps went backwards")
+            #expect(s.gaps.isEmpty, "\(name) has gaps without a pause: \(s.gaps.map(\.seconds))")
+            #expect(s.sequenceGaps == 0, "\(name) dropped samples")
+            #expect(s.discontinuities == 1, "\(name): only the first sample is a discontinuity")
+        }
+        // All three streams on one clock: they start within a frame of each other.
+        let starts = [video.firstPts!, app.firstPts!, mic.firstPts!]
+        #expect(starts.max()! - starts.min()! < 40_000_000)
+        #expect(app.checksum != mic.checksum, "app and mic audio are separate streams")
+
+        let status = try controller.status()
+        #expect(status.state == .finished)
+        #expect(status.streams?["video"]?.delivered == UInt64(video.count))
+        #expect(daemon.openDescriptors() == fdsBefore, "the daemon leaked descriptors over a broadcast")
+        #expect(try daemon.stop() == 0)
+    }
+
+    @Test func pausesLeaveTheOnlyGapsAndAreFlagged() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("pause")
+        let id = try daemon.start(handler: "inspect", url: path, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(700_000)
+        try controller.pause()
+        try daemon.awaitState(controller, .paused)
+        let pausedStatus = try controller.status()
+        usleep(600_000)
+        #expect(try controller.status().streams == pausedStatus.streams, "samples were delivered while paused")
+        try controller.resume()
+        try daemon.awaitState(controller, .live)
+        usleep(700_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+
+        let summary = try InspectSummary.load(path)
+        #expect(summary.sequence == ["broadcastStarted", "samples", "broadcastPaused", "broadcastResumed", "samples", "broadcastFinished"])
+        for (name, s) in summary.streams {
+            #expect(s.gaps.count == 1, "\(name) gaps: \(s.gaps.map(\.seconds))")
+            if let gap = s.gaps.first {
+                #expect(gap.discontinuity, "\(name): the first sample after the pause must be flagged")
+                #expect(gap.seconds > 0.4 && gap.seconds < 1.5, "\(name) gap of \(gap.seconds) s for a 0.6 s pause")
+            }
+            #expect(s.nonMonotonic == 0)
+            #expect(s.sequenceGaps == 0, "pausing is not dropping")
+        }
+        // Elapsed time counts live time only.
+        let elapsed = try #require(try controller.status().elapsed)
+        #expect(elapsed > 1.2 && elapsed < 2.2, "elapsed \(elapsed)")
+        try daemon.stop()
+    }
+
+    @Test func pythonExampleHandlerWrittenFromTheProtocolDocument() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("python")
+        let id = try daemon.start(handler: "python-counter", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(500_000)
+        try controller.pause()
+        try controller.resume()
+        usleep(500_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil, "\(daemon.log)")
+        daemon.expectNoChildren()
+
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        let callbacks = json["callbacks"] as? [String] ?? []
+        #expect(callbacks.first == "broadcastStarted" && callbacks.last == "broadcastFinished", "\(callbacks)")
+        #expect(callbacks.contains("broadcastPaused") && callbacks.contains("broadcastResumed"))
+        let counts = json["counts"] as? [String: Int] ?? [:]
+        let delivered = try controller.status().streams ?? [:]
+        for name in ["video", "audioApp", "audioMic"] {
+            #expect((counts[name] ?? 0) > 0, "python handler got no \(name)")
+            #expect(UInt64(counts[name] ?? 0) == delivered[name]?.delivered, "\(name): handler counted \(counts[name] ?? 0), daemon delivered \(delivered[name]?.delivered ?? 0)")
+        }
+        let nonMonotonic = json["nonMonotonic"] as? [String: Int] ?? [:]
+        #expect(nonMonotonic.values.allSatisfy { $0 == 0 })
+        #expect((json["videoChecksum"] as? Int ?? 0) > 0, "the handler did not read frames from the pool")
+        // Every slot came back: the next broadcast gets the whole pool.
+        try daemon.stop()
+    }
+
+    @Test func setupCancelReachesTheControllerAndLaunchesNothing() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try controller.start(handler: "inspect", maxDuration: nil)
+        let setup = try daemon.setup()
+        let request = try setup.fetchRequest(broadcast: nil)
+        #expect(request.broadcast == id)
+        #expect(request.handler.name == "inspect")
+        try setup.cancel(broadcast: id, error: BroadcastError(.setupCancelled, "no account configured"))
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.code == .setupCancelled)
+        #expect(error?.message.contains("no account configured") == true)
+        #expect(daemon.children().isEmpty)
+        #expect(!daemon.log.contains("launched handler"))
+        try daemon.stop()
+    }
+
+    @Test func setupUIThatGoesAwayCancelsTheRequest() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try controller.start(handler: "inspect", maxDuration: nil)
+        let setup = try daemon.setup()
+        _ = try setup.fetchRequest(broadcast: id)
+        setup.close()
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.message.contains("went away") == true)
+        try daemon.stop()
+    }
+
+    @Test func invalidSetupIsRefusedAndCanBeRetried() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try controller.start(handler: "inspect", maxDuration: 1)
+        let setup = try daemon.setup()
+        let refused = #expect(throws: ProtocolError.self) { try setup.complete(broadcast: id, url: nil, setupInfo: ["nonsense": "1"]) }
+        #expect(refused?.description.contains("no setup field 'nonsense'") == true)
+        #expect(try controller.status().state == .awaitingSetup)
+        try setup.complete(broadcast: id, url: "file://" + daemon.summaryPath("retry"), setupInfo: [:])
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        try daemon.stop()
+    }
+
+    @Test func handlerErrorIsTheFinishReasonEveryControllerHears() throws {
+        let daemon = try DaemonHarness()
+        let watcher = try daemon.controller()
+        try watcher.subscribe()
+        let result = try daemon.tool("broadcastctl", ["start", "--handler", "python-counter", "--url", "file://" + daemon.summaryPath("fail"),
+                                                      "--set", "failAfter=10", "--wait"])
+        #expect(result.status == 1, "broadcastctl --wait must fail: \(result)")
+        #expect(result.stderr.contains("failing on request after 10 video samples"), "\(result.stderr)")
+        let error = try daemon.waitFor(watcher) { if case .finished(let f) = $0 { .some(f.error) } else { nil } }
+        #expect(error?.code == .handlerError)
+        #expect(error?.message.contains("failing on request") == true)
+        daemon.expectNoChildren()
+        try daemon.stop()
+    }
+
+    @Test func handlerCrashFinishesWithTheSignalAndTheNextBroadcastWorks() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try daemon.start(handler: "python-counter", url: daemon.summaryPath("crash"), setupInfo: ["crashAfter": "5"], on: controller)
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.code == .handlerFailed)
+        #expect(error?.message.contains("SIGSEGV") == true, "\(String(describing: error))")
+        daemon.expectNoChildren()
+
+        let path = daemon.summaryPath("after-crash")
+        let next = try daemon.start(handler: "inspect", url: path, maxDuration: 1, on: controller)
+        #expect(try daemon.awaitFinish(controller, next) == nil)
+        #expect(try InspectSummary.load(path).streams["video"]?.count ?? 0 > 20)
+        try daemon.stop()
+    }
+
+    @Test func secondStartIsRefusedNamingTheLiveBroadcast() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("first"), on: controller)
+        try daemon.awaitState(controller, .live)
+        let before = try controller.status()
+        let result = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "/tmp/never.json"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("broadcast \(id) (handler inspect"), "\(result.stderr)")
+        #expect(result.stderr.contains("is live"), "\(result.stderr)")
+        let after = try controller.status()
+        #expect(after.state == .live && after.broadcast == before.broadcast && after.url == before.url)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        try daemon.stop()
+    }
+
+    @Test func fiftyTogglesEndInTheLastAskedStateWithAlternatingCallbacks() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("toggles")
+        let id = try daemon.start(handler: "inspect", url: path, on: controller)
+        try daemon.awaitState(controller, .live)
+        for i in 0..<50 {
+            if i % 2 == 0 { try controller.pause() } else { try controller.resume() }
+        }
+        try controller.pause() // the 51st: the last asked for is "paused"
+        #expect(try controller.status().state == .paused)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let callbacks = try InspectSummary.load(path).sequence.filter { $0 == "broadcastPaused" || $0 == "broadcastResumed" }
+        #expect(callbacks.count == 51)
+        for (i, callback) in callbacks.enumerated() {
+            #expect(callback == (i % 2 == 0 ? "broadcastPaused" : "broadcastResumed"), "callback \(i) is \(callback)")
+        }
+        try daemon.stop()
+    }
+
+    @Test func pauseAskedWhileStartingTakesEffectOnceLive() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("early-pause")
+        let id = try controller.start(handler: "inspect", maxDuration: nil)
+        try controller.pause() // awaiting setup: an intent
+        #expect(try controller.status().wantsPaused == true)
+        let setup = try daemon.setup()
+        try setup.complete(broadcast: id, url: path, setupInfo: [:])
+        try daemon.awaitState(controller, .paused)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let summary = try InspectSummary.load(path)
+        #expect(summary.sequence == ["broadcastStarted", "broadcastPaused", "broadcastFinished"], "\(summary.sequence)")
+        try daemon.stop()
+    }
+}
+}

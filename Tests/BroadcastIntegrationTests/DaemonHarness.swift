@@ -1,0 +1,224 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import Foundation
+import Testing
+
+/// Paths of the package and of the built programs.
+enum Paths {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    /// The directory of the test bundle holds the executables `swift build` made.
+    static let binaries: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().path
+    }()
+    static func binary(_ name: String) -> String {
+        let path = binaries + "/" + name
+        precondition(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: run `swift build` before `swift test`")
+        return path
+    }
+    static let handlerDirectories = [root + "/share/broadcastd/handlers", root + "/examples/python", root + "/Tests/fixtures/handlers"]
+}
+
+/// Every suite that starts daemons runs inside this one, one test at a time: rates are checked,
+/// and two cores are all there is.
+@Suite(.serialized) enum Integration {}
+
+struct ToolResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs a program to completion with a time limit, capturing its output (through files: no pipe can fill up).
+func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60) throws -> ToolResult {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID().uuidString.prefix(8))").path
+    try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: scratch) }
+    _ = FileManager.default.createFile(atPath: scratch + "/out", contents: nil)
+    _ = FileManager.default.createFile(atPath: scratch + "/err", contents: nil)
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
+    process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(20_000) }
+    if process.isRunning {
+        process.terminate()
+        Issue.record("\(path) \(arguments) did not finish within \(timeout) s")
+    }
+    process.waitUntilExit()
+    return ToolResult(status: process.terminationStatus,
+                      stdout: (try? String(contentsOfFile: scratch + "/out", encoding: .utf8)) ?? "",
+                      stderr: (try? String(contentsOfFile: scratch + "/err", encoding: .utf8)) ?? "")
+}
+
+/// A broadcastd process of its own: private runtime directory and socket, the test handler
+/// directories, stopped (and checked for leftovers) by `stop()`.
+final class DaemonHarness {
+    let runtime: String
+    let socketPath: String
+    let process = Process()
+    let logPath: String
+    private var stopped = false
+
+    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"]) throws {
+        runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        socketPath = runtime + "/broadcastd/broadcastd.sock"
+        logPath = runtime + "/broadcastd.log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastd"))
+        process.arguments = arguments + ["--socket", socketPath, "--log-level", "debug"] + Paths.handlerDirectories.flatMap { ["--handlers-dir", $0] }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_RUNTIME_DIR"] = runtime
+        environment["XDG_DATA_HOME"] = runtime + "/data"
+        environment["XDG_DATA_DIRS"] = runtime + "/none"
+        environment["BROADCASTD_SOCKET"] = nil
+        process.environment = environment
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: socketPath) {
+            guard process.isRunning, Date() < deadline else {
+                throw HarnessError("broadcastd did not start listening:\n\(log)")
+            }
+            usleep(10_000)
+        }
+    }
+
+    deinit {
+        if !stopped { _ = try? stop() }
+        try? FileManager.default.removeItem(atPath: runtime)
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Whether the daemon logs `text` within a few seconds.
+    func logs(_ text: String) -> Bool {
+        let deadline = Date().addingTimeInterval(5)
+        while !log.contains(text) && Date() < deadline { usleep(20_000) }
+        return log.contains(text)
+    }
+    var pid: Int32 { process.processIdentifier }
+
+    func controller() throws -> ControllerClient { try ControllerClient(socketPath: socketPath, client: "test") }
+    func setup() throws -> SetupClient { try SetupClient(socketPath: socketPath, client: "test-setup") }
+
+    /// Runs broadcastctl or broadcast-setup against this daemon.
+    func tool(_ name: String, _ arguments: [String], timeout: TimeInterval = 60) throws -> ToolResult {
+        try runTool(Paths.binary(name), arguments + ["--socket", socketPath], environment: ["XDG_RUNTIME_DIR": runtime], timeout: timeout)
+    }
+
+    /// Starts a broadcast through the API: START, then the setup UI's COMPLETE_SETUP. Returns its id.
+    func start(handler: String, url: String?, setupInfo: [String: String] = [:], maxDuration: Double? = nil, on controller: ControllerClient) throws -> UInt32 {
+        let id = try controller.start(handler: handler, maxDuration: maxDuration)
+        let setup = try self.setup()
+        defer { setup.close() }
+        try setup.complete(broadcast: id, url: url, setupInfo: setupInfo)
+        return id
+    }
+
+    /// Waits for an event matching `match` (a subscribed controller), failing after `timeout` seconds.
+    @discardableResult
+    func waitFor<T>(_ controller: ControllerClient, timeout: TimeInterval = 20, _ match: (ControllerClient.Event) -> T?) throws -> T {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let event = try controller.nextEvent(timeoutMilliseconds: 100), let value = match(event) { return value }
+        }
+        throw HarnessError("no matching event within \(timeout) s; daemon log:\n\(log)")
+    }
+
+    func awaitState(_ controller: ControllerClient, _ state: BroadcastPhase, timeout: TimeInterval = 20) throws {
+        try waitFor(controller, timeout: timeout) { if case .stateChanged(let s) = $0, s.state == state { true } else { nil } }
+    }
+
+    func awaitFinish(_ controller: ControllerClient, _ id: UInt32, timeout: TimeInterval = 30) throws -> BroadcastError? {
+        try waitFor(controller, timeout: timeout) { if case .finished(let f) = $0, f.broadcast == id { .some(f.error) } else { nil } }
+    }
+
+    /// Processes whose parent is the daemon (its handlers).
+    func children() -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == self.pid
+        }
+    }
+
+    /// Descriptors the daemon holds open.
+    func openDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+    }
+
+    /// Waits (briefly) until the daemon has no child process left.
+    func expectNoChildren(sourceLocation: SourceLocation = #_sourceLocation) {
+        let deadline = Date().addingTimeInterval(5)
+        while !children().isEmpty && Date() < deadline { usleep(20_000) }
+        #expect(children().isEmpty, "handler processes left behind: \(children())", sourceLocation: sourceLocation)
+    }
+
+    /// SIGTERM, then checks the daemon exited cleanly, left no child and removed its socket.
+    @discardableResult
+    func stop() throws -> Int32 {
+        guard !stopped else { return 0 }
+        stopped = true
+        let orphans = children()
+        process.terminate()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            process.waitUntilExit()
+            throw HarnessError("broadcastd did not stop on SIGTERM:\n\(log)")
+        }
+        for orphan in orphans where kill(orphan, 0) == 0 {
+            kill(orphan, SIGKILL)
+            throw HarnessError("handler \(orphan) outlived the daemon")
+        }
+        if FileManager.default.fileExists(atPath: socketPath) { throw HarnessError("socket left behind at \(socketPath)") }
+        return process.terminationStatus
+    }
+
+    func summaryPath(_ name: String) -> String { runtime + "/" + name + ".json" }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The inspect handler's summary, as far as the tests read it.
+struct InspectSummary: Decodable {
+    struct Callback: Decodable { var callback: String; var count: Int? }
+    struct Gap: Decodable { var pts: UInt64; var seconds: Double; var discontinuity: Bool }
+    struct Stream: Decodable {
+        var count: Int
+        var firstPts: UInt64?
+        var lastPts: UInt64?
+        var nonMonotonic: Int
+        var sequenceGaps: Int
+        var discontinuities: Int
+        var gaps: [Gap]
+        var checksum: String
+    }
+    var broadcast: UInt32
+    var url: String?
+    var setupInfo: [String: String]
+    var callbacks: [Callback]
+    var streams: [String: Stream]
+
+    static func load(_ path: String) throws -> InspectSummary {
+        try JSONDecoder().decode(InspectSummary.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// Callback names in order, sample runs collapsed to "samples".
+    var sequence: [String] { callbacks.map { $0.callback == "processSampleBuffer" ? "samples" : $0.callback } }
+}

@@ -1,0 +1,186 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Foundation
+import Testing
+
+/// Bad input and failures: clear errors, and nothing else is disturbed.
+extension Integration {
+@Suite(.serialized) struct FailureTests {
+    /// Sends raw bytes and returns the daemon's error, checking that it then closed the connection.
+    func errorAfterSending(_ bytes: [UInt8], to daemon: DaemonHarness) throws -> BroadcastError {
+        let peer = try PeerConnection.connect(path: daemon.socketPath)
+        try peer.socket.writeAll(bytes)
+        let reply = try peer.receive()
+        #expect(reply.opcode == .error)
+        #expect(throws: ProtocolError.closed) { try peer.receive() }
+        return try reply.decode(BroadcastError.self)
+    }
+
+    @Test func garbageFromPeersClosesOnlyThemWhileTheBroadcastCarriesOn() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("carries-on")
+        let id = try daemon.start(handler: "inspect", url: path, on: controller)
+        try daemon.awaitState(controller, .live)
+
+        var oversized: [UInt8] = []
+        Message.appendHeader(to: &oversized, opcode: .hello, seq: 1, payloadSize: 64 << 20, descriptorCount: 0)
+        #expect(try errorAfterSending(oversized, to: daemon).message.contains("exceeds the limit"))
+
+        #expect(try errorAfterSending([1, 0, 0, 0, 0x77, 0x77, 0, 0, 1, 0, 0, 0, 0], to: daemon).message.contains("unknown opcode 0x7777"))
+        #expect(try errorAfterSending(Message.json(.getStatus, seq: 1, Empty()).encoded(), to: daemon).message.contains("before HELLO"))
+        #expect(try errorAfterSending(Message(.hello, seq: 1, payload: Array("not json".utf8)).encoded(), to: daemon).code == .protocolError)
+        let helloThenNonsense = Message.json(.hello, seq: 1, Hello(role: .controller, client: "x")).encoded() + Message.json(.ready, seq: 2, Empty()).encoded()
+        let peer = try PeerConnection.connect(path: daemon.socketPath)
+        try peer.socket.writeAll(helloThenNonsense)
+        #expect(try peer.receive().opcode == .welcome)
+        let wrongRole = try peer.receive()
+        #expect(wrongRole.opcode == .error && wrongRole.seq == 2)
+        #expect(throws: ProtocolError.closed) { try peer.receive() }
+
+        // A peer that claims to be a handler over the public socket is refused.
+        let impostor = try PeerConnection.connect(path: daemon.socketPath)
+        #expect(throws: ProtocolError.self) { try impostor.hello(role: .handler, client: "impostor") }
+
+        let delivered = try controller.status().streams?["video"]?.delivered ?? 0
+        usleep(300_000)
+        #expect(try controller.status().state == .live)
+        #expect((try controller.status().streams?["video"]?.delivered ?? 0) > delivered, "the broadcast stalled")
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let summary = try InspectSummary.load(path)
+        #expect(summary.streams.values.allSatisfy { $0.gaps.isEmpty && $0.sequenceGaps == 0 })
+        #expect(daemon.logs("closing peer"))
+        try daemon.stop()
+    }
+
+    @Test func protocolVersionMismatchIsClearOnBothSides() throws {
+        let daemon = try DaemonHarness()
+        let peer = try PeerConnection.connect(path: daemon.socketPath)
+        try peer.send(.json(.hello, seq: 1, Hello(role: .controller, client: "future-client", protocol: 2)))
+        let reply = try peer.receive()
+        let error = try reply.decode(BroadcastError.self)
+        #expect(error.code == .versionMismatch)
+        #expect(error.message.contains("broadcastd speaks version 1") && error.message.contains("future-client speaks version 2"))
+        #expect(daemon.logs("protocol version mismatch"))
+        try daemon.stop()
+    }
+
+    @Test func unknownHandlerListsTheInstalledOnes() throws {
+        let daemon = try DaemonHarness()
+        let result = try daemon.tool("broadcastctl", ["start", "--handler", "nope", "--url", "/tmp/x.json"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("no handler named 'nope'"))
+        #expect(result.stderr.contains("installed: ") && result.stderr.contains("inspect") && result.stderr.contains("python-counter"), "\(result.stderr)")
+        #expect(try daemon.controller().status().state == .idle)
+        try daemon.stop()
+    }
+
+    @Test func noDaemonSaysSoAndHowToStartIt() throws {
+        let runtime = NSTemporaryDirectory() + "broadcastd-none-\(UUID().uuidString.prefix(8))"
+        let result = try runTool(Paths.binary("broadcastctl"), ["status", "--socket", runtime + "/broadcastd.sock"])
+        #expect(result.status == 69)
+        #expect(result.stderr.contains("broadcastd is not running"))
+        #expect(result.stderr.contains("start it with"))
+    }
+
+    @Test func aBudgetThatCannotHoldTheFramesIsRefusedAtStart() throws {
+        let socket = NSTemporaryDirectory() + "broadcastd-budget-\(UUID().uuidString.prefix(8)).sock"
+        let result = try runTool(Paths.binary("broadcastd"), ["--source", "synthetic", "--size", "3840x2160", "--pixel-format", "bgrx",
+                                                              "--memory-budget", "50", "--socket", socket], timeout: 10)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("more than the memory budget of 50.0 MB"), "\(result.stderr)")
+        #expect(result.stderr.contains("use --memory-budget 109"))
+        #expect(!FileManager.default.fileExists(atPath: socket))
+    }
+
+    @Test func aSlowHandlerLosesFramesNotTheDaemonsTime() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "60"])
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("slow")
+        let id = try daemon.start(handler: "slow", url: path, setupInfo: ["sleep": "0.2"], on: controller)
+        try daemon.awaitState(controller, .live)
+        // While the handler sleeps 200 ms in every video callback, the daemon answers at once and keeps counting.
+        for _ in 0..<10 {
+            let asked = Date()
+            _ = try controller.status()
+            #expect(Date().timeIntervalSince(asked) < 0.5, "the daemon was blocked by the slow handler")
+            usleep(200_000)
+        }
+        let streams = try #require(try controller.status().streams)
+        #expect(streams["video"]!.dropped > 50, "frames not dropped: \(streams)")
+        #expect(streams["video"]!.delivered + streams["video"]!.dropped > 100)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        let counts = summary["counts"] as? [String: Int] ?? [:]
+        #expect((counts["video"] ?? 0) > 0)
+        daemon.expectNoChildren()
+        try daemon.stop()
+    }
+
+    @Test func aHandlerThatWillNotExitIsStoppedAndReported() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try daemon.start(handler: "slow", url: daemon.summaryPath("stuck"), setupInfo: ["ignoreFinish": "1"], on: controller)
+        try daemon.awaitState(controller, .live)
+        try controller.finish()
+        let error = try daemon.awaitFinish(controller, id, timeout: 30)
+        #expect(error?.message.contains("did not finish within 5 s") == true, "\(String(describing: error))")
+        daemon.expectNoChildren()
+        try daemon.stop()
+    }
+}
+}
+
+extension Integration {
+@Suite(.serialized) struct CommandLineTests {
+    @Test func startWaitStatusAndHandlersFromTheCommandLine() throws {
+        let daemon = try DaemonHarness()
+        let handlers = try daemon.tool("broadcastctl", ["handlers", "--json"])
+        #expect(handlers.status == 0)
+        let list = try JSONDecoder().decode(HandlerList.self, from: Data(handlers.stdout.utf8))
+        #expect(list.handlers.map(\.name).contains("inspect"))
+        let text = try daemon.tool("broadcastctl", ["handlers"])
+        #expect(text.stdout.contains("inspect — Inspect"))
+
+        let path = daemon.summaryPath("cli")
+        let start = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "file://" + path, "--duration", "1", "--wait"])
+        #expect(start.status == 0, "\(start)")
+        #expect(start.stdout.contains("started with handler inspect") && start.stdout.contains("finished"))
+        #expect(try InspectSummary.load(path).streams["video"]!.count > 20)
+
+        let status = try daemon.tool("broadcastctl", ["status", "--json"])
+        let decoded = try JSONDecoder().decode(BroadcastStatus.self, from: Data(status.stdout.utf8))
+        #expect(decoded.state == .finished)
+        #expect(decoded.video?.pixelFormat == .nv12)
+        let human = try daemon.tool("broadcastctl", ["status"])
+        #expect(human.stdout.contains("state: finished"))
+        #expect(human.stdout.contains("video: "))
+
+        let nothing = try daemon.tool("broadcastctl", ["pause"])
+        #expect(nothing.status == 1 && nothing.stderr.contains("no broadcast is live"))
+        try daemon.stop()
+    }
+
+    @Test func setupWithoutATerminalUsesDefaultsAndRefusesWhatIsMissing() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try controller.start(handler: "python-counter", maxDuration: 1)
+        // python-counter requires a URL and has no default: non-interactive setup cancels with the reason.
+        let setup = try daemon.tool("broadcast-setup", ["--request", String(id)])
+        #expect(setup.status == 1)
+        #expect(setup.stderr.contains("needs a URL"), "\(setup.stderr)")
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.code == .setupCancelled)
+        #expect(error?.message.contains("needs a URL") == true)
+        try daemon.stop()
+    }
+}
+}
