@@ -1,0 +1,59 @@
+import BroadcastCore
+import Foundation
+import Testing
+
+/// broadcast-setup as a person meets it: prompts on a real terminal (a pty), secrets without echo, Ctrl-C.
+extension Integration {
+@Suite(.serialized) struct TerminalTests {
+    /// Runs `broadcastctl ARGS` on a pty with the scripted exchange; returns the transcript and exit status.
+    func session(_ daemon: DaemonHarness, _ steps: [(String, String)], _ arguments: [String]) throws -> (transcript: String, status: Int32) {
+        let script = Paths.root + "/Tests/fixtures/pty_session.py"
+        let stepArguments = steps.flatMap { ["--" + $0.0, $0.1] }
+        let result = try runTool("/usr/bin/env", ["python3", script] + stepArguments + ["--", Paths.binary("broadcastctl")] + arguments + ["--socket", daemon.socketPath],
+                                 timeout: 60)
+        #expect(result.status == 0, "pty driver failed: \(result.stdout)\(result.stderr)")
+        let status = result.stdout.split(separator: "\n").last.flatMap { $0.hasPrefix("EXIT ") ? Int32($0.dropFirst(5)) : nil } ?? -1
+        return (result.stdout, status)
+    }
+
+    @Test func promptsForEveryFieldShowsDefaultsAndHidesSecrets() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("interactive")
+        let (transcript, status) = try session(daemon, [
+            ("expect", "Summary file: "), ("send", path + "\\n"),
+            ("expect", "Seconds to sleep in each video callback: "), ("send", "\\n"),
+            ("expect", "1 to hang instead of finishing: "), ("send", "\\n"),
+            ("expect", "A secret token: "), ("send", "hunter2\\n"),
+            ("expect", "started with handler slow"),
+        ], ["start", "--handler", "slow"])
+        #expect(status == 0, "\(transcript)")
+        #expect(transcript.contains("Setting up broadcast"))
+        #expect(transcript.contains(path), "the URL is echoed as typed")
+        #expect(!transcript.contains("hunter2"), "the secret was echoed: \(transcript)")
+        try controller.finish()
+        try daemon.waitFor(controller) { if case .finished = $0 { true } else { nil } }
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        #expect((summary["setupInfo"] as? [String: String])?["token"] == "hunter2")
+        #expect(!daemon.log.contains("hunter2"), "a secret reached the daemon's log")
+        try daemon.stop()
+    }
+
+    @Test func controlCCancelsTheRequestWithAnError() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let (transcript, status) = try session(daemon, [
+            ("expect", "File to write the summary to"), ("send", "\\x03"),
+            ("expect", "cancelled by the user (Ctrl-C)"),
+        ], ["start", "--handler", "inspect"])
+        #expect(status == 1, "\(transcript)")
+        let error = try daemon.waitFor(controller) { if case .finished(let f) = $0 { .some(f.error) } else { nil } }
+        #expect(error?.code == .setupCancelled)
+        #expect(error?.message.contains("Ctrl-C") == true)
+        #expect(!daemon.log.contains("launched handler"))
+        try daemon.stop()
+    }
+}
+}

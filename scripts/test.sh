@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests, then integration tests on real daemons, handlers and terminals.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+ensure_packages "${BROADCASTD_PACKAGES[@]}"
+ensure_swift
+
+echo "==> building" >&2
+swift build
+echo "==> testing" >&2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+swift test --skip-build 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One plain closing line for CI, from Swift Testing's own summary.
+summary=$(grep -E "Test run with [0-9]+ tests? .* (passed|failed)" "$log" | tail -1)
+total=$(sed -E 's/.*Test run with ([0-9]+) tests?.*/\1/' <<<"$summary")
+failed=$(grep -cE "^✘ Test .* failed" "$log" || true)
+if [ -n "$total" ]; then echo "$((total - failed)) passed, $failed failed"; fi
+if [ -z "$total" ] || [ "$total" -eq 0 ]; then echo "no tests ran" >&2; exit 1; fi
+exit "$status"
