@@ -44,7 +44,7 @@ public final class ControllerClient {
         case finished(FinishedEvent)
     }
 
-    /// The next event, or nil when none came within `timeoutMilliseconds`.
+    /// The next event, or nil when none came within `timeoutMilliseconds` (negative: wait as long as it takes).
     public func nextEvent(timeoutMilliseconds: Int32) throws(ProtocolError) -> Event? {
         guard let message = try connection.receive(timeoutMilliseconds: timeoutMilliseconds) else { return nil }
         switch message.opcode {

@@ -65,10 +65,11 @@ public final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// The next message within `timeoutMilliseconds`, or nil.
+    /// The next message within `timeoutMilliseconds` (negative: no limit), or nil.
     public func receive(timeoutMilliseconds: Int32) throws(ProtocolError) -> Message? {
+        if timeoutMilliseconds < 0 { return try receive() }
         if !queued.isEmpty { return queued.removeFirst() }
-        let deadline = MonotonicClock.now() + UInt64(max(0, timeoutMilliseconds)) * 1_000_000
+        let deadline = MonotonicClock.now() + UInt64(timeoutMilliseconds) * 1_000_000
         while true {
             if let message = try decoder.next() { return message }
             let now = MonotonicClock.now()

@@ -9,6 +9,9 @@ public enum Terminal {
     public static func catchInterrupt(_ signal: Int32) { cbroadcast_install_interrupt(signal) }
     public static var wasInterrupted: Bool { cbroadcast_interrupted() != 0 }
 
+    /// Flushes buffered standard output (a line-by-line stream piped to another program must not wait in a buffer).
+    public static func flushOutput() { fflush(nil) }
+
     public static func isInteractive(_ fd: Int32 = 0) -> Bool { isatty(fd) == 1 }
 
     /// Writes `text` to standard error unbuffered (prompts must show before reading).

@@ -205,6 +205,7 @@ struct Status: ParsableCommand {
                 case .urlUpdated(let u): print(json ? compactJSON(u) : "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)")
                 case .finished(let f): print(json ? compactJSON(f) : "broadcast \(f.broadcast) finished\(f.error.map { ": \($0.message)" } ?? "")")
                 }
+                Terminal.flushOutput()
             }
         }
     }
@@ -241,7 +242,7 @@ enum StatusText {
     }
 
     static func line(_ i: ServiceInfo) -> String {
-        let streams = ["video", "audioApp", "audioMic"].compactMap { name in i.streams[name].map { "\(name) \($0.delivered)/\($0.dropped) dropped" } }
+        let streams = ["video", "audioApp", "audioMic"].compactMap { name in i.streams[name].map { "\(name) \($0.delivered) (\($0.dropped) dropped)" } }
         let extra = (i.handler ?? [:]).sorted(by: { $0.key < $1.key }).map { "\($0.key) \($0.value)" }
         return (["broadcast \(i.broadcast)", "elapsed \(seconds(i.elapsed))"] + streams + extra).joined(separator: "  ")
     }

@@ -163,6 +163,25 @@ extension Integration {
         #expect(human.stdout.contains("state: finished"))
         #expect(human.stdout.contains("video: "))
 
+        // --watch prints one line per event, flushed as it comes, until stopped.
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: Paths.binary("broadcastctl"))
+        watch.arguments = ["status", "--watch", "--socket", daemon.socketPath]
+        let lines = Pipe()
+        watch.standardOutput = lines
+        try watch.run()
+        let watched = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "file://" + path, "--duration", "1.2", "--wait"])
+        #expect(watched.status == 0)
+        usleep(200_000)
+        kill(watch.processIdentifier, SIGKILL) // the test runner's children inherit a mask that blocks SIGTERM
+        watch.waitUntilExit()
+        let output = String(decoding: lines.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(output.contains("state finished"), "\(output)")
+        #expect(output.contains("state live broadcast 2 handler inspect"), "\(output)")
+        #expect(output.contains("broadcast 2  elapsed "), "\(output)")
+        #expect(output.contains("audioMic 120 (0 dropped)"), "\(output)")
+        #expect(output.contains("broadcast 2 finished"), "\(output)")
+
         let nothing = try daemon.tool("broadcastctl", ["pause"])
         #expect(nothing.status == 1 && nothing.stderr.contains("no broadcast is live"))
         try daemon.stop()
