@@ -123,6 +123,36 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func aHandlerExitingMidBroadcastNamesItsExitStatus() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try daemon.start(handler: "slow", url: daemon.summaryPath("exit"), setupInfo: ["exitWith": "3"], on: controller)
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.code == .handlerFailed)
+        #expect(error?.message == "handler 'slow' exited with status 3", "\(String(describing: error))")
+        daemon.expectNoChildren()
+        try daemon.stop()
+    }
+
+    @Test func stoppingTheDaemonFinishesTheLiveBroadcastCleanly() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("shutdown")
+        let id = try daemon.start(handler: "inspect", url: path, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(300_000)
+        kill(daemon.pid, SIGTERM)
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.code == .shutdown)
+        #expect(try daemon.stop() == 0)
+        // The handler was told and finished its work: its output is complete.
+        let summary = try InspectSummary.load(path)
+        #expect(summary.sequence.last == "broadcastFinished")
+        #expect(summary.streams["video"]!.count > 0)
+    }
+
     @Test func aHandlerThatWillNotExitIsStoppedAndReported() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.controller()
