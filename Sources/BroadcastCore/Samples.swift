@@ -167,12 +167,16 @@ public struct SampleTiming: Equatable, Sendable {
     }
 }
 
-/// Formats appear in JSON by name ("nv12", "f32"), as on the command line.
-extension PixelFormat: Codable {
+/// Formats that appear in JSON by name ("nv12", "f32"), as on the command line.
+public protocol NamedFormat: Codable, CustomStringConvertible {
+    init?(name: String)
+}
+
+extension NamedFormat {
     public init(from decoder: Decoder) throws {
         let name = try decoder.singleValueContainer().decode(String.self)
-        guard let value = PixelFormat(name: name) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown pixel format '\(name)'"))
+        guard let value = Self(name: name) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown format '\(name)'"))
         }
         self = value
     }
@@ -183,17 +187,5 @@ extension PixelFormat: Codable {
     }
 }
 
-extension AudioSampleFormat: Codable {
-    public init(from decoder: Decoder) throws {
-        let name = try decoder.singleValueContainer().decode(String.self)
-        guard let value = AudioSampleFormat(name: name) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown sample format '\(name)'"))
-        }
-        self = value
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(description)
-    }
-}
+extension PixelFormat: NamedFormat {}
+extension AudioSampleFormat: NamedFormat {}

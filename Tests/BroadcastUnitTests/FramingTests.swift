@@ -55,6 +55,8 @@ import Testing
         status.error = BroadcastError(.handlerError, "boom")
         status.streams = ["video": StreamCounters(delivered: 10, dropped: 2)]
         #expect(try Message.json(.status, status).decode(BroadcastStatus.self) == status)
+        let text = String(decoding: Message.json(.status, status).payload, as: UTF8.self)
+        #expect(text.contains(#""pixelFormat":"i420""#) && text.contains(#""sampleFormat":"s16""#), "formats travel by name: \(text)")
         let info = HandlerServiceInfo(info: ["bitrate": .number(6000), "server": .string("x"), "ok": .bool(true)])
         #expect(try Message.json(.updateServiceInfo, info).decode(HandlerServiceInfo.self) == info)
     }
