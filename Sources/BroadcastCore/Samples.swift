@@ -167,25 +167,32 @@ public struct SampleTiming: Equatable, Sendable {
     }
 }
 
-/// Formats that appear in JSON by name ("nv12", "f32"), as on the command line.
-public protocol NamedFormat: Codable, CustomStringConvertible {
+/// Formats appear in JSON by name ("nv12", "f32"), as on the command line, not by their raw numbers.
+protocol NamedFormat: CustomStringConvertible {
     init?(name: String)
 }
 
 extension NamedFormat {
-    public init(from decoder: Decoder) throws {
+    static func decodeName(_ decoder: Decoder) throws -> Self {
         let name = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(name: name) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown format '\(name)'"))
         }
-        self = value
+        return value
     }
 
-    public func encode(to encoder: Encoder) throws {
+    func encodeName(_ encoder: Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(description)
     }
 }
 
-extension PixelFormat: NamedFormat {}
-extension AudioSampleFormat: NamedFormat {}
+extension PixelFormat: NamedFormat, Codable {
+    public init(from decoder: Decoder) throws { self = try Self.decodeName(decoder) }
+    public func encode(to encoder: Encoder) throws { try encodeName(encoder) }
+}
+
+extension AudioSampleFormat: NamedFormat, Codable {
+    public init(from decoder: Decoder) throws { self = try Self.decodeName(decoder) }
+    public func encode(to encoder: Encoder) throws { try encodeName(encoder) }
+}
