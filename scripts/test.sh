@@ -7,7 +7,7 @@ ensure_packages "${BROADCASTD_PACKAGES[@]}"
 ensure_swift
 
 echo "==> building" >&2
-swift build
+swift build --build-tests
 echo "==> testing" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
