@@ -166,8 +166,8 @@ them pace at the real frame rate like broadcastd does; without them they run as 
 throughput, not the cost of a live stream. ffmpeg's frame count is read from its last progress line.
 
 **What the comparison is.** ffmpeg and GStreamer generate test frames too, but their pattern generators differ in
-cost from broadcastd's (testsrc2 draws RGB and converts it to NV12 through swscale; videotestsrc draws NV12;
-broadcastd copies prepared NV12 rows), and their consumers are in-process null sinks while broadcastd hands each
+cost from broadcastd's (testsrc2 draws YUV 4:2:0 planar and ffmpeg's filter graph converts it to NV12 through
+swscale; videotestsrc draws NV12 directly; broadcastd copies prepared NV12 rows), and their consumers are in-process null sinks while broadcastd hands each
 frame to a separate handler process through shared memory. So this compares whole "synthetic source → consumer"
 pipelines, not capture. The comparison that matters for capture, against ffmpeg's `x11grab` and GStreamer's
 `ximagesrc`, comes with the X11 backend.

@@ -18,7 +18,7 @@ set -e
 # One plain closing line for CI, from Swift Testing's own summary.
 summary=$(grep -E "Test run with [0-9]+ tests? .* (passed|failed)" "$log" | tail -1)
 total=$(sed -E 's/.*Test run with ([0-9]+) tests?.*/\1/' <<<"$summary")
-failed=$(grep -cE "^✘ Test .* failed" "$log" || true)
+failed=$(grep -E "^✘ Test .* failed after" "$log" | grep -vc "^✘ Test run" || true)
 if [ -n "$total" ]; then echo "$((total - failed)) passed, $failed failed"; fi
 if [ -z "$total" ] || [ "$total" -eq 0 ]; then echo "no tests ran" >&2; exit 1; fi
 exit "$status"
