@@ -30,24 +30,30 @@ public enum UnixSocket {
         return Descriptor(adopting: try syscallRetrying("socket") { socket(AF_UNIX, type, 0) })
     }
 
-    /// Binds and listens on `path`. A stale socket file left by a dead daemon is replaced; a live one is an error.
+    /// Binds and listens on `path`, mode 0600. The socket appears at `path` only once it is listening
+    /// (bound under a temporary name, then renamed), so "the socket exists" means "the daemon is ready".
+    /// A stale socket left by a dead daemon is replaced; a live one is an error.
     public static func listen(path: String, backlog: Int32 = 32) throws(SystemError) -> Descriptor {
-        let fd = try newSocket(nonBlocking: true)
-        do {
-            try withAddress(path) { (sa, len) throws(SystemError) in
-                _ = try syscallRetrying("bind \(path)") { bind(fd.raw, sa, len) }
-            }
-        } catch where error.errno == EADDRINUSE {
+        if FileSystem.exists(path) {
             if (try? connect(path: path)) != nil {
-                throw SystemError("bind \(path): another broadcastd is already listening there", errno: EADDRINUSE)
+                throw SystemError("listen on \(path): another broadcastd is already listening there", errno: EADDRINUSE)
             }
             unlink(path)
-            try withAddress(path) { (sa, len) throws(SystemError) in
-                _ = try syscallRetrying("bind \(path)") { bind(fd.raw, sa, len) }
-            }
         }
-        chmod(path, 0o600)
-        _ = try syscallRetrying("listen \(path)") { Glibc.listen(fd.raw, backlog) }
+        let temporary = path + ".\(getpid())"
+        unlink(temporary)
+        let fd = try newSocket(nonBlocking: true)
+        try withAddress(temporary) { (sa, len) throws(SystemError) in
+            _ = try syscallRetrying("bind \(temporary)") { bind(fd.raw, sa, len) }
+        }
+        do {
+            _ = try syscallRetrying("chmod \(temporary)") { chmod(temporary, 0o600) }
+            _ = try syscallRetrying("listen \(temporary)") { Glibc.listen(fd.raw, backlog) }
+            _ = try syscallRetrying("rename \(temporary) to \(path)") { rename(temporary, path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
         return fd
     }
 

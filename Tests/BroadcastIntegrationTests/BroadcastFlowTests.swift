@@ -231,6 +231,40 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func urlUpdatesAndHandlerServiceInfoReachControllers() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try daemon.start(handler: "slow", url: daemon.summaryPath("announce"), setupInfo: ["announce": "srt://viewers.example/live/7"], on: controller)
+        let update = try daemon.waitFor(controller) { if case .urlUpdated(let u) = $0 { u } else { nil } }
+        #expect(update.broadcast == id && update.url == "srt://viewers.example/live/7")
+        let info = try daemon.waitFor(controller) { if case .serviceInfo(let i) = $0, i.handler != nil { i } else { nil } }
+        #expect(info.handler?["bitrate"] == .number(1234))
+        #expect(info.handler?["server"] == .string("test"))
+        #expect(info.streams["video"]!.delivered > 0)
+        #expect(try controller.status().url == "srt://viewers.example/live/7")
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        try daemon.stop()
+    }
+
+    @Test func bgrxVideoAndMonoS16AudioOnRequest() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x240", "--pixel-format", "bgrx",
+                                        "--audio-channels", "1", "--audio-format", "s16"])
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let path = daemon.summaryPath("formats")
+        let id = try daemon.start(handler: "inspect", url: path, maxDuration: 1, on: controller)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        let video = json["video"] as? [String: Any]
+        let audio = json["audio"] as? [String: Any]
+        #expect(video?["pixelFormat"] as? String == "bgrx" && video?["width"] as? Int == 320)
+        #expect(audio?["sampleFormat"] as? String == "s16" && audio?["channels"] as? Int == 1)
+        #expect(try InspectSummary.load(path).streams["video"]!.count >= 28)
+        try daemon.stop()
+    }
+
     @Test func pauseAskedWhileStartingTakesEffectOnceLive() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.controller()

@@ -26,6 +26,7 @@ extension Integration {
             ("expect", "Seconds to sleep in each video callback: "), ("send", "\\n"),
             ("expect", "1 to hang instead of finishing: "), ("send", "\\n"),
             ("expect", "Exit status to exit with after 5 video samples: "), ("send", "\\n"),
+            ("expect", "A URL to publish as the broadcast URL: "), ("send", "\\n"),
             ("expect", "A secret token: "), ("send", "hunter2\\n"),
             ("expect", "started with handler slow"),
         ], ["start", "--handler", "slow"])
