@@ -31,9 +31,9 @@ public protocol CaptureSource: AnyObject {
     func begin(at time: UInt64) throws(CaptureError)
     /// Called on pause and finish.
     func end()
-    /// Writes the frame numbered `index` into `slot` (laid out as `videoFormat.planes`) and returns
-    /// the monotonic time at which it was captured.
-    func captureFrame(index: UInt64, into slot: UnsafeMutableRawPointer) throws(CaptureError) -> UInt64
+    /// Writes the frame numbered `index`, due at `deadline`, into `slot` (laid out as `videoFormat.planes`)
+    /// and returns the monotonic time at which it was captured: the moment of the grab for a real screen.
+    func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer) throws(CaptureError) -> UInt64
     /// When the next audio chunk will be complete, so the loop can wake exactly then.
     func nextAudioDeadline() -> UInt64?
     /// The next chunk of `stream` (`.audioApp` or `.audioMic`) that is complete by `now`, or nil.

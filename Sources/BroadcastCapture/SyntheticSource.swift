@@ -53,10 +53,11 @@ public final class SyntheticSource: CaptureSource {
 
     public func end() {}
 
-    public func captureFrame(index: UInt64, into slot: UnsafeMutableRawPointer) throws(CaptureError) -> UInt64 {
-        let time = MonotonicClock.now()
+    /// A synthetic frame shows the moment it is due: stamped with its deadline, so timestamps are exactly
+    /// regular and any lateness of the loop shows in the handler's measured latency.
+    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer) throws(CaptureError) -> UInt64 {
         pattern.render(index: index, into: slot)
-        return time
+        return deadline
     }
 
     public func nextAudioDeadline() -> UInt64? {

@@ -192,7 +192,7 @@ public final class Daemon {
         for _ in 0..<16 where !session.isClosing {
             let received: UnixSocket.Received?
             do { received = try UnixSocket.receive(session.socket, into: &readBuffer) } catch {
-                session.closeReason = "receive failed: \(error)"
+                session.closeReason = error.isDisconnect ? "" : "receive failed: \(error)"
                 return
             }
             guard let received else { return }
@@ -622,7 +622,7 @@ public final class Daemon {
         }
         let format = source.videoFormat
         let pts: UInt64
-        do { pts = try source.captureFrame(index: sequence, into: pool.pointer(slot)) } catch {
+        do { pts = try source.captureFrame(index: sequence, deadline: deadline, into: pool.pointer(slot)) } catch {
             pool.release(slot, by: session.id)
             transition(.fail(BroadcastError(.captureFailed, error.description)))
             return

@@ -68,7 +68,7 @@ final class PeerSession {
                 outgoing[0].sent += n
                 if outgoing[0].sent == first.bytes.count { outgoing.removeFirst() }
             } catch {
-                closeReason = "sending failed: \(error)"
+                closeReason = error.isDisconnect ? "" : "sending failed: \(error)"
             }
         }
     }

@@ -52,7 +52,7 @@ public final class PeerConnection: @unchecked Sendable {
             return nil
         }
         if let result {
-            throw result.errno == EPIPE_ || result.errno == ECONNRESET_ ? .closed : .transport(result)
+            throw result.isDisconnect ? .closed : .transport(result)
         }
     }
 
@@ -89,7 +89,7 @@ public final class PeerConnection: @unchecked Sendable {
         do {
             received = try UnixSocket.receive(socket, into: &readBuffer)
         } catch {
-            if error.errno == ECONNRESET_ { throw .closed }
+            if error.isDisconnect { throw .closed }
             throw .transport(error)
         }
         guard let received else { return false }
@@ -139,5 +139,5 @@ public final class PeerConnection: @unchecked Sendable {
 
 #if canImport(Glibc)
 import Glibc
-let ENOENT_ = ENOENT, ECONNREFUSED_ = ECONNREFUSED, EPIPE_ = EPIPE, ECONNRESET_ = ECONNRESET
+let ENOENT_ = ENOENT, ECONNREFUSED_ = ECONNREFUSED
 #endif

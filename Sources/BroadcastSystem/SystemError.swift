@@ -17,6 +17,8 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
     }
 
     public var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
+    /// The peer went away: an ordinary end of a connection, not a failure.
+    public var isDisconnect: Bool { errno == EPIPE || errno == ECONNRESET }
 }
 
 /// Runs a syscall, retrying on EINTR, and throws a `SystemError` naming `operation` on failure.

@@ -184,6 +184,7 @@ extension Integration {
         #expect(start.status == 0, "\(start)")
         #expect(start.stdout.contains("started with handler inspect") && start.stdout.contains("finished"))
         #expect(try InspectSummary.load(path).streams["video"]!.count > 20)
+        #expect(!daemon.log.contains(" warning "), "a clean broadcast logged warnings:\n\(daemon.log)")
 
         let status = try daemon.tool("broadcastctl", ["status", "--json"])
         let decoded = try JSONDecoder().decode(BroadcastStatus.self, from: Data(status.stdout.utf8))
