@@ -63,7 +63,7 @@ let package = Package(
         ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
-            "BroadcastClient", "BroadcastInspect",
+            "BroadcastClient", "BroadcastDaemon", "BroadcastInspect",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient",

@@ -95,7 +95,7 @@ for fps in fps_list:
     rs = runs[("broadcastd", fps)]
     d, hit = sum(r["dropped"] for r in rs), sum(1 for r in rs if r["dropped"] or r["gaps"])
     cells.append("none" if d == 0 and hit == 0 else
-                 f"**not met**: {d:.0f} frames dropped in {hit} of {len(rs)} rounds "
+                 f"**not met**: {d:.0f} frame{'' if d == 1 else 's'} dropped in {hit} of {len(rs)} rounds "
                  f"(sequence gaps seen by the handler: {sum(r['gaps'] for r in rs):.0f})")
 w("| no dropped video frames | " + " | ".join(cells) + " |\n")
 

@@ -17,7 +17,10 @@ public final class Daemon {
     let logger: Logger
     let source: CaptureSource
     let registry: HandlerRegistry
-    let pool: FramePool
+    /// The frame pool's size, planned from the budget at start; the pool itself exists only while a broadcast runs.
+    let poolPlan: FramePoolPlan
+    private var pool: FramePool?
+    private var nextPoolID: UInt32 = 1
     private let listener: Descriptor
     private let signals: SignalDescriptor
     private let timer: DeadlineTimer
@@ -55,8 +58,8 @@ public final class Daemon {
         do { plan = try FramePoolPlan.plan(format: source.videoFormat, budgetBytes: configuration.memoryBudget) } catch {
             throw DaemonError("plan the frame pool", error.message)
         }
+        poolPlan = plan
         do {
-            pool = try FramePool(id: 1, plan: plan)
             if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
                 try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
             }
@@ -240,7 +243,7 @@ public final class Daemon {
     private func sessionClosed(_ session: PeerSession) {
         if let handler, handler.sessionID == session.id {
             handler.sessionID = nil
-            pool.releaseAll(heldBy: session.id)
+            pool?.releaseAll(heldBy: session.id)
             // A handler without its connection can do nothing more; give it a moment to exit by itself.
             if handler.terminateAt == nil && handler.killAt == nil {
                 handler.terminateAt = MonotonicClock.now() + 2_000_000_000
@@ -377,7 +380,7 @@ public final class Daemon {
             }
             setupInfo = validated.setupInfo
             session.setupFor = nil
-            logger.info("broadcast \(completion.broadcast) set up\(validated.url.map { " with URL \($0)" } ?? "")")
+            logger.info("broadcast \(completion.broadcast) set up\(validated.url.map { " with URL \(redactedURL($0))" } ?? "")")
             reply(session, seq, transition(.setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) })
         case .cancelSetup:
             let cancellation = try message.decode(SetupCancellation.self)
@@ -395,7 +398,7 @@ public final class Daemon {
         switch message.opcode {
         case .releaseSlot:
             let release = try SlotRelease(decoding: message.payload)
-            guard release.pool == pool.id, pool.release(Int(release.slot), by: session.id) else {
+            guard let pool, release.pool == pool.id, pool.release(Int(release.slot), by: session.id) else {
                 throw .malformed(.releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
             }
         case .ready:
@@ -458,6 +461,7 @@ public final class Daemon {
                 handler.terminate(now: now)
             }
         case .finished(let error):
+            pool = nil
             nextServiceInfoAt = nil
             startDeadline = nil
             if let error { logger.warning("broadcast \(machine.current!.id) finished with an error: \(error.message)") }
@@ -526,6 +530,13 @@ public final class Daemon {
         sequences = [:]
         elapsedBefore = 0
         do {
+            pool = try FramePool(id: nextPoolID, plan: poolPlan)
+            nextPoolID += 1
+        } catch {
+            transition(.fail(BroadcastError(.budget, "cannot allocate the frame pool (\(poolPlan)): \(error)")))
+            return
+        }
+        do {
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
             var environment = Environment.all
@@ -544,7 +555,7 @@ public final class Daemon {
     }
 
     private func handlerConnected(_ session: PeerSession) {
-        guard let handler, let current = machine.current else { return }
+        guard let handler, let current = machine.current, let pool else { return }
         handler.connected = true
         session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
                               descriptors: [pool.memory.descriptor]))
@@ -560,7 +571,7 @@ public final class Daemon {
         if let id = handler.sessionID, let session = sessions[id] {
             session.closeReason = ""
         }
-        pool.releaseAll(heldBy: handler.sessionID ?? -1)
+        pool?.releaseAll(heldBy: handler.sessionID ?? -1)
         logger.info("handler '\(handler.manifest.name)' (pid \(handler.process.pid)) \(status)")
         let failure = handler.stopReason ?? (status.succeeded || handler.stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(handler.manifest.name)' \(status)"))
         transition(.handlerExited(failure))
@@ -616,7 +627,7 @@ public final class Daemon {
         }
         nextFrameAt = deadline + interval
         let sequence = takeSequence(.video)
-        guard let session = handlerSession(), !session.isClosing, let slot = pool.acquire(for: session.id) else {
+        guard let session = handlerSession(), !session.isClosing, let pool, let slot = pool.acquire(for: session.id) else {
             drop(.video)
             return
         }
@@ -668,4 +679,20 @@ public final class Daemon {
         }
         session?.flush()
     }
+}
+
+/// A URL for the log: without its query and user info, where stream keys and tokens live.
+func redactedURL(_ url: String) -> String {
+    var text = Substring(url)
+    var redacted = false
+    if let query = text.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+        text = text[..<query]
+        redacted = true
+    }
+    let parts = text.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+    // "scheme:", "", "user:key@host", "path"
+    if parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty, let at = parts[2].lastIndex(of: "@") {
+        text = parts[0] + "//…" + parts[2][at...] + (parts.count > 3 ? "/" + parts[3] : "")
+    }
+    return String(text) + (redacted ? "?…" : "")
 }

@@ -31,7 +31,7 @@ public final class InspectHandler: BroadcastSampleHandler {
     public static func filePath(from url: String?) -> String? {
         guard let url, !url.isEmpty else { return nil }
         if url.hasPrefix("file://") {
-            let rest = url.dropFirst("file://".count)
+            let rest = url.dropFirst("file://".count).prefix(while: { $0 != "?" && $0 != "#" })
             guard rest.hasPrefix("/") else { return nil }
             return String(rest).removingPercentEncoding
         }

@@ -48,7 +48,7 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl start --handler inspect        (asks for the URL and setup fields)
               broadcastctl pause; broadcastctl resume; broadcastctl stop
               broadcastctl status --watch
-            Exit status: 0 success; 1 refused, or the broadcast finished with an error; 2 bad usage;
+            Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running.
             """,
         subcommands: [Handlers.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self])

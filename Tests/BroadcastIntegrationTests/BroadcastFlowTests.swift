@@ -14,7 +14,7 @@ extension Integration {
         try controller.subscribe()
         let fdsBefore = daemon.openDescriptors()
         let path = daemon.summaryPath("inspect")
-        let id = try daemon.start(handler: "inspect", url: "file://" + path, maxDuration: 3, on: controller)
+        let id = try daemon.start(handler: "inspect", url: "file://" + path + "?token=sekrit", maxDuration: 3, on: controller)
         #expect(try daemon.awaitFinish(controller, id) == nil)
         daemon.expectNoChildren()
 
@@ -43,6 +43,8 @@ extension Integration {
         #expect(status.state == .finished)
         #expect(status.streams?["video"]?.delivered == UInt64(video.count))
         #expect(daemon.openDescriptors() == fdsBefore, "the daemon leaked descriptors over a broadcast")
+        #expect(!daemon.log.contains("sekrit"), "a token in the URL reached the log")
+        #expect(summary.url?.hasSuffix("?token=sekrit") == true, "the handler gets the URL whole")
         #expect(try daemon.stop() == 0)
     }
 

@@ -75,6 +75,7 @@ import Testing
     @Test func fileURLs() {
         #expect(InspectHandler.filePath(from: "file:///tmp/a%20b.json") == "/tmp/a b.json")
         #expect(InspectHandler.filePath(from: "/tmp/x.json") == "/tmp/x.json")
+        #expect(InspectHandler.filePath(from: "file:///tmp/x.json?token=1#f") == "/tmp/x.json")
         #expect(InspectHandler.filePath(from: "rtmp://host/app") == nil)
         #expect(InspectHandler.filePath(from: "file://relative") == nil)
         #expect(InspectHandler.filePath(from: nil) == nil)
