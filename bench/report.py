@@ -109,10 +109,11 @@ for fps in fps_list:
       f"| {m('p50_us', 0)} / {m('p99_us', 0)} / {m('max_us', 0)} | {m('idle_mb', 1)} | {m('rss_mb', 1)} | {m('anon_mb', 1)} "
       f"| {m('shmem_mb', 1)} | {m('file_mb', 1)} |")
 w("")
-w("RssShmem is the resident part of the memfd frame pool (all of it when the pool is pre-faulted; with the default "
-  "50 MB budget a 1080p NV12 pool is 8 slots of 3 MB), RssAnon the daemon's own heap, RssFile mostly the mapped "
-  "binaries and Swift runtime (shared with other processes). The split is read at the end of the broadcast; VmHWM "
-  "is the peak. Daemon CPU per frame is lower at 60 fps than at 30 because part of it (two audio streams at 100 "
+w("The frame pool exists only while a broadcast runs: it is created (pre-faulted) when the handler is launched and "
+  "freed when the broadcast finishes. So idle RSS is the daemon alone, VmHWM minus idle RSS is about the pool (with "
+  "the default 50 MB budget a 1080p NV12 pool is 8 slots of 3 MB), and the RssAnon / RssShmem / RssFile split, read "
+  "after the finish, shows the daemon's own heap, no pool, and the mapped binaries and Swift runtime (shared with "
+  "other processes). Daemon CPU per frame is lower at 60 fps than at 30 because part of it (two audio streams at 100 "
   "chunks/s, the poll loop, service info) is paid per second, not per frame.\n")
 
 w("## Every round\n")
@@ -146,10 +147,10 @@ kill -TERM <broadcastd pid>
   child). `inspect` also hashes every frame (FNV-1a over the whole 3 MB) and keeps latency statistics, work the
   peers' null sinks do not do, so the "daemon + handler" line is an upper bound for the pipeline.
 - *Latency*: `streams.video.latencyMicroseconds` from the `inspect` summary: monotonic time when the handler's
-  callback runs minus the frame's capture timestamp (taken before the pattern is drawn). The timestamp is taken
-  when the loop gets round to the frame, not at its scheduled deadline: if the daemon's loop wakes more than a
-  frame interval late, the frames it missed are counted as dropped (and show as sequence gaps), and do not appear
-  in the latency figures.
+  callback runs minus the frame's capture timestamp. The synthetic source stamps each frame with its scheduled
+  deadline, so the figure holds everything after it: how late the daemon's loop woke, drawing the pattern, and
+  delivery to the handler. A loop that wakes more than a frame interval late counts the frames it missed as
+  dropped (they show as sequence gaps).
 - *Memory*: `VmHWM`, `RssAnon`, `RssShmem`, `RssFile` from `/proc/PID/status` after the broadcast; idle RSS is
   `VmRSS` before it starts.
 - *Dropped*: `streams.video.dropped` from status, and `sequenceGaps` from the summary.

@@ -423,9 +423,27 @@ public final class Daemon {
 
     // MARK: - State
 
+    private var transitioning = false
+    private var followUps: [BroadcastEvent] = []
+
     /// Feeds `event` to the state machine and carries out what it asks; refusals come back as errors.
+    /// Events raised while carrying out a transition (a launch that fails, say) follow it, in order.
     @discardableResult
     private func transition(_ event: BroadcastEvent) -> Result<Void, BroadcastError> {
+        if transitioning {
+            followUps.append(event)
+            return .success(())
+        }
+        transitioning = true
+        defer { transitioning = false }
+        let result = step(event)
+        while !followUps.isEmpty {
+            if case .failure(let refusal) = step(followUps.removeFirst()) { logger.debug("follow-up refused: \(refusal)") }
+        }
+        return result
+    }
+
+    private func step(_ event: BroadcastEvent) -> Result<Void, BroadcastError> {
         let before = machine.phase
         let effects: [BroadcastEffect]
         do { effects = try machine.handle(event) } catch { return .failure(error) }
@@ -452,7 +470,10 @@ public final class Daemon {
             sendToHandler(.json(.broadcastResumed, Empty()))
         case .notifyHandlerFinished:
             startDeadline = nil
-            guard let handler else { return }
+            guard let handler else {
+                transition(.handlerExited(nil)) // none was started: nothing to wait for
+                return
+            }
             if handler.sessionID != nil && handler.connected {
                 sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error)))
                 handler.terminateAt = now + configuration.finishTimeout

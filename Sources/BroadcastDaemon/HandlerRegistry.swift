@@ -56,10 +56,12 @@ struct HandlerRegistry {
         let manifest: HandlerManifest
         do {
             manifest = try JSONDecoder().decode(HandlerManifest.self, from: Data(bytes))
-        } catch DecodingError.keyNotFound(let key, _) {
-            throw DaemonError("parse \(path)", "missing field '\(key.stringValue)'")
+        } catch DecodingError.keyNotFound(let key, let context) {
+            throw DaemonError("parse \(path)", "missing field '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'")
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            throw DaemonError("parse \(path)", "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type")
         } catch {
-            throw DaemonError("parse \(path)", "not a valid handler manifest (\(error))")
+            throw DaemonError("parse \(path)", "not valid JSON")
         }
         guard !manifest.name.isEmpty, manifest.name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
             throw DaemonError("parse \(path)", "handler name '\(manifest.name)' must be letters, digits, '-' or '_'")

@@ -97,6 +97,39 @@ extension Integration {
         #expect(!FileManager.default.fileExists(atPath: socket))
     }
 
+    @Test func aSecondDaemonOnTheSameSocketIsRefusedAndTheFirstCarriesOn() throws {
+        let daemon = try DaemonHarness()
+        let second = try runTool(Paths.binary("broadcastd"), ["--source", "synthetic", "--socket", daemon.socketPath], timeout: 10)
+        #expect(second.status != 0)
+        #expect(second.stderr.contains("another broadcastd is already listening there"), "\(second.stderr)")
+        #expect(try daemon.controller().status().state == .idle)
+        try daemon.stop()
+    }
+
+    @Test func brokenManifestsAreSkippedWithTheirFileNamedAndMissingProgramsAreReported() throws {
+        let extra = NSTemporaryDirectory() + "broadcastd-manifests-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: extra, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: extra) }
+        try #"{"name": "broken", "displayName": 3"#.write(toFile: extra + "/broken.json", atomically: true, encoding: .utf8)
+        try #"{"displayName": "No name", "exec": "x"}"#.write(toFile: extra + "/noname.json", atomically: true, encoding: .utf8)
+        try #"{"name": "ghost", "displayName": "Ghost", "exec": "/nonexistent/ghost-handler"}"#.write(toFile: extra + "/ghost.json", atomically: true, encoding: .utf8)
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--handlers-dir", extra])
+        let names = try daemon.controller().handlers().map(\.name)
+        #expect(names.contains("inspect") && names.contains("ghost") && !names.contains("broken"))
+        #expect(daemon.logs("skipping handler manifest \(extra)/broken.json: parse \(extra)/broken.json: not valid JSON"))
+        try #"{"name": "typo", "displayName": 3, "exec": "x"}"#.write(toFile: extra + "/typo.json", atomically: true, encoding: .utf8)
+        _ = try daemon.controller().handlers()
+        #expect(daemon.logs("\(extra)/typo.json: field 'displayName' has the wrong type"))
+        #expect(daemon.logs("\(extra)/noname.json: missing field 'name'"))
+
+        let controller = try daemon.controller()
+        try controller.subscribe()
+        let id = try daemon.start(handler: "ghost", url: nil, on: controller)
+        let error = try daemon.awaitFinish(controller, id)
+        #expect(error?.message == "handler 'ghost': cannot find its program '/nonexistent/ghost-handler' (is it installed and executable?)")
+        try daemon.stop()
+    }
+
     @Test func aSlowHandlerLosesFramesNotTheDaemonsTime() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "60"])
         let controller = try daemon.controller()
@@ -212,6 +245,9 @@ extension Integration {
         #expect(output.contains("broadcast 2  elapsed "), "\(output)")
         #expect(output.contains("audioMic 120 (0 dropped)"), "\(output)")
         #expect(output.contains("broadcast 2 finished"), "\(output)")
+
+        let usage = try daemon.tool("broadcastctl", ["start"])
+        #expect(usage.status == 64 && usage.stderr.contains("--handler"), "\(usage)")
 
         let nothing = try daemon.tool("broadcastctl", ["pause"])
         #expect(nothing.status == 1 && nothing.stderr.contains("no broadcast is live"))
