@@ -180,6 +180,7 @@ extension Integration {
         let daemon = try DaemonHarness()
         let controller = try daemon.controller()
         try controller.subscribe()
+        let fdsBefore = daemon.openDescriptors()
         let id = try daemon.start(handler: "python-counter", url: daemon.summaryPath("crash"), setupInfo: ["crashAfter": "5"], on: controller)
         let error = try daemon.awaitFinish(controller, id)
         #expect(error?.code == .handlerFailed)
@@ -190,6 +191,7 @@ extension Integration {
         let next = try daemon.start(handler: "inspect", url: path, maxDuration: 1, on: controller)
         #expect(try daemon.awaitFinish(controller, next) == nil)
         #expect(try InspectSummary.load(path).streams["video"]?.count ?? 0 > 20)
+        #expect(daemon.openDescriptors() == fdsBefore, "descriptors leaked across a crash and a broadcast")
         try daemon.stop()
     }
 

@@ -95,6 +95,27 @@ import Testing
         #expect(throws: ProtocolError.unknownOpcode(0xeeee)) { try decoder.next() }
     }
 
+    @Test func garbageNeverCrashesTheDecoder() {
+        // Random bytes, and valid streams with random bytes flipped: the decoder either yields
+        // messages or throws a ProtocolError; every payload decoder likewise.
+        var rng = SystemRandomNumberGenerator()
+        let valid = sampleStream().flatMap { $0.encoded() }
+        for round in 0..<2000 {
+            var bytes = round % 2 == 0 ? (0..<Int.random(in: 0..<200, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } : valid
+            if round % 2 == 1 { for _ in 0..<3 { bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) } }
+            var decoder = MessageDecoder()
+            decoder.append(bytes)
+            while true {
+                guard let message = try? decoder.next() else { break }
+                _ = try? VideoSampleHeader(decoding: message.payload)
+                _ = try? AudioSampleHeader(decoding: message.payload)
+                _ = try? SlotRelease(decoding: message.payload)
+                _ = try? message.decode(StartRequest.self)
+                _ = try? message.decode(BroadcastStatus.self)
+            }
+        }
+    }
+
     @Test func sampleHeadersRoundTripAndRejectNonsense() throws {
         let timing = SampleTiming(presentationTime: 123_456_789, duration: 16_666_666, sequence: 42, discontinuity: true)
         let video = VideoSampleHeader(timing: timing, orientation: Orientation(degrees: 270, mirrored: true), pool: 1, slot: 5,
