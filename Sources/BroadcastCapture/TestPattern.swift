@@ -1,9 +1,5 @@
 import BroadcastCore
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Draws the synthetic source's picture: eight colour bars scrolling left by 8 pixels a frame,
 /// with the frame number in large digits at the top left. Rows are copied from a prepared
 /// double-width row, so a 1080p frame costs little more than a memcpy.
@@ -73,7 +69,7 @@ struct TestPattern {
                 let source = row.baseAddress! + offset
                 var destination = slot + plane.offset
                 for _ in 0..<plane.height {
-                    memcpy(destination, source, rowBytes[p])
+                    destination.copyMemory(from: source, byteCount: rowBytes[p])
                     destination += plane.stride
                 }
             }
@@ -130,7 +126,7 @@ struct TestPattern {
         let row = (0..<width).map { pattern[$0 % pattern.count] }
         row.withUnsafeBytes { source in
             for line in y..<(y + height) {
-                memcpy(slot + plane.offset + line * plane.stride + x, source.baseAddress!, width)
+                (slot + plane.offset + line * plane.stride + x).copyMemory(from: source.baseAddress!, byteCount: width)
             }
         }
     }

@@ -4,10 +4,6 @@ import BroadcastProtocol
 import BroadcastSystem
 import Logging
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// broadcastd's core. One thread runs one poll loop that owns everything: the broadcast state
 /// machine, the peers, the handler process, the frame pool and the capture source. Nothing in
 /// it ever blocks on a peer: output to peers is queued and bounded, samples are dropped (and
@@ -64,7 +60,7 @@ public final class Daemon {
                 try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
             }
             listener = try UnixSocket.listen(path: configuration.socketPath)
-            signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
+            signals = try SignalDescriptor(signals: [Signals.terminate, Signals.interrupt, Signals.hangUp])
             timer = try DeadlineTimer()
         } catch {
             throw DaemonError("start", error)
@@ -77,7 +73,7 @@ public final class Daemon {
 
     /// Runs until SIGTERM or SIGINT; a live broadcast is finished first (a second signal stops at once).
     public func run() throws(DaemonError) {
-        defer { unlink(configuration.socketPath) }
+        defer { FileSystem.remove(configuration.socketPath) }
         while true {
             if shuttingDown && handler == nil && !isActive(machine.phase) { break }
             do { try timer.arm(at: nextDeadline()) } catch { throw DaemonError("arm timer", error) }

@@ -24,18 +24,13 @@ final class RunningHandler {
     }
 
     func terminate(now: UInt64) {
-        process.send(signal: SIGTERM_)
+        process.send(signal: Signals.terminate)
         terminateAt = nil
         killAt = now + 2_000_000_000
     }
 
     func kill() {
-        process.send(signal: SIGKILL_)
+        process.send(signal: Signals.kill)
         killAt = nil
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-let SIGTERM_ = SIGTERM, SIGKILL_ = SIGKILL
-#endif

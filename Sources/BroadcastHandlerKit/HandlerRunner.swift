@@ -27,9 +27,10 @@ struct HandlerRunner {
         guard let text = Environment.get("BROADCASTD_HANDLER_FD"), let fd = Int32(text), fd >= 0 else {
             throw HandlerError("connect", "BROADCASTD_HANDLER_FD is not set: handlers are started by broadcastd (`broadcastctl start --handler NAME`), not by hand")
         }
-        unsetenv("BROADCASTD_HANDLER_FD")
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let connection = PeerConnection(socket: Descriptor(adopting: fd))
+        Environment.unset("BROADCASTD_HANDLER_FD")
+        let socket = Descriptor(adopting: fd)
+        socket.setCloseOnExec()
+        let connection = PeerConnection(socket: socket)
         handler.connection = connection
         do {
             try connection.hello(role: .handler, client: name)

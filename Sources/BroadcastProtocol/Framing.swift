@@ -106,6 +106,11 @@ public enum ProtocolError: Error, CustomStringConvertible, Equatable {
     case transport(SystemError)
     case refused(BroadcastError)
 
+    /// The daemon's answer when it refused a request.
+    public var refusal: BroadcastError? {
+        if case .refused(let error) = self { error } else { nil }
+    }
+
     public var description: String {
         switch self {
         case .oversized(let op, let size): "message 0x\(String(op, radix: 16)) of \(size) bytes exceeds the limit of \(ProtocolLimits.maxPayload)"

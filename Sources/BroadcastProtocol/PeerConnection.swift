@@ -20,7 +20,7 @@ public final class PeerConnection: @unchecked Sendable {
         do {
             return PeerConnection(socket: try UnixSocket.connect(path: path))
         } catch {
-            if error.errno == ENOENT_ || error.errno == ECONNREFUSED_ {
+            if error.isNotListening {
                 throw .refused(BroadcastError(.notRunning,
                     "broadcastd is not running (nothing listens on \(path)); start it with `broadcastd &` " +
                     "or `systemctl --user start broadcastd.socket`"))
@@ -136,8 +136,3 @@ public final class PeerConnection: @unchecked Sendable {
         socket.close()
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-let ENOENT_ = ENOENT, ECONNREFUSED_ = ECONNREFUSED
-#endif

@@ -132,6 +132,8 @@ public final class SignalDescriptor {
 public enum Signals {
     public static let interrupt = SIGINT
     public static let terminate = SIGTERM
+    public static let kill = SIGKILL
+    public static let hangUp = SIGHUP
 
     /// Ignores `signal` process-wide (SIGPIPE: writes to closed peers then fail with EPIPE instead of killing us).
     public static func ignore(_ signal: Int32) { Glibc.signal(signal, SIG_IGN) }
@@ -143,6 +145,9 @@ public enum Environment {
     public static func get(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
     }
+
+    /// Removes `name`, so that programs this process starts do not inherit it.
+    public static func unset(_ name: String) { unsetenv(name) }
 
     public static var all: [String: String] {
         var result: [String: String] = [:]
@@ -158,6 +163,7 @@ public enum Environment {
 
 public enum FileSystem {
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    public static func remove(_ path: String) { unlink(path) }
     public static func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
 
     /// Creates `path` and missing parents with `mode`.

@@ -37,6 +37,11 @@ public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
         _ = try syscallRetrying("fcntl(F_SETFL)") { fcntl(raw, F_SETFL, wanted) }
     }
 
+    /// Keeps this descriptor from leaking into programs this process starts.
+    public func setCloseOnExec() {
+        _ = fcntl(raw, F_SETFD, FD_CLOEXEC)
+    }
+
     /// A new descriptor for the same open file, close-on-exec.
     public func duplicate() throws(SystemError) -> Descriptor {
         Descriptor(adopting: try syscallRetrying("fcntl(F_DUPFD_CLOEXEC)") { fcntl(raw, F_DUPFD_CLOEXEC, 3) })

@@ -19,6 +19,8 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
     public var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
     /// The peer went away: an ordinary end of a connection, not a failure.
     public var isDisconnect: Bool { errno == EPIPE || errno == ECONNRESET }
+    /// Nothing listens at the address (no socket file, or a stale one).
+    public var isNotListening: Bool { errno == ENOENT || errno == ECONNREFUSED }
 }
 
 /// Runs a syscall, retrying on EINTR, and throws a `SystemError` naming `operation` on failure.

@@ -42,8 +42,7 @@ struct BroadcastSetupCommand: ParsableCommand {
                 try client.complete(broadcast: pending.broadcast, url: form.url, setupInfo: form.values)
             } catch {
                 let reason = Terminal.wasInterrupted ? BroadcastError(.setupCancelled, "cancelled by the user (Ctrl-C)")
-                    : (error as? BroadcastError) ?? ((error as? ProtocolError).flatMap { if case .refused(let e) = $0 { e } else { nil } })
-                    ?? BroadcastError(.setupCancelled, "\(error)")
+                    : (error as? BroadcastError) ?? (error as? ProtocolError)?.refusal ?? BroadcastError(.setupCancelled, "\(error)")
                 try? client.cancel(broadcast: pending.broadcast, error: reason)
                 throw reason
             }
