@@ -51,6 +51,7 @@ for name, st in sorted(s["streams"].items()):
     span = (st["lastPts"] - st["firstPts"]) / 1e9
     gaps = ", ".join("%.2f s%s" % (g["seconds"], " (flagged)" if g["discontinuity"] else "") for g in st["gaps"]) or "none"
     lat = st.get("latencyMicroseconds") or {}
-    print("%-9s %4d samples over %.2f s, dropped %d, gaps: %s, latency p50 %s µs p99 %s µs"
-          % (name, st["count"], span, st["sequenceGaps"], gaps, lat.get("p50"), lat.get("p99")))
+    note = " (pts is a chunk's first sample: includes its 10 ms)" if name != "video" else ""
+    print("%-9s %4d samples over %.2f s, dropped %d, gaps: %s, latency p50 %s µs p99 %s µs%s"
+          % (name, st["count"], span, st["sequenceGaps"], gaps, lat.get("p50"), lat.get("p99"), note))
 PY
