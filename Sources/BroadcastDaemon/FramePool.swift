@@ -18,8 +18,6 @@ final class FramePool {
         holders = Array(repeating: nil, count: plan.slotCount)
     }
 
-    var freeCount: Int { holders.count(where: { $0 == nil }) }
-
     func acquire(for holder: Int) -> Int? {
         guard let slot = holders.firstIndex(where: { $0 == nil }) else { return nil }
         holders[slot] = holder

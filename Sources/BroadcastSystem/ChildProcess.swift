@@ -78,8 +78,7 @@ public final class ChildProcess: @unchecked Sendable {
             waitpid(child, &status, 0)
             throw SystemError("pidfd_open \(child)", errno: code)
         }
-        pidDescriptor = Descriptor(adopting: pidfd)
-        _ = fcntl(pidfd, F_SETFD, FD_CLOEXEC)
+        pidDescriptor = Descriptor(adopting: pidfd) // pidfds are always close-on-exec
     }
 
     /// Reaps the child if it has exited; returns its status, or nil while it still runs.

@@ -16,8 +16,6 @@ public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
         if raw >= 0 { Glibc.close(raw) }
     }
 
-    public var isOpen: Bool { raw >= 0 }
-
     public func close() {
         guard raw >= 0 else { return }
         Glibc.close(raw)
@@ -68,16 +66,4 @@ public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
     }
 
     public var description: String { "fd \(raw)" }
-}
-
-/// Counts this process's open descriptors (for leak checks).
-public func openDescriptorCount() -> Int {
-    guard let dir = opendir("/proc/self/fd") else { return -1 }
-    defer { closedir(dir) }
-    var count = 0
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-        if name != "." && name != ".." { count += 1 }
-    }
-    return count - 1 // the directory stream itself
 }

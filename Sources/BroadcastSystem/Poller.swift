@@ -42,12 +42,6 @@ public enum MonotonicClock {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
-
-    /// Sleeps until the absolute monotonic time `deadline` (no drift from sleep overshoot).
-    public static func sleep(until deadline: UInt64) {
-        var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
-    }
 }
 
 /// A timerfd on CLOCK_MONOTONIC armed at absolute deadlines.

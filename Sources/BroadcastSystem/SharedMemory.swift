@@ -22,8 +22,8 @@ public final class SharedMemory: @unchecked Sendable {
         self.base = try Self.map(fd, size: size, writable: true)
     }
 
-    /// Maps an existing shared-memory descriptor received from a peer.
-    public init(mapping fd: Descriptor, size: Int, writable: Bool = false) throws(SystemError) {
+    /// Maps, read-only, a shared-memory descriptor received from a peer.
+    public init(mapping fd: Descriptor, size: Int) throws(SystemError) {
         var info = stat()
         _ = try syscallRetrying("fstat") { fstat(fd.raw, &info) }
         guard Int(info.st_size) >= size else {
@@ -31,7 +31,7 @@ public final class SharedMemory: @unchecked Sendable {
         }
         self.descriptor = fd
         self.size = size
-        self.base = try Self.map(fd, size: size, writable: writable)
+        self.base = try Self.map(fd, size: size, writable: false)
     }
 
     private static func map(_ fd: Descriptor, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
