@@ -40,6 +40,8 @@ public final class Daemon {
     private var nextServiceInfoAt: UInt64?
     private var startDeadline: UInt64?
     private var liveSince: UInt64?
+    /// The VIDEO_SAMPLE fields that stay the same from frame to frame, made when capture begins.
+    private var videoHeader: VideoSampleHeader?
     private var elapsedBefore: UInt64 = 0
     /// How often sources without their own audio schedule are polled.
     static let audioTick: UInt64 = 10_000_000
@@ -602,6 +604,8 @@ public final class Daemon {
             return
         }
         liveSince = now
+        let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
+        videoHeader = pool.map { VideoSampleHeader(timing: zero, orientation: source.orientation, pool: $0.id, slot: 0, format: source.videoFormat) }
         nextFrameAt = now
         nextAudioAt = source.nextAudioDeadline() ?? now + Self.audioTick
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
@@ -644,21 +648,23 @@ public final class Daemon {
         }
         nextFrameAt = deadline + interval
         let sequence = takeSequence(.video)
-        guard let session = handlerSession(), !session.isClosing, let pool, let slot = pool.acquire(for: session.id) else {
+        guard var header = videoHeader, let session = handlerSession(), !session.isClosing, let pool,
+              let slot = pool.acquire(for: session.id) else {
             drop(.video)
             return
         }
-        let format = source.videoFormat
         let pts: UInt64
         do { pts = try source.captureFrame(index: sequence, deadline: deadline, into: pool.pointer(slot)) } catch {
             pool.release(slot, by: session.id)
             transition(.fail(BroadcastError(.captureFailed, error.description)))
             return
         }
-        let timing = SampleTiming(presentationTime: pts, duration: interval, sequence: sequence, discontinuity: discontinuous.contains(.video))
+        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: sequence, discontinuity: discontinuous.contains(.video))
+        header.orientation = source.orientation
+        header.slot = UInt32(slot)
         var payload: [UInt8] = []
         payload.reserveCapacity(VideoSampleHeader.size)
-        VideoSampleHeader(timing: timing, orientation: source.orientation, pool: pool.id, slot: UInt32(slot), format: format).encode(into: &payload)
+        header.encode(into: &payload)
         if session.enqueue(Message(.videoSample, payload: payload), droppable: true) {
             counters[.video, default: StreamCounters()].delivered += 1
             discontinuous.remove(.video)

@@ -47,6 +47,8 @@ public enum MonotonicClock {
 /// A timerfd on CLOCK_MONOTONIC armed at absolute deadlines.
 public final class DeadlineTimer {
     public let descriptor: Descriptor
+    /// What the timer is armed for, so that arming it again for the same deadline costs no syscall.
+    private var armed: UInt64?
 
     public init() throws(SystemError) {
         descriptor = Descriptor(adopting: try syscallRetrying("timerfd_create") {
@@ -56,6 +58,8 @@ public final class DeadlineTimer {
 
     /// Fires once at `deadline` (monotonic ns); nil disarms.
     public func arm(at deadline: UInt64?) throws(SystemError) {
+        guard deadline != armed else { return }
+        armed = deadline
         var spec = itimerspec()
         if let deadline {
             let d = max(deadline, 1)
@@ -66,6 +70,7 @@ public final class DeadlineTimer {
 
     /// Consumes the expiration count so poll stops reporting the timer readable.
     public func acknowledge() {
+        armed = nil // a fired timer is disarmed
         var count: UInt64 = 0
         _ = Glibc.read(descriptor.raw, &count, 8)
     }
