@@ -26,7 +26,9 @@ public final class Daemon {
     private var nextSessionID = 1
     private var nextBroadcastID: UInt32 = 1
     private var handler: RunningHandler?
-    private var manifest: HandlerManifest?
+    /// The handler the current broadcast was started with, as found when it was requested.
+    private var handlerEntry: HandlerRegistry.Entry?
+    private var manifest: HandlerManifest? { handlerEntry?.manifest }
     private var setupInfo: [String: String] = [:]
     private var handlerServiceInfo: [String: JSONValue]?
     private var shuttingDown = false
@@ -346,7 +348,7 @@ public final class Daemon {
         let description = BroadcastDescription(id: id, handler: entry.manifest.name, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) })
         return transition(.start(description)).map { _ in
             nextBroadcastID += 1
-            manifest = entry.manifest
+            handlerEntry = entry
             setupInfo = [:]
             handlerServiceInfo = nil
             logger.info("broadcast \(id) requested with handler '\(entry.manifest.name)'; waiting for setup")
@@ -472,7 +474,7 @@ public final class Daemon {
                 transition(.handlerExited(nil)) // none was started: nothing to wait for
                 return
             }
-            if handler.sessionID != nil && handler.connected {
+            if handlerSession()?.role == .handler { // it said HELLO and was sent BROADCAST_STARTED
                 sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error)))
                 handler.terminateAt = now + configuration.finishTimeout
             } else {
@@ -539,9 +541,9 @@ public final class Daemon {
     // MARK: - Handler process
 
     private func launchHandler(now: UInt64) {
-        guard let manifest else { return }
-        let entry = registry.load(logger: logger).first(where: { $0.manifest.name == manifest.name })
-        guard let entry, let path = HandlerRegistry.resolveExecutable(entry) else {
+        guard let entry = handlerEntry else { return }
+        let manifest = entry.manifest
+        guard let path = HandlerRegistry.resolveExecutable(entry) else {
             transition(.fail(BroadcastError(.handlerFailed, "handler '\(manifest.name)': cannot find its program '\(manifest.exec)' (is it installed and executable?)")))
             return
         }
@@ -575,7 +577,6 @@ public final class Daemon {
 
     private func handlerConnected(_ session: PeerSession) {
         guard let handler, let current = machine.current, let pool else { return }
-        handler.connected = true
         session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
                               descriptors: [pool.memory.descriptor]))
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: setupInfo,

@@ -7,8 +7,6 @@ final class RunningHandler {
     let manifest: HandlerManifest
     /// The session of its connection; nil once that connection is closed.
     var sessionID: Int?
-    /// It said HELLO and was sent POOL and BROADCAST_STARTED.
-    var connected = false
     var ready = false
     /// When to escalate: SIGTERM at `terminateAt`, SIGKILL at `killAt`.
     var terminateAt: UInt64?
