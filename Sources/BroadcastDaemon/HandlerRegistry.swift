@@ -79,11 +79,6 @@ struct HandlerRegistry {
             let path = directory + "/" + exec
             return FileSystem.isExecutable(path) ? path : nil
         }
-        var candidates: [String] = []
-        if let exe = FileSystem.currentExecutable(), let slash = exe.lastIndex(of: "/") {
-            candidates.append(String(exe[..<slash]) + "/" + exec)
-        }
-        candidates += (Environment.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map { $0 + "/" + exec }
-        return candidates.first(where: FileSystem.isExecutable)
+        return FileSystem.findProgram(exec)
     }
 }

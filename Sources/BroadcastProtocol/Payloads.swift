@@ -269,7 +269,8 @@ public enum JSONValue: Codable, Equatable, Sendable, CustomStringConvertible {
 // MARK: - JSON coding
 
 extension Message {
-    private static let encoder: JSONEncoder = {
+    /// Compact, keys sorted, slashes unescaped: the form docs/protocol.md specifies.
+    fileprivate static let encoder: JSONEncoder = {
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return e
@@ -302,6 +303,11 @@ extension Message {
         default: return "\(error)"
         }
     }
+}
+
+/// Any Encodable as one line of JSON, exactly as it would travel in a message (for line-by-line output).
+public func compactJSON(_ value: some Encodable) -> String {
+    (try? Message.encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
 }
 
 /// Encodes any Encodable as pretty JSON text with sorted keys (for status output and summaries).

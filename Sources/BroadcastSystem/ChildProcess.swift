@@ -209,6 +209,17 @@ public enum FileSystem {
         _ = try syscallRetrying("rename \(temporary) to \(path)") { rename(temporary, path) }
     }
 
+    /// A program by bare name: next to the running executable first (an installed or built suite of
+    /// programs finds its own), then on PATH.
+    public static func findProgram(_ name: String) -> String? {
+        var candidates: [String] = []
+        if let exe = currentExecutable(), let slash = exe.lastIndex(of: "/") {
+            candidates.append(String(exe[..<slash]) + "/" + name)
+        }
+        candidates += (Environment.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map { $0 + "/" + name }
+        return candidates.first(where: isExecutable)
+    }
+
     /// The absolute path of the running executable.
     public static func currentExecutable() -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)

@@ -111,9 +111,7 @@ struct Start: ParsableCommand {
         var arguments = ["--request", String(id), "--socket", client.socketPath]
         if let url { arguments += ["--url", url] }
         for assignment in assignments { arguments += ["--set", assignment] }
-        let exe = FileSystem.currentExecutable().map { String($0[..<$0.lastIndex(of: "/")!]) + "/broadcast-setup" }
-        let candidates = [exe].compactMap { $0 } + (Environment.get("PATH") ?? "").split(separator: ":").map { $0 + "/broadcast-setup" }
-        guard let path = candidates.first(where: FileSystem.isExecutable) else {
+        guard let path = FileSystem.findProgram("broadcast-setup") else {
             let error = BroadcastError(.setupCancelled, "broadcast-setup was not found next to broadcastctl or on PATH")
             try? client.finish()
             throw ProtocolError.refused(error)
@@ -211,13 +209,6 @@ struct Status: ParsableCommand {
     }
 }
 
-func compactJSON(_ value: some Encodable) -> String {
-    prettyJSON(value).split(separator: "\n").map { $0.trimmingPrefix(while: { $0 == " " }) }.joined(separator: " ")
-}
-
-extension Substring {
-    func trimmingPrefix(while predicate: (Character) -> Bool) -> Substring { drop(while: predicate) }
-}
 
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
