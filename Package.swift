@@ -66,7 +66,7 @@ let package = Package(
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient",
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect",
         ]),
     ]
 )

@@ -10,8 +10,7 @@ extension Integration {
 @Suite(.serialized) struct BroadcastFlowTests {
     @Test func inspectHandlerReceivesCallbacksInOrderAtTheRequestedRate() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let fdsBefore = daemon.openDescriptors()
         let path = daemon.summaryPath("inspect")
         let id = try daemon.start(handler: "inspect", url: "file://" + path + "?token=sekrit", maxDuration: 3, on: controller)
@@ -25,9 +24,9 @@ extension Integration {
         let app = try #require(summary.streams["audioApp"])
         let mic = try #require(summary.streams["audioMic"])
         // 3 s of live time: 90 frames at 30 fps and 300 chunks of 10 ms, within a few percent.
-        #expect(abs(video.count - 90) <= 3, "video count \(video.count)")
-        #expect(abs(app.count - 300) <= 9, "audioApp count \(app.count)")
-        #expect(abs(mic.count - 300) <= 9, "audioMic count \(mic.count)")
+        #expect(abs(Int(video.count) - 90) <= 3, "video count \(video.count)")
+        #expect(abs(Int(app.count) - 300) <= 9, "audioApp count \(app.count)")
+        #expect(abs(Int(mic.count) - 300) <= 9, "audioMic count \(mic.count)")
         for (name, s) in summary.streams {
             #expect(s.nonMonotonic == 0, "\(name) timestamps went backwards")
             #expect(s.gaps.isEmpty, "\(name) has gaps without a pause: \(s.gaps.map(\.seconds))")
@@ -41,7 +40,7 @@ extension Integration {
 
         let status = try controller.status()
         #expect(status.state == .finished)
-        #expect(status.streams?["video"]?.delivered == UInt64(video.count))
+        #expect(status.streams?["video"]?.delivered == video.count)
         #expect(daemon.openDescriptors() == fdsBefore, "the daemon leaked descriptors over a broadcast")
         #expect(!daemon.log.contains("sekrit"), "a token in the URL reached the log")
         #expect(summary.url?.hasSuffix("?token=sekrit") == true, "the handler gets the URL whole")
@@ -50,8 +49,7 @@ extension Integration {
 
     @Test func pausesLeaveTheOnlyGapsAndAreFlagged() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("pause")
         let id = try daemon.start(handler: "inspect", url: path, on: controller)
         try daemon.awaitState(controller, .live)
@@ -86,8 +84,7 @@ extension Integration {
 
     @Test func pythonExampleHandlerWrittenFromTheProtocolDocument() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("python")
         let id = try daemon.start(handler: "python-counter", url: "file://" + path, on: controller)
         try daemon.awaitState(controller, .live)
@@ -118,8 +115,7 @@ extension Integration {
 
     @Test func setupCancelReachesTheControllerAndLaunchesNothing() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try controller.start(handler: "inspect", maxDuration: nil)
         let setup = try daemon.setup()
         let request = try setup.fetchRequest(broadcast: nil)
@@ -136,8 +132,7 @@ extension Integration {
 
     @Test func setupUIThatGoesAwayCancelsTheRequest() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try controller.start(handler: "inspect", maxDuration: nil)
         let setup = try daemon.setup()
         _ = try setup.fetchRequest(broadcast: id)
@@ -149,8 +144,7 @@ extension Integration {
 
     @Test func invalidSetupIsRefusedAndCanBeRetried() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try controller.start(handler: "inspect", maxDuration: 1)
         let setup = try daemon.setup()
         let refused = #expect(throws: ProtocolError.self) { try setup.complete(broadcast: id, url: nil, setupInfo: ["nonsense": "1"]) }
@@ -163,8 +157,7 @@ extension Integration {
 
     @Test func handlerErrorIsTheFinishReasonEveryControllerHears() throws {
         let daemon = try DaemonHarness()
-        let watcher = try daemon.controller()
-        try watcher.subscribe()
+        let watcher = try daemon.subscribedController()
         let result = try daemon.tool("broadcastctl", ["start", "--handler", "python-counter", "--url", "file://" + daemon.summaryPath("fail"),
                                                       "--set", "failAfter=10", "--wait"])
         #expect(result.status == 1, "broadcastctl --wait must fail: \(result)")
@@ -178,8 +171,7 @@ extension Integration {
 
     @Test func handlerCrashFinishesWithTheSignalAndTheNextBroadcastWorks() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let fdsBefore = daemon.openDescriptors()
         let id = try daemon.start(handler: "python-counter", url: daemon.summaryPath("crash"), setupInfo: ["crashAfter": "5"], on: controller)
         let error = try daemon.awaitFinish(controller, id)
@@ -197,8 +189,7 @@ extension Integration {
 
     @Test func secondStartIsRefusedNamingTheLiveBroadcast() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("first"), on: controller)
         try daemon.awaitState(controller, .live)
         let before = try controller.status()
@@ -215,8 +206,7 @@ extension Integration {
 
     @Test func fiftyTogglesEndInTheLastAskedStateWithAlternatingCallbacks() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("toggles")
         let id = try daemon.start(handler: "inspect", url: path, on: controller)
         try daemon.awaitState(controller, .live)
@@ -237,8 +227,7 @@ extension Integration {
 
     @Test func urlUpdatesAndHandlerServiceInfoReachControllers() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "slow", url: daemon.summaryPath("announce"), setupInfo: ["announce": "srt://viewers.example/live/7"], on: controller)
         let update = try daemon.waitFor(controller) { if case .urlUpdated(let u) = $0 { u } else { nil } }
         #expect(update.broadcast == id && update.url == "srt://viewers.example/live/7")
@@ -255,8 +244,7 @@ extension Integration {
     @Test func bgrxVideoAndMonoS16AudioOnRequest() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x240", "--pixel-format", "bgrx",
                                         "--audio-channels", "1", "--audio-format", "s16"])
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("formats")
         let id = try daemon.start(handler: "inspect", url: path, maxDuration: 1, on: controller)
         #expect(try daemon.awaitFinish(controller, id) == nil)
@@ -271,8 +259,7 @@ extension Integration {
 
     @Test func pauseAskedWhileStartingTakesEffectOnceLive() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("early-pause")
         let id = try controller.start(handler: "inspect", maxDuration: nil)
         try controller.pause() // awaiting setup: an intent

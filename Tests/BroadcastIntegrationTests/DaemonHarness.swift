@@ -1,5 +1,6 @@
 import BroadcastClient
 import BroadcastCore
+import BroadcastInspect
 import BroadcastProtocol
 import Foundation
 import Testing
@@ -108,6 +109,13 @@ final class DaemonHarness {
     var pid: Int32 { process.processIdentifier }
 
     func controller() throws -> ControllerClient { try ControllerClient(socketPath: socketPath, client: "test") }
+
+    /// A controller that receives events.
+    func subscribedController() throws -> ControllerClient {
+        let controller = try self.controller()
+        try controller.subscribe()
+        return controller
+    }
     func setup() throws -> SetupClient { try SetupClient(socketPath: socketPath, client: "test-setup") }
 
     /// Runs broadcastctl or broadcast-setup against this daemon.
@@ -195,26 +203,10 @@ struct HarnessError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The inspect handler's summary, as far as the tests read it.
-struct InspectSummary: Decodable {
-    struct Callback: Decodable { var callback: String; var count: Int? }
-    struct Gap: Decodable { var pts: UInt64; var seconds: Double; var discontinuity: Bool }
-    struct Stream: Decodable {
-        var count: Int
-        var firstPts: UInt64?
-        var lastPts: UInt64?
-        var nonMonotonic: Int
-        var sequenceGaps: Int
-        var discontinuities: Int
-        var gaps: [Gap]
-        var checksum: String
-    }
-    var broadcast: UInt32
-    var url: String?
-    var setupInfo: [String: String]
-    var callbacks: [Callback]
-    var streams: [String: Stream]
+/// The inspect handler's summary, decoded with the handler's own type.
+typealias InspectSummary = InspectHandler.Summary
 
+extension InspectHandler.Summary {
     static func load(_ path: String) throws -> InspectSummary {
         try JSONDecoder().decode(InspectSummary.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
     }

@@ -20,8 +20,7 @@ extension Integration {
 
     @Test func garbageFromPeersClosesOnlyThemWhileTheBroadcastCarriesOn() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("carries-on")
         let id = try daemon.start(handler: "inspect", url: path, on: controller)
         try daemon.awaitState(controller, .live)
@@ -122,8 +121,7 @@ extension Integration {
         #expect(daemon.logs("\(extra)/typo.json: field 'displayName' has the wrong type"))
         #expect(daemon.logs("\(extra)/noname.json: missing field 'name'"))
 
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "ghost", url: nil, on: controller)
         let error = try daemon.awaitFinish(controller, id)
         #expect(error?.message == "handler 'ghost': cannot find its program '/nonexistent/ghost-handler' (is it installed and executable?)")
@@ -132,8 +130,7 @@ extension Integration {
 
     @Test func aSlowHandlerLosesFramesNotTheDaemonsTime() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "60"])
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("slow")
         let id = try daemon.start(handler: "slow", url: path, setupInfo: ["sleep": "0.2"], on: controller)
         try daemon.awaitState(controller, .live)
@@ -158,8 +155,7 @@ extension Integration {
 
     @Test func aHandlerExitingMidBroadcastNamesItsExitStatus() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "slow", url: daemon.summaryPath("exit"), setupInfo: ["exitWith": "3"], on: controller)
         let error = try daemon.awaitFinish(controller, id)
         #expect(error?.code == .handlerFailed)
@@ -170,8 +166,7 @@ extension Integration {
 
     @Test func stoppingTheDaemonFinishesTheLiveBroadcastCleanly() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("shutdown")
         let id = try daemon.start(handler: "inspect", url: path, on: controller)
         try daemon.awaitState(controller, .live)
@@ -188,8 +183,7 @@ extension Integration {
 
     @Test func aHandlerThatWillNotExitIsStoppedAndReported() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "slow", url: daemon.summaryPath("stuck"), setupInfo: ["ignoreFinish": "1"], on: controller)
         try daemon.awaitState(controller, .live)
         try controller.finish()
@@ -256,8 +250,7 @@ extension Integration {
 
     @Test func setupWithoutATerminalUsesDefaultsAndRefusesWhatIsMissing() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let id = try controller.start(handler: "python-counter", maxDuration: 1)
         // python-counter requires a URL and has no default: non-interactive setup cancels with the reason.
         let setup = try daemon.tool("broadcast-setup", ["--request", String(id)])

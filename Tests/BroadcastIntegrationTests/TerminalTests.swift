@@ -18,8 +18,7 @@ extension Integration {
 
     @Test func promptsForEveryFieldShowsDefaultsAndHidesSecrets() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let path = daemon.summaryPath("interactive")
         let (transcript, status) = try session(daemon, [
             ("expect", "Summary file: "), ("send", path + "\\n"),
@@ -44,8 +43,7 @@ extension Integration {
 
     @Test func controlCCancelsTheRequestWithAnError() throws {
         let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        try controller.subscribe()
+        let controller = try daemon.subscribedController()
         let (transcript, status) = try session(daemon, [
             ("expect", "File to write the summary to"), ("send", "\\x03"),
             ("expect", "cancelled by the user (Ctrl-C)"),
