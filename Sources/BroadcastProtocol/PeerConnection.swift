@@ -116,13 +116,13 @@ public final class PeerConnection: @unchecked Sendable {
     public func request(_ opcode: Opcode, _ body: some Encodable = Empty()) throws(ProtocolError) -> Message {
         let seq = nextSequence()
         try send(.json(opcode, seq: seq, body))
+        // Messages queued earlier arrived before this request, so its reply is not among them.
         var others: [Message] = []
-        defer { queued = others + queued }
+        defer { queued += others }
         while true {
-            let reply: Message
-            if !queued.isEmpty { reply = queued.removeFirst() } else {
-                guard let m = try decoder.next() else { try fill(timeoutMilliseconds: -1); continue }
-                reply = m
+            guard let reply = try decoder.next() else {
+                try fill(timeoutMilliseconds: -1)
+                continue
             }
             if reply.seq == seq {
                 if reply.opcode == .error { throw .refused(try reply.decode(BroadcastError.self)) }
