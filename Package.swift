@@ -5,7 +5,8 @@ import PackageDescription
 //   BroadcastSystem      the one module that makes syscalls (sockets, SCM_RIGHTS, memfd, mmap, poll, spawn)
 //   BroadcastCore        the model: sample types and formats, the broadcast state machine, manifests, budget
 //   BroadcastProtocol    the wire protocol of docs/protocol.md: framing, messages, a blocking peer connection
-//   BroadcastCapture     capture sources (synthetic today; X11 and PipeWire plug in here)
+//   BroadcastCapture     the capture source interface, the synthetic source, BGRx → NV12/I420 conversion
+//   BroadcastX11         X11 screen capture: XCB-SHM grabs in bands, XDamage, XFixes cursor, RandR outputs
 //   BroadcastDaemon      broadcastd's core: event loop, frame pool, handler supervisor, controller sessions
 //   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
@@ -26,11 +27,16 @@ let package = Package(
     ],
     targets: [
         .target(name: "CBroadcastShims"),
+        .systemLibrary(name: "CXCB", pkgConfig: "xcb xcb-shm xcb-xfixes xcb-randr xcb-damage",
+                       providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-randr0-dev", "libxcb-damage0-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastCore"),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
         .target(name: "BroadcastCapture", dependencies: [
             "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "BroadcastX11", dependencies: [
+            "CXCB", "BroadcastCore", "BroadcastSystem", "BroadcastCapture", .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BroadcastDaemon", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
@@ -45,7 +51,7 @@ let package = Package(
         ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
         .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemon", "BroadcastCapture",
+            "BroadcastDaemon", "BroadcastCapture", "BroadcastX11",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -63,7 +69,7 @@ let package = Package(
         ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
-            "BroadcastClient", "BroadcastDaemon", "BroadcastInspect",
+            "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect",

@@ -1,40 +1,130 @@
 import BroadcastCore
 
-/// The error type of BroadcastCapture: which source failed, doing what, and why.
+/// The error type of BroadcastCapture and the capture backends: which source failed, doing what, and why.
 public struct CaptureError: Error, CustomStringConvertible, Sendable {
     public var source: String
     public var operation: String
     public var reason: String
+    /// Only this frame was lost (the screen changed size under the grab, say); the next may succeed.
+    public var transient: Bool
 
-    public init(source: String, operation: String, reason: String) {
+    public init(source: String, operation: String, reason: String, transient: Bool = false) {
         self.source = source
         self.operation = operation
         self.reason = reason
+        self.transient = transient
     }
 
     public var description: String { "\(source) capture: \(operation): \(reason)" }
 }
 
+/// What happened on screen since the last frame was captured.
+public enum FrameChange: Equatable, Sendable {
+    /// Nothing changed: the last frame repeats.
+    case unchanged
+    /// Some or all of the picture changed.
+    case changed
+    /// The frame size changed (a RandR resize); frames from now on have this format.
+    case resized(VideoFormat)
+}
+
+/// How the pointer is delivered.
+public enum CursorMode: String, Sendable, CaseIterable {
+    /// Drawn into the frames.
+    case embedded
+    /// Not drawn; its position (every frame) and sprite (when it changes) come as CURSOR messages.
+    case metadata
+    /// Neither drawn nor reported.
+    case hidden
+}
+
+/// The pointer as the metadata cursor mode reports it, in frame coordinates.
+public struct CursorState: Equatable, Sendable {
+    /// Where the hotspot is, relative to the frame's top left corner; may lie outside the frame.
+    public var x: Int32
+    public var y: Int32
+    public var visible: Bool
+    public var sprite: CursorSprite?
+
+    public init(x: Int32, y: Int32, visible: Bool, sprite: CursorSprite?) {
+        self.x = x
+        self.y = y
+        self.visible = visible
+        self.sprite = sprite
+    }
+}
+
+/// A pointer image: premultiplied ARGB, 32 bits per pixel (as XFixes gives it), row after row.
+public struct CursorSprite: Equatable, Sendable {
+    public var width: Int
+    public var height: Int
+    public var hotspotX: Int
+    public var hotspotY: Int
+    public var pixels: [UInt32]
+    /// Changes whenever the image does.
+    public var serial: UInt32
+
+    public init(width: Int, height: Int, hotspotX: Int, hotspotY: Int, pixels: [UInt32], serial: UInt32) {
+        self.width = width
+        self.height = height
+        self.hotspotX = hotspotX
+        self.hotspotY = hotspotY
+        self.pixels = pixels
+        self.serial = serial
+    }
+}
+
+/// What a source can capture: for `broadcastctl sources`.
+public struct CaptureOutputs: Sendable {
+    /// The backend: "x11" or "synthetic".
+    public var kind: String
+    public var screen: ScreenRect?
+    public var outputs: [ScreenOutput]
+
+    public init(kind: String, screen: ScreenRect?, outputs: [ScreenOutput]) {
+        self.kind = kind
+        self.screen = screen
+        self.outputs = outputs
+    }
+}
+
 /// A source of video frames and the two audio streams, all stamped on CLOCK_MONOTONIC.
-/// The daemon's loop drives it: it asks for a frame at each frame deadline, written straight into a
-/// pool slot, and for the audio that has become available. Calls come from one thread.
+/// The daemon's loop drives it from one thread: `open` when a broadcast is requested (so an unusable
+/// screen is refused before the broadcast starts), `begin`/`end` around each live stretch, then at each
+/// frame deadline `checkForChanges` and, when something changed, `captureFrame` straight into a pool slot.
 public protocol CaptureSource: AnyObject {
     /// For status and logs, e.g. "synthetic 1920x1080 nv12 @ 30 fps".
     var description: String { get }
+    /// The format of the next frame; valid after `open`.
     var videoFormat: VideoFormat { get }
     var audioFormat: AudioFormat { get }
     /// Nanoseconds between video frames.
     var frameInterval: UInt64 { get }
     var orientation: Orientation { get }
+    /// The pointer, when the cursor mode is `.metadata`; nil otherwise.
+    var cursor: CursorState? { get }
+    /// Figures for status (frames grabbed, bands converted, ...), by name.
+    var statistics: [String: UInt64] { get }
 
+    /// Makes the source ready for a broadcast (connects to the display, say) and returns the first frames' format.
+    func open() throws(CaptureError) -> VideoFormat
+    /// The screen and the outputs that could be captured (connecting for the purpose if need be).
+    func outputs() throws(CaptureError) -> CaptureOutputs
+    /// Lets go of what `open` took; called when the broadcast is over.
+    func close()
     /// Called when the broadcast goes live or resumes: capture starts (again) at `time`.
     func begin(at time: UInt64) throws(CaptureError)
     /// Called on pause and finish.
     func end()
+    /// Reads what changed on screen since the last captured frame. Cheap when nothing did.
+    func checkForChanges() throws(CaptureError) -> FrameChange
     /// Writes the frame numbered `index`, due at `deadline`, into `slot` (laid out as `videoFormat.planes`)
     /// and returns the monotonic time at which it was captured: the moment of the grab for a real screen.
-    func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer) throws(CaptureError) -> UInt64
-    /// When the next audio chunk will be complete, so the loop can wake exactly then.
+    /// `previous` is the slot holding the last frame delivered in the same format, if any: parts of the
+    /// picture that did not change may be copied from it instead of being grabbed again.
+    func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+                      previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64
+    /// When the next audio chunk will be complete, so the loop can wake exactly then; nil when the source has no audio.
     func nextAudioDeadline() -> UInt64?
     /// The next chunk of `stream` (`.audioApp` or `.audioMic`) that is complete by `now`, or nil.
     func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk?

@@ -45,6 +45,15 @@ public final class SyntheticSource: CaptureSource {
     public var audioFormat: AudioFormat { configuration.audio }
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     public var orientation: Orientation { configuration.orientation }
+    public var cursor: CursorState? { nil }
+    public var statistics: [String: UInt64] { [:] }
+
+    public func open() throws(CaptureError) -> VideoFormat { configuration.video }
+    public func close() {}
+
+    public func outputs() throws(CaptureError) -> CaptureOutputs {
+        CaptureOutputs(kind: "synthetic", screen: ScreenRect(x: 0, y: 0, width: configuration.video.width, height: configuration.video.height), outputs: [])
+    }
 
     public func begin(at time: UInt64) throws(CaptureError) {
         appTone.restart(at: time)
@@ -55,7 +64,11 @@ public final class SyntheticSource: CaptureSource {
 
     /// A synthetic frame shows the moment it is due: stamped with its deadline, so timestamps are exactly
     /// regular and any lateness of the loop shows in the handler's measured latency.
-    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer) throws(CaptureError) -> UInt64 {
+    /// Every frame is new: the pattern scrolls.
+    public func checkForChanges() throws(CaptureError) -> FrameChange { .changed }
+
+    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
         pattern.render(index: index, into: slot)
         return deadline
     }

@@ -28,6 +28,11 @@ public final class ControllerClient {
     public func resume() throws(ProtocolError) { _ = try connection.request(.resume) }
     public func finish() throws(ProtocolError) { _ = try connection.request(.finish) }
 
+    /// What the daemon captures, and the outputs it could capture instead.
+    public func sources() throws(ProtocolError) -> SourceList {
+        try connection.request(.listSources).decode(SourceList.self)
+    }
+
     public func status() throws(ProtocolError) -> BroadcastStatus {
         try connection.request(.getStatus).decode(BroadcastStatus.self)
     }

@@ -10,9 +10,12 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// How the setup UI asks for the broadcast URL.
     public var url: URLField?
     public var setupFields: [SetupField]?
+    /// Whether the handler wants a sample every frame interval even when the screen did not change
+    /// (`constant`, the default: unchanged frames come flagged as repeats) or only frames that changed (`variable`).
+    public var frameRate: FrameRateMode?
 
     public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
-                url: URLField? = nil, setupFields: [SetupField]? = nil) {
+                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil) {
         self.name = name
         self.displayName = displayName
         self.description = description
@@ -20,6 +23,11 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         self.arguments = arguments
         self.url = url
         self.setupFields = setupFields
+        self.frameRate = frameRate
+    }
+
+    public enum FrameRateMode: String, Codable, Sendable {
+        case constant, variable
     }
 
     public struct URLField: Equatable, Codable, Sendable {

@@ -13,9 +13,11 @@ public final class Daemon {
     let logger: Logger
     let source: CaptureSource
     let registry: HandlerRegistry
-    /// The frame pool's size, planned from the budget at start; the pool itself exists only while a broadcast runs.
-    let poolPlan: FramePoolPlan
+    /// The frame pool's size, planned from the budget when a broadcast is requested; the pool itself exists only while it runs.
+    private var poolPlan: FramePoolPlan?
     private var pool: FramePool?
+    /// Pools replaced after a resize: releases of their slots are expected and ignored.
+    private var retiredPools: Set<UInt32> = []
     private var nextPoolID: UInt32 = 1
     private let listener: Descriptor
     private let signals: SignalDescriptor
@@ -44,21 +46,32 @@ public final class Daemon {
     private var liveSince: UInt64?
     /// The VIDEO_SAMPLE fields that stay the same from frame to frame, made when capture begins.
     private var videoHeader: VideoSampleHeader?
+    /// The serial of the last cursor sprite the handler was sent (metadata cursor mode).
+    private var cursorSpriteSent: UInt32?
+    /// Frames lost in a row to transient capture errors; the broadcast fails when they last `transientFailureLimit`.
+    private var lostFrames: UInt64 = 0
+    static let transientFailureLimit: UInt64 = 2_000_000_000
     private var elapsedBefore: UInt64 = 0
-    /// How often sources without their own audio schedule are polled.
-    static let audioTick: UInt64 = 10_000_000
 
-    /// Binds the socket and sizes the frame pool; a budget that cannot hold the source's frames is refused here.
+    /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
+    /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).
     public init(configuration: DaemonConfiguration, source: CaptureSource, logger: Logger) throws(DaemonError) {
         self.configuration = configuration
         self.source = source
         self.logger = logger
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
-        let plan: FramePoolPlan
-        do { plan = try FramePoolPlan.plan(format: source.videoFormat, budgetBytes: configuration.memoryBudget) } catch {
-            throw DaemonError("plan the frame pool", error.message)
+        var plan: FramePoolPlan?
+        do {
+            let format = try source.open()
+            source.close()
+            do { plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget) } catch {
+                throw DaemonError("plan the frame pool", error.message)
+            }
+        } catch let error as CaptureError {
+            logger.warning("\(error); broadcasts cannot start until this is resolved")
+        } catch {
+            throw error as! DaemonError
         }
-        poolPlan = plan
         do {
             if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
                 try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
@@ -70,7 +83,7 @@ public final class Daemon {
             throw DaemonError("start", error)
         }
         Signals.ignoreBrokenPipe()
-        logger.info("listening on \(configuration.socketPath); source \(source.description); frame pool \(plan) within a budget of \(megabytes(configuration.memoryBudget))")
+        logger.info("listening on \(configuration.socketPath); source \(source.description); frame pool \(plan.map { "\($0)" } ?? "planned at start") within a budget of \(megabytes(configuration.memoryBudget))")
     }
 
     // MARK: - The loop
@@ -323,6 +336,8 @@ public final class Daemon {
             reply(session, seq, transition(event).map { _ in .json(.ok, seq: seq, BroadcastReference(broadcast: machine.current?.id)) })
         case .getStatus:
             reply(session, seq, .success(.json(.status, seq: seq, status())))
+        case .listSources:
+            reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .subscribe:
             session.subscribed = true
             reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
@@ -343,6 +358,18 @@ public final class Daemon {
         }
         if let max = request.maxDuration, !(max > 0 && max < 1e9) {
             return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))
+        }
+        if !isActive(machine.phase) {
+            // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
+            do {
+                let format = try source.open()
+                poolPlan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget)
+            } catch let error as CaptureError {
+                return .failure(BroadcastError(.captureFailed, error.description))
+            } catch {
+                source.close()
+                return .failure(error as! BroadcastError)
+            }
         }
         let id = nextBroadcastID
         let description = BroadcastDescription(id: id, handler: entry.manifest.name, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) })
@@ -398,6 +425,7 @@ public final class Daemon {
         switch message.opcode {
         case .releaseSlot:
             let release = try SlotRelease(decoding: message.payload)
+            if retiredPools.contains(release.pool) { break }
             guard let pool, release.pool == pool.id, pool.release(Int(release.slot), by: session.id) else {
                 throw .malformed(.releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
             }
@@ -483,6 +511,8 @@ public final class Daemon {
             }
         case .finished(let error):
             pool = nil
+            retiredPools = []
+            source.close()
             nextServiceInfoAt = nil
             startDeadline = nil
             if let error { logger.warning("broadcast \(machine.current!.id) finished with an error: \(error.message)") }
@@ -518,8 +548,22 @@ public final class Daemon {
             s.wantsPaused = machine.wantsPaused
             s.error = machine.error
             s.streams = Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) })
+            s.capture = source.statistics
         }
         return s
+    }
+
+    private func sourceList() -> Result<SourceList, BroadcastError> {
+        do {
+            let list = try source.outputs()
+            return .success(SourceList(kind: list.kind, source: source.description, screenWidth: list.screen?.width, screenHeight: list.screen?.height,
+                                       outputs: list.outputs.map {
+                                           OutputDescription(name: $0.name, x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height,
+                                                             rotation: $0.rotation, reflected: $0.reflected, primary: $0.primary)
+                                       }))
+        } catch {
+            return .failure(BroadcastError(.captureFailed, error.description))
+        }
     }
 
     private func elapsed(now: UInt64) -> UInt64 {
@@ -550,13 +594,7 @@ public final class Daemon {
         counters = [:]
         sequences = [:]
         elapsedBefore = 0
-        do {
-            pool = try FramePool(id: nextPoolID, plan: poolPlan)
-            nextPoolID += 1
-        } catch {
-            transition(.fail(BroadcastError(.budget, "cannot allocate the frame pool (\(poolPlan)): \(error)")))
-            return
-        }
+        guard let poolPlan, makePool(poolPlan) else { return }
         do {
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
@@ -575,10 +613,27 @@ public final class Daemon {
         }
     }
 
-    private func handlerConnected(_ session: PeerSession) {
-        guard let handler, let current = machine.current, let pool else { return }
+    /// Creates the frame pool; on failure the broadcast fails and false comes back.
+    private func makePool(_ plan: FramePoolPlan) -> Bool {
+        do {
+            pool = try FramePool(id: nextPoolID, plan: plan)
+            nextPoolID += 1
+            return true
+        } catch {
+            transition(.fail(BroadcastError(.budget, "cannot allocate the frame pool (\(plan)): \(error)")))
+            return false
+        }
+    }
+
+    private func announcePool(to session: PeerSession) {
+        guard let pool else { return }
         session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
                               descriptors: [pool.memory.descriptor]))
+    }
+
+    private func handlerConnected(_ session: PeerSession) {
+        guard let handler, let current = machine.current, pool != nil else { return }
+        announcePool(to: session)
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: setupInfo,
                                                                 video: VideoDescription(source.videoFormat),
                                                                 audio: AudioDescription(source.audioFormat))))
@@ -608,7 +663,8 @@ public final class Daemon {
         let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
         videoHeader = pool.map { VideoSampleHeader(timing: zero, orientation: source.orientation, pool: $0.id, slot: 0, format: source.videoFormat) }
         nextFrameAt = now
-        nextAudioAt = source.nextAudioDeadline() ?? now + Self.audioTick
+        nextAudioAt = source.nextAudioDeadline()
+        cursorSpriteSent = nil
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
         discontinuous = Set(SampleType.allCases)
     }
@@ -648,19 +704,63 @@ public final class Daemon {
             deadline += missed * interval
         }
         nextFrameAt = deadline + interval
-        let sequence = takeSequence(.video)
-        guard var header = videoHeader, let session = handlerSession(), !session.isClosing, let pool,
-              let slot = pool.acquire(for: session.id) else {
+        guard let session = handlerSession(), !session.isClosing, pool != nil else {
+            sequences[.video, default: 0] += 1
+            drop(.video)
+            return
+        }
+        let change: FrameChange
+        do {
+            change = try source.checkForChanges()
+            if case .resized(let format) = change { try changeFormat(to: format, session: session) }
+        } catch let error as CaptureError {
+            transition(.fail(BroadcastError(.captureFailed, error.description)))
+            return
+        } catch {
+            transition(.fail(error as! BroadcastError))
+            return
+        }
+        sendCursor(to: session, at: deadline)
+        guard let pool, var header = videoHeader else { return }
+        if change == .unchanged, let latest = pool.latest {
+            counters[.video, default: StreamCounters()].repeated += 1
+            if manifest?.frameRate == .variable { return }
+            pool.hold(latest, for: session.id)
+            header.repeated = true
+            deliver(&header, slot: latest, pts: deadline, interval: interval, to: session, pool: pool)
+            return
+        }
+        guard let slot = pool.acquire(for: session.id) else {
+            sequences[.video, default: 0] += 1
             drop(.video)
             return
         }
         let pts: UInt64
-        do { pts = try source.captureFrame(index: sequence, deadline: deadline, into: pool.pointer(slot)) } catch {
+        do {
+            pts = try source.captureFrame(index: sequences[.video, default: 0], deadline: deadline, into: pool.pointer(slot),
+                                          previous: pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
+        } catch {
             pool.release(slot, by: session.id)
-            transition(.fail(BroadcastError(.captureFailed, error.description)))
+            pool.setLatest(nil)
+            lostFrames += 1
+            if error.transient && lostFrames * interval < Self.transientFailureLimit {
+                logger.debug("frame lost: \(error)")
+                sequences[.video, default: 0] += 1
+                drop(.video)
+            } else {
+                transition(.fail(BroadcastError(.captureFailed, error.description)))
+            }
             return
         }
-        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: sequence, discontinuity: discontinuous.contains(.video))
+        lostFrames = 0
+        pool.setLatest(slot)
+        deliver(&header, slot: slot, pts: pts, interval: interval, to: session, pool: pool)
+    }
+
+    /// Sends the VIDEO_SAMPLE for `slot` (already held for the handler), or drops it when the handler's queue is full.
+    private func deliver(_ header: inout VideoSampleHeader, slot: Int, pts: UInt64, interval: UInt64, to session: PeerSession, pool: FramePool) {
+        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: takeSequence(.video),
+                                     discontinuity: discontinuous.contains(.video))
         header.orientation = source.orientation
         header.slot = UInt32(slot)
         var payload: [UInt8] = []
@@ -676,8 +776,42 @@ public final class Daemon {
         }
     }
 
+    /// The frame size changed: a bigger pool when the slots are too small for it, then VIDEO_FORMAT_CHANGED,
+    /// before the first frame of the new size. Throws when the new size does not fit the memory budget.
+    private func changeFormat(to format: VideoFormat, session: PeerSession) throws(BroadcastError) {
+        guard let pool else { return }
+        pool.setLatest(nil)
+        if format.frameByteCount > pool.plan.slotSize {
+            let plan: FramePoolPlan
+            do { plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget) } catch {
+                throw BroadcastError(.budget, "the screen was resized: \(error.message)")
+            }
+            // The old pool goes first, so that the daemon never maps both; the handler drops its mapping on POOL.
+            retiredPools.insert(pool.id)
+            self.pool = nil
+            guard makePool(plan) else { return }
+            announcePool(to: session)
+        }
+        let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
+        videoHeader = VideoSampleHeader(timing: zero, orientation: source.orientation, pool: self.pool!.id, slot: 0, format: format)
+        session.enqueue(.json(.videoFormatChanged, VideoDescription(format)))
+        discontinuous.insert(.video)
+        logger.info("broadcast \(machine.current?.id ?? 0): video is now \(format)")
+    }
+
+    /// In the metadata cursor mode: where the pointer is, every frame, with its image when it changed.
+    private func sendCursor(to session: PeerSession, at pts: UInt64) {
+        guard let cursor = source.cursor else { return }
+        var sample = CursorSample(presentationTime: pts, x: cursor.x, y: cursor.y, visible: cursor.visible, sprite: nil)
+        if let sprite = cursor.sprite, sprite.serial != cursorSpriteSent {
+            sample.sprite = .init(width: UInt16(sprite.width), height: UInt16(sprite.height), hotspotX: UInt16(sprite.hotspotX),
+                                  hotspotY: UInt16(sprite.hotspotY), pixels: sprite.pixels)
+        }
+        if session.enqueue(sample.message, droppable: true), sample.sprite != nil { cursorSpriteSent = cursor.sprite?.serial }
+    }
+
     private func captureAudio(now: UInt64) {
-        defer { nextAudioAt = source.nextAudioDeadline() ?? now + Self.audioTick }
+        defer { nextAudioAt = source.nextAudioDeadline() }
         let session = handlerSession()
         let format = source.audioFormat
         for stream in [SampleType.audioApp, .audioMic] {

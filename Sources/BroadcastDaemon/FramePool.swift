@@ -2,41 +2,59 @@ import BroadcastCore
 import BroadcastSystem
 
 /// The bounded pool of shared-memory frame slots (one memfd). A slot is free, or held by the handler
-/// it was delivered to until that handler releases it. When no slot is free, the frame is dropped:
-/// the pool never grows.
+/// it was delivered to until that handler releases it (once per delivery: a repeated frame is the
+/// same slot delivered again). The slot holding the latest frame stays out of reach of `acquire`, so
+/// the next frame can copy what did not change from it, and a repeat can point at it. When no slot is
+/// free, the frame is dropped: the pool never grows.
 final class FramePool {
     let id: UInt32
     let plan: FramePoolPlan
     let memory: SharedMemory
-    /// For each slot, the session holding it, or nil when free.
-    private var holders: [Int?]
+    /// For each slot, how many deliveries of it the handler still holds.
+    private var holds: [Int]
+    private var holder: Int?
+    /// The slot with the most recent frame, when there is one.
+    private(set) var latest: Int?
 
     init(id: UInt32, plan: FramePoolPlan) throws(SystemError) {
         self.id = id
         self.plan = plan
         memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.poolBytes)
-        holders = Array(repeating: nil, count: plan.slotCount)
+        holds = Array(repeating: 0, count: plan.slotCount)
     }
 
+    /// A free slot, held once by `holder`, or nil when every slot is in use.
     func acquire(for holder: Int) -> Int? {
-        guard let slot = holders.firstIndex(where: { $0 == nil }) else { return nil }
-        holders[slot] = holder
+        guard let slot = holds.indices.first(where: { holds[$0] == 0 && $0 != latest }) else { return nil }
+        hold(slot, for: holder)
         return slot
+    }
+
+    /// One more delivery of `slot` to `holder`.
+    func hold(_ slot: Int, for holder: Int) {
+        self.holder = holder
+        holds[slot] += 1
     }
 
     func pointer(_ slot: Int) -> UnsafeMutableRawPointer {
         memory.base + slot * plan.slotSize
     }
 
-    /// Releases `slot` if `holder` holds it; false when it does not (a protocol error by the peer).
+    /// Makes `slot` the one holding the latest frame (nil: there is none to build on).
+    func setLatest(_ slot: Int?) {
+        latest = slot
+    }
+
+    /// Releases one hold on `slot` by `holder`; false when it holds none (a protocol error by the peer).
     @discardableResult
     func release(_ slot: Int, by holder: Int) -> Bool {
-        guard slot >= 0 && slot < holders.count && holders[slot] == holder else { return false }
-        holders[slot] = nil
+        guard slot >= 0 && slot < holds.count && holds[slot] > 0 && self.holder == holder else { return false }
+        holds[slot] -= 1
         return true
     }
 
     func releaseAll(heldBy holder: Int) {
-        for i in holders.indices where holders[i] == holder { holders[i] = nil }
+        guard self.holder == holder else { return }
+        for i in holds.indices { holds[i] = 0 }
     }
 }

@@ -40,6 +40,9 @@ open class BroadcastSampleHandler {
     open func broadcastFinished() {}
     /// The frame size or format changed; following video samples use `format`.
     open func broadcastVideoFormatChanged(_ format: VideoFormat) {}
+    /// The pointer, when broadcastd runs with `--cursor metadata`: its position every frame,
+    /// its image (`cursor.sprite`) only when it changed. Draw it, or not.
+    open func processCursor(_ cursor: CursorSample) {}
 
     /// Ends the broadcast with `error`; every controller hears it as the finish reason.
     /// `broadcastFinished` follows.

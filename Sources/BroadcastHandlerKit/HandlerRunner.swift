@@ -75,8 +75,10 @@ struct HandlerRunner {
                     format = VideoFormat(width: Int(header.width), height: Int(header.height), pixelFormat: pixelFormat)
                 }
                 let data = UnsafeRawBufferPointer(start: pool.memory.base + Int(header.slot) * pool.slotSize, count: Int(header.byteCount))
-                handler.processSampleBuffer(SampleBuffer(type: .video, timing: header.timing, data: data, videoFormat: format,
-                                                         orientation: header.orientation, audioFormat: nil, frameCount: 1), with: .video)
+                var sample = SampleBuffer(type: .video, timing: header.timing, data: data, videoFormat: format,
+                                          orientation: header.orientation, audioFormat: nil, frameCount: 1)
+                sample.isRepeat = header.repeated
+                handler.processSampleBuffer(sample, with: .video)
                 try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message)
             case .audioSample:
                 let header = try AudioSampleHeader(decoding: message.payload)
@@ -85,6 +87,8 @@ struct HandlerRunner {
                     handler.processSampleBuffer(SampleBuffer(type: header.type, timing: header.timing, data: data, videoFormat: nil,
                                                              orientation: nil, audioFormat: header.format, frameCount: Int(header.frameCount)), with: header.type)
                 }
+            case .cursor:
+                handler.processCursor(try CursorSample(decoding: message.payload))
             case .broadcastPaused:
                 handler.broadcastPaused()
             case .broadcastResumed:

@@ -13,6 +13,8 @@ public struct SampleBuffer {
     /// Audio only.
     public let audioFormat: AudioFormat?
     public let frameCount: Int
+    /// Video only: the picture is the same as the previous frame's (the screen did not change).
+    public var isRepeat = false
 
     public var presentationTime: UInt64 { timing.presentationTime }
     public var duration: UInt64 { timing.duration }

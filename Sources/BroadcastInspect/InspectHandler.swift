@@ -21,11 +21,38 @@ public final class InspectHandler: BroadcastSampleHandler {
         public var callbacks: [Callback]
         public var streams: [String: StreamStatistics]
         public var finishError: BroadcastError?
+        /// Video frames flagged as repeats of the one before.
+        public var repeatedFrames = 0
+        /// Formats announced by VIDEO_FORMAT_CHANGED, in order.
+        public var formatChanges: [VideoFormat] = []
+        /// CURSOR messages, when the daemon sends them.
+        public var cursor: CursorSummary?
+        /// The last video frame, when the `frameFile` setup field asked for it.
+        public var lastFrame: FrameDump?
+    }
+
+    public struct CursorSummary: Codable, Equatable, Sendable {
+        public var count = 0
+        /// How many carried a sprite.
+        public var sprites = 0
+        public var x: Int32 = 0
+        public var y: Int32 = 0
+        public var visible = false
+        public var spriteWidth: Int?
+        public var spriteHeight: Int?
+    }
+
+    public struct FrameDump: Codable, Equatable, Sendable {
+        public var path: String
+        public var format: VideoFormat
+        public var presentationTime: UInt64
     }
 
     private var summary = Summary(broadcast: 0, url: nil, setupInfo: [:], callbacks: [], streams: [:])
     private var statistics: [SampleType: StreamStatistics] = [:]
     private var path: String?
+    private var framePath: String?
+    private var lastFrame: [UInt8] = []
 
     /// The file a broadcast URL names: `file:///abs/path` or a plain absolute path.
     public static func filePath(from url: String?) -> String? {
@@ -54,6 +81,7 @@ public final class InspectHandler: BroadcastSampleHandler {
         summary.video = videoFormat
         summary.audio = audioFormat
         path = Self.filePath(from: broadcastURL)
+        framePath = setupInfo["frameFile"].flatMap { $0.isEmpty ? nil : Self.filePath(from: $0) }
         if path == nil {
             finishBroadcastWithError(InspectError(message: "inspect writes its summary to a file: give a file:// URL or an absolute path, not '\(broadcastURL ?? "")'"))
         }
@@ -63,6 +91,31 @@ public final class InspectHandler: BroadcastSampleHandler {
         let now = MonotonicClock.now()
         note("processSampleBuffer")
         statistics[sampleBufferType, default: StreamStatistics()].record(timing: sampleBuffer.timing, data: sampleBuffer.data, receivedAt: now)
+        guard sampleBufferType == .video, let format = sampleBuffer.videoFormat else { return }
+        if sampleBuffer.isRepeat { summary.repeatedFrames += 1 }
+        if let framePath {
+            lastFrame = Array(sampleBuffer.data)
+            summary.lastFrame = FrameDump(path: framePath, format: format, presentationTime: sampleBuffer.presentationTime)
+        }
+    }
+
+    public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
+        note("broadcastVideoFormatChanged")
+        summary.formatChanges.append(format)
+    }
+
+    public override func processCursor(_ cursor: CursorSample) {
+        var c = summary.cursor ?? CursorSummary()
+        c.count += 1
+        c.x = cursor.x
+        c.y = cursor.y
+        c.visible = cursor.visible
+        if let sprite = cursor.sprite {
+            c.sprites += 1
+            c.spriteWidth = Int(sprite.width)
+            c.spriteHeight = Int(sprite.height)
+        }
+        summary.cursor = c
     }
 
     public override func broadcastPaused() { note("broadcastPaused") }
@@ -77,6 +130,7 @@ public final class InspectHandler: BroadcastSampleHandler {
         }
         guard let path else { return }
         do {
+            if let dump = summary.lastFrame { try FileSystem.writeFile(dump.path, lastFrame) }
             try FileSystem.writeFile(path, Array(prettyJSON(summary).utf8) + [10])
             logger.info("inspect: summary written to \(path)")
         } catch {

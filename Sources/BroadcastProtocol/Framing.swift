@@ -18,6 +18,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case getStatus = 0x0106
     case status = 0x0107
     case subscribe = 0x0108
+    case listSources = 0x0109
+    case sources = 0x010A
     case stateChanged = 0x0180
     case serviceInfo = 0x0181
     case urlUpdated = 0x0182
@@ -36,6 +38,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case videoFormatChanged = 0x0305
     case videoSample = 0x0310
     case audioSample = 0x0311
+    case cursor = 0x0312
     case ready = 0x0380
     case releaseSlot = 0x0381
     case finishWithError = 0x0382
@@ -59,6 +62,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .getStatus: "GET_STATUS"
         case .status: "STATUS"
         case .subscribe: "SUBSCRIBE"
+        case .listSources: "LIST_SOURCES"
+        case .sources: "SOURCES"
         case .stateChanged: "STATE_CHANGED"
         case .serviceInfo: "SERVICE_INFO"
         case .urlUpdated: "URL_UPDATED"
@@ -75,6 +80,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .videoFormatChanged: "VIDEO_FORMAT_CHANGED"
         case .videoSample: "VIDEO_SAMPLE"
         case .audioSample: "AUDIO_SAMPLE"
+        case .cursor: "CURSOR"
         case .ready: "READY"
         case .releaseSlot: "RELEASE_SLOT"
         case .finishWithError: "FINISH_WITH_ERROR"

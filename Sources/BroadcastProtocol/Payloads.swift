@@ -61,9 +61,13 @@ public struct StartRequest: Codable, Equatable, Sendable {
 public struct StreamCounters: Codable, Equatable, Sendable {
     public var delivered: UInt64 = 0
     public var dropped: UInt64 = 0
-    public init(delivered: UInt64 = 0, dropped: UInt64 = 0) {
+    /// Video only: frame intervals in which the screen did not change (delivered as repeats, or skipped
+    /// for a variable-frame-rate handler).
+    public var repeated: UInt64 = 0
+    public init(delivered: UInt64 = 0, dropped: UInt64 = 0, repeated: UInt64 = 0) {
         self.delivered = delivered
         self.dropped = dropped
+        self.repeated = repeated
     }
 }
 
@@ -83,6 +87,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var video: VideoFormat?
     public var audio: AudioFormat?
     public var streams: [String: StreamCounters]?
+    /// The capture source's own figures (frames grabbed, bands converted and copied, resizes).
+    public var capture: [String: UInt64]?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state
@@ -315,4 +321,49 @@ public func prettyJSON(_ value: some Encodable) -> String {
     let e = JSONEncoder()
     e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
     return (try? e.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+}
+
+/// SOURCES: what the daemon captures and what could be captured instead.
+public struct SourceList: Codable, Equatable, Sendable {
+    /// The capture backend: "x11" or "synthetic".
+    public var kind: String
+    /// The current source, as status shows it.
+    public var source: String
+    /// The whole screen's size, when the backend has a screen.
+    public var screenWidth: Int?
+    public var screenHeight: Int?
+    /// What `broadcastd --output NAME` can capture.
+    public var outputs: [OutputDescription]
+
+    public init(kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil, outputs: [OutputDescription] = []) {
+        self.kind = kind
+        self.source = source
+        self.screenWidth = screenWidth
+        self.screenHeight = screenHeight
+        self.outputs = outputs
+    }
+}
+
+/// One RandR monitor or output.
+public struct OutputDescription: Codable, Equatable, Sendable {
+    public var name: String
+    public var x: Int
+    public var y: Int
+    public var width: Int
+    public var height: Int
+    /// RandR rotation, degrees counter-clockwise; frames are captured as the rotated monitor shows them.
+    public var rotation: Int
+    public var reflected: Bool
+    public var primary: Bool
+
+    public init(name: String, x: Int, y: Int, width: Int, height: Int, rotation: Int, reflected: Bool, primary: Bool) {
+        self.name = name
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+        self.rotation = rotation
+        self.reflected = reflected
+        self.primary = primary
+    }
 }

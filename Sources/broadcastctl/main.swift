@@ -44,6 +44,7 @@ struct Broadcastctl: ParsableCommand {
         discussion: """
             Examples:
               broadcastctl handlers
+              broadcastctl sources
               broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
               broadcastctl start --handler inspect        (asks for the URL and setup fields)
               broadcastctl pause; broadcastctl resume; broadcastctl stop
@@ -51,7 +52,7 @@ struct Broadcastctl: ParsableCommand {
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running.
             """,
-        subcommands: [Handlers.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self])
 }
 
 struct Handlers: ParsableCommand {
@@ -74,6 +75,29 @@ struct Handlers: ParsableCommand {
                     let flags = [field.required == true ? "required" : nil, field.secret == true ? "secret" : nil].compactMap { $0 }
                     print("    --set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
                 }
+            }
+        }
+    }
+}
+
+struct Sources: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what broadcastd captures and the RandR monitors and outputs it could capture (broadcastd --output NAME).")
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try reporting {
+            let list = try connection.connect().sources()
+            if json { return print(prettyJSON(list)) }
+            print("capturing: \(list.source)")
+            if let width = list.screenWidth, let height = list.screenHeight { print("screen: \(width)x\(height)") }
+            if list.kind == "x11" && list.outputs.isEmpty { print("no RandR outputs listed") }
+            for output in list.outputs {
+                var notes = output.primary ? ["primary"] : []
+                if output.rotation != 0 { notes.append("rotated \(output.rotation)°") }
+                if output.reflected { notes.append("reflected") }
+                print("  \(output.name)  \(output.width)x\(output.height)+\(output.x)+\(output.y)\(notes.isEmpty ? "" : "  (\(notes.joined(separator: ", ")))")")
             }
         }
     }

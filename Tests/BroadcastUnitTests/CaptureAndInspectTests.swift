@@ -8,7 +8,7 @@ import Testing
 @Suite struct SyntheticSourceTests {
     func render(_ source: SyntheticSource, _ index: UInt64) throws -> [UInt8] {
         var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
-        let pts = try frame.withUnsafeMutableBytes { try source.captureFrame(index: index, deadline: 1000 + index, into: $0.baseAddress!) }
+        let pts = try frame.withUnsafeMutableBytes { try source.captureFrame(index: index, deadline: 1000 + index, into: $0.baseAddress!, previous: nil) }
         #expect(pts == 1000 + index, "a synthetic frame is stamped with its deadline")
         return frame
     }

@@ -1,0 +1,358 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastSystem
+import CXCB
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Captures an X11 screen, one RandR output of it, or a region: MIT-SHM grabs band by band, each band
+/// converted straight into the pool slot. With DAMAGE, only bands that changed are grabbed again (the
+/// rest is copied from the previous frame, and a frame in which nothing changed is not captured at
+/// all); with XFixes the cursor is drawn in, reported as metadata, or left out; with RandR a resized
+/// screen or output keeps the broadcast going in the new size.
+public final class X11ScreenSource: CaptureSource {
+    public struct Configuration: Sendable {
+        /// nil: $DISPLAY.
+        public var display: String?
+        public var target: CaptureTarget = .screen
+        public var framesPerSecond = 30
+        public var pixelFormat: PixelFormat = .nv12
+        public var colorRange: ColorRange = .limited
+        public var cursor: CursorMode = .embedded
+        public var grabMethod: GrabMethod = .auto
+        /// Use XDamage to skip what did not change (when the server has it).
+        public var useDamage = true
+        public var audio = AudioFormat()
+
+        public init(display: String? = nil) {
+            self.display = display
+        }
+    }
+
+    public let configuration: Configuration
+    private let logger: Logger
+    private var connection: XConnection?
+    private var grabber: BandGrabber?
+    private var converter: FrameConverter?
+    private var area = ScreenRect(x: 0, y: 0, width: 0, height: 0)
+    private var dirty = DirtyBands(height: 0, bandRows: 2)
+    private var damage: xcb_damage_damage_t = 0
+    private var damageRegion: xcb_xfixes_region_t = 0
+    private var damaged = false
+    private var geometryChanged = false
+    private var cursorShapeChanged = true
+    /// The pointer's hotspot in root coordinates, and its image.
+    private var pointer: (x: Int, y: Int)?
+    private var sprite: CursorSprite?
+    /// Where the cursor was last drawn into a frame, in capture-area coordinates.
+    private var drawnCursor: ScreenRect?
+    private var counters: [String: UInt64] = [:]
+    public private(set) var videoFormat: VideoFormat
+
+    public init(_ configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        videoFormat = VideoFormat(width: 0, height: 0, pixelFormat: configuration.pixelFormat)
+    }
+
+    public var description: String {
+        let display = connection?.displayName ?? configuration.display ?? Environment.get("DISPLAY") ?? "?"
+        var text = "x11 \(display) \(configuration.target)"
+        if connection != nil { text += " \(area) \(configuration.pixelFormat)" }
+        return text + " @ \(configuration.framesPerSecond) fps, cursor \(configuration.cursor.rawValue)"
+    }
+
+    public var audioFormat: AudioFormat { configuration.audio }
+    public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
+    /// The root window is already laid out as a rotated output shows it: frames are upright as captured.
+    public var orientation: Orientation { .up }
+    public var statistics: [String: UInt64] { counters }
+
+    public var cursor: CursorState? {
+        guard configuration.cursor == .metadata, let pointer else { return nil }
+        let x = pointer.x - area.x, y = pointer.y - area.y
+        return CursorState(x: Int32(x), y: Int32(y), visible: x >= 0 && y >= 0 && x < area.width && y < area.height, sprite: sprite)
+    }
+
+    // MARK: - Opening
+
+    public func open() throws(CaptureError) -> VideoFormat {
+        close()
+        let connection = try XConnection(display: configuration.display)
+        self.connection = connection
+        do throws(CaptureError) {
+            try setUpArea()
+            try setUpEvents()
+        } catch {
+            close()
+            throw error
+        }
+        var using = ["MIT-SHM \(connection.shm?.version ?? "missing") (\(grabber!.method.rawValue))"]
+        using.append(connection.xfixes.map { "XFixes \($0.version)" } ?? "no XFixes (no cursor)")
+        using.append(connection.randr.map { "RandR \($0.version)" } ?? "no RandR (fixed size)")
+        using.append(damage != 0 ? "DAMAGE \(connection.damage!.version)" : connection.damage == nil ? "no DAMAGE (every frame grabbed whole)" : "DAMAGE not used")
+        logger.info("X display \(connection.displayName): capturing \(configuration.target) \(area); using \(using.joined(separator: ", "))")
+        return videoFormat
+    }
+
+    public func close() {
+        grabber = nil
+        converter = nil
+        if let connection, damage != 0 {
+            xcb_damage_destroy(connection.raw, damage)
+            xcb_xfixes_destroy_region(connection.raw, damageRegion)
+            connection.flush()
+        }
+        damage = 0
+        damageRegion = 0
+        connection = nil
+        pointer = nil
+        sprite = nil
+        drawnCursor = nil
+    }
+
+    /// The screen and its outputs, on this source's connection when it has one.
+    public func outputs() throws(CaptureError) -> CaptureOutputs {
+        let connection: XConnection
+        if let open = self.connection { connection = open } else { connection = try XConnection(display: configuration.display) }
+        return CaptureOutputs(kind: "x11", screen: ScreenRect(x: 0, y: 0, width: connection.screenWidth, height: connection.screenHeight),
+                              outputs: connection.outputs())
+    }
+
+    /// Works out the capture area and sets up grabbing and conversion for its size.
+    private func setUpArea() throws(CaptureError) {
+        let connection = connection!
+        do {
+            area = try configuration.target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
+                                                    outputs: configuration.target == .screen ? [] : connection.outputs())
+        } catch {
+            throw CaptureError(source: "x11", operation: "find the capture area on \(connection.displayName)", reason: error.description)
+        }
+        if grabber?.width != area.width {
+            grabber = nil
+            grabber = try BandGrabber(connection: connection, width: area.width, method: configuration.grabMethod) { logger.warning("\($0)") }
+        }
+        videoFormat = VideoFormat(width: area.width, height: area.height, pixelFormat: configuration.pixelFormat)
+        converter = FrameConverter(format: videoFormat, range: configuration.colorRange)
+        dirty = DirtyBands(height: area.height, bandRows: grabber!.bandRows)
+    }
+
+    private func setUpEvents() throws(CaptureError) {
+        let connection = connection!
+        let c = connection.raw
+        if connection.randr != nil {
+            let mask = UInt16(XCB_RANDR_NOTIFY_MASK_SCREEN_CHANGE.rawValue | XCB_RANDR_NOTIFY_MASK_CRTC_CHANGE.rawValue | XCB_RANDR_NOTIFY_MASK_OUTPUT_CHANGE.rawValue)
+            xcb_randr_select_input(c, connection.root, mask)
+        }
+        if connection.xfixes != nil && configuration.cursor != .hidden {
+            xcb_xfixes_select_cursor_input(c, connection.root, UInt32(XCB_XFIXES_CURSOR_NOTIFY_MASK_DISPLAY_CURSOR.rawValue))
+        }
+        if configuration.useDamage, connection.damage != nil, connection.xfixes != nil {
+            damage = connection.generateID()
+            damageRegion = connection.generateID()
+            let level = UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue)
+            if let error = connection.check(xcb_damage_create_checked(c, damage, connection.root, level)) {
+                logger.warning("DAMAGE could not watch the root window (\(error)); grabbing every frame whole")
+                damage = 0
+            } else {
+                xcb_xfixes_create_region(c, damageRegion, 0, nil)
+            }
+        }
+        connection.flush()
+    }
+
+    // MARK: - Capturing
+
+    public func begin(at time: UInt64) throws(CaptureError) {
+        guard connection != nil else { throw CaptureError(source: "x11", operation: "begin", reason: "the source is not open") }
+        // The previous frame may be long gone after a pause: start from a whole grab.
+        dirty.markAll()
+        cursorShapeChanged = true
+    }
+
+    public func end() {}
+
+    public func checkForChanges() throws(CaptureError) -> FrameChange {
+        guard let connection else { throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open") }
+        readEvents(connection)
+        try connection.checkAlive("capture")
+        var change: FrameChange = dirty.isEmpty ? .unchanged : .changed
+        if geometryChanged {
+            geometryChanged = false
+            if let resized = try followGeometry(connection) { change = .resized(resized) }
+        }
+        if configuration.cursor != .hidden && connection.xfixes != nil { try readCursor(connection) }
+        if damage != 0 {
+            if damaged { try readDamage(connection) }
+        } else {
+            dirty.markAll()
+        }
+        if case .resized = change { return change }
+        return dirty.isEmpty ? .unchanged : .changed
+    }
+
+    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
+        guard let grabber, let converter else { throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open") }
+        if previous == nil { dirty.markAll() }
+        var bands: [Range<Int>] = []
+        for band in 0..<dirty.count {
+            let rows = dirty.rows(band)
+            if dirty[band] {
+                bands.append(rows)
+            } else if let previous {
+                converter.copyRows(firstRow: rows.lowerBound, rowCount: rows.count, from: previous, to: slot)
+            }
+        }
+        let cursorRect = configuration.cursor == .embedded ? cursorRectInArea() : nil
+        let taken = MonotonicClock.now()
+        do {
+            try grabber.grab(x: area.x, y: area.y, bands: bands) { rows, pixels, stride in
+                if let cursorRect, let sprite { Self.draw(sprite, at: cursorRect, into: pixels, stride: stride, rows: rows) }
+                converter.convert(bgrx: pixels, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: slot)
+            }
+        } catch {
+            // Most likely the screen shrank under the grab and RandR's event is on its way: look again next frame.
+            geometryChanged = true
+            dirty.markAll()
+            throw error
+        }
+        drawnCursor = cursorRect
+        counters["framesGrabbed", default: 0] += 1
+        counters["bandsGrabbed", default: 0] += UInt64(bands.count)
+        counters["bandsCopied", default: 0] += UInt64(dirty.count - bands.count)
+        dirty.clear()
+        return taken
+    }
+
+    public func nextAudioDeadline() -> UInt64? { nil }
+    public func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk? { nil }
+
+    // MARK: - Events
+
+    private func readEvents(_ connection: XConnection) {
+        let damageNotify = connection.damage.map { $0.firstEvent + UInt8(XCB_DAMAGE_NOTIFY) }
+        let randrFirst = connection.randr?.firstEvent
+        let cursorNotify = connection.xfixes.map { $0.firstEvent + UInt8(XCB_XFIXES_CURSOR_NOTIFY) }
+        while let event = xcb_poll_for_event(connection.raw) {
+            let type = event.pointee.response_type & 0x7f
+            if type == damageNotify {
+                damaged = true
+            } else if let randrFirst, type == randrFirst + UInt8(XCB_RANDR_SCREEN_CHANGE_NOTIFY) || type == randrFirst + UInt8(XCB_RANDR_NOTIFY) {
+                geometryChanged = true
+            } else if type == cursorNotify {
+                cursorShapeChanged = true
+            } else if type == 0 {
+                let error = UnsafeRawPointer(event).assumingMemoryBound(to: xcb_generic_error_t.self).pointee
+                logger.debug("X error \(error.error_code) on request \(error.major_code).\(error.minor_code)")
+            }
+            free(event)
+        }
+    }
+
+    /// Re-reads the screen and output geometry after a RandR event; the new format when the frame size changed.
+    private func followGeometry(_ connection: XConnection) throws(CaptureError) -> VideoFormat? {
+        try connection.refreshScreenSize()
+        let before = area
+        try setUpArea()
+        dirty.markAll()
+        guard area.width != before.width || area.height != before.height else {
+            if area != before { logger.info("capture area moved to \(area)") }
+            return nil
+        }
+        logger.info("capture area resized from \(before) to \(area)")
+        counters["resizes", default: 0] += 1
+        return videoFormat
+    }
+
+    /// Marks the bands DAMAGE reports as changed since the last look, and resets its account.
+    private func readDamage(_ connection: XConnection) throws(CaptureError) {
+        damaged = false
+        let c = connection.raw
+        xcb_damage_subtract(c, damage, 0, damageRegion)
+        guard let reply = xcb_xfixes_fetch_region_reply(c, xcb_xfixes_fetch_region(c, damageRegion), nil) else {
+            try connection.checkAlive("read damage")
+            dirty.markAll()
+            return
+        }
+        defer { free(reply) }
+        let rectangles = UnsafeBufferPointer(start: xcb_xfixes_fetch_region_rectangles(reply),
+                                             count: Int(xcb_xfixes_fetch_region_rectangles_length(reply)))
+        for r in rectangles {
+            let changed = ScreenRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height))
+            if let inside = changed.intersection(area) {
+                dirty.mark(rows: inside.y - area.y, inside.y - area.y + inside.height)
+            }
+        }
+    }
+
+    /// Reads where the pointer is (every frame) and its image (when it changed).
+    private func readCursor(_ connection: XConnection) throws(CaptureError) {
+        let c = connection.raw
+        if cursorShapeChanged {
+            cursorShapeChanged = false
+            guard let reply = xcb_xfixes_get_cursor_image_reply(c, xcb_xfixes_get_cursor_image(c), nil) else {
+                try connection.checkAlive("read the cursor")
+                return
+            }
+            defer { free(reply) }
+            let r = reply.pointee
+            let pixels = Array(UnsafeBufferPointer(start: xcb_xfixes_get_cursor_image_cursor_image(reply), count: Int(r.width) * Int(r.height)))
+            sprite = CursorSprite(width: Int(r.width), height: Int(r.height), hotspotX: Int(r.xhot), hotspotY: Int(r.yhot),
+                                  pixels: pixels, serial: r.cursor_serial)
+            pointer = (Int(r.x), Int(r.y))
+        } else {
+            guard let reply = xcb_query_pointer_reply(c, xcb_query_pointer(c, connection.root), nil) else {
+                try connection.checkAlive("read the pointer position")
+                return
+            }
+            pointer = (Int(reply.pointee.root_x), Int(reply.pointee.root_y))
+            free(reply)
+        }
+        if configuration.cursor == .embedded {
+            let now = cursorRectInArea()
+            if now != drawnCursor {
+                for rect in [drawnCursor, now].compactMap({ $0 }) { dirty.mark(rows: rect.y, rect.y + rect.height) }
+            }
+        }
+    }
+
+    /// The sprite's rectangle in capture-area coordinates, when it overlaps the area.
+    private func cursorRectInArea() -> ScreenRect? {
+        guard let pointer, let sprite, sprite.width > 0 else { return nil }
+        let rect = ScreenRect(x: pointer.x - sprite.hotspotX - area.x, y: pointer.y - sprite.hotspotY - area.y,
+                              width: sprite.width, height: sprite.height)
+        return rect.intersection(ScreenRect(x: 0, y: 0, width: area.width, height: area.height)) == nil ? nil : rect
+    }
+
+    /// Blends `sprite` (premultiplied ARGB), placed at `rect` in area coordinates, over the band of BGRx `pixels` holding `rows`.
+    static func draw(_ sprite: CursorSprite, at rect: ScreenRect, into pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
+        let width = stride / 4
+        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
+        let left = max(rect.x, 0), right = min(rect.x + rect.width, width)
+        guard top < bottom && left < right else { return }
+        for y in top..<bottom {
+            let row = (pixels + (y - rows.lowerBound) * stride).assumingMemoryBound(to: UInt32.self)
+            let spriteRow = (y - rect.y) * sprite.width - rect.x
+            for x in left..<right {
+                let s = sprite.pixels[spriteRow + x]
+                let alpha = s >> 24
+                if alpha == 0 { continue }
+                if alpha == 255 {
+                    row[x] = s
+                    continue
+                }
+                let d = row[x], inverse = 255 - alpha
+                var out: UInt32 = 0
+                for shift: UInt32 in [0, 8, 16] {
+                    let channel = (s >> shift & 0xff) + ((d >> shift & 0xff) * inverse + 127) / 255
+                    out |= min(channel, 255) << shift
+                }
+                row[x] = out
+            }
+        }
+    }
+}
