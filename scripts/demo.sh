@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: a demo broadcast. broadcastd runs on a private socket with its built-in synthetic
-# source (1080p30 test pattern, 440 Hz app audio, 880 Hz mic audio); the inspect handler receives
-# 6 s of broadcast with a pause in the middle and writes what it received to broadcastd-demo/summary.json.
-# (With the X11 and PipeWire backends, the same demo will capture the real screen when there is one.)
+# The main job: a demo broadcast of a real X11 screen. When there is no display (DISPLAY unset), a
+# private 1920x1080 Xvfb is started with a clock on it and a pointer that moves. broadcastd runs on a
+# private socket and captures it through XCB-SHM; the inspect handler receives 6 s of broadcast with
+# a pause in the middle, writes what it received to broadcastd-demo/summary.json and saves the last
+# frame, which ffmpeg turns into broadcastd-demo/frame.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -18,14 +19,28 @@ mkdir -p "$out"
 runtime=$(mktemp -d)
 chmod 700 "$runtime"
 socket=$runtime/broadcastd.sock
-daemon=
+daemon= XVFB_PID= clients=()
 cleanup() {
     [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+    for pid in "${clients[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -n "$XVFB_PID" ] && kill "$XVFB_PID" 2>/dev/null && wait "$XVFB_PID" 2>/dev/null
     rm -rf "$runtime"
 }
 trap cleanup EXIT
 
-"$bin/broadcastd" --source synthetic --size 1920x1080 --fps 30 --socket "$socket" \
+if [ -z "${DISPLAY:-}" ]; then
+    n=$(free_display)
+    start_xvfb "$n" 1920x1080
+    export DISPLAY=:$n
+    echo "==> no display: started a private Xvfb on $DISPLAY (1920x1080) with xclock on it" >&2
+    xsetroot -solid '#30506e'
+    xclock -update 1 -geometry 400x400+760+340 2>/dev/null &
+    clients+=($!)
+else
+    echo "==> capturing your display $DISPLAY" >&2
+fi
+
+"$bin/broadcastd" --source x11 --fps 30 --socket "$socket" \
     --handlers-dir share/broadcastd/handlers 2>"$out/broadcastd.log" &
 daemon=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
@@ -34,10 +49,17 @@ ctl() { "$bin/broadcastctl" "$@"; }
 
 echo "==> handlers installed" >&2
 ctl handlers
+echo "==> what can be captured" >&2
+ctl sources
 echo "==> broadcasting 6 s to the inspect handler, paused for 1 s after 2 s" >&2
-rm -f "$out/summary.json"
-ctl start --handler inspect --url "file://$out/summary.json" --duration 6 --wait &
+rm -f "$out/summary.json" "$out/frame.raw" "$out/frame.png"
+ctl start --handler inspect --url "file://$out/summary.json" --set "frameFile=$out/frame.raw" --duration 6 --wait &
 waiter=$!
+# The pointer sweeps across the screen for the first seconds (only on the private display).
+if [ -n "$XVFB_PID" ]; then
+    (for x in $(seq 100 40 1800); do xdotool mousemove "$x" 540; sleep 0.05; done) &
+    clients+=($!)
+fi
 sleep 2.5; ctl pause; ctl status; sleep 1; ctl resume
 wait $waiter
 ctl status
@@ -51,7 +73,28 @@ for name, st in sorted(s["streams"].items()):
     span = (st["lastPts"] - st["firstPts"]) / 1e9
     gaps = ", ".join("%.2f s%s" % (g["seconds"], " (flagged)" if g["discontinuity"] else "") for g in st["gaps"]) or "none"
     lat = st.get("latencyMicroseconds") or {}
-    note = " (pts is a chunk's first sample: includes its 10 ms)" if name != "video" else ""
-    print("%-9s %4d samples over %.2f s, dropped %d, gaps: %s, latency p50 %s µs p99 %s µs%s"
-          % (name, st["count"], span, st["sequenceGaps"], gaps, lat.get("p50"), lat.get("p99"), note))
+    print("%-9s %4d samples over %.2f s, dropped %d, gaps: %s, latency p50 %s µs p99 %s µs"
+          % (name, st["count"], span, st["sequenceGaps"], gaps, lat.get("p50"), lat.get("p99")))
+print("video: %d of the frames repeated the one before (the screen did not change)" % s["repeatedFrames"])
+print("audio: none yet (PipeWire capture is the next backend)")
 PY
+
+# The frame's rows are padded to 64-byte strides: pack them tight for ffmpeg's rawvideo reader.
+frame=$(python3 - "$out/summary.json" "$out/frame.packed" <<'PY'
+import json, sys
+dump = json.load(open(sys.argv[1]))["lastFrame"]
+f = dump["format"]
+data = open(dump["path"], "rb").read()
+bytes_per_row = {"nv12": [f["width"], f["width"]], "i420": [f["width"], f["width"] // 2, f["width"] // 2], "bgrx": [f["width"] * 4]}[f["pixelFormat"]]
+with open(sys.argv[2], "wb") as out:
+    for plane, row_bytes in zip(dump["planes"], bytes_per_row):
+        for row in range(plane["height"]):
+            start = plane["offset"] + row * plane["stride"]
+            out.write(data[start:start + row_bytes])
+print(f["width"], f["height"], {"bgrx": "bgr0", "i420": "yuv420p"}.get(f["pixelFormat"], f["pixelFormat"]))
+PY
+)
+read -r width height format <<<"$frame"
+ffmpeg -v error -y -f rawvideo -pix_fmt "$format" -s "${width}x${height}" -i "$out/frame.packed" -frames:v 1 "$out/frame.png"
+rm -f "$out/frame.packed"
+echo "==> the last captured frame: $out/frame.png (${width}x${height}, converted from $format by ffmpeg)"

@@ -1,8 +1,33 @@
 # Shared by the README's two commands: install what is missing, find Swift.
 # shellcheck shell=bash
 
-# The Debian/Ubuntu packages the project needs to build, run its demo and run its tests.
-BROADCASTD_PACKAGES=(python3 procps)
+# The Debian/Ubuntu packages the project needs to build, run its demo and run its tests:
+#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions
+#   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
+#   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
+#   ffmpeg     turns the demo's captured frame into a PNG
+BROADCASTD_PACKAGES=(python3 procps pkg-config
+    libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
+    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg)
+
+# free_display: prints a display number no X server uses (no lock file, no socket).
+free_display() {
+    local n
+    for n in $(seq 90 199); do
+        if [ ! -e "/tmp/.X$n-lock" ] && [ ! -e "/tmp/.X11-unix/X$n" ]; then echo "$n"; return 0; fi
+    done
+    echo "no free X display number between :90 and :199" >&2
+    return 1
+}
+
+# start_xvfb N WxH: starts Xvfb on :N (the caller kills $XVFB_PID) and waits for its socket.
+start_xvfb() {
+    Xvfb ":$1" -screen 0 "${2}x24" -nolisten tcp -noreset >/dev/null 2>&1 &
+    XVFB_PID=$!
+    for _ in $(seq 200); do [ -S "/tmp/.X11-unix/X$1" ] && return 0; sleep 0.05; done
+    echo "Xvfb :$1 did not start" >&2
+    return 1
+}
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

@@ -45,6 +45,8 @@ public final class InspectHandler: BroadcastSampleHandler {
     public struct FrameDump: Codable, Equatable, Sendable {
         public var path: String
         public var format: VideoFormat
+        /// Where each plane lies in the file (rows are padded to `stride`).
+        public var planes: [Plane]
         public var presentationTime: UInt64
     }
 
@@ -95,7 +97,7 @@ public final class InspectHandler: BroadcastSampleHandler {
         if sampleBuffer.isRepeat { summary.repeatedFrames += 1 }
         if let framePath {
             lastFrame = Array(sampleBuffer.data)
-            summary.lastFrame = FrameDump(path: framePath, format: format, presentationTime: sampleBuffer.presentationTime)
+            summary.lastFrame = FrameDump(path: framePath, format: format, planes: format.planes, presentationTime: sampleBuffer.presentationTime)
         }
     }
 
