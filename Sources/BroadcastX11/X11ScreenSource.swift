@@ -342,7 +342,7 @@ public final class X11ScreenSource: CaptureSource {
                 let alpha = s >> 24
                 if alpha == 0 { continue }
                 if alpha == 255 {
-                    row[x] = s
+                    row[x] = s & 0x00ff_ffff
                     continue
                 }
                 let d = row[x], inverse = 255 - alpha

@@ -49,6 +49,23 @@ import Glibc
         #expect(Self.golden("video-sample") == Message(.videoSample, payload: payload).encoded())
     }
 
+    @Test func cursor() throws {
+        let sample = CursorSample(presentationTime: 1_000_000_000, x: 200, y: -5, visible: true,
+                                  sprite: .init(width: 2, height: 1, hotspotX: 1, hotspotY: 0, pixels: [0xff00_0000, 0x8080_8080]))
+        let bytes = sample.message.encoded()
+        #expect(Self.golden("cursor") == bytes)
+        #expect(try CursorSample(decoding: Array(bytes.dropFirst(12))) == sample)
+    }
+
+    @Test func aRepeatedVideoSampleSetsFlagBit1() throws {
+        let timing = SampleTiming(presentationTime: 5, duration: 1, sequence: 3, discontinuity: false)
+        var payload: [UInt8] = []
+        VideoSampleHeader(timing: timing, orientation: .up, pool: 1, slot: 0, format: VideoFormat(width: 64, height: 64),
+                          repeated: true).encode(into: &payload)
+        #expect(payload[24] == 2)
+        #expect(try VideoSampleHeader(decoding: payload).repeated)
+    }
+
     @Test func everyOpcodeIsDocumented() {
         for opcode in Opcode.allCases {
             let hex = String(opcode.rawValue, radix: 16)

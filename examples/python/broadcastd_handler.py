@@ -51,6 +51,7 @@ BROADCAST_FINISHED = 0x0304
 VIDEO_FORMAT_CHANGED = 0x0305
 VIDEO_SAMPLE = 0x0310
 AUDIO_SAMPLE = 0x0311
+CURSOR = 0x0312
 READY = 0x0380
 RELEASE_SLOT = 0x0381
 FINISH_WITH_ERROR = 0x0382
@@ -61,7 +62,7 @@ OPCODE_NAMES = {
     HELLO: "HELLO", WELCOME: "WELCOME", OK: "OK", ERROR: "ERROR", POOL: "POOL",
     BROADCAST_STARTED: "BROADCAST_STARTED", BROADCAST_PAUSED: "BROADCAST_PAUSED",
     BROADCAST_RESUMED: "BROADCAST_RESUMED", BROADCAST_FINISHED: "BROADCAST_FINISHED",
-    VIDEO_FORMAT_CHANGED: "VIDEO_FORMAT_CHANGED", VIDEO_SAMPLE: "VIDEO_SAMPLE", AUDIO_SAMPLE: "AUDIO_SAMPLE",
+    VIDEO_FORMAT_CHANGED: "VIDEO_FORMAT_CHANGED", VIDEO_SAMPLE: "VIDEO_SAMPLE", AUDIO_SAMPLE: "AUDIO_SAMPLE", CURSOR: "CURSOR",
     READY: "READY", RELEASE_SLOT: "RELEASE_SLOT", FINISH_WITH_ERROR: "FINISH_WITH_ERROR",
     UPDATE_URL: "UPDATE_URL", UPDATE_SERVICE_INFO: "UPDATE_SERVICE_INFO",
 }
@@ -69,10 +70,12 @@ OPCODE_NAMES = {
 SAMPLE_TYPES = {1: "video", 2: "audioApp", 3: "audioMic"}
 AUDIO_FORMATS = {1: ("f32", 4), 2: ("s16", 2)}
 DISCONTINUITY = 1
+REPEATED = 2  # VIDEO_SAMPLE only: same picture as the previous sample
 
 _TIMING = struct.Struct("<QQQI")  # pts, duration, sequence, flags: 28 bytes
 _VIDEO = struct.Struct("<QQQIHBBIIIIII")  # 56 bytes
 _AUDIO = struct.Struct("<QQQIBBBBII")  # 40 bytes
+_CURSOR = struct.Struct("<QiiIHHHH")  # pts, x, y, flags, sprite width, height, hotspot x, y: 28 bytes
 _RELEASE = struct.Struct("<II")
 assert _VIDEO.size == 56 and _AUDIO.size == 40
 
@@ -266,6 +269,7 @@ class VideoHeader(SampleTiming):
     fourcc: int
     byte_count: int
     planes: List[Plane] = field(default_factory=list)  # from BROADCAST_STARTED.video
+    repeated: bool = False  # the screen did not change: same picture as the previous sample
 
     @classmethod
     def decode(cls, payload: bytes) -> "VideoHeader":
@@ -276,7 +280,7 @@ class VideoHeader(SampleTiming):
         if degrees not in (0, 90, 180, 270):
             raise ProtocolError(f"VIDEO_SAMPLE orientation {degrees} is not 0, 90, 180 or 270")
         return cls(pts, duration, sequence, bool(flags & DISCONTINUITY), degrees, mirrored != 0,
-                   pool, slot, width, height, fourcc, byte_count)
+                   pool, slot, width, height, fourcc, byte_count, repeated=bool(flags & REPEATED))
 
 
 @dataclass
@@ -378,6 +382,10 @@ class SampleHandler:
     def video_format_changed(self, video: Dict) -> None:
         pass
 
+    def cursor(self, pts: int, x: int, y: int, visible: bool, sprite: Optional[Dict]) -> None:
+        """With `broadcastd --cursor metadata`: the hotspot in frame coordinates, every frame; `sprite`
+        ({width, height, hotspot_x, hotspot_y, argb: bytes}, premultiplied) only when it changed."""
+
     # Requests to the daemon
 
     def _connection(self) -> Connection:
@@ -436,6 +444,13 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 header = AudioHeader.decode(message.payload)
                 data = memoryview(message.payload)[_AUDIO.size:]
                 _callback(handler, handler.process_sample, header.type, header, data)
+            elif op == CURSOR:
+                pts, x, y, flags, width, height, hot_x, hot_y = _CURSOR.unpack_from(message.payload)
+                sprite = None
+                if flags & 2:
+                    sprite = {"width": width, "height": height, "hotspot_x": hot_x, "hotspot_y": hot_y,
+                              "argb": bytes(message.payload[_CURSOR.size:_CURSOR.size + width * height * 4])}
+                _callback(handler, handler.cursor, pts, x, y, bool(flags & 1), sprite)
             elif op == WELCOME:
                 welcome = message.json()
                 if welcome.get("protocol") != PROTOCOL_VERSION:
