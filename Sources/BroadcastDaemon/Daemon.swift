@@ -647,6 +647,9 @@ public final class Daemon {
             session.closeReason = ""
         }
         pool?.releaseAll(heldBy: handler.sessionID ?? -1)
+        // Its connection goes now, not at the end of this turn of the loop: by the time controllers hear
+        // FINISHED, nothing of the handler is left open.
+        closeFinishedSessions()
         logger.info("handler '\(handler.manifest.name)' (pid \(handler.process.pid)) \(status)")
         let failure = handler.stopReason ?? (status.succeeded || handler.stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(handler.manifest.name)' \(status)"))
         transition(.handlerExited(failure))

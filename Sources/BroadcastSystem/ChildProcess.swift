@@ -90,6 +90,7 @@ public final class ChildProcess: @unchecked Sendable {
         guard rc == pid else { return nil }
         let signal = status & 0x7f
         exitStatus = signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal)
+        pidDescriptor.close() // nothing more to wait for or signal
         return exitStatus
     }
 
