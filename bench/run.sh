@@ -36,7 +36,7 @@ fi
 # --- build (own scratch path, never the default .build) -----------------------------------
 log "building release into $SCRATCH"
 for attempt in 1 2 3; do   # a source edited mid-build ("modified during the build") is worth a retry
-    if (cd "$ROOT" && swift build -c release --scratch-path "$SCRATCH" >"/tmp/broadcastd-bench-build.log" 2>&1); then break; fi
+    if (cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH" >"/tmp/broadcastd-bench-build.log" 2>&1); then break; fi
     tail -n 5 /tmp/broadcastd-bench-build.log >&2
     ((attempt < 3)) || { log "build failed"; exit 1; }
     sleep 5

@@ -25,7 +25,7 @@ ensure_packages "${BROADCASTD_PACKAGES[@]}" ffmpeg gstreamer1.0-tools gstreamer1
 ensure_swift
 
 log "building release into $SCRATCH"
-(cd "$ROOT" && swift build -c release --scratch-path "$SCRATCH" >/tmp/broadcastd-bench-build.log 2>&1) || { tail -n 20 /tmp/broadcastd-bench-build.log >&2; exit 1; }
+(cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH" >/tmp/broadcastd-bench-build.log 2>&1) || { tail -n 20 /tmp/broadcastd-bench-build.log >&2; exit 1; }
 
 WORK="$(mktemp -d /tmp/broadcastd-bench-x11.XXXXXX)"
 PIDS=()
