@@ -90,8 +90,8 @@ t = open(path, errors="replace").read()
 get = lambda k: float(re.search(re.escape(k) + r"[^:]*:\s*([\d.]+)", t).group(1))
 frames = max(int(frames), 1)
 cpu = get("User time (seconds)") + get("System time (seconds)")
-clock = re.search(r"Elapsed \(wall clock\) time[^:]*:\s*(?:(\d+):)?(\d+):([\d.]+)", t).groups()
-wall = int(clock[0] or 0) * 3600 + int(clock[1]) * 60 + float(clock[2])
+clock = next(l for l in t.splitlines() if "Elapsed (wall clock)" in l).rsplit(" ", 1)[1].split(":")
+wall = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock)))
 print(tool, size, test, rep, f"frames={frames} cpu_ms_per_frame={cpu * 1000 / frames} cpu_pct={cpu * 100 / wall} fps={frames / wall} rss_mb={get('Maximum resident set size') / 1024}")
 PY
 }

@@ -66,7 +66,8 @@ for size in sizes:
     out.append(f"| peak RSS (MB), highest of all runs for broadcastd | {size} | **{f(bd, 1)}** | {f(ff, 1)} | {f(gs, 1)} | {ratio(bd, ff)} | < 50 MB: {'met' if bd < 50 else '**missed**'} |")
 out += ["", """**How they were taken.**
 
-- *broadcastd*: `broadcastd --source x11 --fps F [--no-damage]`, one broadcast of the stated length to the Python
+- *broadcastd*: a release build linked with `--static-swift-stdlib` (as the demo builds it), run as
+  `broadcastd --source x11 --fps F [--no-damage]`, one broadcast of the stated length to the Python
   `python-counter` handler (examples/python), which touches no pixels, so the figures are the daemon's. CPU is the
   daemon's utime + stime from `/proc/PID/stat` across the broadcast, divided by the frames delivered
   (`streams.video.delivered`); memory is its `VmHWM`, which includes the whole frame pool (mapped, populated) and

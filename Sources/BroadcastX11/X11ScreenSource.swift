@@ -81,6 +81,7 @@ public final class X11ScreenSource: CaptureSource {
 
     public func open() throws(CaptureError) -> VideoFormat {
         close()
+        counters = [:]
         let connection = try XConnection(display: configuration.display)
         self.connection = connection
         do throws(CaptureError) {
@@ -179,10 +180,10 @@ public final class X11ScreenSource: CaptureSource {
         guard let connection else { throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open") }
         readEvents(connection)
         try connection.checkAlive("capture")
-        var change: FrameChange = dirty.isEmpty ? .unchanged : .changed
+        var resized: VideoFormat?
         if geometryChanged {
             geometryChanged = false
-            if let resized = try followGeometry(connection) { change = .resized(resized) }
+            resized = try followGeometry(connection)
         }
         if configuration.cursor != .hidden && connection.xfixes != nil { try readCursor(connection) }
         if damage != 0 {
@@ -190,7 +191,7 @@ public final class X11ScreenSource: CaptureSource {
         } else {
             dirty.markAll()
         }
-        if case .resized = change { return change }
+        if let resized { return .resized(resized) }
         return dirty.isEmpty ? .unchanged : .changed
     }
 
