@@ -61,16 +61,14 @@ public final class Daemon {
         self.logger = logger
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
         var plan: FramePoolPlan?
-        do {
-            let format = try source.open()
+        switch Self.open(source, budget: configuration.memoryBudget) {
+        case .success(let opened):
             source.close()
-            do { plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget) } catch {
-                throw DaemonError("plan the frame pool", error.message)
-            }
-        } catch let error as CaptureError {
-            logger.warning("\(error); broadcasts cannot start until this is resolved")
-        } catch {
-            throw error as! DaemonError
+            plan = opened
+        case .failure(let error) where error.code == .captureFailed:
+            logger.warning("\(error.message); broadcasts cannot start until this is resolved")
+        case .failure(let error):
+            throw DaemonError("plan the frame pool", error.message)
         }
         do {
             if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
@@ -84,6 +82,16 @@ public final class Daemon {
         }
         Signals.ignoreBrokenPipe()
         logger.info("listening on \(configuration.socketPath); source \(source.description); frame pool \(plan.map { "\($0)" } ?? "planned at start") within a budget of \(megabytes(configuration.memoryBudget))")
+    }
+
+    /// Opens `source` and plans the frame pool for its frames; the source is left closed when either fails.
+    private static func open(_ source: CaptureSource, budget: Int) -> Result<FramePoolPlan, BroadcastError> {
+        let format: VideoFormat
+        do { format = try source.open() } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        do { return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget)) } catch {
+            source.close()
+            return .failure(error)
+        }
     }
 
     // MARK: - The loop
@@ -361,14 +369,9 @@ public final class Daemon {
         }
         if !isActive(machine.phase) {
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
-            do {
-                let format = try source.open()
-                poolPlan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget)
-            } catch let error as CaptureError {
-                return .failure(BroadcastError(.captureFailed, error.description))
-            } catch {
-                source.close()
-                return .failure(error as! BroadcastError)
+            switch Self.open(source, budget: configuration.memoryBudget) {
+            case .success(let plan): poolPlan = plan
+            case .failure(let error): return .failure(error)
             }
         }
         let id = nextBroadcastID
@@ -647,9 +650,6 @@ public final class Daemon {
             session.closeReason = ""
         }
         pool?.releaseAll(heldBy: handler.sessionID ?? -1)
-        // Its connection goes now, not at the end of this turn of the loop: by the time controllers hear
-        // FINISHED, nothing of the handler is left open.
-        closeFinishedSessions()
         logger.info("handler '\(handler.manifest.name)' (pid \(handler.process.pid)) \(status)")
         let failure = handler.stopReason ?? (status.succeeded || handler.stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(handler.manifest.name)' \(status)"))
         transition(.handlerExited(failure))
@@ -663,8 +663,7 @@ public final class Daemon {
             return
         }
         liveSince = now
-        let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
-        videoHeader = pool.map { VideoSampleHeader(timing: zero, orientation: source.orientation, pool: $0.id, slot: 0, format: source.videoFormat) }
+        videoHeader = pool.map { videoHeaderPrototype(pool: $0, format: source.videoFormat) }
         nextFrameAt = now
         nextAudioAt = source.nextAudioDeadline()
         cursorSpriteSent = nil
@@ -760,6 +759,12 @@ public final class Daemon {
         deliver(&header, slot: slot, pts: pts, interval: interval, to: session, pool: pool)
     }
 
+    /// The VIDEO_SAMPLE fields that stay the same from frame to frame.
+    private func videoHeaderPrototype(pool: FramePool, format: VideoFormat) -> VideoSampleHeader {
+        let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
+        return VideoSampleHeader(timing: zero, orientation: source.orientation, pool: pool.id, slot: 0, format: format)
+    }
+
     /// Sends the VIDEO_SAMPLE for `slot` (already held for the handler), or drops it when the handler's queue is full.
     private func deliver(_ header: inout VideoSampleHeader, slot: Int, pts: UInt64, interval: UInt64, to session: PeerSession, pool: FramePool) {
         header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: takeSequence(.video),
@@ -795,8 +800,7 @@ public final class Daemon {
             guard makePool(plan) else { return }
             announcePool(to: session)
         }
-        let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
-        videoHeader = VideoSampleHeader(timing: zero, orientation: source.orientation, pool: self.pool!.id, slot: 0, format: format)
+        videoHeader = videoHeaderPrototype(pool: self.pool!, format: format)
         session.enqueue(.json(.videoFormatChanged, VideoDescription(format)))
         discontinuous.insert(.video)
         logger.info("broadcast \(machine.current?.id ?? 0): video is now \(format)")
