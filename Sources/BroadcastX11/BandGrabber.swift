@@ -34,6 +34,8 @@ final class BandGrabber {
     private var memfd: SharedMemory?
     private var sysv: SysVSharedMemory?
     private var base: UnsafeMutableRawPointer?
+    /// The sequence numbers of the requests in flight, by band modulo `depth`.
+    private lazy var inFlight = [UInt32](repeating: 0, count: depth)
 
     /// Bytes of band memory to aim for.
     static let targetBandBytes = 256 * 1024
@@ -108,51 +110,39 @@ final class BandGrabber {
     /// (`x`, `y`), and calls `convert(band, pixels, stride)` for each in order. `pixels` is writable
     /// (the cursor is drawn into it) and valid only during the call.
     func grab(x: Int, y: Int, bands: [Range<Int>], convert: (Range<Int>, UnsafeMutableRawPointer, Int) -> Void) throws(CaptureError) {
-        guard !bands.isEmpty else { return }
         let c = connection.raw
-        let planes = UInt32.max
         let format = UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue)
         if method == .getImage {
-            var cookies: [xcb_get_image_cookie_t] = []
-            var next = 0
-            while next < bands.count || !cookies.isEmpty {
-                while next < bands.count && cookies.count < depth {
-                    let rows = bands[next]
-                    cookies.append(xcb_get_image(c, format, connection.root, Int16(x), Int16(y + rows.lowerBound),
-                                                 UInt16(width), UInt16(rows.count), planes))
-                    next += 1
-                }
-                let rows = bands[next - cookies.count]
-                let cookie = cookies.removeFirst()
-                guard let reply = xcb_get_image_reply(c, cookie, nil) else {
-                    try fail(rows)
-                    continue
-                }
+            try pipeline(bands, request: { band in
+                xcb_get_image(c, format, connection.root, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width),
+                              UInt16(bands[band].count), UInt32.max).sequence
+            }, finish: { band, sequence throws(CaptureError) in
+                guard let reply = xcb_get_image_reply(c, xcb_get_image_cookie_t(sequence: sequence), nil) else { try fail(bands[band]) }
                 defer { free(reply) }
-                convert(rows, UnsafeMutableRawPointer(xcb_get_image_data(reply)!), width * 4)
-            }
+                convert(bands[band], UnsafeMutableRawPointer(xcb_get_image_data(reply)!), width * 4)
+            })
             return
         }
-        var cookies: [xcb_shm_get_image_cookie_t] = []
-        var next = 0
-        var done = 0
-        while done < bands.count {
-            while next < bands.count && next - done < depth {
-                let rows = bands[next]
-                cookies.append(xcb_shm_get_image(c, connection.root, Int16(x), Int16(y + rows.lowerBound), UInt16(width),
-                                                 UInt16(rows.count), planes, format, segment, UInt32(next % depth * bandBytes)))
-                next += 1
-            }
-            let rows = bands[done]
-            let reply = xcb_shm_get_image_reply(c, cookies.removeFirst(), nil)
-            if reply == nil { try fail(rows) }
+        try pipeline(bands, request: { band in
+            xcb_shm_get_image(c, connection.root, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width), UInt16(bands[band].count),
+                              UInt32.max, format, segment, UInt32(band % depth * bandBytes)).sequence
+        }, finish: { band, sequence throws(CaptureError) in
+            guard let reply = xcb_shm_get_image_reply(c, xcb_shm_get_image_cookie_t(sequence: sequence), nil) else { try fail(bands[band]) }
             free(reply)
-            convert(rows, base! + done % depth * bandBytes, width * 4)
-            done += 1
+            convert(bands[band], base! + band % depth * bandBytes, width * 4)
+        })
+    }
+
+    /// Keeps `depth` requests in flight: band n + depth is asked for once band n (whose memory it reuses) is done.
+    private func pipeline(_ bands: [Range<Int>], request: (Int) -> UInt32, finish: (Int, UInt32) throws(CaptureError) -> Void) throws(CaptureError) {
+        for band in 0..<min(depth, bands.count) { inFlight[band % depth] = request(band) }
+        for band in bands.indices {
+            try finish(band, inFlight[band % depth])
+            if band + depth < bands.count { inFlight[band % depth] = request(band + depth) }
         }
     }
 
-    private func fail(_ rows: Range<Int>) throws(CaptureError) {
+    private func fail(_ rows: Range<Int>) throws(CaptureError) -> Never {
         try connection.checkAlive("grab rows \(rows)")
         throw CaptureError(source: "x11", operation: "grab rows \(rows.lowerBound)-\(rows.upperBound - 1)",
                            reason: "the X server refused the request (did the screen shrink?)", transient: true)

@@ -49,7 +49,12 @@ public final class X11ScreenSource: CaptureSource {
     private var sprite: CursorSprite?
     /// Where the cursor was last drawn into a frame, in capture-area coordinates.
     private var drawnCursor: ScreenRect?
-    private var counters: [String: UInt64] = [:]
+    /// The rows of each band to grab for the frame being captured (kept, so that no frame allocates it anew).
+    private var bandsToGrab: [Range<Int>] = []
+    private struct Counts {
+        var framesGrabbed: UInt64 = 0, bandsGrabbed: UInt64 = 0, bandsCopied: UInt64 = 0, resizes: UInt64 = 0
+    }
+    private var counts = Counts()
     public private(set) var videoFormat: VideoFormat
 
     public init(_ configuration: Configuration, logger: Logger) {
@@ -69,7 +74,9 @@ public final class X11ScreenSource: CaptureSource {
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     /// The root window is already laid out as a rotated output shows it: frames are upright as captured.
     public var orientation: Orientation { .up }
-    public var statistics: [String: UInt64] { counters }
+    public var statistics: [String: UInt64] {
+        ["framesGrabbed": counts.framesGrabbed, "bandsGrabbed": counts.bandsGrabbed, "bandsCopied": counts.bandsCopied, "resizes": counts.resizes]
+    }
 
     public var cursor: CursorState? {
         guard configuration.cursor == .metadata, let pointer else { return nil }
@@ -81,7 +88,7 @@ public final class X11ScreenSource: CaptureSource {
 
     public func open() throws(CaptureError) -> VideoFormat {
         close()
-        counters = [:]
+        counts = Counts()
         let connection = try XConnection(display: configuration.display)
         self.connection = connection
         do throws(CaptureError) {
@@ -199,7 +206,9 @@ public final class X11ScreenSource: CaptureSource {
                              previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
         guard let grabber, let converter else { throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open") }
         if previous == nil { dirty.markAll() }
-        var bands: [Range<Int>] = []
+        var bands = bandsToGrab
+        bands.removeAll(keepingCapacity: true)
+        defer { bandsToGrab = bands }
         for band in 0..<dirty.count {
             let rows = dirty.rows(band)
             if dirty[band] {
@@ -222,9 +231,9 @@ public final class X11ScreenSource: CaptureSource {
             throw error
         }
         drawnCursor = cursorRect
-        counters["framesGrabbed", default: 0] += 1
-        counters["bandsGrabbed", default: 0] += UInt64(bands.count)
-        counters["bandsCopied", default: 0] += UInt64(dirty.count - bands.count)
+        counts.framesGrabbed += 1
+        counts.bandsGrabbed += UInt64(bands.count)
+        counts.bandsCopied += UInt64(dirty.count - bands.count)
         dirty.clear()
         return taken
     }
@@ -265,7 +274,7 @@ public final class X11ScreenSource: CaptureSource {
             return nil
         }
         logger.info("capture area resized from \(before) to \(area)")
-        counters["resizes", default: 0] += 1
+        counts.resizes += 1
         return videoFormat
     }
 
