@@ -7,10 +7,7 @@
 # Knobs (environment): BENCH_SECONDS (default 20), BENCH_REPEATS (default 3), BENCH_FPS (default "30 60").
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SCRATCH="$ROOT/.build-bench"
-BIN="$SCRATCH/release"
-DOC="$ROOT/docs/benchmarks.md"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SECONDS_PER_RUN="${BENCH_SECONDS:-20}"
 REPEATS="${BENCH_REPEATS:-3}"
 FPS_LIST="${BENCH_FPS:-30 60}"
@@ -19,28 +16,8 @@ W=${SIZE%x*} H=${SIZE#*x}
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 
-# --- tools --------------------------------------------------------------------------------
-SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
-need=()
-command -v ffmpeg >/dev/null || need+=(ffmpeg)
-command -v gst-launch-1.0 >/dev/null || need+=(gstreamer1.0-tools)
-gst-inspect-1.0 videotestsrc >/dev/null 2>&1 || need+=(gstreamer1.0-plugins-base)
-[[ -x /usr/bin/time ]] || need+=(time)
-command -v python3 >/dev/null || need+=(python3)
-if ((${#need[@]})); then
-    log "installing ${need[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-
-# --- build (own scratch path, never the default .build) -----------------------------------
-log "building release into $SCRATCH"
-for attempt in 1 2 3; do   # a source edited mid-build ("modified during the build") is worth a retry
-    if (cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH" >"/tmp/broadcastd-bench-build.log" 2>&1); then break; fi
-    tail -n 5 /tmp/broadcastd-bench-build.log >&2
-    ((attempt < 3)) || { log "build failed"; exit 1; }
-    sleep 5
-done
+ensure_bench_tools
+build_release
 
 # --- cleanup: kill only what this script started, by PID ----------------------------------
 WORK="$(mktemp -d /tmp/broadcastd-bench.XXXXXX)"
@@ -62,9 +39,6 @@ export XDG_RUNTIME_DIR="$WORK/xdg"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
 RESULTS="$WORK/results.tsv"   # one line per run: tool fps rep key=value...
 : >"$RESULTS"
 
-# utime+stime and cutime+cstime (reaped children = the handler) of PID, in clock ticks.
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13, $14+$15}'; }
-status_kb() { awk -v k="$2:" '$1==k {print $2; f=1} END {if (!f) print "NA"}' "/proc/$1/status"; }
 
 run_broadcastd() {  # fps rep
     local fps=$1 rep=$2 sock="$WORK/bd.sock" summary="$WORK/summary-$1-$2.json"

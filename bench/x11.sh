@@ -11,21 +11,14 @@
 #   memory   broadcastd's peak RSS (VmHWM), within the 50 MB budget
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SCRATCH="$ROOT/.build-bench"
-BIN="$SCRATCH/release"
-DOC="$ROOT/docs/benchmarks.md"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 T="${BENCH_X11_SECONDS:-8}"
 REPEATS="${BENCH_X11_REPEATS:-3}"
 SIZES="${BENCH_X11_SIZES:-1920x1080 3840x2160}"
 
 log() { printf '[bench x11] %s\n' "$*" >&2; }
-. "$ROOT/scripts/lib.sh"
-ensure_packages "${BROADCASTD_PACKAGES[@]}" ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good time
-ensure_swift
-
-log "building release into $SCRATCH"
-(cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH" >/tmp/broadcastd-bench-build.log 2>&1) || { tail -n 20 /tmp/broadcastd-bench-build.log >&2; exit 1; }
+ensure_bench_tools
+build_release
 
 WORK="$(mktemp -d /tmp/broadcastd-bench-x11.XXXXXX)"
 PIDS=()
@@ -44,8 +37,6 @@ RESULTS="$WORK/results.tsv"   # one line per run: tool size test rep key=value..
 : >"$RESULTS"
 HZ=$(getconf CLK_TCK)
 
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13}'; }
-status_kb() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 
 # broadcastd SIZE TEST REP FPS [ARGS...]: one broadcast of T seconds to the Python counter handler (which
 # touches no pixels), CPU and frames of the daemon alone.
@@ -58,10 +49,10 @@ run_broadcastd() {
     for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
     [[ -S $sock ]] || { log "broadcastd did not start"; cat "$WORK/broadcastd.log" >&2; exit 1; }
     local before after
-    before=$(cpu_ticks "$pid")
+    read -r before _ < <(cpu_ticks "$pid")
     timeout $((T + 30)) "$BIN/broadcastctl" start --socket "$sock" --handler python-counter --url "file://$summary" \
         --duration "$T" --wait >/dev/null 2>>"$WORK/broadcastctl.log"
-    after=$(cpu_ticks "$pid")
+    read -r after _ < <(cpu_ticks "$pid")
     local hwm; hwm=$(status_kb "$pid" VmHWM)
     "$BIN/broadcastctl" status --socket "$sock" --json >"$WORK/status.json"
     kill -TERM "$pid"; wait "$pid" || true

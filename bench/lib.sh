@@ -1,0 +1,29 @@
+# Shared by bench/run.sh and bench/x11.sh: paths, tools, the release build, /proc readers.
+# shellcheck shell=bash
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRATCH="$ROOT/.build-bench"   # its own scratch path, never the default .build
+BIN="$SCRATCH/release"
+DOC="$ROOT/docs/benchmarks.md"
+. "$ROOT/scripts/lib.sh"
+
+# The project's packages plus the peers measured against and /usr/bin/time.
+ensure_bench_tools() {
+    ensure_packages "${BROADCASTD_PACKAGES[@]}" ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good time
+    ensure_swift
+}
+
+# A release build as the demo makes it (Swift runtime linked in).
+build_release() {
+    log "building release into $SCRATCH"
+    for attempt in 1 2 3; do   # a source edited mid-build ("modified during the build") is worth a retry
+        if (cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH" >"/tmp/broadcastd-bench-build.log" 2>&1); then return 0; fi
+        tail -n 5 /tmp/broadcastd-bench-build.log >&2
+        ((attempt < 3)) || { log "build failed"; exit 1; }
+        sleep 5
+    done
+}
+
+# utime+stime and cutime+cstime (reaped children = the handler) of PID, in clock ticks.
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13, $14+$15}'; }
+# A field of /proc/PID/status in kB, or NA.
+status_kb() { awk -v k="$2:" '$1==k {print $2; f=1} END {if (!f) print "NA"}' "/proc/$1/status"; }
