@@ -77,6 +77,12 @@ struct TestPattern {
         drawNumber(index, into: slot)
     }
 
+    /// The sync-mark flash: the whole frame white (Y=235, U=V=128; BGRx 255), the frame number still drawn in.
+    func renderWhite(index: UInt64, into slot: UnsafeMutableRawPointer) {
+        fill(x: 0, y: 0, width: format.width, height: format.height, color: (1, 1, 1), slot)
+        drawNumber(index, into: slot)
+    }
+
     // MARK: - Frame number
 
     /// 3x5 bitmaps of the digits, one row of three bits per entry.

@@ -46,6 +46,12 @@ struct BroadcastDaemonCommand: ParsableCommand {
     var audioChannels = 2
     @Option(help: "Audio sample format, f32 or s16.")
     var audioFormat = "f32"
+    @Flag(help: "Synthetic source: a white frame and a 50 ms beep on both tones at the same instant, once per second (A/V sync test).")
+    var syncMarks = false
+    @Option(name: .customLong("audio-clock-ppm"), parsing: .unconditional,
+            help: ArgumentHelp("Synthetic source: the audio sample clock runs N ppm fast (negative: slow), -5000 to 5000; timestamps stay true.",
+                               valueName: "N"))
+    var audioClockPPM = 0
     @Option(help: "Memory budget in MB; the frame pool is sized to fit it.")
     var memoryBudget = 50
     @Option(help: "Socket path (default: $BROADCASTD_SOCKET or $XDG_RUNTIME_DIR/broadcastd/broadcastd.sock).")
@@ -67,6 +73,10 @@ struct BroadcastDaemonCommand: ParsableCommand {
         guard PixelFormat(name: pixelFormat) != nil else { throw ValidationError("--pixel-format must be nv12, i420 or bgrx") }
         guard [1, 2].contains(audioChannels) else { throw ValidationError("--audio-channels must be 1 or 2") }
         guard AudioSampleFormat(name: audioFormat) != nil else { throw ValidationError("--audio-format must be f32 or s16") }
+        guard (-5000...5000).contains(audioClockPPM) else { throw ValidationError("--audio-clock-ppm must be between -5000 and 5000") }
+        if source != "synthetic" && (syncMarks || audioClockPPM != 0) {
+            throw ValidationError("--sync-marks and --audio-clock-ppm are features of the synthetic source; add --source synthetic")
+        }
         guard memoryBudget > 0 && memoryBudget < 65536 else { throw ValidationError("--memory-budget is in MB and must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
@@ -96,7 +106,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             let (width, height) = VideoFormat.parseSize(size)!
             captureSource = SyntheticSource(.init(
                 video: VideoFormat(width: width, height: height, pixelFormat: PixelFormat(name: pixelFormat)!),
-                framesPerSecond: fps, audio: audio))
+                framesPerSecond: fps, audio: audio, syncMarks: syncMarks, audioClockPPM: audioClockPPM))
         }
         do {
             var configuration = DaemonConfiguration(socketPath: try SocketLocation.resolve(explicit: socket), memoryBudget: memoryBudget << 20)
