@@ -33,6 +33,8 @@ public final class Daemon {
     private var manifest: HandlerManifest? { handlerEntry?.manifest }
     private var setupInfo: [String: String] = [:]
     private var handlerServiceInfo: [String: JSONValue]?
+    /// What the handler last sent with SET_RESULT during the current broadcast: FINISHED and the finished status carry it.
+    private var handlerResult: [String: JSONValue]?
     private var shuttingDown = false
 
     // Capture and timing; all times are CLOCK_MONOTONIC nanoseconds.
@@ -381,6 +383,7 @@ public final class Daemon {
             handlerEntry = entry
             setupInfo = [:]
             handlerServiceInfo = nil
+            handlerResult = nil
             logger.info("broadcast \(id) requested with handler '\(entry.manifest.name)'; waiting for setup")
             return id
         }
@@ -447,6 +450,12 @@ public final class Daemon {
             publish(.json(.urlUpdated, URLUpdate(broadcast: machine.current?.id, url: update.url)))
         case .updateServiceInfo:
             handlerServiceInfo = try message.decode(HandlerServiceInfo.self).info
+        case .setResult:
+            guard message.payload.count <= ProtocolLimits.maxResultPayload else {
+                throw .malformed(.setResult, "a result of \(message.payload.count) bytes exceeds the limit of \(ProtocolLimits.maxResultPayload)")
+            }
+            handlerResult = try message.decode(HandlerResult.self).result
+            logger.debug("handler '\(handler.manifest.name)' reported a result: \(handlerResult!.keys.sorted().joined(separator: ", "))")
         default:
             throw .unexpected(message.opcode, "not a handler message")
         }
@@ -521,7 +530,7 @@ public final class Daemon {
             if let error { logger.warning("broadcast \(machine.current!.id) finished with an error: \(error.message)") }
             else { logger.info("broadcast \(machine.current!.id) finished") }
             publishServiceInfo(now: now)
-            publish(.json(.finished, FinishedEvent(broadcast: machine.current!.id, error: error)))
+            publish(.json(.finished, FinishedEvent(broadcast: machine.current!.id, error: error, result: handlerResult)))
         }
     }
 
@@ -552,6 +561,7 @@ public final class Daemon {
             s.error = machine.error
             s.streams = Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) })
             s.capture = source.statistics
+            if machine.phase == .finished { s.result = handlerResult }
         }
         return s
     }

@@ -8,7 +8,9 @@ import Glibc
 #endif
 
 /// Connects `handler` to broadcastd over the socket it was launched with and dispatches callbacks
-/// until the broadcast finishes. Exits 0 after `broadcastFinished`, 1 when the daemon goes away.
+/// until the broadcast finishes. Exits 0 after `broadcastFinished`, 1 when the daemon goes away;
+/// a started broadcast still gets its `broadcastFinished(error:)` then, so that the handler can
+/// finish its work (close a recording) when broadcastd is killed.
 public func runBroadcastHandler(_ handler: BroadcastSampleHandler, name: String = "handler") -> Never {
     do {
         try HandlerRunner(handler: handler, name: name).run()
@@ -32,17 +34,37 @@ struct HandlerRunner {
         socket.setCloseOnExec()
         let connection = PeerConnection(socket: socket)
         handler.connection = connection
+        var owesFinish = false
         do {
             try connection.hello(role: .handler, client: name)
-            try dispatch(connection)
-        } catch ProtocolError.closed {
-            throw HandlerError("receive", "broadcastd closed the connection before the broadcast finished")
+            try dispatch(connection, owesFinish: &owesFinish)
         } catch {
-            throw HandlerError("talk to broadcastd", "\(error)")
+            let reason = Self.finishReason(error)
+            if owesFinish { finishAbruptly(connection, reason) }
+            throw error == .closed ? HandlerError("receive", reason.message) : HandlerError("talk to broadcastd", "\(error)")
         }
     }
 
-    private func dispatch(_ connection: PeerConnection) throws(ProtocolError) {
+    /// Why the broadcast ends, for a handler whose connection failed before BROADCAST_FINISHED.
+    static func finishReason(_ error: ProtocolError) -> BroadcastError {
+        switch error {
+        case .closed: BroadcastError(.shutdown, "broadcastd went away (the connection closed) before the broadcast finished")
+        case .transport(let cause): BroadcastError(.shutdown, "broadcastd went away (\(cause)) before the broadcast finished")
+        case .refused(let refusal): refusal
+        default: BroadcastError(.protocolError, error.description)
+        }
+    }
+
+    /// The broadcast started but BROADCAST_FINISHED will never come: the last callback comes anyway.
+    /// Requests made from it go nowhere, quietly: nobody is left to hear them.
+    private func finishAbruptly(_ connection: PeerConnection, _ reason: BroadcastError) {
+        handler.connection = nil
+        connection.close()
+        handler.broadcastFinished(error: reason)
+    }
+
+    /// `owesFinish` is true from `broadcastStarted` until `broadcastFinished` is called.
+    private func dispatch(_ connection: PeerConnection, owesFinish: inout Bool) throws(ProtocolError) {
         var pool: (id: UInt32, memory: SharedMemory, slotSize: Int)?
         while true {
             let message = try connection.receive()
@@ -63,6 +85,7 @@ struct HandlerRunner {
                 handler.videoFormat = video
                 guard let sampleFormat = AudioSampleFormat(name: start.audio.format) else { throw .malformed(.broadcastStarted, "unknown audio format \(start.audio.format)") }
                 handler.audioFormat = AudioFormat(channels: start.audio.channels, sampleFormat: sampleFormat)
+                owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))
             case .videoSample:
@@ -99,7 +122,9 @@ struct HandlerRunner {
                 handler.videoFormat = format
                 handler.broadcastVideoFormatChanged(format)
             case .broadcastFinished:
-                handler.broadcastFinished(error: try message.decode(BroadcastEnd.self).error)
+                let end = try message.decode(BroadcastEnd.self)
+                owesFinish = false
+                handler.broadcastFinished(error: end.error)
                 connection.close()
                 return
             case .error:

@@ -44,6 +44,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case finishWithError = 0x0382
     case updateURL = 0x0383
     case updateServiceInfo = 0x0384
+    case setResult = 0x0385
 
     public var description: String { "\(name) (0x\(String(rawValue, radix: 16)))" }
 
@@ -86,6 +87,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .finishWithError: "FINISH_WITH_ERROR"
         case .updateURL: "UPDATE_URL"
         case .updateServiceInfo: "UPDATE_SERVICE_INFO"
+        case .setResult: "SET_RESULT"
         }
     }
 }
@@ -98,6 +100,9 @@ public enum ProtocolLimits {
     public static let maxPayload = 1 << 20
     /// Most descriptors one message carries.
     public static let maxDescriptors = 4
+    /// Largest SET_RESULT payload: the result travels again in every FINISHED and in the status of a
+    /// finished broadcast, so it is kept far below `maxPayload`.
+    public static let maxResultPayload = 64 << 10
 }
 
 /// The error type of BroadcastProtocol: a peer broke the protocol, or the transport failed.

@@ -89,6 +89,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var streams: [String: StreamCounters]?
     /// The capture source's own figures (frames grabbed, bands converted and copied, resizes).
     public var capture: [String: UInt64]?
+    /// Once finished: what the handler last reported with SET_RESULT.
+    public var result: [String: JSONValue]?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state
@@ -122,9 +124,12 @@ public struct URLUpdate: Codable, Equatable, Sendable {
 public struct FinishedEvent: Codable, Equatable, Sendable {
     public var broadcast: UInt32
     public var error: BroadcastError?
-    public init(broadcast: UInt32, error: BroadcastError?) {
+    /// What the handler last reported with SET_RESULT during this broadcast.
+    public var result: [String: JSONValue]?
+    public init(broadcast: UInt32, error: BroadcastError?, result: [String: JSONValue]? = nil) {
         self.broadcast = broadcast
         self.error = error
+        self.result = result
     }
 }
 
@@ -232,24 +237,45 @@ public struct HandlerFailure: Codable, Equatable, Sendable {
     }
 }
 
+/// UPDATE_SERVICE_INFO. The info is flat (strings, numbers, bools, null) so that controllers can show it
+/// as one line; decoding refuses nested values, which makes them a protocol violation.
 public struct HandlerServiceInfo: Codable, Equatable, Sendable {
     public var info: [String: JSONValue]
     public init(info: [String: JSONValue]) { self.info = info }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        info = try container.decode([String: JSONValue].self, forKey: .info)
+        if let key = info.keys.sorted().first(where: { info[$0]!.isNested }) {
+            throw DecodingError.typeMismatch(JSONValue.self, .init(codingPath: container.codingPath + [CodingKeys.info, JSONKey(key)],
+                                                                   debugDescription: "service info values are strings, numbers, bools or null"))
+        }
+    }
 }
 
-/// Any JSON value, for the free-form service info a handler reports.
+/// SET_RESULT: what the handler produced (a recording's path, duration, segments), for every controller.
+public struct HandlerResult: Codable, Equatable, Sendable {
+    public var result: [String: JSONValue]
+    public init(result: [String: JSONValue]) { self.result = result }
+}
+
+/// Any JSON value: the service info (flat) and the result (nested) a handler reports.
 public enum JSONValue: Codable, Equatable, Sendable, CustomStringConvertible {
     case string(String)
     case number(Double)
     case bool(Bool)
     case null
+    case array([JSONValue])
+    case object([String: JSONValue])
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
         else if let n = try? c.decode(Double.self) { self = .number(n) }
-        else { self = .string(try c.decode(String.self)) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -259,17 +285,38 @@ public enum JSONValue: Codable, Equatable, Sendable, CustomStringConvertible {
         case .number(let n): try c.encode(n)
         case .bool(let b): try c.encode(b)
         case .null: try c.encodeNil()
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
         }
     }
 
+    /// An array or an object (which flat service info may not hold).
+    public var isNested: Bool {
+        switch self {
+        case .array, .object: true
+        default: false
+        }
+    }
+
+    /// Scalars as plain text (a string without quotes), arrays and objects as compact JSON.
     public var description: String {
         switch self {
         case .string(let s): s
         case .number(let n): n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
         case .bool(let b): String(b)
         case .null: "null"
+        case .array, .object: compactJSON(self)
         }
     }
+}
+
+/// A dictionary key as a coding path element, for errors that name it.
+private struct JSONKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ key: String) { stringValue = key }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }
 
 // MARK: - JSON coding

@@ -156,8 +156,12 @@ struct Start: ParsableCommand {
             case .stateChanged(let status) where status.broadcast == id && [.live, .paused].contains(status.state):
                 return true
             case .finished(let finished) where finished.broadcast == id:
-                if let error = finished.error { throw ProtocolError.refused(error) }
+                if let error = finished.error {
+                    printResult(finished.result)
+                    throw ProtocolError.refused(error)
+                }
                 print("broadcast \(id) finished")
+                printResult(finished.result)
                 return false
             default:
                 continue
@@ -178,13 +182,21 @@ struct Start: ParsableCommand {
             if case .finished(let finished) = event, finished.broadcast == id {
                 if let error = finished.error {
                     printError("broadcast \(id) finished with an error: \(error.message)")
+                    printResult(finished.result)
                     throw ExitCode(Exit.failed)
                 }
                 print("broadcast \(id) finished")
+                printResult(finished.result)
                 return
             }
         }
     }
+}
+
+/// The handler's result, as `status` shows it; it goes to stdout even when the broadcast failed (what was produced).
+private func printResult(_ result: [String: JSONValue]?) {
+    guard let result else { return }
+    print(StatusText.describe(result: result).joined(separator: "\n"))
 }
 
 struct Pause: ParsableCommand {
@@ -225,7 +237,7 @@ struct Status: ParsableCommand {
                 case .stateChanged(let s): print(json ? compactJSON(s) : StatusText.line(s))
                 case .serviceInfo(let i): print(json ? compactJSON(i) : StatusText.line(i))
                 case .urlUpdated(let u): print(json ? compactJSON(u) : "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)")
-                case .finished(let f): print(json ? compactJSON(f) : "broadcast \(f.broadcast) finished\(f.error.map { ": \($0.message)" } ?? "")")
+                case .finished(let f): print(json ? compactJSON(f) : StatusText.line(f))
                 }
                 Terminal.flushOutput()
             }
@@ -248,8 +260,18 @@ enum StatusText {
             for name in ["video", "audioApp", "audioMic"] {
                 if let c = s.streams?[name] { lines.append("\(name): \(c.delivered) delivered, \(c.dropped) dropped") }
             }
+            if let result = s.result { lines += describe(result: result) }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A heading, then one `key: value` line per top-level key, indented; nested values as compact JSON.
+    static func describe(result: [String: JSONValue]) -> [String] {
+        ["result:"] + result.sorted(by: { $0.key < $1.key }).map { "  \($0.key): \($0.value)" }
+    }
+
+    static func line(_ f: FinishedEvent) -> String {
+        "broadcast \(f.broadcast) finished" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
     }
 
     static func line(_ s: BroadcastStatus) -> String {

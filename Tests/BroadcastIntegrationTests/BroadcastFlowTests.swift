@@ -241,6 +241,40 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func aHandlersResultComesWithTheFinishAndStaysInTheFinishedStatus() throws {
+        let daemon = try DaemonHarness()
+        let watcher = try daemon.subscribedController()
+        let path = daemon.summaryPath("result")
+        let start = try daemon.tool("broadcastctl", ["start", "--handler", "slow", "--url", "file://" + path, "--set", "result=1",
+                                                     "--duration", "1", "--wait"])
+        #expect(start.status == 0, "\(start)")
+        #expect(start.stdout.contains("finished\nresult:\n  callbacks: [\"broadcastStarted\",\"samples\"]\n  frames: "), "\(start.stdout)")
+        #expect(start.stdout.contains("\n  path: \(path)\n  streams: {\"audioApp\":"), "\(start.stdout)")
+
+        let finished = try daemon.waitFor(watcher) { if case .finished(let f) = $0 { f } else { nil } }
+        let result = try #require(finished.result)
+        #expect(result["path"] == .string(path))
+        #expect(result["callbacks"] == .array([.string("broadcastStarted"), .string("samples")]))
+        guard case .object(let streams)? = result["streams"], case .number(let frames)? = result["frames"] else {
+            Issue.record("result without its nested streams or frame count: \(result)")
+            return
+        }
+        #expect(frames > 20 && streams["video"] == .number(frames), "\(result)")
+
+        let json = try daemon.tool("broadcastctl", ["status", "--json"])
+        let status = try JSONDecoder().decode(BroadcastStatus.self, from: Data(json.stdout.utf8))
+        #expect(status.state == .finished && status.result == result)
+        let human = try daemon.tool("broadcastctl", ["status"])
+        #expect(human.stdout.contains("\nresult:\n  callbacks: "), "\(human.stdout)")
+
+        // The next broadcast starts without a result.
+        let next = try daemon.start(handler: "inspect", url: daemon.summaryPath("no-result"), maxDuration: 0.5, on: watcher)
+        let plain = try daemon.waitFor(watcher) { if case .finished(let f) = $0, f.broadcast == next { f } else { nil } }
+        #expect(plain.error == nil && plain.result == nil)
+        #expect(try watcher.status().result == nil)
+        try daemon.stop()
+    }
+
     @Test func bgrxVideoAndMonoS16AudioOnRequest() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x240", "--pixel-format", "bgrx",
                                         "--audio-channels", "1", "--audio-format", "s16"])

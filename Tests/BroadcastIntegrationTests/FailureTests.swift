@@ -181,6 +181,43 @@ extension Integration {
         #expect(summary.streams["video"]!.count > 0)
     }
 
+    /// broadcastd killed outright: the SDKs (Swift: inspect; Python: python-counter) still call the finish
+    /// callback, with the reason, and the handler writes its output and exits at once.
+    @Test(arguments: ["inspect", "python-counter"])
+    func aHandlerFinishesItsWorkWhenTheDaemonIsKilled(handler: String) throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath("killed-\(handler)")
+        _ = try daemon.start(handler: handler, url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(300_000)
+        let pid = try #require(daemon.children().first)
+        kill(daemon.pid, SIGKILL)
+        daemon.process.waitUntilExit()
+        let deadline = Date().addingTimeInterval(2)
+        while isRunning(pid) && Date() < deadline { usleep(10_000) }
+        #expect(!isRunning(pid), "the handler outlived broadcastd by more than 2 s")
+        if isRunning(pid) { kill(pid, SIGKILL) }
+
+        let gone = BroadcastError(.shutdown, "broadcastd went away (the connection closed) before the broadcast finished")
+        if handler == "inspect" {
+            let summary = try InspectSummary.load(path)
+            #expect(summary.sequence == ["broadcastStarted", "samples", "broadcastFinished"])
+            #expect(summary.finishError == gone)
+            #expect(daemon.log.contains("broadcast-handler-inspect: receive: \(gone.message)"), "\(daemon.log)")
+        } else {
+            let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+            #expect((summary["callbacks"] as? [String])?.last == "broadcastFinished")
+            #expect(summary["error"] as? [String: String] == ["code": gone.code.rawValue, "message": gone.message])
+        }
+    }
+
+    /// Alive and not a zombie (an orphan is reaped by whoever adopted it, if at all).
+    func isRunning(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+        return !stat[close...].hasPrefix(") Z")
+    }
+
     @Test func aHandlerThatWillNotExitIsStoppedAndReported() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.subscribedController()

@@ -27,6 +27,7 @@ extension Integration {
             ("expect", "Exit status to exit with after 5 video samples: "), ("send", "\\n"),
             ("expect", "A URL to publish as the broadcast URL: "), ("send", "\\n"),
             ("expect", "A secret token: "), ("send", "hunter2\\n"),
+            ("expect", "1 to report a broadcast result when finishing: "), ("send", "\\n"),
             ("expect", "started with handler slow"),
         ], ["start", "--handler", "slow"])
         #expect(status == 0, "\(transcript)")

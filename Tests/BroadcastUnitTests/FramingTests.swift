@@ -68,6 +68,30 @@ import Testing
         #expect(garbage?.description.contains("START") == true)
     }
 
+    @Test func resultsNestAndRoundTrip() throws {
+        let result = HandlerResult(result: [
+            "path": .string("/tmp/rec.mkv"), "duration": .number(12.5), "complete": .bool(true), "note": .null,
+            "segments": .array([.object(["frames": .number(375), "tags": .array([])]), .number(1)]),
+        ])
+        #expect(try Message.json(.setResult, result).decode(HandlerResult.self) == result)
+        let text = #"{"result":{"a":[1,"x",[true,null],{"b":{}}]}}"#
+        #expect(try Message(.setResult, payload: Array(text.utf8)).decode(HandlerResult.self).result["a"]
+            == .array([.number(1), .string("x"), .array([.bool(true), .null]), .object(["b": .object([:])])]))
+        // Nested values print as compact JSON with sorted keys, scalars as plain text.
+        #expect(result.result["segments"]!.description == #"[{"frames":375,"tags":[]},1]"#)
+        #expect(result.result["path"]!.description == "/tmp/rec.mkv")
+        #expect(throws: ProtocolError.self) { try Message(.setResult, payload: Array(#"{"result":[1]}"#.utf8)).decode(HandlerResult.self) }
+    }
+
+    @Test func serviceInfoStaysFlat() throws {
+        let flat = #"{"info":{"bitrate":2500,"state":"connected","ok":false,"none":null}}"#
+        #expect(try Message(.updateServiceInfo, payload: Array(flat.utf8)).decode(HandlerServiceInfo.self).info.count == 4)
+        for nested in [#"{"info":{"bitrate":1,"peers":[1,2]}}"#, #"{"info":{"bitrate":1,"peers":{"a":1}}}"#] {
+            let error = #expect(throws: ProtocolError.self) { try Message(.updateServiceInfo, payload: Array(nested.utf8)).decode(HandlerServiceInfo.self) }
+            #expect(error?.description == "malformed UPDATE_SERVICE_INFO: wrong type at 'info.peers'", "\(String(describing: error))")
+        }
+    }
+
     @Test func oversizedMessageIsRejectedFromItsHeader() {
         var bytes: [UInt8] = []
         Message.appendHeader(to: &bytes, opcode: .hello, seq: 1, payloadSize: ProtocolLimits.maxPayload + 1, descriptorCount: 0)

@@ -57,6 +57,14 @@ import Glibc
         #expect(try CursorSample(decoding: Array(bytes.dropFirst(12))) == sample)
     }
 
+    @Test func setResult() throws {
+        let result = HandlerResult(result: ["duration": .number(12.5), "path": .string("/tmp/rec.mkv"),
+                                            "segments": .array([.object(["frames": .number(375), "path": .string("/tmp/rec-0.mkv")])])])
+        let bytes = Message.json(.setResult, result).encoded()
+        #expect(Self.golden("set-result") == bytes)
+        #expect(try Message(.setResult, payload: Array(bytes.dropFirst(12))).decode(HandlerResult.self) == result)
+    }
+
     @Test func aRepeatedVideoSampleSetsFlagBit1() throws {
         let timing = SampleTiming(presentationTime: 5, duration: 1, sequence: 3, discontinuity: false)
         var payload: [UInt8] = []

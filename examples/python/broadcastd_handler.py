@@ -15,7 +15,9 @@ Standard library only, Python 3.9+. Subclass `SampleHandler`, then call `run(han
 `run` connects over the socket broadcastd passed in fd 3 (BROADCASTD_HANDLER_FD), says HELLO,
 maps the frame pool, calls the callbacks, sends READY after `broadcast_started` returns and
 RELEASE_SLOT after every video callback, and exits: 0 after BROADCAST_FINISHED, 1 when the daemon
-closes the connection or sends ERROR.
+closes the connection or sends ERROR. A broadcast that started always gets its
+`broadcast_finished`: when the connection ends first (broadcastd was killed), it comes with that
+reason as the error, so that a handler can still close what it wrote.
 
 Rules from ReplayKit that still hold: return from callbacks quickly, and do not keep `data` past
 `process_sample` (video data lives in a shared pool slot that broadcastd reuses once released).
@@ -37,6 +39,7 @@ HEADER = struct.Struct("<IHHI")  # size, opcode, descriptor count, seq
 HEADER_SIZE = HEADER.size  # 12
 MAX_PAYLOAD = 1 << 20
 MAX_DESCRIPTORS = 4
+MAX_RESULT_PAYLOAD = 64 << 10  # SET_RESULT
 
 # Opcodes (docs/protocol.md, section 8.1)
 HELLO = 0x0001
@@ -57,6 +60,7 @@ RELEASE_SLOT = 0x0381
 FINISH_WITH_ERROR = 0x0382
 UPDATE_URL = 0x0383
 UPDATE_SERVICE_INFO = 0x0384
+SET_RESULT = 0x0385
 
 OPCODE_NAMES = {
     HELLO: "HELLO", WELCOME: "WELCOME", OK: "OK", ERROR: "ERROR", POOL: "POOL",
@@ -64,7 +68,7 @@ OPCODE_NAMES = {
     BROADCAST_RESUMED: "BROADCAST_RESUMED", BROADCAST_FINISHED: "BROADCAST_FINISHED",
     VIDEO_FORMAT_CHANGED: "VIDEO_FORMAT_CHANGED", VIDEO_SAMPLE: "VIDEO_SAMPLE", AUDIO_SAMPLE: "AUDIO_SAMPLE", CURSOR: "CURSOR",
     READY: "READY", RELEASE_SLOT: "RELEASE_SLOT", FINISH_WITH_ERROR: "FINISH_WITH_ERROR",
-    UPDATE_URL: "UPDATE_URL", UPDATE_SERVICE_INFO: "UPDATE_SERVICE_INFO",
+    UPDATE_URL: "UPDATE_URL", UPDATE_SERVICE_INFO: "UPDATE_SERVICE_INFO", SET_RESULT: "SET_RESULT",
 }
 
 SAMPLE_TYPES = {1: "video", 2: "audioApp", 3: "audioMic"}
@@ -144,6 +148,8 @@ class Connection:
         self._buffer = bytearray()
         self._fds: Deque[int] = deque()
         self._next_seq = 0
+        #: Set by close(): requests made after it go nowhere.
+        self.closed = False
 
     @classmethod
     def from_environment(cls) -> "Connection":
@@ -170,10 +176,13 @@ class Connection:
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
         # Descriptors go with the first byte; the rest may take several sends.
-        while data:
-            sent = self.sock.sendmsg([data], ancillary)
-            ancillary = []
-            data = data[sent:]
+        try:
+            while data:
+                sent = self.sock.sendmsg([data], ancillary)
+                ancillary = []
+                data = data[sent:]
+        except (ConnectionResetError, BrokenPipeError):
+            raise ConnectionClosed("the connection was closed") from None
 
     def send_json(self, opcode: int, value, seq: int = 0) -> None:
         self.send(opcode, encode_json(value), seq)
@@ -227,6 +236,7 @@ class Connection:
         self._buffer += data
 
     def close(self) -> None:
+        self.closed = True
         for fd in self._fds:
             _close_quietly(fd)
         self._fds.clear()
@@ -345,8 +355,8 @@ class FramePool:
 class SampleHandler:
     """Override the callbacks you need (ReplayKit's RPBroadcastSampleHandler).
 
-    Callbacks run on the one thread that called `run`. The `finish_with_error`, `update_url` and
-    `update_service_info` methods may be called from the callbacks.
+    Callbacks run on the one thread that called `run`. The `finish_with_error`, `update_url`,
+    `update_service_info` and `set_broadcast_result` methods may be called from the callbacks.
     """
 
     #: Sent as HELLO's `client`.
@@ -388,24 +398,37 @@ class SampleHandler:
 
     # Requests to the daemon
 
-    def _connection(self) -> Connection:
+    def _send(self, opcode: int, payload: bytes) -> None:
         if self.connection is None:
             raise RuntimeError("not connected to broadcastd (call run(handler))")
-        return self.connection
+        if not self.connection.closed:  # else broadcastd went away: nobody is left to tell
+            self.connection.send(opcode, payload)
 
     def finish_with_error(self, message: str, code: str = "handler-error") -> None:
         """Ends the broadcast with an error (ReplayKit's finishBroadcastWithError)."""
-        self._connection().send_json(FINISH_WITH_ERROR, {"code": code, "message": message})
+        self._send(FINISH_WITH_ERROR, encode_json({"code": code, "message": message}))
 
     def update_url(self, url: str) -> None:
-        self._connection().send_json(UPDATE_URL, {"url": url})
+        self._send(UPDATE_URL, encode_json({"url": url}))
 
     def update_service_info(self, info: Dict) -> None:
         """info: a flat dict whose values are str, int, float, bool or None."""
         for key, value in info.items():
             if not isinstance(key, str) or not (value is None or isinstance(value, (str, int, float, bool))):
                 raise TypeError(f"service info {key!r}: values must be str, number, bool or None")
-        self._connection().send_json(UPDATE_SERVICE_INFO, {"info": info})
+        self._send(UPDATE_SERVICE_INFO, encode_json({"info": info}))
+
+    def set_broadcast_result(self, result: Dict) -> None:
+        """What the broadcast produced (a file's path, its duration, its segments): every controller
+        receives it with the finish and in the finished broadcast's status. A later call replaces it;
+        call it from `broadcast_finished` at the latest. Any JSON-serialisable dict, nesting allowed;
+        at most 64 KiB once encoded."""
+        if not isinstance(result, dict) or not all(isinstance(key, str) for key in result):
+            raise TypeError("the broadcast result must be a dict with str keys")
+        payload = encode_json({"result": result})
+        if len(payload) > MAX_RESULT_PAYLOAD:
+            raise ValueError(f"the broadcast result takes {len(payload)} bytes, more than {MAX_RESULT_PAYLOAD}")
+        self._send(SET_RESULT, payload)
 
 
 def _log(text: str) -> None:
@@ -422,6 +445,8 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
     handler.connection = connection
     pool: Optional[FramePool] = None
     planes: List[Plane] = []
+    started = False  # broadcast_started was called and broadcast_finished not yet
+    reason: Optional[Dict[str, str]] = None  # why the broadcast ends here, when the connection does first
     try:
         hello_seq = connection.next_seq()
         connection.send_json(HELLO, {"client": handler.client_name, "protocol": PROTOCOL_VERSION, "role": "handler"},
@@ -471,6 +496,7 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 handler.broadcast = message.json()
                 planes = [Plane(int(p["offset"]), int(p["stride"]), int(p["height"]))
                           for p in handler.broadcast.get("video", {}).get("planes", [])]
+                started = True
                 _callback(handler, handler.broadcast_started, dict(handler.broadcast.get("setupInfo") or {}))
                 connection.send(READY, b"{}")
             elif op == BROADCAST_PAUSED:
@@ -484,32 +510,51 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 _callback(handler, handler.video_format_changed, video)
             elif op == BROADCAST_FINISHED:
                 error = message.json().get("error")
+                started = False
                 handler.broadcast_finished(error)
                 return 0
             elif op == ERROR:
                 error = message.json()
                 _log(f"broadcastd refused: {error.get('message')} ({error.get('code')})")
+                reason = {"code": str(error.get("code")), "message": str(error.get("message"))}
                 return 1
             else:
                 for fd in message.fds:  # a message of a later version: skip it
                     _close_quietly(fd)
     except ConnectionClosed as e:
         _log(f"broadcastd closed the connection: {e}")
+        reason = {"code": "shutdown", "message": GONE}
         return 1
     except (ProtocolError, KeyError, TypeError, ValueError) as e:
         _log(f"protocol error: {e!r}")
+        reason = {"code": "protocol-error", "message": f"protocol error: {e}"}
         return 1
     except OSError as e:
         _log(f"connection failed: {e}")
+        reason = {"code": "shutdown", "message": f"broadcastd went away ({e}) before the broadcast finished"}
         return 1
     except Exception as e:  # an exception in broadcast_finished
         _log(f"handler failed: {e!r}")
+        reason = {"code": "handler-failed", "message": f"the handler failed: {e!r}"}
         return 1
     finally:
+        connection.close()  # before the late broadcast_finished: its requests go nowhere
+        if started:
+            _finish_abruptly(handler, reason or {"code": "shutdown", "message": GONE})
         handler.connection = None
         if pool is not None:
             pool.close()
-        connection.close()
+
+
+GONE = "broadcastd went away (the connection closed) before the broadcast finished"
+
+
+def _finish_abruptly(handler: SampleHandler, reason: Dict[str, str]) -> None:
+    """The broadcast started but BROADCAST_FINISHED will never come: the last callback comes anyway."""
+    try:
+        handler.broadcast_finished(reason)
+    except Exception as e:
+        _log(f"broadcast_finished raised {e!r}")
 
 
 def _callback(handler: SampleHandler, function, *args) -> None:
