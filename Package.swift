@@ -11,6 +11,8 @@ import PackageDescription
 //   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
 //   BroadcastInspect     the built-in `inspect` handler
+//   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
+//   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync
 let package = Package(
     name: "broadcastd",
     platforms: [.macOS(.v13)],
@@ -19,6 +21,7 @@ let package = Package(
         .executable(name: "broadcastctl", targets: ["broadcastctl"]),
         .executable(name: "broadcast-setup", targets: ["broadcast-setup"]),
         .executable(name: "broadcast-handler-inspect", targets: ["broadcast-handler-inspect"]),
+        .executable(name: "broadcast-handler-record", targets: ["broadcast-handler-record"]),
         .library(name: "BroadcastHandlerKit", targets: ["BroadcastHandlerKit"]),
     ],
     dependencies: [
@@ -29,6 +32,8 @@ let package = Package(
         .target(name: "CBroadcastShims"),
         .systemLibrary(name: "CXCB", pkgConfig: "xcb xcb-shm xcb-xfixes xcb-randr xcb-damage",
                        providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-randr0-dev", "libxcb-damage0-dev"])]),
+        .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastCore"),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
@@ -50,6 +55,11 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
+        .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
+        .target(name: "BroadcastRecord", dependencies: [
+            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .executableTarget(name: "broadcastd", dependencies: [
             "BroadcastDaemon", "BroadcastCapture", "BroadcastX11",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -67,12 +77,17 @@ let package = Package(
             "BroadcastInspect", "BroadcastHandlerKit",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .executableTarget(name: "broadcast-handler-record", dependencies: [
+            "BroadcastRecord", "BroadcastHandlerKit",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
+            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect",
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",
         ]),
     ]
 )

@@ -2,12 +2,14 @@
 # shellcheck shell=bash
 
 # The Debian/Ubuntu packages the project needs to build, run its demo and run its tests:
-#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions
+#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions;
+#              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264 and libopus) for `record`
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
 #   ffmpeg     turns the demo's captured frame into a PNG
 BROADCASTD_PACKAGES=(python3 procps pkg-config
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).

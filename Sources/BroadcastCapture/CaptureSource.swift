@@ -98,6 +98,8 @@ public protocol CaptureSource: AnyObject {
     /// The format of the next frame; valid after `open`.
     var videoFormat: VideoFormat { get }
     var audioFormat: AudioFormat { get }
+    /// The audio streams this source delivers (`nextAudioChunk` yields nothing for the others).
+    var audioStreams: [SampleType] { get }
     /// Nanoseconds between video frames.
     var frameInterval: UInt64 { get }
     var orientation: Orientation { get }

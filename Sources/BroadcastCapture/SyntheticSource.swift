@@ -100,6 +100,7 @@ public final class SyntheticSource: CaptureSource {
     }
     public var videoFormat: VideoFormat { configuration.video }
     public var audioFormat: AudioFormat { configuration.audio }
+    public var audioStreams: [SampleType] { [.audioApp, .audioMic] }
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     public var orientation: Orientation { configuration.orientation }
     public var cursor: CursorState? { nil }

@@ -3,7 +3,8 @@ import BroadcastSystem
 
 /// The questions a setup UI asks for one handler, answered from the command line and, on a
 /// terminal, by prompting: what was given is used as is; what is missing is asked for (all fields
-/// when nothing was given, only required ones otherwise); defaults are shown and taken on Enter.
+/// but advanced ones when nothing was given, only required ones otherwise); defaults are shown and
+/// taken on Enter.
 public struct SetupForm {
     public let manifest: HandlerManifest
     public var url: String?
@@ -22,7 +23,7 @@ public struct SetupForm {
             url = try question(field.prompt, default: field.default, secret: false, ask: ask)
         }
         for field in manifest.setupFields ?? [] where values[field.name] == nil {
-            guard interactive && (askEverything || field.required == true) else { continue }
+            guard interactive && ((askEverything && field.advanced != true) || field.required == true) else { continue }
             if let answer = try question(field.prompt, default: field.default, secret: field.secret == true, ask: ask) {
                 values[field.name] = answer
             }

@@ -47,12 +47,16 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         public var `default`: String?
         public var required: Bool?
         public var secret: Bool?
-        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil) {
+        /// A setting most users leave at its default: a setup UI does not ask for it unless it is
+        /// required (it is still set with `--set NAME=VALUE`).
+        public var advanced: Bool?
+        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil, advanced: Bool? = nil) {
             self.name = name
             self.prompt = prompt
             self.default = `default`
             self.required = required
             self.secret = secret
+            self.advanced = advanced
         }
     }
 

@@ -649,7 +649,9 @@ public final class Daemon {
         announcePool(to: session)
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: setupInfo,
                                                                 video: VideoDescription(source.videoFormat),
-                                                                audio: AudioDescription(source.audioFormat))))
+                                                                audio: AudioDescription(source.audioFormat),
+                                                                frameRate: Int((1e9 / Double(source.frameInterval)).rounded()),
+                                                                audioStreams: source.audioStreams.map(\.description))))
         logger.debug("handler '\(handler.manifest.name)' connected; broadcast \(current.id) started")
     }
 

@@ -23,6 +23,11 @@ open class BroadcastSampleHandler {
     public internal(set) var broadcastURL: String?
     public internal(set) var videoFormat = VideoFormat(width: 0, height: 0)
     public internal(set) var audioFormat = AudioFormat()
+    /// The capture frame rate: one video sample per `1/framesPerSecond` s (repeats included, unless
+    /// the manifest asks for a variable frame rate).
+    public internal(set) var framesPerSecond = 30
+    /// The audio streams the capture source delivers (none for a source without audio).
+    public internal(set) var audioStreams: [SampleType] = [.audioApp, .audioMic]
     public let logger: Logger
     var connection: PeerConnection?
 
@@ -36,6 +41,8 @@ open class BroadcastSampleHandler {
     open func broadcastPaused() {}
     open func broadcastResumed() {}
     /// The last callback: flush and close what you wrote. `error` says why, when the broadcast failed.
+    /// It comes exactly once after `broadcastStarted`, also when broadcastd goes away mid-broadcast
+    /// (killed: the error's code is `shutdown`); the process then exits 1.
     open func broadcastFinished(error: BroadcastError?) { broadcastFinished() }
     open func broadcastFinished() {}
     /// The frame size or format changed; following video samples use `format`.
@@ -58,7 +65,27 @@ open class BroadcastSampleHandler {
     }
 
     /// Free-form figures (bit rate, queue depth, ...) that controllers receive with the service info.
+    /// Values are strings, numbers, bools or null: controllers show service info as one line, and
+    /// broadcastd treats nested values as a protocol violation, so info holding them is not sent.
     public final func updateServiceInfo(_ info: [String: JSONValue]) {
+        if let key = info.keys.sorted().first(where: { info[$0]!.isNested }) {
+            logger.error("service info not sent: '\(key)' is an array or object; service info is flat")
+            return
+        }
         try? connection?.send(.json(.updateServiceInfo, HandlerServiceInfo(info: info)))
+    }
+
+    /// What the broadcast produced (a recording's path, its duration, its segments): every controller
+    /// receives it with the finish and in the finished broadcast's status. A later call replaces it; call
+    /// it from `broadcastFinished` at the latest. Values may nest; at most 64 KiB once encoded, as
+    /// broadcastd repeats it to every controller (a larger result is not sent).
+    public final func setBroadcastResult(_ result: [String: JSONValue]) {
+        guard let connection else { return }
+        let message = Message.json(.setResult, HandlerResult(result: result))
+        guard message.payload.count <= ProtocolLimits.maxResultPayload else {
+            logger.error("broadcast result not sent: \(message.payload.count) bytes exceed the limit of \(ProtocolLimits.maxResultPayload)")
+            return
+        }
+        try? connection.send(message)
     }
 }

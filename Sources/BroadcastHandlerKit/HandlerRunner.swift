@@ -85,6 +85,8 @@ struct HandlerRunner {
                 handler.videoFormat = video
                 guard let sampleFormat = AudioSampleFormat(name: start.audio.format) else { throw .malformed(.broadcastStarted, "unknown audio format \(start.audio.format)") }
                 handler.audioFormat = AudioFormat(channels: start.audio.channels, sampleFormat: sampleFormat)
+                if let rate = start.frameRate, rate > 0 { handler.framesPerSecond = rate }
+                if let streams = start.audioStreams { handler.audioStreams = SampleType.allCases.filter { streams.contains($0.description) && $0 != .video } }
                 owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))

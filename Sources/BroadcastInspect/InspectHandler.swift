@@ -56,17 +56,6 @@ public final class InspectHandler: BroadcastSampleHandler {
     private var framePath: String?
     private var lastFrame: [UInt8] = []
 
-    /// The file a broadcast URL names: `file:///abs/path` or a plain absolute path.
-    public static func filePath(from url: String?) -> String? {
-        guard let url, !url.isEmpty else { return nil }
-        if url.hasPrefix("file://") {
-            let rest = url.dropFirst("file://".count).prefix(while: { $0 != "?" && $0 != "#" })
-            guard rest.hasPrefix("/") else { return nil }
-            return String(rest).removingPercentEncoding
-        }
-        return url.hasPrefix("/") ? url : nil
-    }
-
     private func note(_ callback: String) {
         if callback == "processSampleBuffer", let last = summary.callbacks.last, last.callback == callback {
             summary.callbacks[summary.callbacks.count - 1].count! += 1
@@ -82,8 +71,8 @@ public final class InspectHandler: BroadcastSampleHandler {
         summary.setupInfo = setupInfo
         summary.video = videoFormat
         summary.audio = audioFormat
-        path = Self.filePath(from: broadcastURL)
-        framePath = setupInfo["frameFile"].flatMap { $0.isEmpty ? nil : Self.filePath(from: $0) }
+        path = FileURL.path(from: broadcastURL)
+        framePath = setupInfo["frameFile"].flatMap { $0.isEmpty ? nil : FileURL.path(from: $0) }
         if path == nil {
             finishBroadcastWithError(InspectError(message: "inspect writes its summary to a file: give a file:// URL or an absolute path, not '\(broadcastURL ?? "")'"))
         }
@@ -143,22 +132,5 @@ public final class InspectHandler: BroadcastSampleHandler {
     struct InspectError: Error, CustomStringConvertible {
         var message: String
         var description: String { message }
-    }
-}
-
-extension String {
-    /// Decodes %XX escapes; nil when an escape is malformed.
-    var removingPercentEncoding: String? {
-        var bytes: [UInt8] = []
-        var iterator = utf8.makeIterator()
-        while let c = iterator.next() {
-            if c == UInt8(ascii: "%") {
-                guard let h = iterator.next(), let l = iterator.next(), let v = UInt8(String(decoding: [h, l], as: UTF8.self), radix: 16) else { return nil }
-                bytes.append(v)
-            } else {
-                bytes.append(c)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
     }
 }

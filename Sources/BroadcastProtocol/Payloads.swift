@@ -213,12 +213,19 @@ public struct BroadcastStart: Codable, Equatable, Sendable {
     public var setupInfo: [String: String]
     public var video: VideoDescription
     public var audio: AudioDescription
-    public init(broadcast: UInt32, url: String?, setupInfo: [String: String], video: VideoDescription, audio: AudioDescription) {
+    /// Video samples per second (repeats included, unless the handler asked for a variable rate).
+    public var frameRate: Int?
+    /// The audio streams the source delivers: `audioApp`, `audioMic`, both or none.
+    public var audioStreams: [String]?
+    public init(broadcast: UInt32, url: String?, setupInfo: [String: String], video: VideoDescription, audio: AudioDescription,
+                frameRate: Int? = nil, audioStreams: [String]? = nil) {
         self.broadcast = broadcast
         self.url = url
         self.setupInfo = setupInfo
         self.video = video
         self.audio = audio
+        self.frameRate = frameRate
+        self.audioStreams = audioStreams
     }
 }
 

@@ -71,6 +71,8 @@ public final class X11ScreenSource: CaptureSource {
     }
 
     public var audioFormat: AudioFormat { configuration.audio }
+    /// Audio comes from PipeWire, not from X.
+    public var audioStreams: [SampleType] { [] }
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     /// The root window is already laid out as a rotated output shows it: frames are upright as captured.
     public var orientation: Orientation { .up }

@@ -1,6 +1,7 @@
 import BroadcastCapture
 import BroadcastClient
 import BroadcastCore
+import BroadcastHandlerKit
 import BroadcastInspect
 import BroadcastSystem
 import Testing
@@ -73,12 +74,12 @@ import Testing
     }
 
     @Test func fileURLs() {
-        #expect(InspectHandler.filePath(from: "file:///tmp/a%20b.json") == "/tmp/a b.json")
-        #expect(InspectHandler.filePath(from: "/tmp/x.json") == "/tmp/x.json")
-        #expect(InspectHandler.filePath(from: "file:///tmp/x.json?token=1#f") == "/tmp/x.json")
-        #expect(InspectHandler.filePath(from: "rtmp://host/app") == nil)
-        #expect(InspectHandler.filePath(from: "file://relative") == nil)
-        #expect(InspectHandler.filePath(from: nil) == nil)
+        #expect(FileURL.path(from: "file:///tmp/a%20b.json") == "/tmp/a b.json")
+        #expect(FileURL.path(from: "/tmp/x.json") == "/tmp/x.json")
+        #expect(FileURL.path(from: "file:///tmp/x.json?token=1#f") == "/tmp/x.json")
+        #expect(FileURL.path(from: "rtmp://host/app") == nil)
+        #expect(FileURL.path(from: "file://relative") == nil)
+        #expect(FileURL.path(from: nil) == nil)
     }
 }
 

@@ -1,0 +1,157 @@
+import BroadcastCore
+import CFFmpeg
+
+/// What a video encoder is asked for. `bitRate` nil means constant quality (`crf`).
+public struct VideoEncoderSettings: Equatable, Sendable {
+    public var width: Int
+    public var height: Int
+    public var framesPerSecond: Int
+    /// kbit/s; nil: constant quality.
+    public var bitRate: Int?
+    public var crf: Int
+    public var preset: String
+    public var tune: String?
+    /// Seconds between keyframes.
+    public var keyframeInterval: Double
+    /// 0: as many as x264 judges useful.
+    public var threads: Int
+
+    public init(width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int = 23, preset: String = "veryfast",
+                tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0) {
+        self.width = width
+        self.height = height
+        self.framesPerSecond = framesPerSecond
+        self.bitRate = bitRate
+        self.crf = crf
+        self.preset = preset
+        self.tune = tune
+        self.keyframeInterval = keyframeInterval
+        self.threads = threads
+    }
+}
+
+public struct AudioEncoderSettings: Equatable, Sendable {
+    /// An FFmpeg encoder name: `libopus` or `aac`.
+    public var codec: String
+    public var sampleRate: Int
+    public var channels: Int
+    /// kbit/s.
+    public var bitRate: Int
+    /// libopus complexity 0-10 (ignored by other encoders).
+    public var complexity: Int?
+
+    public init(codec: String = "libopus", sampleRate: Int = 48000, channels: Int, bitRate: Int, complexity: Int? = nil) {
+        self.codec = codec
+        self.sampleRate = sampleRate
+        self.channels = channels
+        self.bitRate = bitRate
+        self.complexity = complexity
+    }
+}
+
+/// One libavcodec encoder: libx264 for video (NV12 or I420 in, Annex B out), libopus or AAC for
+/// audio (interleaved float in). Frames go in with `send`, packets come out of `drain`.
+public final class Encoder {
+    public let context: UnsafeMutablePointer<AVCodecContext>
+    private let packet: UnsafeMutablePointer<AVPacket>
+    public let kind: String
+
+    /// Video time base: 90 kHz, the usual one for H.264 in MP4 and Matroska.
+    public static let videoTimeBase = AVRational(num: 1, den: 90000)
+
+    private init(codecName: String, kind: String, configure: (UnsafeMutablePointer<AVCodecContext>) throws(MediaError) -> Void) throws(MediaError) {
+        guard let codec = avcodec_find_encoder_by_name(codecName) else {
+            throw MediaError("open the \(kind) encoder", "this FFmpeg has no \(codecName) encoder (install Debian's libavcodec59, built with it)")
+        }
+        guard let context = avcodec_alloc_context3(codec), let packet = av_packet_alloc() else {
+            throw MediaError("open the \(kind) encoder", "out of memory")
+        }
+        self.context = context
+        self.packet = packet
+        self.kind = kind
+        try configure(context) // on failure, deinit frees both
+    }
+
+    deinit {
+        var context: UnsafeMutablePointer<AVCodecContext>? = self.context
+        avcodec_free_context(&context)
+        var packet: UnsafeMutablePointer<AVPacket>? = self.packet
+        av_packet_free(&packet)
+    }
+
+    /// libx264. `globalHeader`: the container keeps SPS/PPS in its header (MP4, Matroska), not in keyframes.
+    public static func video(_ settings: VideoEncoderSettings, pixelFormat: PixelFormat, globalHeader: Bool) throws(MediaError) -> Encoder {
+        try Encoder(codecName: "libx264", kind: "H.264") { context throws(MediaError) in
+            context.pointee.width = Int32(settings.width)
+            context.pointee.height = Int32(settings.height)
+            context.pointee.pix_fmt = pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
+            context.pointee.time_base = videoTimeBase
+            context.pointee.framerate = AVRational(num: Int32(settings.framesPerSecond), den: 1)
+            context.pointee.gop_size = Int32(max(1, (settings.keyframeInterval * Double(settings.framesPerSecond)).rounded()))
+            context.pointee.max_b_frames = 0
+            context.pointee.thread_count = Int32(settings.threads)
+            // The capture path converts with BT.709, limited range: say so in the stream.
+            context.pointee.color_range = AVCOL_RANGE_MPEG
+            context.pointee.colorspace = AVCOL_SPC_BT709
+            context.pointee.color_primaries = AVCOL_PRI_BT709
+            context.pointee.color_trc = AVCOL_TRC_BT709
+            if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
+            var options: [String: String] = ["preset": settings.preset]
+            if let tune = settings.tune, !tune.isEmpty, tune != "none" { options["tune"] = tune }
+            if let bitRate = settings.bitRate {
+                context.pointee.bit_rate = Int64(bitRate) * 1000
+                // A VBV of one second keeps the rate near the target, as streaming needs.
+                context.pointee.rc_max_rate = Int64(bitRate) * 1000
+                context.pointee.rc_buffer_size = Int32(bitRate * 1000)
+            } else {
+                options["crf"] = String(settings.crf)
+            }
+            try open(context, options: options, what: "the H.264 encoder (libx264)")
+        }
+    }
+
+    public static func audio(_ settings: AudioEncoderSettings, globalHeader: Bool) throws(MediaError) -> Encoder {
+        try Encoder(codecName: settings.codec, kind: settings.codec == "aac" ? "AAC" : "Opus") { context throws(MediaError) in
+            context.pointee.sample_rate = Int32(settings.sampleRate)
+            context.pointee.sample_fmt = settings.codec == "aac" ? AV_SAMPLE_FMT_FLTP : AV_SAMPLE_FMT_FLT
+            av_channel_layout_default(&context.pointee.ch_layout, Int32(settings.channels))
+            context.pointee.bit_rate = Int64(settings.bitRate) * 1000
+            context.pointee.time_base = AVRational(num: 1, den: Int32(settings.sampleRate))
+            if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
+            var options: [String: String] = [:]
+            if settings.codec == "libopus" {
+                options["application"] = "audio"
+                if let complexity = settings.complexity { context.pointee.compression_level = Int32(complexity) }
+            }
+            try open(context, options: options, what: "the \(settings.codec) encoder")
+        }
+    }
+
+    private static func open(_ context: UnsafeMutablePointer<AVCodecContext>, options: [String: String], what: String) throws(MediaError) {
+        var dictionary: OpaquePointer?
+        for (key, value) in options { av_dict_set(&dictionary, key, value, 0) }
+        defer { av_dict_free(&dictionary) }
+        try check(avcodec_open2(context, context.pointee.codec, &dictionary), "open \(what)")
+        if let unused = av_dict_get(dictionary, "", nil, AV_DICT_IGNORE_SUFFIX) {
+            throw MediaError("open \(what)", "it does not take the value '\(String(cString: unused.pointee.value))' for '\(String(cString: unused.pointee.key))'")
+        }
+    }
+
+    /// Samples per audio frame the encoder wants (the last may be shorter); 0 for video.
+    public var frameSize: Int { Int(context.pointee.frame_size) }
+    public var timeBase: AVRational { context.pointee.time_base }
+
+    /// Encodes `frame` (nil: flush), then hands every packet that is ready to `body`. The frame's
+    /// memory is not used after this returns.
+    public func encode(_ frame: UnsafeMutablePointer<AVFrame>?, _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+        let sent = avcodec_send_frame(context, frame)
+        if sent < 0 && !(frame == nil && sent == cff_error_eof()) { throw MediaError("encode \(kind)", code: sent) }
+        while true {
+            let received = avcodec_receive_packet(context, packet)
+            if received == cff_error_eagain() || received == cff_error_eof() { return }
+            try check(received, "encode \(kind)")
+            defer { av_packet_unref(packet) }
+            try body(packet)
+        }
+    }
+}

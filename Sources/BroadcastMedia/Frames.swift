@@ -1,0 +1,133 @@
+import BroadcastCore
+import CFFmpeg
+
+/// An AVFrame for the encoders. Video frames either borrow a sample's memory (no copy: libx264
+/// copies the picture into its own buffers while `Encoder.encode` runs) or are scaled into owned
+/// buffers; audio frames own interleaved float samples.
+public final class MediaFrame {
+    public let frame: UnsafeMutablePointer<AVFrame>
+
+    private init() throws(MediaError) {
+        guard let frame = av_frame_alloc() else { throw MediaError("allocate a frame", "out of memory") }
+        self.frame = frame
+    }
+
+    deinit {
+        var frame: UnsafeMutablePointer<AVFrame>? = self.frame
+        av_frame_free(&frame)
+    }
+
+    /// A frame for `borrow`.
+    public static func empty() throws(MediaError) -> MediaFrame { try MediaFrame() }
+
+    /// Points this frame at `data` for the next `encode`. The buffer reference is a no-op one, so
+    /// libavcodec takes it as reference-counted and does not copy it.
+    public func borrow(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64, keyframe: Bool) throws(MediaError) {
+        av_frame_unref(frame)
+        guard let base = data.baseAddress,
+              let buffer = av_buffer_create(UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), data.count,
+                                            { _, _ in }, nil, AV_BUFFER_FLAG_READONLY) else {
+            throw MediaError("wrap a video frame", "out of memory")
+        }
+        frame.pointee.buf.0 = buffer
+        frame.pointee.width = Int32(format.width)
+        frame.pointee.height = Int32(format.height)
+        frame.pointee.format = (format.pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12).rawValue
+        let planes = format.planes
+        withUnsafeMutableBytes(of: &frame.pointee.data) { pointers in
+            for (i, plane) in planes.enumerated() {
+                pointers.storeBytes(of: UnsafeMutablePointer(mutating: (base + plane.offset).assumingMemoryBound(to: UInt8.self)),
+                                    toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>>.stride, as: UnsafeMutablePointer<UInt8>?.self)
+            }
+        }
+        withUnsafeMutableBytes(of: &frame.pointee.linesize) { sizes in
+            for (i, plane) in planes.enumerated() { sizes.storeBytes(of: Int32(plane.stride), toByteOffset: i * 4, as: Int32.self) }
+        }
+        setVideo(pts: pts, keyframe: keyframe)
+    }
+
+    func setVideo(pts: Int64, keyframe: Bool) {
+        frame.pointee.pts = pts
+        frame.pointee.pict_type = keyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+    }
+
+    /// An owned frame of `format` (for scaled video).
+    public static func video(width: Int, height: Int, pixelFormat: PixelFormat) throws(MediaError) -> MediaFrame {
+        let owned = try MediaFrame()
+        owned.frame.pointee.width = Int32(width)
+        owned.frame.pointee.height = Int32(height)
+        owned.frame.pointee.format = (pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12).rawValue
+        try check(av_frame_get_buffer(owned.frame, 0), "allocate a \(width)x\(height) frame")
+        return owned
+    }
+
+    /// An owned frame of up to `samples` interleaved float samples (planar when `planar`, for AAC).
+    public static func audio(samples: Int, channels: Int, sampleRate: Int, planar: Bool) throws(MediaError) -> MediaFrame {
+        let owned = try MediaFrame()
+        owned.frame.pointee.nb_samples = Int32(samples)
+        owned.frame.pointee.format = (planar ? AV_SAMPLE_FMT_FLTP : AV_SAMPLE_FMT_FLT).rawValue
+        owned.frame.pointee.sample_rate = Int32(sampleRate)
+        av_channel_layout_default(&owned.frame.pointee.ch_layout, Int32(channels))
+        try check(av_frame_get_buffer(owned.frame, 0), "allocate an audio frame")
+        return owned
+    }
+
+    /// Fills this audio frame with `samples` interleaved frames of `channels` floats, stamped `pts`.
+    public func fillAudio(_ samples: UnsafeBufferPointer<Float>, frames: Int, pts: Int64) throws(MediaError) {
+        try check(av_frame_make_writable(frame), "prepare an audio frame")
+        let channels = Int(frame.pointee.ch_layout.nb_channels)
+        frame.pointee.nb_samples = Int32(frames)
+        frame.pointee.pts = pts
+        if frame.pointee.format == AV_SAMPLE_FMT_FLTP.rawValue {
+            for c in 0..<channels {
+                let plane = frame.pointee.extended_data[c]!.withMemoryRebound(to: Float.self, capacity: frames) { $0 }
+                for i in 0..<frames { plane[i] = samples[i * channels + c] }
+            }
+        } else {
+            frame.pointee.data.0!.withMemoryRebound(to: Float.self, capacity: frames * channels) { out in
+                out.update(from: samples.baseAddress!, count: frames * channels)
+            }
+        }
+    }
+}
+
+/// Scales NV12/I420 frames to another size (libswscale, bilinear), into an owned frame.
+public final class VideoScaler {
+    private let context: OpaquePointer
+    public let output: MediaFrame
+    private let source: VideoFormat
+
+    public init(from source: VideoFormat, toWidth width: Int, height: Int) throws(MediaError) {
+        let pixelFormat = source.pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
+        guard let context = sws_getContext(Int32(source.width), Int32(source.height), pixelFormat, Int32(width), Int32(height), pixelFormat,
+                                           SWS_BILINEAR, nil, nil, nil) else {
+            throw MediaError("scale video", "libswscale cannot scale \(source) to \(width)x\(height)")
+        }
+        self.context = context
+        self.source = source
+        output = try MediaFrame.video(width: width, height: height, pixelFormat: source.pixelFormat)
+    }
+
+    deinit { sws_freeContext(context) }
+
+    /// Scales `data` (laid out as the source format) into `output`, stamped `pts`.
+    public func scale(_ data: UnsafeRawBufferPointer, pts: Int64, keyframe: Bool) throws(MediaError) -> MediaFrame {
+        try check(av_frame_make_writable(output.frame), "prepare a scaled frame")
+        let planes = source.planes
+        var sources: [UnsafePointer<UInt8>?] = planes.map { data.baseAddress!.advanced(by: $0.offset).assumingMemoryBound(to: UInt8.self) }
+        var strides: [Int32] = planes.map { Int32($0.stride) }
+        sources += Array(repeating: nil, count: 4 - sources.count)
+        strides += Array(repeating: 0, count: 4 - strides.count)
+        let frame = output.frame
+        let result = withUnsafeMutableBytes(of: &frame.pointee.data) { dst in
+            withUnsafeMutableBytes(of: &frame.pointee.linesize) { dstStride in
+                sws_scale(context, sources, strides, 0, Int32(source.height),
+                          dst.baseAddress!.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self),
+                          dstStride.baseAddress!.assumingMemoryBound(to: Int32.self))
+            }
+        }
+        try check(result, "scale video")
+        output.setVideo(pts: pts, keyframe: keyframe)
+        return output
+    }
+}

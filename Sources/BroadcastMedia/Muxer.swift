@@ -1,0 +1,136 @@
+import CFFmpeg
+
+/// Writes encoded streams into a file or a network URL through libavformat.
+public final class Muxer {
+    /// The containers broadcastd writes.
+    public enum Container: String, Sendable {
+        /// MP4 in fragments of at most a second: everything up to the last fragment plays even if
+        /// the process dies.
+        case fragmentedMP4 = "mp4"
+        case matroska
+        case mpegts
+        case flv
+
+        /// From a file name's extension, or nil for one broadcastd does not write.
+        public init?(fileExtension: String) {
+            switch fileExtension.lowercased() {
+            case "mp4", "m4v", "mov": self = .fragmentedMP4
+            case "mkv": self = .matroska
+            default: return nil
+            }
+        }
+
+        var formatName: String { self == .fragmentedMP4 ? "mp4" : rawValue }
+    }
+
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private let url: String
+    private let container: Container
+    private var started = false
+
+    public init(url: String, container: Container) throws(MediaError) {
+        var context: UnsafeMutablePointer<AVFormatContext>?
+        try check(avformat_alloc_output_context2(&context, nil, container.formatName, url), "prepare the \(container.formatName) muxer")
+        self.context = context
+        self.url = url
+        self.container = container
+        // Each packet goes to the file (or socket) when written, not when a buffer fills.
+        context!.pointee.flush_packets = 1
+    }
+
+    deinit {
+        for (packet, _) in held.values { var owned: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&owned) }
+        if let context {
+            if started { avio_closep(&context.pointee.pb) }
+            avformat_free_context(context)
+        }
+    }
+
+    /// Whether encoders must put their parameter sets in the header (`Encoder` `globalHeader`).
+    public var wantsGlobalHeader: Bool { (context!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 }
+
+    /// Adds a stream carrying what `encoder` produces; returns its index.
+    @discardableResult
+    public func addStream(for encoder: Encoder, rotation degrees: Int = 0) throws(MediaError) -> Int {
+        guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
+        try check(avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "add a \(encoder.kind) stream")
+        stream.pointee.time_base = encoder.timeBase
+        if degrees % 360 != 0, let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) {
+            // av_display_rotation_set turns counter-clockwise; the orientation says clockwise.
+            matrix.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(-degrees)) }
+        }
+        return Int(stream.pointee.index)
+    }
+
+    /// Opens the output and writes the header.
+    public func start() throws(MediaError) {
+        guard let context else { return }
+        var options: OpaquePointer?
+        defer { av_dict_free(&options) }
+        switch container {
+        case .fragmentedMP4:
+            av_dict_set(&options, "movflags", "+frag_keyframe+empty_moov+default_base_moof", 0)
+            av_dict_set(&options, "frag_duration", "1000000", 0)
+        case .matroska:
+            av_dict_set(&options, "cluster_time_limit", "1000", 0)
+        case .mpegts, .flv:
+            break
+        }
+        if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
+            try check(avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, nil), "open \(url) for writing")
+        }
+        started = true
+        // Interleave within a second: a stream that pauses (a still screen) does not hold the others back.
+        context.pointee.max_interleave_delta = 1_000_000
+        try check(avformat_write_header(context, &options), "write the \(container.formatName) header to \(url)")
+    }
+
+    /// Writes one packet of `stream`, its timestamps in `timeBase`.
+    public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        guard let context else { return }
+        packet.pointee.stream_index = Int32(stream)
+        av_packet_rescale_ts(packet, timeBase, context.pointee.streams[stream]!.pointee.time_base)
+        try check(av_interleaved_write_frame(context, packet), "write to \(url)")
+    }
+
+    /// Packets held back until the next one of their stream says how long they last.
+    private var held: [Int: (packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational)] = [:]
+
+    /// Like `write`, for a stream whose frames last until the next one (variable frame rate, no
+    /// B-frames): the packet is written when the next one comes, or at `finish`, with its duration.
+    public func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        try release(stream, until: packet.pointee.dts)
+        guard let copy = av_packet_alloc() else { throw MediaError("write to \(url)", "out of memory") }
+        av_packet_move_ref(copy, packet)
+        held[stream] = (copy, timeBase)
+    }
+
+    /// Writes the held packet of `stream`, lasting until `end` (in its time base).
+    private func release(_ stream: Int, until end: Int64) throws(MediaError) {
+        guard let (packet, timeBase) = held.removeValue(forKey: stream) else { return }
+        defer { var owned: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&owned) }
+        packet.pointee.duration = max(1, end - packet.pointee.pts)
+        try write(packet, stream: stream, timeBase: timeBase)
+    }
+
+    /// Writes the packet `stream` holds back, ending at `end` (a time in the time base it was written with).
+    public func endStream(_ stream: Int, at end: Int64) throws(MediaError) {
+        try release(stream, until: end)
+    }
+
+    /// Bytes written so far.
+    public var bytesWritten: Int64 {
+        guard let pb = context?.pointee.pb else { return 0 }
+        return avio_tell(pb)
+    }
+
+    /// Writes what is buffered and the trailer, and closes the output. Safe to call once only.
+    public func finish() throws(MediaError) {
+        guard let context, started else { return }
+        defer {
+            avio_closep(&context.pointee.pb)
+            started = false
+        }
+        try check(av_write_trailer(context), "finish \(url)")
+    }
+}

@@ -1,0 +1,249 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Holds an audio source to the timestamps its chunks carry. A device's sample clock runs a
+/// little fast or slow against CLOCK_MONOTONIC, so counting samples drifts away from the video;
+/// the controller compares where a chunk's timestamp says it belongs with where counting would
+/// put it, smooths that error, and asks for a gentle stretch (at most `maxRate`, 0.2 %: a pitch
+/// change nobody hears) that closes it within a couple of seconds. Errors under `deadband` are
+/// left alone, so a source with exact timestamps passes through bit for bit.
+struct DriftController {
+    var smoothedError = 0.0
+    /// Samples of error that are left alone (0.5 ms at 48 kHz).
+    let deadband: Double
+    /// The stretch that corrects an error of `responseSamples` within about a second.
+    let responseSamples: Double
+    let maxRate = 0.002
+    private let smoothing = 0.1
+
+    init(sampleRate: Int) {
+        deadband = Double(sampleRate) / 2000
+        responseSamples = Double(sampleRate)
+    }
+
+    /// The input samples to consume per output sample for the next chunk, given how far (in
+    /// samples) its timestamp puts it ahead of where it would be placed.
+    mutating func step(forError error: Double) -> Double {
+        smoothedError += smoothing * (error - smoothedError)
+        guard abs(smoothedError) > deadband else { return 1 }
+        let rate = min(maxRate, max(-maxRate, smoothedError / responseSamples))
+        return 1 - rate
+    }
+
+    mutating func reset() { smoothedError = 0 }
+}
+
+/// Resamples by a ratio within a fraction of a percent of 1 (cubic Catmull-Rom interpolation),
+/// carrying its position across chunks. At a ratio of exactly 1 on a whole-sample position it
+/// copies its input unchanged.
+struct Stretcher {
+    let channels: Int
+    /// The last three frames of the previous chunk (frames -3, -2, -1).
+    private var history: [Float]
+    /// Where the next output frame is read, in frames of the next chunk (-2 ..< 1).
+    private(set) var readPosition = 0.0
+
+    init(channels: Int) {
+        self.channels = channels
+        history = Array(repeating: 0, count: 3 * channels)
+    }
+
+    mutating func process(_ input: UnsafeBufferPointer<Float>, step: Double, into output: inout [Float]) {
+        let frames = input.count / channels
+        guard frames > 0 else { return }
+        if step == 1 && readPosition == 0 {
+            output.append(contentsOf: input)
+        } else {
+            func sample(_ frame: Int, _ channel: Int) -> Float {
+                frame < 0 ? history[(3 + frame) * channels + channel] : input[frame * channels + channel]
+            }
+            // Frame i needs frames i-1 ... i+2; whole positions need only frame i.
+            while true {
+                let i = Int(readPosition.rounded(.down))
+                let t = Float(readPosition - Double(i))
+                if t == 0 ? i >= frames : i + 2 >= frames { break }
+                for c in 0..<channels {
+                    let x0 = sample(i, c)
+                    if t == 0 { output.append(x0); continue }
+                    let xm1 = sample(i - 1, c), x1 = sample(i + 1, c), x2 = sample(i + 2, c)
+                    output.append(x0 + 0.5 * t * (x1 - xm1 + t * (2 * xm1 - 5 * x0 + 4 * x1 - x2 + t * (3 * (x0 - x1) + x2 - xm1))))
+                }
+                readPosition += step
+            }
+            readPosition -= Double(frames)
+        }
+        // Keep the last three frames (fewer in a short chunk: shift the older ones along).
+        let keep = min(frames, 3)
+        history.removeFirst(keep * channels)
+        history.append(contentsOf: input[(frames - keep) * channels ..< frames * channels])
+    }
+}
+
+/// One output audio track in file time: one input (app or mic) or several mixed (app + mic),
+/// each placed where its timestamps say, in file samples from the start of the recording.
+/// What no input covered is silence, counted. Segment joins fade each input out over its last
+/// `fadeFrames` real samples and in over its first ones, on equal-power (sine/cosine) curves,
+/// so where the two sides overlap the join is a crossfade and no join ever clicks.
+struct AudioTimeline {
+    struct Input {
+        var gain: Float
+        /// File position of this input's next sample; nil between segments.
+        var position: Int64?
+        var drift: DriftController
+        var stretcher: Stretcher
+        /// Samples of fade-in still to apply.
+        var fadeIn = 0
+        /// Where the previous segment's fade-out starts: the next segment's audio before it is
+        /// dropped, and its fade-in starts no earlier, so an overlap becomes a crossfade.
+        var joinStart: Int64?
+        /// This input's samples from `emitted` on, gain applied.
+        var buffer: [Float] = []
+    }
+
+    struct Counters: Equatable {
+        /// Frames of silence standing in for audio that never came (gaps, segment ends).
+        var missingFrames: Int64 = 0
+        /// Frames dropped because they came too late or overlapped what was already placed.
+        var droppedFrames: Int64 = 0
+        /// Largest smoothed clock error seen, in frames.
+        var maxDriftFrames = 0.0
+    }
+
+    let channels: Int
+    let sampleRate: Int
+    let fadeFrames: Int
+    /// How far an input may fall behind the leading one before the track goes on without it.
+    let latencyFrames: Int64
+    /// A jump this large between timestamps and placement is a gap or an overlap, not drift.
+    let jumpFrames: Int64
+    private(set) var inputs: [Input]
+    /// File position up to which the track was handed to the encoder.
+    private(set) var emitted: Int64 = 0
+    /// Where the current segment starts (the audio before it belongs to the previous one).
+    private var segmentStart: Int64 = 0
+    private(set) var counters = Counters()
+    private var scratch: [Float] = []
+
+    init(channels: Int, sampleRate: Int, gains: [Float], fadeMilliseconds: Int = 10) {
+        self.channels = channels
+        self.sampleRate = sampleRate
+        fadeFrames = sampleRate * fadeMilliseconds / 1000
+        latencyFrames = Int64(sampleRate / 5)
+        jumpFrames = Int64(sampleRate / 25)
+        inputs = gains.map { Input(gain: $0, drift: DriftController(sampleRate: sampleRate), stretcher: Stretcher(channels: channels)) }
+    }
+
+    /// Places a chunk of `input` (interleaved, `channels` wide) whose first sample belongs at file position `expected`.
+    mutating func place(_ input: Int, _ samples: UnsafeBufferPointer<Float>, at position: Int64) {
+        var chunk = samples
+        var expected = position // of the chunk's first sample still in `chunk`
+        var state = inputs[input]
+        if let position = state.position {
+            let error = Double(expected - position) - state.stretcher.readPosition
+            if abs(error) > Double(jumpFrames) {
+                if error > 0 {
+                    counters.missingFrames += expected - position
+                    state.position = expected
+                } else {
+                    let overlap = min(Int(position - expected), chunk.count / channels)
+                    counters.droppedFrames += Int64(overlap)
+                    chunk = UnsafeBufferPointer(rebasing: chunk[(overlap * channels)...])
+                    expected += Int64(overlap)
+                }
+                state.drift.reset()
+            }
+        } else {
+            if let join = state.joinStart, expected < join {
+                let before = min(Int(join - expected), chunk.count / channels)
+                chunk = UnsafeBufferPointer(rebasing: chunk[(before * channels)...])
+                expected += Int64(before)
+            }
+            guard !chunk.isEmpty else { return }
+            state.stretcher = Stretcher(channels: channels)
+            if expected > segmentStart && expected > emitted { counters.missingFrames += expected - max(segmentStart, emitted) }
+            state.position = expected
+            state.fadeIn = fadeFrames
+        }
+        let step = state.drift.step(forError: Double(expected - state.position!) - state.stretcher.readPosition)
+        counters.maxDriftFrames = max(counters.maxDriftFrames, abs(state.drift.smoothedError))
+        scratch.removeAll(keepingCapacity: true)
+        state.stretcher.process(chunk, step: step, into: &scratch)
+        let frames = scratch.count / channels
+        for f in 0..<min(state.fadeIn, frames) {
+            let weight = fadeWeight(fadeFrames - state.fadeIn + f, rising: true)
+            for c in 0..<channels { scratch[f * channels + c] *= weight }
+        }
+        state.fadeIn = max(0, state.fadeIn - frames)
+        let start = state.position!
+        state.position = start + Int64(frames)
+        inputs[input] = state
+        write(input, at: start, frames: frames)
+    }
+
+    private mutating func write(_ input: Int, at start: Int64, frames: Int) {
+        let skip = Int(max(0, emitted - start))
+        if skip > 0 { counters.droppedFrames += Int64(min(skip, frames)) }
+        guard skip < frames else { return }
+        let offset = Int(start + Int64(skip) - emitted) * channels
+        let count = (frames - skip) * channels
+        if inputs[input].buffer.count < offset + count {
+            inputs[input].buffer.append(contentsOf: repeatElement(0, count: offset + count - inputs[input].buffer.count))
+        }
+        let gain = inputs[input].gain
+        inputs[input].buffer.withUnsafeMutableBufferPointer { buffer in
+            for i in 0..<count { buffer[offset + i] += gain * scratch[skip * channels + i] }
+        }
+    }
+
+    /// Ends the current segment at file position `end`: what lies beyond is cut, each input fades
+    /// out over its last real samples, and what no input reached is counted as missing.
+    mutating func endSegment(at end: Int64) {
+        for index in inputs.indices {
+            guard let position = inputs[index].position else { continue }
+            let last = min(position, end)
+            if position < end { counters.missingFrames += end - max(position, emitted) }
+            let keep = Int(max(0, last - emitted)) * channels
+            if inputs[index].buffer.count > keep { inputs[index].buffer.removeLast(inputs[index].buffer.count - keep) }
+            let fade = min(fadeFrames, keep / channels)
+            let first = keep / channels - fade
+            inputs[index].joinStart = last - Int64(fade)
+            for f in 0..<fade {
+                let weight = fadeWeight(f, rising: false)
+                for c in 0..<channels { inputs[index].buffer[(first + f) * channels + c] *= weight }
+            }
+            inputs[index].position = nil
+        }
+        segmentStart = end
+    }
+
+    /// Equal-power curve: sin rising, cos falling, over `fadeFrames`; step `index` of it.
+    private func fadeWeight(_ index: Int, rising: Bool) -> Float {
+        let angle = Double.pi / 2 * Double(index + 1) / Double(fadeFrames + 1)
+        return Float(rising ? sin(angle) : cos(angle))
+    }
+
+    /// How far the track can be handed on now: the slowest input that keeps up, and no further
+    /// than `limit` (the end of the video so far), less the fade length, since a segment that
+    /// ends there fades out those samples.
+    func ready(limit: Int64) -> Int64 {
+        let positions = inputs.compactMap(\.position)
+        guard let leader = positions.max(), let slowest = positions.min() else { return emitted }
+        return max(emitted, min(limit, max(slowest, leader - latencyFrames)) - Int64(fadeFrames))
+    }
+
+    /// Mixes and hands on the frames from `emitted` up to `end`, silence where no input reached.
+    mutating func drain(upTo end: Int64, into output: inout [Float]) {
+        let frames = Int(max(0, end - emitted))
+        guard frames > 0 else { return }
+        let count = frames * channels
+        let base = output.count
+        output.append(contentsOf: repeatElement(0, count: count))
+        for index in inputs.indices {
+            let available = min(count, inputs[index].buffer.count)
+            for i in 0..<available { output[base + i] += inputs[index].buffer[i] }
+            inputs[index].buffer.removeFirst(available)
+        }
+        emitted = end
+    }
+}

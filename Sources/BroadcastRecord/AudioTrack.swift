@@ -1,0 +1,118 @@
+import BroadcastCore
+import BroadcastMedia
+import CFFmpeg
+
+/// One audio track of the recording: its timeline (placement, drift, joins), its encoder and
+/// its stream in the file.
+final class AudioTrack {
+    let name: String
+    /// Which capture stream feeds which timeline input.
+    let inputs: [SampleType: Int]
+    private(set) var timeline: AudioTimeline
+    private let encoder: Encoder
+    private let frame: MediaFrame
+    private let stream: Int
+    private var pending: [Float] = []
+    private var converted: [Float] = []
+    /// Samples handed to the encoder: the next frame's pts.
+    private var encoded: Int64 = 0
+
+    init(name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings, muxer: Muxer) throws(MediaError) {
+        self.name = name
+        inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
+        timeline = AudioTimeline(channels: settings.channels, sampleRate: settings.sampleRate, gains: streams.map { gains[$0] ?? 1 })
+        encoder = try Encoder.audio(settings, globalHeader: muxer.wantsGlobalHeader)
+        frame = try MediaFrame.audio(samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate, planar: settings.codec == "aac")
+        stream = try muxer.addStream(for: encoder)
+    }
+
+    var channels: Int { timeline.channels }
+    var sampleRate: Int { timeline.sampleRate }
+
+    /// Places a chunk of `stream` whose first sample belongs at file time `time` (ns), then encodes
+    /// what is ready, up to the end of the video so far (`videoEnd`, ns), where a pause may cut.
+    func add(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, from stream: SampleType, at time: Int64,
+             videoEnd: UInt64, muxer: Muxer) throws(MediaError) {
+        guard let input = inputs[stream] else { return }
+        converted.removeAll(keepingCapacity: true)
+        PCM.appendFloat(data, format: format, frames: frames, channels: channels, to: &converted)
+        let position = time >= 0 ? (time * Int64(sampleRate) + 500_000_000) / 1_000_000_000 : -((-time * Int64(sampleRate) + 500_000_000) / 1_000_000_000)
+        converted.withUnsafeBufferPointer { timeline.place(input, $0, at: position) }
+        timeline.drain(upTo: timeline.ready(limit: self.frames(videoEnd)), into: &pending)
+        try encodePending(muxer: muxer, final: false)
+    }
+
+    /// Ends the current segment at file time `end` (ns).
+    func endSegment(at end: UInt64) {
+        timeline.endSegment(at: frames(end))
+    }
+
+    /// Hands on everything up to file time `end` (the end of the recording) and flushes the encoder.
+    func finish(at end: UInt64, muxer: Muxer) throws(MediaError) {
+        timeline.endSegment(at: frames(end))
+        timeline.drain(upTo: frames(end), into: &pending)
+        try encodePending(muxer: muxer, final: true)
+    }
+
+    private func frames(_ ns: UInt64) -> Int64 { Int64((ns * UInt64(sampleRate) + 500_000_000) / 1_000_000_000) }
+
+    private func encodePending(muxer: Muxer, final: Bool) throws(MediaError) {
+        let frameSize = encoder.frameSize
+        var used = 0
+        while pending.count - used >= frameSize * channels || (final && pending.count > used) {
+            let frames = min(frameSize, (pending.count - used) / channels)
+            try pending.withUnsafeBufferPointer { all in
+                Result { () throws(MediaError) in try frame.fillAudio(UnsafeBufferPointer(rebasing: all[used...]), frames: frames, pts: encoded) }
+            }.get()
+            used += frames * channels
+            encoded += Int64(frames)
+            try encoder.encode(frame.frame) { packet throws(MediaError) in try muxer.write(packet, stream: stream, timeBase: encoder.timeBase) }
+        }
+        pending.removeFirst(used)
+        if final {
+            try encoder.encode(nil) { packet throws(MediaError) in try muxer.write(packet, stream: stream, timeBase: encoder.timeBase) }
+        }
+    }
+
+    /// What the result reports about this track.
+    var summary: [String: Double] {
+        let counters = timeline.counters
+        let ms = 1000 / Double(sampleRate)
+        return ["missingMs": Double(counters.missingFrames) * ms, "droppedMs": Double(counters.droppedFrames) * ms,
+                "maxClockOffsetMs": counters.maxDriftFrames * ms]
+    }
+
+    /// The current clock offset of the input furthest off, ms.
+    var clockOffsetMs: Double {
+        timeline.inputs.map { abs($0.drift.smoothedError) }.max().map { $0 * 1000 / Double(sampleRate) } ?? 0
+    }
+}
+
+/// Interleaved PCM as delivered (f32 or s16, 1 or 2 channels) to interleaved float with the
+/// track's channel count: mono is copied to both sides, stereo averaged to mono.
+enum PCM {
+    static func appendFloat(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, channels: Int, to output: inout [Float]) {
+        let inChannels = format.channels
+        let available = min(frames, data.count / max(1, format.bytesPerFrame))
+        func value(_ index: Int) -> Float {
+            switch format.sampleFormat {
+            case .float32: data.loadUnaligned(fromByteOffset: index * 4, as: Float.self)
+            case .s16: Float(data.loadUnaligned(fromByteOffset: index * 2, as: Int16.self)) / 32768
+            }
+        }
+        output.reserveCapacity(output.count + available * channels)
+        for f in 0..<available {
+            let base = f * inChannels
+            if inChannels == channels {
+                for c in 0..<channels { output.append(value(base + c)) }
+            } else if channels == 1 {
+                var sum: Float = 0
+                for c in 0..<inChannels { sum += value(base + c) }
+                output.append(sum / Float(inChannels))
+            } else {
+                let v = value(base)
+                for c in 0..<channels { output.append(inChannels == 1 ? v : value(base + min(c, inChannels - 1))) }
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import BroadcastMedia
+import BroadcastSystem
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where recordings go, and the checks made before the first byte is written, so that a wrong
+/// path fails at the start with a message that says what to do.
+enum OutputPath {
+    /// `$XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4`; XDG_VIDEOS_DIR from the environment, else
+    /// from `$XDG_CONFIG_HOME/user-dirs.dirs`, else `~/Videos`.
+    static func defaultRecording() -> String {
+        let home = Environment.get("HOME") ?? "/tmp"
+        var videos = Environment.get("XDG_VIDEOS_DIR")
+        if videos == nil {
+            let config = Environment.get("XDG_CONFIG_HOME") ?? home + "/.config"
+            videos = userDirsEntry(file: config + "/user-dirs.dirs", key: "XDG_VIDEOS_DIR", home: home)
+        }
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        var name = [CChar](repeating: 0, count: 64)
+        let length = strftime(&name, name.count, "%Y-%m-%d_%H-%M-%S", &parts)
+        let stamp = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (videos ?? home + "/Videos") + "/Broadcasts/\(stamp).mp4"
+    }
+
+    /// `XDG_VIDEOS_DIR="$HOME/Videos"` lines as xdg-user-dirs writes them.
+    static func userDirsEntry(file: String, key: String, home: String) -> String? {
+        guard let bytes = try? FileSystem.readFile(file, limit: 64 << 10) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self)
+        for line in text.split(separator: "\n") where line.hasPrefix(key + "=") {
+            let value = line.dropFirst(key.count + 1).trimming("\"")
+            return value.replacing("$HOME", with: home)
+        }
+        return nil
+    }
+
+    /// Checks that `path` can be created: its folder exists (or is created, for the default
+    /// location) and is writable, and the file does not exist unless `overwrite`.
+    static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool) throws(MediaError) {
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        let folder = directory.isEmpty ? "/" : directory
+        if createDirectory { makeDirectories(folder) }
+        var info = stat()
+        guard stat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw MediaError("cannot write \(path)", "the folder \(folder) does not exist: create it, or choose another file")
+        }
+        guard access(folder, W_OK) == 0 else {
+            throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
+        }
+        if !overwrite && access(path, F_OK) == 0 {
+            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or set overwrite=true")
+        }
+    }
+
+    static func size(of path: String) -> Int64? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
+    }
+
+    private static func makeDirectories(_ path: String) {
+        var prefix = ""
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            mkdir(prefix, 0o755)
+        }
+    }
+}
+
+extension Substring {
+    func trimming(_ character: Character) -> String {
+        String(drop(while: { $0 == character }).reversed().drop(while: { $0 == character }).reversed())
+    }
+}

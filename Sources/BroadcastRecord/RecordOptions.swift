@@ -1,0 +1,148 @@
+import BroadcastCore
+import BroadcastHandlerKit
+import BroadcastMedia
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `record` handler's settings, from its broadcast URL and setup fields
+/// (share/broadcastd/handlers/record.json lists them with their defaults).
+struct RecordOptions: Equatable {
+    enum AudioLayout: Equatable {
+        /// One track per stream, app first.
+        case separate([SampleType])
+        /// Both streams mixed into one track.
+        case mixed
+        case none
+    }
+
+    var path: String
+    var container: Muxer.Container
+    var overwrite = false
+    var video: VideoEncoderSettings
+    /// nil: the captured size.
+    var size: (width: Int, height: Int)?
+    /// nil: the captured rate.
+    var framesPerSecond: Int?
+    /// nil: what the samples say.
+    var rotation: Int?
+    var audio: AudioLayout = .separate([.audioApp, .audioMic])
+    var gains: [SampleType: Float] = [.audioApp: 1, .audioMic: 1]
+    /// nil: the captured channel count.
+    var channels: Int?
+    /// kbit/s per track; nil: 64 per channel.
+    var audioBitRate: Int?
+    var opusComplexity = 10
+
+    static func == (a: RecordOptions, b: RecordOptions) -> Bool {
+        a.path == b.path && a.container == b.container && a.overwrite == b.overwrite && a.video == b.video
+            && a.size?.width == b.size?.width && a.size?.height == b.size?.height && a.framesPerSecond == b.framesPerSecond
+            && a.rotation == b.rotation && a.audio == b.audio && a.gains == b.gains && a.channels == b.channels
+            && a.audioBitRate == b.audioBitRate && a.opusComplexity == b.opusComplexity
+    }
+
+    struct Invalid: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// `defaultPath` is where a broadcast without a URL goes.
+    init(url: String?, setupInfo: [String: String], defaultPath: () -> String) throws(Invalid) {
+        let path: String
+        if let url, !url.isEmpty {
+            guard let file = FileURL.path(from: url) else {
+                throw Invalid("'\(url)' is not a file: give a file:// URL or an absolute path ending in .mp4 or .mkv")
+            }
+            path = file
+        } else {
+            path = defaultPath()
+        }
+        let ext = path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(String.init) ?? ""
+        guard let container = Muxer.Container(fileExtension: ext) else {
+            throw Invalid("'\(path)': record writes .mp4 (fragmented MP4, playable even if recording stops abruptly) or .mkv (Matroska); name the file with one of these")
+        }
+        self.path = path
+        self.container = container
+        video = VideoEncoderSettings(width: 0, height: 0, framesPerSecond: 0)
+
+        var fields = setupInfo.filter { !$0.value.isEmpty }
+        func take(_ key: String) -> String? { fields.removeValue(forKey: key) }
+        func integer(_ key: String, _ range: ClosedRange<Int>, _ what: String) throws(Invalid) -> Int? {
+            guard let text = take(key) else { return nil }
+            guard let value = Int(text), range.contains(value) else { throw Invalid("\(key) '\(text)': \(what) (\(range.lowerBound)-\(range.upperBound))") }
+            return value
+        }
+        func decibels(_ key: String) throws(Invalid) -> Float? {
+            guard let text = take(key) else { return nil }
+            guard let value = Double(text), (-60...30).contains(value) else { throw Invalid("\(key) '\(text)': a gain in dB from -60 to 30") }
+            return Float(pow(10, value / 20))
+        }
+
+        overwrite = try flag(take("overwrite"), "overwrite")
+        if let codec = take("codec"), codec.lowercased() != "h264" {
+            throw Invalid("codec '\(codec)': record encodes H.264 (libx264) only")
+        }
+        video.bitRate = try integer("videoBitRate", 100...200_000, "kbit/s; leave it empty for constant quality (crf)")
+        video.crf = try integer("crf", 0...51, "x264 constant quality, lower is better") ?? 23
+        if let preset = take("preset") {
+            let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+            guard presets.contains(preset) else { throw Invalid("preset '\(preset)': one of \(presets.joined(separator: ", "))") }
+            video.preset = preset
+        }
+        if let tune = take("tune") {
+            let tunes = ["none", "zerolatency", "film", "animation", "grain", "stillimage", "psnr", "ssim", "fastdecode"]
+            guard tunes.contains(tune) else { throw Invalid("tune '\(tune)': one of \(tunes.joined(separator: ", "))") }
+            video.tune = tune
+        }
+        if let text = take("keyframeInterval") {
+            guard let seconds = Double(text), seconds > 0, seconds <= 60 else { throw Invalid("keyframeInterval '\(text)': seconds between keyframes (0.1-60)") }
+            video.keyframeInterval = seconds
+        }
+        video.threads = try integer("threads", 0...32, "x264 threads, 0 for automatic") ?? 0
+        if let text = take("size"), text != "input" {
+            let parts = text.split(separator: "x").compactMap { Int($0) }
+            guard parts.count == 2, (16...8192).contains(parts[0]), (16...8192).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
+                throw Invalid("size '\(text)': 'input' or WIDTHxHEIGHT, both even, e.g. 1280x720")
+            }
+            size = (parts[0], parts[1])
+        }
+        if let text = take("frameRate"), text != "input" {
+            guard let fps = Int(text), (1...240).contains(fps) else { throw Invalid("frameRate '\(text)': 'input' or frames per second (1-240)") }
+            framesPerSecond = fps
+        }
+        if let text = take("orientation"), text != "auto" {
+            guard let degrees = Int(text), [0, 90, 180, 270].contains(degrees) else { throw Invalid("orientation '\(text)': auto, 0, 90, 180 or 270 (degrees clockwise)") }
+            rotation = degrees
+        }
+
+        let mix = try flag(take("mix"), "mix")
+        var streams: [SampleType] = []
+        for name in (take("audio") ?? "app,mic").split(separator: ",").map({ $0.trimming(" ") }) {
+            switch name {
+            case "app": streams.append(.audioApp)
+            case "mic": streams.append(.audioMic)
+            case "none": break
+            default: throw Invalid("audio '\(name)': app, mic, 'app,mic' or none")
+            }
+        }
+        audio = streams.isEmpty ? .none : (mix && streams.count == 2 ? .mixed : .separate(streams))
+        gains[.audioApp] = try decibels("appGain") ?? 1
+        gains[.audioMic] = try decibels("micGain") ?? 1
+        if let text = take("audioChannels"), text != "input" {
+            guard let count = Int(text), count == 1 || count == 2 else { throw Invalid("audioChannels '\(text)': input, 1 or 2") }
+            channels = count
+        }
+        audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
+        opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
+        if let key = fields.keys.sorted().first { throw Invalid("unknown setup field '\(key)'") }
+    }
+
+    private func flag(_ text: String?, _ key: String) throws(Invalid) -> Bool {
+        switch text?.lowercased() {
+        case nil, "false", "no", "0": false
+        case "true", "yes", "1": true
+        default: throw Invalid("\(key) '\(text!)': true or false")
+        }
+    }
+}

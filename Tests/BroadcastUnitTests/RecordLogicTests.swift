@@ -1,0 +1,198 @@
+@testable import BroadcastRecord
+import BroadcastCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A 440 Hz tone of amplitude 0.25, as the synthetic source plays it, frames `start ..< start + count`.
+private func tone(_ start: Int, _ count: Int, rate: Double = 48000, frequency: Double = 440) -> [Float] {
+    (start..<(start + count)).map { Float(0.25 * sin(2 * Double.pi * frequency * Double($0) / rate)) }
+}
+
+/// The largest step between neighbouring samples: a 440 Hz tone at 0.25 moves at most 0.0144 a sample.
+private func largestStep(_ samples: ArraySlice<Float>) -> Float {
+    zip(samples.dropFirst(), samples).map { abs($0 - $1) }.max() ?? 0
+}
+
+@Suite struct AudioTimelineTests {
+    @Test func exactTimestampsPassThroughUnchanged() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        for chunk in 0..<100 {
+            tone(chunk * 480, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        timeline.endSegment(at: 48000)
+        timeline.drain(upTo: 48000, into: &out)
+        #expect(out.count == 48000)
+        // Bit for bit, apart from the 10 ms fade-in at the start and fade-out at the end.
+        #expect(Array(out[480..<47520]) == Array(tone(0, 48000)[480..<47520]))
+        #expect(timeline.counters == AudioTimeline.Counters())
+    }
+
+    @Test func aGapBecomesCountedSilenceAndAnOverlapIsDropped() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        tone(0, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 0) }
+        // 100 ms missing, then a chunk that overlaps the previous one by 60 ms.
+        tone(9600, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 9600) }
+        tone(11520, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 11520) }
+        timeline.endSegment(at: 14400)
+        timeline.drain(upTo: 14400, into: &out)
+        #expect(timeline.counters.missingFrames == 4800)
+        #expect(timeline.counters.droppedFrames == 2880)
+        #expect(out.count == 14400)
+        #expect(out[6000..<9000].allSatisfy { $0 == 0 })
+    }
+
+    /// Segment A ends at 0.5 s; B's audio starts 20 ms before its first frame: the two overlap and
+    /// are crossfaded; nothing jumps more than the tone itself does.
+    @Test func segmentJoinsCrossfadeWithoutAClick() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        for chunk in 0..<52 { // A runs 20 ms past the join (the end of its video); that part is cut
+            tone(chunk * 480, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+            timeline.drain(upTo: timeline.ready(limit: 24000), into: &out)
+        }
+        timeline.endSegment(at: 24000)
+        // B: a tone of another phase, starting 20 ms before the join.
+        for chunk in 0..<50 {
+            tone(chunk * 480 + 77, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(23040 + chunk * 480)) }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        timeline.endSegment(at: 47040)
+        timeline.drain(upTo: 47040, into: &out)
+        #expect(out.count == 47040)
+        let join = out[23000..<24500]
+        #expect(largestStep(join) < 0.0144 * 1.5, "equal-power crossfade: steps stay within the tone's own")
+        // Over the crossfade, A's and B's weights are cos and sin of the same angle.
+        #expect(abs(out[23760] - (tone(23760, 1)[0] * 0.7071 + tone(23760 - 23040 + 77, 1)[0] * 0.7071)) < 0.01)
+        #expect(timeline.counters.missingFrames == 0)
+    }
+
+    /// A join where B's audio starts only after its first frame: A fades out, B fades in, the
+    /// silence between is counted, and nothing clicks.
+    @Test func aJoinWithMissingAudioFadesWithoutAClick() {
+        var timeline = AudioTimeline(channels: 2, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        func stereo(_ mono: [Float]) -> [Float] { mono.flatMap { [$0, $0] } }
+        for chunk in 0..<40 {
+            stereo(tone(chunk * 480, 480)).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+        }
+        timeline.endSegment(at: 20000) // 800 frames after the last audio
+        for chunk in 0..<20 {
+            stereo(tone(chunk * 480 + 5, 480)).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(20960 + chunk * 480)) }
+        }
+        timeline.endSegment(at: 30560)
+        timeline.drain(upTo: 30560, into: &out)
+        #expect(timeline.counters.missingFrames == 800 + 960)
+        #expect(largestStep(out[...]) < 0.0144 * 1.5)
+    }
+
+    /// Two inputs mixed with their gains; a stalled one does not hold the other back beyond the latency bound.
+    @Test func mixingAndAStalledInput() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1, 0.5])
+        var out: [Float] = []
+        for chunk in 0..<50 {
+            [Float](repeating: 0.2, count: 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+            if chunk < 10 { [Float](repeating: 0.2, count: 480).withUnsafeBufferPointer { timeline.place(1, $0, at: Int64(chunk * 480)) } }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        #expect(abs(out[2400] - 0.3) < 1e-6)
+        #expect(out.count >= 50 * 480 - Int(timeline.latencyFrames) - timeline.fadeFrames, "the track went on without the stalled input")
+        #expect(abs(out[out.count - 1] - 0.2) < 1e-6)
+    }
+}
+
+@Suite struct DriftTests {
+    /// A device running `ppm` fast (or slow) with ±1 ms of timestamp jitter, 20 ms chunks, for
+    /// `minutes`: the samples stay within 10 ms of where their timestamps put them, and drift is
+    /// stretched away, never cut.
+    @Test(arguments: [(300.0, 30), (-1500.0, 2)])
+    func driftStaysWithinTenMilliseconds(_ ppm: Double, _ minutes: Int) {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        var worst = 0.0
+        var seed: UInt64 = 42
+        let chunk = [Float](repeating: 0.1, count: 960)
+        var atStart = AudioTimeline.Counters()
+        for n in 0..<(minutes * 60 * 50) {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            let jitter = (Double(seed >> 33) / Double(1 << 31) - 0.5) * 96
+            let trueTime = Double(n * 960) / (1 + ppm * 1e-6) // in nominal frames
+            if let position = timeline.inputs[0].position { worst = max(worst, abs(trueTime - Double(position)) / 48) }
+            chunk.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64((trueTime + jitter).rounded())) }
+            if n == 0 { atStart = timeline.counters }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+            out.removeAll(keepingCapacity: true)
+        }
+        #expect(worst < 10, "worst offset \(worst) ms")
+        #expect(timeline.counters.missingFrames == atStart.missingFrames && timeline.counters.droppedFrames == 0, "drift is stretched, never cut")
+    }
+
+    @Test func stretchingASineKeepsItSmooth() {
+        var stretcher = Stretcher(channels: 1)
+        var out: [Float] = []
+        let input = tone(0, 48000)
+        for start in stride(from: 0, to: 48000, by: 480) {
+            input[start..<start + 480].withUnsafeBufferPointer { stretcher.process($0, step: 0.998, into: &out) }
+        }
+        #expect(abs(out.count - Int(48000 / 0.998)) <= 3)
+        #expect(largestStep(out[...]) < 0.0144 * 1.01)
+        // Interpolated values sit on the sine: compare with the exact tone at the stretched times.
+        let errors = (100..<47000).map { abs(out[$0] - Float(0.25 * sin(2 * Double.pi * 440 * Double($0) * 0.998 / 48000))) }
+        #expect(errors.max()! < 1e-3)
+    }
+}
+
+@Suite struct RecordSetupTests {
+    func parse(_ url: String?, _ info: [String: String] = [:]) throws(RecordOptions.Invalid) -> RecordOptions {
+        try RecordOptions(url: url, setupInfo: info, defaultPath: { "/home/u/Videos/Broadcasts/x.mp4" })
+    }
+
+    @Test func defaultsAndContainers() throws {
+        let options = try parse(nil)
+        #expect(options.path == "/home/u/Videos/Broadcasts/x.mp4")
+        #expect(options.container == .fragmentedMP4)
+        #expect(options.video.preset == "veryfast" && options.video.tune == "zerolatency" && options.video.bitRate == nil)
+        #expect(options.audio == .separate([.audioApp, .audioMic]))
+        #expect(try parse("file:///tmp/a%20b.mkv").container == .matroska)
+        #expect(try parse("/tmp/x.mp4", ["audio": "app,mic", "mix": "true", "micGain": "-6"]).audio == .mixed)
+        #expect(abs(try parse("/tmp/x.mp4", ["micGain": "-6"]).gains[.audioMic]! - 0.501) < 0.001)
+        #expect(try parse("/tmp/x.mp4", ["audio": "none"]).audio == .none)
+        #expect(try parse("/tmp/x.mp4", ["size": "1280x720", "frameRate": "24"]).size?.width == 1280)
+    }
+
+    @Test(arguments: [
+        ("rtmp://host/app", [:], "not a file"),
+        ("/tmp/x.avi", [:], ".mp4"),
+        ("/tmp/x.mp4", ["preset": "quick"], "preset 'quick'"),
+        ("/tmp/x.mp4", ["size": "1279x720"], "both even"),
+        ("/tmp/x.mp4", ["audio": "speakers"], "audio 'speakers'"),
+        ("/tmp/x.mp4", ["codec": "vp9"], "H.264"),
+        ("/tmp/x.mp4", ["crf": "99"], "crf '99'"),
+        ("/tmp/x.mp4", ["colour": "red"], "unknown setup field 'colour'"),
+    ] as [(String, [String: String], String)])
+    func badSettingsSayWhatIsWrong(_ url: String, _ info: [String: String], _ expected: String) {
+        #expect {
+            _ = try parse(url, info)
+        } throws: { error in
+            "\(error)".contains(expected)
+        }
+    }
+
+    @Test func segmentsAreContiguousInFileTime() {
+        var clock = SegmentClock()
+        #expect(clock.placeFrame(pts: 5_000, duration: 100) == 0)
+        #expect(clock.placeFrame(pts: 5_100, duration: 100) == 100)
+        #expect(clock.fileTime(ofCapture: 4_990) == -10)
+        #expect(clock.close() == 200)
+        #expect(clock.fileTime(ofCapture: 9_000) == nil)
+        #expect(clock.placeFrame(pts: 9_000, duration: 100) == 200, "the next segment starts where the last ended")
+        #expect(clock.fileTime(ofCapture: 8_980) == 180)
+        #expect(clock.close() == 300)
+        #expect(clock.segments == [.init(start: 0, end: 200, frames: 2), .init(start: 200, end: 300, frames: 1)])
+    }
+}
