@@ -3,7 +3,8 @@
 # private 1920x1080 Xvfb is started with a clock on it and a pointer that moves. broadcastd runs on a
 # private socket and captures it through XCB-SHM; the inspect handler receives 6 s of broadcast with
 # a pause in the middle, writes what it received to broadcastd-demo/summary.json and saves the last
-# frame, which ffmpeg turns into broadcastd-demo/frame.png.
+# frame, which ffmpeg turns into broadcastd-demo/frame.png. Then the record handler records 6 s,
+# again with a pause, to broadcastd-demo/recording.mp4 (H.264, fragmented MP4), which ffprobe describes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -98,3 +99,17 @@ read -r width height format <<<"$frame"
 ffmpeg -v error -y -f rawvideo -pix_fmt "$format" -s "${width}x${height}" -i "$out/frame.packed" -frames:v 1 "$out/frame.png"
 rm -f "$out/frame.packed"
 echo "==> the last captured frame: $out/frame.png (${width}x${height}, converted from $format by ffmpeg)"
+
+echo "==> recording 6 s to $out/recording.mp4 with the record handler, paused for 1 s after 2 s" >&2
+rm -f "$out/recording.mp4"
+ctl start --handler record --url "file://$out/recording.mp4" --duration 6 --wait &
+waiter=$!
+if [ -n "$XVFB_PID" ]; then
+    (for x in $(seq 1800 -40 100); do xdotool mousemove "$x" 700; sleep 0.05; done) &
+    clients+=($!)
+fi
+sleep 2.5; ctl pause; sleep 1; ctl resume
+wait $waiter
+echo "==> what ffprobe finds in $out/recording.mp4"
+ffprobe -v error -show_entries format=format_name,duration,size:stream=codec_name,width,height,avg_frame_rate \
+    -of default=noprint_wrappers=1 "$out/recording.mp4"

@@ -8,8 +8,6 @@ public final class Muxer {
         /// the process dies.
         case fragmentedMP4 = "mp4"
         case matroska
-        case mpegts
-        case flv
 
         /// From a file name's extension, or nil for one broadcastd does not write.
         public init?(fileExtension: String) {
@@ -26,7 +24,7 @@ public final class Muxer {
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private let url: String
     private let container: Container
-    private var started = false
+    public private(set) var started = false
 
     public init(url: String, container: Container) throws(MediaError) {
         var context: UnsafeMutablePointer<AVFormatContext>?
@@ -51,15 +49,23 @@ public final class Muxer {
 
     /// Adds a stream carrying what `encoder` produces; returns its index.
     @discardableResult
-    public func addStream(for encoder: Encoder, rotation degrees: Int = 0) throws(MediaError) -> Int {
+    public func addStream(for encoder: Encoder) throws(MediaError) -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
         try check(avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "add a \(encoder.kind) stream")
         stream.pointee.time_base = encoder.timeBase
-        if degrees % 360 != 0, let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) {
-            // av_display_rotation_set turns counter-clockwise; the orientation says clockwise.
-            matrix.withMemoryRebound(to: Int32.self, capacity: 9) { av_display_rotation_set($0, Double(-degrees)) }
-        }
         return Int(stream.pointee.index)
+    }
+
+    /// Records how the picture is shown upright (a display matrix): turned `degrees` clockwise,
+    /// after a left-right flip when `mirrored`. Before `start`.
+    public func setOrientation(stream index: Int, degrees: Int, mirrored: Bool) {
+        guard degrees % 360 != 0 || mirrored, let stream = context?.pointee.streams[index],
+              let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) else { return }
+        matrix.withMemoryRebound(to: Int32.self, capacity: 9) { matrix in
+            // av_display_rotation_set turns counter-clockwise.
+            av_display_rotation_set(matrix, Double(-degrees))
+            if mirrored { av_display_matrix_flip(matrix, 1, 0) }
+        }
     }
 
     /// Opens the output and writes the header.
@@ -73,8 +79,6 @@ public final class Muxer {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
-        case .mpegts, .flv:
-            break
         }
         if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
             try check(avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, nil), "open \(url) for writing")

@@ -62,19 +62,24 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
         encodeFormat = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
         let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: muxer.wantsGlobalHeader)
-        videoStream = try muxer.addStream(for: video, rotation: options.rotation ?? 0)
+        videoStream = try muxer.addStream(for: video)
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(sampleRate: audioFormat.sampleRate, channels: channels,
                                          bitRate: options.audioBitRate ?? 64 * channels, complexity: options.opusComplexity)
-        switch options.audio {
-        case .none: tracks = []
-        case .mixed: tracks = [try AudioTrack(name: "app+mic", streams: [.audioApp, .audioMic], gains: options.gains, settings: audio, muxer: muxer)]
-        case .separate(let streams):
-            tracks = try streams.filter(audioStreams.contains).map { stream throws(MediaError) in
+        // Tracks for the streams the source delivers (X11 without PipeWire: none).
+        let requested: [SampleType] = switch options.audio {
+        case .none: []
+        case .mixed: [.audioApp, .audioMic]
+        case .separate(let streams): streams
+        }
+        let streams = requested.filter(audioStreams.contains)
+        if case .mixed = options.audio, streams.count == 2 {
+            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio, muxer: muxer)]
+        } else {
+            tracks = try streams.map { stream throws(MediaError) in
                 try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio, muxer: muxer)
             }
         }
-        try muxer.start()
         self.muxer = muxer
         self.video = video
         if videoFormat.width != settings.width || videoFormat.height != settings.height { try rescale(from: videoFormat) }
@@ -104,6 +109,12 @@ public final class RecordHandler: BroadcastSampleHandler {
 
     private func addVideo(_ sample: SampleBuffer, muxer: Muxer) throws(MediaError) {
         guard let video, let format = sample.videoFormat else { return }
+        if !muxer.started {
+            // The header goes out with the first frame, whose orientation it records.
+            let orientation = options?.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
+            muxer.setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
+            try muxer.start()
+        }
         let opensSegment = clock.offset == nil
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
         frameCount += 1
@@ -173,7 +184,7 @@ public final class RecordHandler: BroadcastSampleHandler {
     public override func broadcastFinished(error: BroadcastError?) {
         _ = clock.close()
         let end = clock.duration
-        if let muxer, let video {
+        if let muxer, let video, muxer.started {
             do {
                 try video.encode(nil) { packet throws(MediaError) in try muxer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
                 try muxer.endStream(videoStream, at: Int64((end * 9 + 50_000) / 100_000))
