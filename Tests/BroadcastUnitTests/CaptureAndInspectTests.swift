@@ -88,13 +88,15 @@ import Testing
         name: "stream", displayName: "Stream", exec: "x",
         url: .init(prompt: "Server URL", default: "rtmp://localhost/live", required: true),
         setupFields: [.init(name: "key", prompt: "Stream key", required: true, secret: true),
-                      .init(name: "title", prompt: "Title", default: "My stream")])
+                      .init(name: "title", prompt: "Title", default: "My stream"),
+                      .init(name: "preset", prompt: "x264 preset", default: "veryfast", advanced: true)])
 
     @Test func asksEverythingWhenNothingWasGivenAndKeepsSecretsQuiet() throws {
         var form = SetupForm(manifest: manifest, url: nil, values: [:])
         var asked: [(String, Bool)] = []
         let answers = ["", "s3cret", "Talk"]
-        try form.fill(interactive: true) { q, secret in asked.append((q, secret)); return answers[asked.count - 1] }
+        try form.fill(interactive: true) { q, secret in asked.append((q, secret)); return asked.count <= answers.count ? answers[asked.count - 1] : "" }
+        // Advanced fields keep their defaults unless given with --set.
         #expect(asked.map(\.0) == ["Server URL [rtmp://localhost/live]: ", "Stream key: ", "Title [My stream]: "])
         #expect(asked.map(\.1) == [false, true, false])
         #expect(form.url == "rtmp://localhost/live")

@@ -1,0 +1,233 @@
+"""Helpers for bench/record.sh (standard library and python3-xlib only; run with /usr/bin/python3).
+
+    animate                 draws moving content on $DISPLAY at 30 fps until SIGTERM (see Animation)
+    watch PARENT_PID        waits for PARENT_PID's child (the handler broadcastd launched), polls its
+                            /proc until it exits, prints "pid=.. hwm_kb=.. ticks=.." (last reading)
+    avsync FILE             A/V offset of the sync marks in FILE (broadcastd --sync-marks), as JSON
+"""
+import array
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+
+# --- animate ---------------------------------------------------------------------------------
+class Animation:
+    """What an X11 screen recording typically shows, changing every frame at 30 fps:
+
+    - a "document" 1200x800 (dark text of many colours on white, as in an editor or a browser) that
+      scrolls up smoothly by 4 px a frame (a new 16 px line every 4 frames);
+    - a 240x160 box whose colour changes every frame, bouncing across the whole screen (12 px a frame);
+    - the pointer, moving on a circle (x11grab and broadcastd both draw it in).
+    The sequence is deterministic (frame n looks the same in every run); it is drawn on the root
+    window, under xclock's window and over xsetroot's solid background, which bench/record.sh sets up.
+    """
+
+    FPS = 30
+    DOC = (560, 140, 1200, 800)   # x, y, w, h
+    LINE = 16
+    STEP = 4
+    BOX = (240, 160)
+
+    def __init__(self):
+        from Xlib import X, display
+        self.X = X
+        self.d = display.Display()
+        screen = self.d.screen()
+        self.root = screen.root
+        geometry = self.root.get_geometry()
+        self.width, self.height = geometry.width, geometry.height
+        self.depth = screen.root_depth
+        self.gc = self.root.create_gc(graphics_exposures=False)
+        self.rng = random.Random(1)
+        x, y, w, h = self.DOC
+        self.paper = 0xFFFFFF
+        self.fill(self.root, self.paper, x, y, w, h)
+        self.line = self.root.create_pixmap(w, self.LINE, self.depth)
+        self.lines = 0
+        self.box = None
+
+    def fill(self, drawable, rgb, x, y, w, h):
+        self.gc.change(foreground=rgb)
+        drawable.fill_rectangle(self.gc, x, y, w, h)
+
+    def next_line(self):
+        """Draws the next line of the document into the pixmap: words of 2-12 letters in a few colours, indented."""
+        w = self.DOC[2]
+        self.fill(self.line, self.paper, 0, 0, w, self.LINE)
+        rng = self.rng
+        if self.lines % 9 != 8:   # a blank line now and then
+            x = 8 + 24 * rng.randrange(0, 4)
+            while x < w - 80:
+                word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz_0123456789") for _ in range(rng.randrange(2, 13)))
+                colour = rng.choice([0x202020, 0x202020, 0x202020, 0x0000C0, 0xA01010, 0x107010, 0x806000])
+                self.gc.change(foreground=colour, background=self.paper)
+                self.line.image_text(self.gc, x, 12, word)
+                x += 6 * (len(word) + 1)
+        self.lines += 1
+
+    def frame(self, n):
+        X = self.X
+        x, y, w, h = self.DOC
+        # Scroll the document up by STEP, bring in the next STEP rows of the line being revealed.
+        self.root.copy_area(self.gc, self.root, x, y + self.STEP, w, h - self.STEP, x, y)
+        part = n % (self.LINE // self.STEP)
+        if part == 0:
+            self.next_line()
+        self.root.copy_area(self.gc, self.line, 0, part * self.STEP, w, self.STEP, x, y + h - self.STEP)
+        # The bouncing box: erase where it was (the root's background), draw it where it is now.
+        bw, bh = self.BOX
+        if self.box:
+            self.root.clear_area(*self.box)
+            if self.overlaps_doc(self.box):   # restore the document under it: redraw as paper
+                self.clip_fill_doc(self.box)
+        span_x, span_y = self.width - bw, self.height - bh
+        px, py = (12 * n) % (2 * span_x), (7 * n) % (2 * span_y)
+        bx, by = (px if px < span_x else 2 * span_x - px), (py if py < span_y else 2 * span_y - py)
+        hue = (n * 7) % 256
+        self.fill(self.root, (hue << 16) | ((255 - hue) << 8) | ((hue * 3) % 256), bx, by, bw, bh)
+        self.box = (bx, by, bw, bh)
+        # The pointer, on a circle of radius 300 around the screen's centre, once every 4 s.
+        import math
+        a = 2 * math.pi * n / (4 * self.FPS)
+        self.root.warp_pointer(int(self.width / 2 + 300 * math.cos(a)), int(self.height / 2 + 300 * math.sin(a)))
+        self.d.sync()
+
+    def overlaps_doc(self, r):
+        x, y, w, h = self.DOC
+        return r[0] < x + w and r[0] + r[2] > x and r[1] < y + h and r[1] + r[3] > y
+
+    def clip_fill_doc(self, r):
+        x, y, w, h = self.DOC
+        x0, y0 = max(r[0], x), max(r[1], y)
+        x1, y1 = min(r[0] + r[2], x + w), min(r[1] + r[3], y + h)
+        self.fill(self.root, self.paper, x0, y0, x1 - x0, y1 - y0)
+
+
+def animate():
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    anim = Animation()
+    start = time.monotonic()
+    n = 0
+    while not stop:
+        anim.frame(n)
+        n += 1
+        delay = start + n / Animation.FPS - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        else:   # late: skip ahead to the frame due now (the sequence stays tied to time)
+            n = int((time.monotonic() - start) * Animation.FPS)
+    print(f"animate: {n} frames in {time.monotonic() - start:.1f} s", file=sys.stderr)
+
+
+# --- watch -----------------------------------------------------------------------------------
+def children(pid):
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def watch(parent, timeout=600.0):
+    """Polls every 0.2 s: the handler's VmHWM only grows, so the last reading is its peak; its CPU is
+    better taken from the parent's cutime+cstime once it is reaped (bench/record.sh does); ticks here are
+    the last reading, a cross-check."""
+    deadline = time.monotonic() + timeout
+    pid = None
+    while pid is None and time.monotonic() < deadline:
+        kids = children(parent)
+        pid = kids[0] if kids else None
+        if pid is None:
+            time.sleep(0.02)
+    hwm, ticks, name = "NA", "NA", "NA"
+    while pid is not None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            break
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] == "Z":   # exited, not yet reaped: nothing more to read
+            break
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                hwm = line.split()[1]
+            elif line.startswith("Name:"):
+                name = line.split()[1]
+        ticks = int(fields[11]) + int(fields[12])
+        time.sleep(0.2)
+    print(f"pid={pid} name={name} hwm_kb={hwm} ticks={ticks}")
+
+
+# --- avsync ----------------------------------------------------------------------------------
+def avsync(path):
+    """Flashes: video frames whose mean luma (decoded as yuv420p, signalstats YAVG) is above 200, at the
+    frame's pts (ffprobe). Beeps: the first sample with |x| > 0.5 of channel 0 of audio track 0 after at
+    least 0.5 s without one; sample i is at the pts of the first decoded audio frame + i / 48000 (the
+    track must be contiguous: checked against its packets)."""
+    probe = subprocess.run(["ffprobe", "-v", "error", "-f", "lavfi", "-i", f"movie={path},signalstats",
+                            "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"],
+                           check=True, capture_output=True, text=True).stdout
+    flashes = []
+    for line in probe.splitlines():
+        parts = line.split(",")
+        if len(parts) >= 2 and parts[1] not in ("", "N/A") and float(parts[1]) > 200:
+            flashes.append(float(parts[0]))
+    packets = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-show_entries",
+                              "packet=pts,duration", "-of", "csv=p=0", path],
+                             check=True, capture_output=True, text=True).stdout.split()
+    gaps, expected = 0, None
+    for p in packets:
+        pts, duration = (int(v) for v in p.split(",")[:2])
+        if expected is not None and pts != expected:
+            gaps += 1
+        expected = pts + duration
+    first = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-read_intervals", "%+#1",
+                            "-show_entries", "frame=pts_time,sample_rate", "-of", "csv=p=0", path],
+                           check=True, capture_output=True, text=True).stdout.split()[0].split(",")
+    rate = 48000
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=c0",
+                          "-ar", str(rate), "-f", "f32le", "-"], check=True, capture_output=True).stdout
+    samples = array.array("f")
+    samples.frombytes(raw)
+    t0 = float(first[0])
+    onsets, last = [], -rate
+    for i, x in enumerate(samples):
+        if x > 0.5 or x < -0.5:
+            if i - last > rate // 2:
+                onsets.append(t0 + i / rate)
+            last = i
+    marks = []
+    for flash in flashes:
+        near = min(onsets, key=lambda t: abs(t - flash), default=None)
+        if near is not None and abs(near - flash) < 0.5:
+            marks.append({"flash": round(flash, 6), "beep": round(near, 6), "offset_ms": round((near - flash) * 1000, 3)})
+        else:
+            marks.append({"flash": round(flash, 6), "beep": None, "offset_ms": None})
+    print(json.dumps({"file": path, "flashes": len(flashes), "beeps": len(onsets), "audio_start": t0,
+                      "audio_seconds": len(samples) / rate, "audio_packet_gaps": gaps, "marks": marks}))
+
+
+if __name__ == "__main__":
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    if command == "animate":
+        animate()
+    elif command == "watch" and len(sys.argv) == 3:
+        watch(int(sys.argv[2]))
+    elif command == "avsync" and len(sys.argv) == 3:
+        avsync(sys.argv[2])
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(64)
