@@ -7,6 +7,7 @@
 """
 import array
 import json
+import math
 import os
 import random
 import signal
@@ -19,16 +20,18 @@ import time
 class Animation:
     """What an X11 screen recording typically shows, changing every frame at 30 fps:
 
-    - a "document" 1200x800 (dark text of many colours on white, as in an editor or a browser) that
+    - a "document" 1200x720 (dark text of many colours on white, as in an editor or a browser) that
       scrolls up smoothly by 4 px a frame (a new 16 px line every 4 frames);
-    - a 240x160 box whose colour changes every frame, bouncing across the whole screen (12 px a frame);
+    - a 240x160 box whose colour changes every frame, bouncing (12 px a frame across, 7 down) in the band
+      below the document, 1920x280;
     - the pointer, moving on a circle (x11grab and broadcastd both draw it in).
     The sequence is deterministic (frame n looks the same in every run); it is drawn on the root
     window, under xclock's window and over xsetroot's solid background, which bench/record.sh sets up.
     """
 
     FPS = 30
-    DOC = (560, 140, 1200, 800)   # x, y, w, h
+    DOC = (600, 60, 1200, 720)   # x, y, w, h
+    BAND = (0, 800, 1920, 280)    # where the box bounces
     LINE = 16
     STEP = 4
     BOX = (240, 160)
@@ -50,6 +53,9 @@ class Animation:
         self.line = self.root.create_pixmap(w, self.LINE, self.depth)
         self.lines = 0
         self.box = None
+        for row in range(h // self.LINE):   # the document starts full
+            self.next_line()
+            self.root.copy_area(self.gc, self.line, 0, 0, w, self.LINE, x, y + row * self.LINE)
 
     def fill(self, drawable, rgb, x, y, w, h):
         self.gc.change(foreground=rgb)
@@ -71,7 +77,6 @@ class Animation:
         self.lines += 1
 
     def frame(self, n):
-        X = self.X
         x, y, w, h = self.DOC
         # Scroll the document up by STEP, bring in the next STEP rows of the line being revealed.
         self.root.copy_area(self.gc, self.root, x, y + self.STEP, w, h - self.STEP, x, y)
@@ -83,29 +88,18 @@ class Animation:
         bw, bh = self.BOX
         if self.box:
             self.root.clear_area(*self.box)
-            if self.overlaps_doc(self.box):   # restore the document under it: redraw as paper
-                self.clip_fill_doc(self.box)
-        span_x, span_y = self.width - bw, self.height - bh
+        band_x, band_y, band_w, band_h = self.BAND
+        span_x, span_y = min(band_w, self.width - band_x) - bw, min(band_h, self.height - band_y) - bh
         px, py = (12 * n) % (2 * span_x), (7 * n) % (2 * span_y)
-        bx, by = (px if px < span_x else 2 * span_x - px), (py if py < span_y else 2 * span_y - py)
+        bx = band_x + (px if px < span_x else 2 * span_x - px)
+        by = band_y + (py if py < span_y else 2 * span_y - py)
         hue = (n * 7) % 256
         self.fill(self.root, (hue << 16) | ((255 - hue) << 8) | ((hue * 3) % 256), bx, by, bw, bh)
         self.box = (bx, by, bw, bh)
         # The pointer, on a circle of radius 300 around the screen's centre, once every 4 s.
-        import math
         a = 2 * math.pi * n / (4 * self.FPS)
         self.root.warp_pointer(int(self.width / 2 + 300 * math.cos(a)), int(self.height / 2 + 300 * math.sin(a)))
         self.d.sync()
-
-    def overlaps_doc(self, r):
-        x, y, w, h = self.DOC
-        return r[0] < x + w and r[0] + r[2] > x and r[1] < y + h and r[1] + r[3] > y
-
-    def clip_fill_doc(self, r):
-        x, y, w, h = self.DOC
-        x0, y0 = max(r[0], x), max(r[1], y)
-        x1, y1 = min(r[0] + r[2], x + w), min(r[1] + r[3], y + h)
-        self.fill(self.root, self.paper, x0, y0, x1 - x0, y1 - y0)
 
 
 def animate():
@@ -175,8 +169,9 @@ def watch(parent, timeout=600.0):
 def avsync(path):
     """Flashes: video frames whose mean luma (decoded as yuv420p, signalstats YAVG) is above 200, at the
     frame's pts (ffprobe). Beeps: the first sample with |x| > 0.5 of channel 0 of audio track 0 after at
-    least 0.5 s without one; sample i is at the pts of the first decoded audio frame + i / 48000 (the
-    track must be contiguous: checked against its packets)."""
+    least 0.5 s without one; sample i is at the pts of the first decoded audio frame + i / 48000, which
+    holds if the track is contiguous: audio_frame_gaps counts decoded frames that do not start where
+    the one before ended."""
     probe = subprocess.run(["ffprobe", "-v", "error", "-f", "lavfi", "-i", f"movie={path},signalstats",
                             "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"],
                            check=True, capture_output=True, text=True).stdout
@@ -185,17 +180,17 @@ def avsync(path):
         parts = line.split(",")
         if len(parts) >= 2 and parts[1] not in ("", "N/A") and float(parts[1]) > 200:
             flashes.append(float(parts[0]))
-    packets = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-show_entries",
-                              "packet=pts,duration", "-of", "csv=p=0", path],
-                             check=True, capture_output=True, text=True).stdout.split()
+    frames = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-show_entries",
+                             "frame=pts,nb_samples", "-of", "csv=p=0", path],
+                            check=True, capture_output=True, text=True).stdout.split()
     gaps, expected = 0, None
-    for p in packets:
-        pts, duration = (int(v) for v in p.split(",")[:2])
+    for f in frames:   # the fields in ffprobe's order: pts, nb_samples (time base 1/48000)
+        pts, count = (int(v) for v in f.split(",")[:2])
         if expected is not None and pts != expected:
             gaps += 1
-        expected = pts + duration
+        expected = pts + count
     first = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-read_intervals", "%+#1",
-                            "-show_entries", "frame=pts_time,sample_rate", "-of", "csv=p=0", path],
+                            "-show_entries", "frame=pts_time", "-of", "csv=p=0", path],
                            check=True, capture_output=True, text=True).stdout.split()[0].split(",")
     rate = 48000
     raw = subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=c0",
@@ -217,7 +212,7 @@ def avsync(path):
         else:
             marks.append({"flash": round(flash, 6), "beep": None, "offset_ms": None})
     print(json.dumps({"file": path, "flashes": len(flashes), "beeps": len(onsets), "audio_start": t0,
-                      "audio_seconds": len(samples) / rate, "audio_packet_gaps": gaps, "marks": marks}))
+                      "audio_seconds": len(samples) / rate, "audio_frame_gaps": gaps, "marks": marks}))
 
 
 if __name__ == "__main__":

@@ -62,8 +62,9 @@ public final class Muxer {
         guard degrees % 360 != 0 || mirrored, let stream = context?.pointee.streams[index],
               let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) else { return }
         matrix.withMemoryRebound(to: Int32.self, capacity: 9) { matrix in
-            // av_display_rotation_set turns counter-clockwise.
-            av_display_rotation_set(matrix, Double(-degrees))
+            // av_display_rotation_set takes the clockwise angle (ffprobe then reports it as a negative,
+            // counter-clockwise rotation, as for a phone's portrait video).
+            av_display_rotation_set(matrix, Double(degrees))
             if mirrored { av_display_matrix_flip(matrix, 1, 0) }
         }
     }

@@ -67,7 +67,7 @@ final class DaemonHarness {
     let logPath: String
     private var stopped = false
 
-    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"]) throws {
+    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"], environment extra: [String: String] = [:]) throws {
         runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         socketPath = runtime + "/broadcastd/broadcastd.sock"
@@ -80,6 +80,7 @@ final class DaemonHarness {
         environment["XDG_DATA_HOME"] = runtime + "/data"
         environment["XDG_DATA_DIRS"] = runtime + "/none"
         environment["BROADCASTD_SOCKET"] = nil
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice

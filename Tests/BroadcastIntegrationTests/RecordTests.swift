@@ -330,5 +330,31 @@ extension Integration {
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? .max
         #expect(size < 60_000, "\(size) bytes for 3 s")
     }
+
+    /// Scaled, at a lower frame rate, turned for display, to the default place when no URL is given.
+    @Test func videoOptionsShapeTheFileAndTheDefaultPlaceIsTheVideosFolder() throws {
+        let videos = FileManager.default.temporaryDirectory.appendingPathComponent("videos-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: videos) }
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30"],
+                                       environment: ["XDG_VIDEOS_DIR": videos])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "record", url: nil, setupInfo: ["size": "320x180", "frameRate": "15", "orientation": "90", "audio": "mic"],
+                                  maxDuration: 2, on: controller)
+        let finished = try daemon.waitFor(controller, timeout: 30) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
+        #expect(finished.error == nil, "\(finished.error?.message ?? "")")
+        guard case .string(let path) = finished.result?["file"] else { Issue.record("no file in the result"); return }
+        #expect(path.hasPrefix(videos + "/Broadcasts/") && path.hasSuffix(".mp4"), "\(path)")
+        let file = Recording(path: path, scratch: daemon.runtime)
+        let streams = try file.probe().streams
+        #expect(streams.map(\.codec_name) == ["h264", "opus"])
+        #expect(streams[0].width == 320 && streams[0].height == 180)
+        let times = try file.frameTimes()
+        #expect(abs(times.count - 30) <= 1, "15 fps for 2 s: \(times.count) frames")
+        let rotation = try runTool("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "stream_side_data=rotation",
+                                                        "-of", "csv=p=0", path])
+        #expect(rotation.stdout.contains("-90"), "display matrix: \(rotation.stdout)")
+        #expect(abs(dominantFrequency(try file.audio(track: 0)[12000..<60000]) - 880) < 2, "the mic track")
+    }
 }
 }

@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Benchmarks the `record` handler (H.264 with libx264 and Opus, through libavcodec, into fragmented MP4):
+#
+#   x11     1080p30 X11 capture + encode, side by side with ffmpeg (x11grab → libx264, same x264 settings),
+#           on the same private Xvfb with the same moving content; and ffmpeg with two Opus tracks as well
+#   still   the same with a still screen (broadcastd does not encode repeated frames; ffmpeg encodes all)
+#   sync    the synthetic source at 1080p30 with sync marks and an audio clock 300 ppm fast: the A/V offset
+#           at the end of the recording, and the handler's CPU and memory with two Opus tracks
+#           (and the same without audio, to show what the two Opus tracks cost)
+#   4k      the synthetic source at 3840x2160, 30 fps: the handler's peak RSS with x264 threads 0 (automatic,
+#           the default), 2 and 1
+#
+# Writes the record section of docs/benchmarks.md from the figures of this run.
+# One command: bash bench/record.sh (bench/run.sh runs it too, unless BENCH_SKIP_RECORD=1).
+#
+# Knobs (environment): BENCH_RECORD_SECONDS (60), BENCH_RECORD_REPEATS (3), BENCH_RECORD_4K_SECONDS (20),
+# BENCH_RECORD_4K_THREADS ("0 2 1"), BENCH_RECORD_TESTS ("x11 still sync 4k").
+set -euo pipefail
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+T="${BENCH_RECORD_SECONDS:-60}"
+REPEATS="${BENCH_RECORD_REPEATS:-3}"
+T4K="${BENCH_RECORD_4K_SECONDS:-20}"
+THREADS_4K="${BENCH_RECORD_4K_THREADS:-0 2 1}"
+TESTS="${BENCH_RECORD_TESTS:-x11 still sync 4k}"
+SIZE=1920x1080
+X264=(preset=veryfast tune=zerolatency crf=23)   # the record handler's setup, as ffmpeg is given it
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3  # the system Python: python3-xlib is installed for it
+TOOLS="$ROOT/bench/record_tools.py"
+
+log() { printf '[bench record] %s\n' "$*" >&2; }
+ensure_bench_tools
+build_release
+[ -x "$BIN/broadcast-handler-record" ] || { log "no $BIN/broadcast-handler-record after the build"; exit 1; }
+
+WORK="$(mktemp -d /tmp/broadcastd-bench-record.XXXXXX)"
+PIDS=()       # what this script started and has not yet seen end
+XVFB_PID=
+forget() { local p keep=(); for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do   # children first (ffmpeg under /usr/bin/time, handlers under broadcastd)
+        pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [ -n "$XVFB_PID" ]; then kill "$XVFB_PID" 2>/dev/null || true; wait "$XVFB_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# Starts a command in the background, remembered for cleanup; its PID is in $LAST.
+spawn() { "$@" & LAST=$!; PIDS+=("$LAST"); }
+# Waits for a background PID (signals to this script are handled at once), then forgets it.
+reap() { local rc=0; wait "$1" || rc=$?; forget "$1"; return "$rc"; }
+export XDG_RUNTIME_DIR="$WORK/xdg"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+RESULTS="$WORK/results.tsv"   # one line per run: tool test rep key=value...
+: >"$RESULTS"
+HZ=$(getconf CLK_TCK)
+
+# Frames and duration of the video stream of FILE (decoded: -count_frames), and its size in bytes.
+probe_file() {
+    local frames duration
+    IFS=, read -r frames duration < <(ffprobe -v error -select_streams v:0 -count_frames \
+        -show_entries stream=nb_read_frames:format=duration -of csv=p=0:nk=1 "$1" | paste -sd, -)
+    printf 'file_frames=%s file_s=%s file_mb=%s audio_tracks=%s' "${frames:-0}" "${duration:-0}" \
+        "$(stat -c %s "$1" | awk '{printf "%.2f", $1 / 1048576}')" \
+        "$(ffprobe -v error -select_streams a -show_entries stream=index -of csv=p=0 "$1" | wc -l)"
+    # x264's own record of its settings (the SEI it writes in the stream), to compare the two encoders.
+    grep -a -o -m 1 'x264 - core [[:print:]]*' "$1" | head -n 1 >"$WORK/x264-$2.txt" || true
+}
+
+# --- broadcastd + record handler ------------------------------------------------------------------
+# run_ours TEST REP SECONDS "SETUP..." BROADCASTD-ARGS...: one fresh daemon, one broadcast of SECONDS to the
+# record handler. CPU: the daemon's utime+stime across the broadcast, the handler's from the daemon's
+# cutime+cstime once it has reaped it, broadcastctl's from /usr/bin/time; peak RSS: the daemon's VmHWM after the
+# broadcast, the handler's last VmHWM before it exited (polled every 0.2 s by record_tools.py watch).
+run_ours() {
+    local test=$1 rep=$2 seconds=$3 setup=$4; shift 4
+    local sock="$WORK/bd.sock" out="$WORK/ours-$test-$rep.mp4" logf="$WORK/broadcastd-$test-$rep.log"
+    local sets=() kv; for kv in $setup; do sets+=(--set "$kv"); done
+    rm -f "$sock" "$out"
+    spawn "$BIN/broadcastd" --socket "$sock" --handlers-dir "$ROOT/share/broadcastd/handlers" --log-level info "$@" 2>"$logf"
+    local bd=$LAST
+    for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
+    [[ -S $sock ]] || { log "broadcastd did not start"; cat "$logf" >&2; exit 1; }
+    spawn "$PY" "$TOOLS" watch "$bd" >"$WORK/watch.txt"
+    local watcher=$LAST before children_before after children t0 t1
+    read -r before children_before < <(cpu_ticks "$bd"); t0=$(date +%s.%N)
+    spawn /usr/bin/time -v -o "$WORK/ctl.time" timeout $((seconds + 120)) "$BIN/broadcastctl" start --socket "$sock" \
+        --handler record --url "file://$out" "${sets[@]}" --duration "$seconds" --wait >"$WORK/ctl.out" 2>>"$WORK/ctl.err"
+    reap "$LAST" || { log "broadcastctl start failed:"; cat "$WORK/ctl.out" "$WORK/ctl.err" >&2; tail -n 20 "$logf" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    reap "$watcher" || true
+    for _ in $(seq 100); do [ -z "$(cat /proc/"$bd"/task/*/children 2>/dev/null)" ] && break; sleep 0.05; done
+    read -r after children < <(cpu_ticks "$bd")
+    local hwm; hwm=$(status_kb "$bd" VmHWM)
+    "$BIN/broadcastctl" status --socket "$sock" --json >"$WORK/status.json"
+    kill -TERM "$bd"; reap "$bd" || true
+    local extra; extra=$(probe_file "$out" "ours-$test")
+    if [ "$test" = sync ]; then
+        "$PY" "$TOOLS" avsync "$out" >"$WORK/avsync-$rep.json"
+        extra+=" avsync=$WORK/avsync-$rep.json"
+    fi
+    "$PY" - "$WORK/status.json" "$WORK/watch.txt" "$WORK/ctl.time" "$logf" "$test" "$rep" "$HZ" \
+        "$before" "$after" "$((children - children_before))" "$hwm" "$t0" "$t1" "$extra" <<'PY' >>"$RESULTS"
+import json, re, sys
+status, watch, ctl_time, logf, test, rep, hz, before, after, children, hwm, t0, t1, extra = sys.argv[1:]
+s = json.load(open(status))
+r = s.get("result", {})
+w = dict(p.split("=", 1) for p in open(watch).read().split())
+t = open(ctl_time, errors="replace").read()
+get = lambda k: float(re.search(re.escape(k) + r"[^:]*:\s*([\d.]+)", t).group(1))
+hz = int(hz)
+log = open(logf, errors="replace").read().splitlines()
+tracks = r.get("audioTracks", [])
+fields = dict(
+    wall_s=float(t1) - float(t0),
+    daemon_cpu_s=(int(after) - int(before)) / hz, handler_cpu_s=int(children) / hz,
+    handler_cpu_polled_s=(int(w["ticks"]) / hz) if w.get("ticks", "NA") != "NA" else float("nan"),
+    ctl_cpu_s=get("User time (seconds)") + get("System time (seconds)"),
+    daemon_rss_mb=int(hwm) / 1024, handler_rss_mb=(int(w["hwm_kb"]) / 1024) if w.get("hwm_kb", "NA") != "NA" else float("nan"),
+    handler_name=w.get("name", "NA"),
+    delivered=s["streams"]["video"]["delivered"], dropped=s["streams"]["video"]["dropped"],
+    repeated=s["streams"]["video"]["repeated"],
+    grabbed=s.get("capture", {}).get("framesGrabbed", float("nan")),
+    encoded=r.get("encodedFrames", float("nan")), repeats_not_encoded=r.get("repeatedFramesNotEncoded", float("nan")),
+    video_frames=r.get("videoFrames", float("nan")), duration_s=r.get("duration", float("nan")),
+    tracks=len(tracks),
+    audio_missing_ms=max((x.get("missingMs", 0) for x in tracks), default=0),
+    audio_dropped_ms=max((x.get("droppedMs", 0) for x in tracks), default=0),
+    audio_max_clock_offset_ms=max((x.get("maxClockOffsetMs", 0) for x in tracks), default=0),
+    log_warnings=sum(1 for l in log if " warning " in l or " error " in l),
+    error=r.get("error", "none").replace(" ", "_"),
+)
+fields["total_cpu_s"] = fields["daemon_cpu_s"] + fields["handler_cpu_s"] + fields["ctl_cpu_s"]
+fields["total_cpu_pct"] = fields["total_cpu_s"] * 100 / fields["wall_s"]
+print("ours", test, rep, " ".join(f"{k}={v}" for k, v in fields.items()), extra)
+PY
+    grep -E " (warning|error) " "$logf" | head -n 5 | sed "s/^/[bench record] $test $rep daemon log: /" >&2 || true
+    rm -f "$out"
+}
+
+# --- ffmpeg ----------------------------------------------------------------------------------------
+# run_ffmpeg TOOL TEST REP [AUDIO]: ffmpeg under /usr/bin/time -v, x11grab → libx264 (and two Opus tracks).
+run_ffmpeg() {
+    local tool=$1 test=$2 rep=$3 out="$WORK/$1-$2-$3.mp4"
+    local audio_in=() audio_out=()
+    if [ "$tool" = ffmpeg_audio ]; then   # two tracks, as the record handler makes by default (app, mic)
+        audio_in=(-f lavfi -i sine=frequency=440:sample_rate=48000 -f lavfi -i sine=frequency=880:sample_rate=48000)
+        audio_out=(-map 0:v -map 1:a -map 2:a -c:a libopus -b:a 128k -ac 2)
+    fi
+    spawn /usr/bin/time -v -o "$WORK/ffmpeg.time" ffmpeg -hide_banner -nostdin -y \
+        -f x11grab -framerate 30 -video_size "$SIZE" -i "$DISPLAY" "${audio_in[@]}" -t "$T" \
+        -c:v libx264 -preset veryfast -tune zerolatency -crf 23 -pix_fmt yuv420p "${audio_out[@]}" "$out" 2>"$WORK/ffmpeg.log"
+    reap "$LAST" || { log "ffmpeg failed:"; tail -n 20 "$WORK/ffmpeg.log" >&2; exit 1; }
+    local dup drop
+    dup=$(tr '\r' '\n' <"$WORK/ffmpeg.log" | sed -n 's/.* dup=\([0-9]*\).*/\1/p' | tail -n 1)
+    drop=$(tr '\r' '\n' <"$WORK/ffmpeg.log" | sed -n 's/.* drop=\([0-9]*\).*/\1/p' | tail -n 1)
+    "$PY" - "$WORK/ffmpeg.time" "$tool" "$test" "$rep" "${dup:-0}" "${drop:-0}" "$(probe_file "$out" "$tool-$test")" <<'PY' >>"$RESULTS"
+import re, sys
+path, tool, test, rep, dup, drop, extra = sys.argv[1:]
+t = open(path, errors="replace").read()
+get = lambda k: float(re.search(re.escape(k) + r"[^:]*:\s*([\d.]+)", t).group(1))
+clock = next(l for l in t.splitlines() if "Elapsed (wall clock)" in l).rsplit(" ", 1)[1].split(":")
+wall = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock)))
+cpu = get("User time (seconds)") + get("System time (seconds)")
+print(tool, test, rep, f"wall_s={wall} total_cpu_s={cpu} total_cpu_pct={cpu * 100 / wall} rss_mb={get('Maximum resident set size') / 1024} dup={dup} drop={drop}", extra)
+PY
+    rm -f "$out"
+}
+
+# --- the screen --------------------------------------------------------------------------------------
+# As bench/x11.sh: a solid background and xclock; plus record_tools.py animate (a scrolling document, a
+# bouncing box, the pointer: every frame changes), which bench/x11.sh does not need.
+ANIM_PID= CLOCK_PID=
+start_content() {
+    spawn xclock -update 1 -geometry 300x300+100+100 2>/dev/null; CLOCK_PID=$LAST
+    spawn "$PY" "$TOOLS" animate; ANIM_PID=$LAST
+    sleep 2   # the animation running, xclock drawn
+}
+stop_content() {
+    local pid
+    for pid in $ANIM_PID $CLOCK_PID; do kill -TERM "$pid" 2>/dev/null || true; reap "$pid" 2>/dev/null || true; done
+    ANIM_PID= CLOCK_PID=
+    xsetroot -solid '#30506e'   # clear what the animation drew: a still screen is background and nothing else
+    sleep 1
+}
+
+has_test() { [[ " $TESTS " == *" $1 "* ]]; }
+START=$(date +%s) LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+if has_test x11 || has_test still; then
+    n=$(free_display); start_xvfb "$n" "$SIZE"; export DISPLAY=:$n
+    xsetroot -solid '#30506e'
+    for rep in $(seq "$REPEATS"); do
+        if has_test x11; then
+            start_content
+            log "round $rep/$REPEATS, moving screen: broadcastd + record (${T} s)"
+            run_ours x11 "$rep" "$T" "${X264[*]}" --source x11 --display "$DISPLAY" --fps 30
+            log "round $rep/$REPEATS, moving screen: ffmpeg x11grab → libx264 (${T} s)"
+            run_ffmpeg ffmpeg x11 "$rep"
+            log "round $rep/$REPEATS, moving screen: ffmpeg x11grab → libx264 + 2 × Opus (${T} s)"
+            run_ffmpeg ffmpeg_audio x11 "$rep"
+            stop_content
+        fi
+        if has_test still; then
+            log "round $rep/$REPEATS, still screen: broadcastd + record, ffmpeg (${T} s each)"
+            run_ours still "$rep" "$T" "${X264[*]}" --source x11 --display "$DISPLAY" --fps 30
+            run_ffmpeg ffmpeg still "$rep"
+        fi
+    done
+    kill "$XVFB_PID"; wait "$XVFB_PID" 2>/dev/null || true; XVFB_PID=
+fi
+if has_test sync; then
+    for rep in $(seq "$REPEATS"); do
+        log "round $rep/$REPEATS, synthetic 1080p30 with sync marks, audio clock +300 ppm: two Opus tracks, then none (${T} s each)"
+        run_ours sync "$rep" "$T" "${X264[*]}" --source synthetic --size "$SIZE" --fps 30 --sync-marks --audio-clock-ppm 300
+        run_ours sync_noaudio "$rep" "$T" "${X264[*]} audio=none" --source synthetic --size "$SIZE" --fps 30 --sync-marks --audio-clock-ppm 300
+    done
+fi
+if has_test 4k; then
+    for rep in $(seq "$REPEATS"); do
+        for threads in $THREADS_4K; do
+            log "round $rep/$REPEATS, synthetic 3840x2160 at 30 fps, x264 threads=$threads (${T4K} s)"
+            run_ours "4k_threads$threads" "$rep" "$T4K" "${X264[*]} threads=$threads" --source synthetic --size 3840x2160 --fps 30
+        done
+    done
+fi
+ELAPSED=$(($(date +%s) - START))
+
+export BENCH_CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" BENCH_NPROC="$(nproc)"
+export BENCH_KERNEL="$(uname -srm)"
+export BENCH_FFMPEG="$(ffmpeg -version | head -n 1 | cut -d' ' -f1-3)"
+export BENCH_X264="libx264 $(dpkg-query -W -f='${Version}' 'libx264-[0-9]*' 2>/dev/null | head -n 1)"
+export BENCH_OPUS="libopus $(dpkg-query -W -f='${Version}' libopus0 2>/dev/null)"
+export BENCH_LIBAV="libavcodec $(dpkg-query -W -f='${Version}' 'libavcodec[0-9]*' 2>/dev/null | head -n 1)"
+export BENCH_XVFB="$(dpkg-query -W -f='${Version}' xvfb)" BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')"
+export BENCH_LOAD="$LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after"
+export BENCH_ELAPSED="$ELAPSED" BENCH_SECONDS="$T" BENCH_REPEATS="$REPEATS" BENCH_4K_SECONDS="$T4K"
+export BENCH_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- Sources 2>/dev/null || echo ' (+ uncommitted changes in Sources/)')"
+# The raw figures stay in the bench scratch directory (ignored by git) for a look after the run.
+KEEP="$SCRATCH/record-last"; rm -rf "$KEEP"; mkdir -p "$KEEP"
+cp "$RESULTS" "$WORK"/avsync-*.json "$WORK"/x264-*.txt "$WORK"/*.log "$KEEP"/ 2>/dev/null || true
+export BENCH_X264_OPTIONS="$KEEP"
+"$PY" "$ROOT/bench/record_report.py" "$RESULTS" "$DOC"
+log "wrote the record section of $DOC (measurements took ${ELAPSED} s; raw figures in $KEEP)"
+cat "$RESULTS" >&2
