@@ -2,7 +2,8 @@
 # Benchmarks the `record` handler (H.264 with libx264 and Opus, through libavcodec, into fragmented MP4):
 #
 #   x11     1080p30 X11 capture + encode, side by side with ffmpeg (x11grab → libx264, same x264 settings),
-#           on the same private Xvfb with the same moving content; and ffmpeg with two Opus tracks as well
+#           on the same private Xvfb with the same moving content; and ffmpeg with two Opus tracks as well,
+#           and with -g 60 (the record handler's keyframe interval; ffmpeg's own default is 250 frames)
 #   still   the same with a still screen (broadcastd does not encode repeated frames; ffmpeg encodes all)
 #   sync    the synthetic source at 1080p30 with sync marks and an audio clock 300 ppm fast: the A/V offset
 #           at the end of the recording, and the handler's CPU and memory with two Opus tracks
@@ -57,12 +58,13 @@ RESULTS="$WORK/results.tsv"   # one line per run: tool test rep key=value...
 : >"$RESULTS"
 HZ=$(getconf CLK_TCK)
 
-# Frames and duration of the video stream of FILE (decoded: -count_frames), and its size in bytes.
+# probe_file FILE NAME: frames and duration of the video stream of FILE (decoded: -count_frames), its size in MiB, its audio tracks;
+# NAME: where x264's settings string from the file goes ($WORK/x264-NAME.txt).
 probe_file() {
     local frames duration
     IFS=, read -r frames duration < <(ffprobe -v error -select_streams v:0 -count_frames \
         -show_entries stream=nb_read_frames:format=duration -of csv=p=0:nk=1 "$1" | paste -sd, -)
-    printf 'file_frames=%s file_s=%s file_mb=%s audio_tracks=%s' "${frames:-0}" "${duration:-0}" \
+    printf 'file_frames=%s file_s=%s out_mb=%s audio_tracks=%s' "${frames:-0}" "${duration:-0}" \
         "$(stat -c %s "$1" | awk '{printf "%.2f", $1 / 1048576}')" \
         "$(ffprobe -v error -select_streams a -show_entries stream=index -of csv=p=0 "$1" | wc -l)"
     # x264's own record of its settings (the SEI it writes in the stream), to compare the two encoders.
@@ -83,15 +85,15 @@ run_ours() {
     local bd=$LAST
     for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
     [[ -S $sock ]] || { log "broadcastd did not start"; cat "$logf" >&2; exit 1; }
-    spawn "$PY" "$TOOLS" watch "$bd" >"$WORK/watch.txt"
+    spawn "$PY" "$TOOLS" watch "$bd" "child:$bd" >"$WORK/watch.txt"
     local watcher=$LAST before children_before after children t0 t1
     read -r before children_before < <(cpu_ticks "$bd"); t0=$(date +%s.%N)
     spawn /usr/bin/time -v -o "$WORK/ctl.time" timeout $((seconds + 120)) "$BIN/broadcastctl" start --socket "$sock" \
         --handler record --url "file://$out" "${sets[@]}" --duration "$seconds" --wait >"$WORK/ctl.out" 2>>"$WORK/ctl.err"
     reap "$LAST" || { log "broadcastctl start failed:"; cat "$WORK/ctl.out" "$WORK/ctl.err" >&2; tail -n 20 "$logf" >&2; exit 1; }
     t1=$(date +%s.%N)
-    reap "$watcher" || true
     for _ in $(seq 100); do [ -z "$(cat /proc/"$bd"/task/*/children 2>/dev/null)" ] && break; sleep 0.05; done
+    sleep 0.3; kill -TERM "$watcher"; reap "$watcher" || true
     read -r after children < <(cpu_ticks "$bd")
     local hwm; hwm=$(status_kb "$bd" VmHWM)
     "$BIN/broadcastctl" status --socket "$sock" --json >"$WORK/status.json"
@@ -107,7 +109,9 @@ import json, re, sys
 status, watch, ctl_time, logf, test, rep, hz, before, after, children, hwm, t0, t1, extra = sys.argv[1:]
 s = json.load(open(status))
 r = s.get("result", {})
-w = dict(p.split("=", 1) for p in open(watch).read().split())
+watched = [dict(p.split("=", 1) for p in line.split()) for line in open(watch)]
+d, w = watched   # the daemon, its child (the handler)
+mb = lambda x: int(x) / 1024 if x not in ("NA", None) else float("nan")
 t = open(ctl_time, errors="replace").read()
 get = lambda k: float(re.search(re.escape(k) + r"[^:]*:\s*([\d.]+)", t).group(1))
 hz = int(hz)
@@ -118,8 +122,9 @@ fields = dict(
     daemon_cpu_s=(int(after) - int(before)) / hz, handler_cpu_s=int(children) / hz,
     handler_cpu_polled_s=(int(w["ticks"]) / hz) if w.get("ticks", "NA") != "NA" else float("nan"),
     ctl_cpu_s=get("User time (seconds)") + get("System time (seconds)"),
-    daemon_rss_mb=int(hwm) / 1024, handler_rss_mb=(int(w["hwm_kb"]) / 1024) if w.get("hwm_kb", "NA") != "NA" else float("nan"),
-    handler_name=w.get("name", "NA"),
+    daemon_rss_mb=int(hwm) / 1024, daemon_anon_mb=mb(d["RssAnon"]), daemon_file_mb=mb(d["RssFile"]), daemon_shmem_mb=mb(d["RssShmem"]),
+    handler_rss_mb=mb(w["VmHWM"]), handler_anon_mb=mb(w["RssAnon"]), handler_file_mb=mb(w["RssFile"]), handler_shmem_mb=mb(w["RssShmem"]),
+    handler_name=w["name"],
     delivered=s["streams"]["video"]["delivered"], dropped=s["streams"]["video"]["dropped"],
     repeated=s["streams"]["video"]["repeated"],
     grabbed=s.get("capture", {}).get("framesGrabbed", float("nan")),
@@ -141,30 +146,40 @@ PY
 }
 
 # --- ffmpeg ----------------------------------------------------------------------------------------
-# run_ffmpeg TOOL TEST REP [AUDIO]: ffmpeg under /usr/bin/time -v, x11grab → libx264 (and two Opus tracks).
+# run_ffmpeg TOOL TEST REP: ffmpeg under /usr/bin/time -v, x11grab → libx264; TOOL ffmpeg_audio adds two
+# Opus tracks, ffmpeg_g60 a keyframe every 60 frames (2 s, the record handler's default keyframeInterval).
 run_ffmpeg() {
     local tool=$1 test=$2 rep=$3 out="$WORK/$1-$2-$3.mp4"
-    local audio_in=() audio_out=()
+    local audio_in=() extra_out=()
     if [ "$tool" = ffmpeg_audio ]; then   # two tracks, as the record handler makes by default (app, mic)
         audio_in=(-f lavfi -i sine=frequency=440:sample_rate=48000 -f lavfi -i sine=frequency=880:sample_rate=48000)
-        audio_out=(-map 0:v -map 1:a -map 2:a -c:a libopus -b:a 128k -ac 2)
+        extra_out=(-map 0:v -map 1:a -map 2:a -c:a libopus -b:a 128k -ac 2)
+    elif [ "$tool" = ffmpeg_g60 ]; then
+        extra_out=(-g 60)
     fi
     spawn /usr/bin/time -v -o "$WORK/ffmpeg.time" ffmpeg -hide_banner -nostdin -y \
         -f x11grab -framerate 30 -video_size "$SIZE" -i "$DISPLAY" "${audio_in[@]}" -t "$T" \
-        -c:v libx264 -preset veryfast -tune zerolatency -crf 23 -pix_fmt yuv420p "${audio_out[@]}" "$out" 2>"$WORK/ffmpeg.log"
-    reap "$LAST" || { log "ffmpeg failed:"; tail -n 20 "$WORK/ffmpeg.log" >&2; exit 1; }
+        -c:v libx264 -preset veryfast -tune zerolatency -crf 23 -pix_fmt yuv420p "${extra_out[@]}" "$out" 2>"$WORK/ffmpeg.log"
+    local ff=$LAST
+    spawn "$PY" "$TOOLS" watch "child:$ff" >"$WORK/watch.txt"
+    local watcher=$LAST
+    reap "$ff" || { log "ffmpeg failed:"; tail -n 20 "$WORK/ffmpeg.log" >&2; exit 1; }
+    reap "$watcher" || true
     local dup drop
     dup=$(tr '\r' '\n' <"$WORK/ffmpeg.log" | sed -n 's/.* dup=\([0-9]*\).*/\1/p' | tail -n 1)
     drop=$(tr '\r' '\n' <"$WORK/ffmpeg.log" | sed -n 's/.* drop=\([0-9]*\).*/\1/p' | tail -n 1)
-    "$PY" - "$WORK/ffmpeg.time" "$tool" "$test" "$rep" "${dup:-0}" "${drop:-0}" "$(probe_file "$out" "$tool-$test")" <<'PY' >>"$RESULTS"
+    "$PY" - "$WORK/ffmpeg.time" "$WORK/watch.txt" "$tool" "$test" "$rep" "${dup:-0}" "${drop:-0}" "$(probe_file "$out" "$tool-$test")" <<'PY' >>"$RESULTS"
 import re, sys
-path, tool, test, rep, dup, drop, extra = sys.argv[1:]
+path, watch, tool, test, rep, dup, drop, extra = sys.argv[1:]
+w = dict(p.split("=", 1) for p in open(watch).read().split())
+mb = lambda x: int(x) / 1024 if x not in ("NA", None) else float("nan")
 t = open(path, errors="replace").read()
 get = lambda k: float(re.search(re.escape(k) + r"[^:]*:\s*([\d.]+)", t).group(1))
 clock = next(l for l in t.splitlines() if "Elapsed (wall clock)" in l).rsplit(" ", 1)[1].split(":")
 wall = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock)))
 cpu = get("User time (seconds)") + get("System time (seconds)")
-print(tool, test, rep, f"wall_s={wall} total_cpu_s={cpu} total_cpu_pct={cpu * 100 / wall} rss_mb={get('Maximum resident set size') / 1024} dup={dup} drop={drop}", extra)
+print(tool, test, rep, f"wall_s={wall} total_cpu_s={cpu} total_cpu_pct={cpu * 100 / wall} rss_mb={get('Maximum resident set size') / 1024} "
+      f"anon_mb={mb(w['RssAnon'])} file_mb={mb(w['RssFile'])} shmem_mb={mb(w['RssShmem'])} polled_hwm_mb={mb(w['VmHWM'])} name={w['name']} dup={dup} drop={drop}", extra)
 PY
     rm -f "$out"
 }
@@ -200,6 +215,8 @@ if has_test x11 || has_test still; then
             run_ffmpeg ffmpeg x11 "$rep"
             log "round $rep/$REPEATS, moving screen: ffmpeg x11grab → libx264 + 2 × Opus (${T} s)"
             run_ffmpeg ffmpeg_audio x11 "$rep"
+            log "round $rep/$REPEATS, moving screen: ffmpeg x11grab → libx264 -g 60 (${T} s)"
+            run_ffmpeg ffmpeg_g60 x11 "$rep"
             stop_content
         fi
         if has_test still; then
@@ -241,6 +258,7 @@ export BENCH_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo
 KEEP="$SCRATCH/record-last"; rm -rf "$KEEP"; mkdir -p "$KEEP"
 cp "$RESULTS" "$WORK"/avsync-*.json "$WORK"/x264-*.txt "$WORK"/*.log "$KEEP"/ 2>/dev/null || true
 export BENCH_X264_OPTIONS="$KEEP"
+export -p | grep ' BENCH_' >"$KEEP/env.sh"   # to rewrite the section from these figures: . "$KEEP/env.sh"; python3 bench/record_report.py "$KEEP/results.tsv" docs/benchmarks.md
 "$PY" "$ROOT/bench/record_report.py" "$RESULTS" "$DOC"
 log "wrote the record section of $DOC (measurements took ${ELAPSED} s; raw figures in $KEEP)"
 cat "$RESULTS" >&2

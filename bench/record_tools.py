@@ -1,8 +1,8 @@
 """Helpers for bench/record.sh (standard library and python3-xlib only; run with /usr/bin/python3).
 
     animate                 draws moving content on $DISPLAY at 30 fps until SIGTERM (see Animation)
-    watch PARENT_PID        waits for PARENT_PID's child (the handler broadcastd launched), polls its
-                            /proc until it exits, prints "pid=.. hwm_kb=.. ticks=.." (last reading)
+    watch TARGET...         polls /proc of each TARGET (PID, or child:PID for PID's first child, such as the
+                            handler broadcastd launches) until they exit or SIGTERM: peak RSS and its parts
     avsync FILE             A/V offset of the sync marks in FILE (broadcastd --sync-marks), as JSON
 """
 import array
@@ -25,7 +25,7 @@ class Animation:
     - a 240x160 box whose colour changes every frame, bouncing (12 px a frame across, 7 down) in the band
       below the document, 1920x280;
     - the pointer, moving on a circle (x11grab and broadcastd both draw it in).
-    The sequence is deterministic (frame n looks the same in every run); it is drawn on the root
+    The sequence is deterministic (frame n of a run of the animation is always the same); it is drawn on the root
     window, under xclock's window and over xsetroot's solid background, which bench/record.sh sets up.
     """
 
@@ -132,37 +132,64 @@ def children(pid):
     return found
 
 
-def watch(parent, timeout=600.0):
-    """Polls every 0.2 s: the handler's VmHWM only grows, so the last reading is its peak; its CPU is
-    better taken from the parent's cutime+cstime once it is reaped (bench/record.sh does); ticks here are
-    the last reading, a cross-check."""
+def read_proc(pid):
+    """(name, state, utime+stime ticks, {VmHWM, VmRSS, RssAnon, RssFile, RssShmem: kB}) or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            status = f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    kb, name = {}, "NA"
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"):
+            kb[key] = int(value.split()[0])
+        elif key == "Name":
+            name = value.strip()
+    return name, fields[0], int(fields[11]) + int(fields[12]), kb
+
+
+def watch(targets, timeout=900.0):
+    """Polls every 0.2 s each target, "PID" or "child:PID" (the first child PID has, waited for), until all
+    have exited or SIGTERM comes; then prints one line per target: label=... pid=... name=... ticks=...
+    (last reading) and the highest VmHWM, VmRSS, RssAnon, RssFile, RssShmem seen (kB). VmHWM only grows,
+    so its last reading is the peak (to within 0.2 s of growth); the RSS parts are the highest polled,
+    each on its own (they need not peak together). CPU is better taken from the parent's cutime+cstime
+    once it has reaped the process (bench/record.sh does); ticks here are a cross-check."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     deadline = time.monotonic() + timeout
-    pid = None
-    while pid is None and time.monotonic() < deadline:
-        kids = children(parent)
-        pid = kids[0] if kids else None
-        if pid is None:
-            time.sleep(0.02)
-    hwm, ticks, name = "NA", "NA", "NA"
-    while pid is not None and time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                status = f.read()
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            break
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] == "Z":   # exited, not yet reaped: nothing more to read
-            break
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                hwm = line.split()[1]
-            elif line.startswith("Name:"):
-                name = line.split()[1]
-        ticks = int(fields[11]) + int(fields[12])
+    state = []
+    for target in targets:
+        kind, _, number = target.rpartition(":")
+        state.append({"label": target, "parent": int(number) if kind == "child" else None,
+                      "pid": None if kind == "child" else int(number), "done": False,
+                      "name": "NA", "ticks": "NA", "max": {}})
+    while not stop and time.monotonic() < deadline and not all(t["done"] for t in state):
+        for t in state:
+            if t["done"]:
+                continue
+            if t["pid"] is None:
+                kids = children(t["parent"])
+                if not kids:
+                    if not os.path.exists(f"/proc/{t['parent']}"):
+                        t["done"] = True
+                    continue
+                t["pid"] = kids[0]
+            reading = read_proc(t["pid"])
+            if reading is None or reading[1] in ("Z", "X"):   # gone, or exited and not yet reaped
+                t["done"] = True
+                continue
+            t["name"], _, t["ticks"], kb = reading
+            for key, value in kb.items():
+                t["max"][key] = max(value, t["max"].get(key, 0))
         time.sleep(0.2)
-    print(f"pid={pid} name={name} hwm_kb={hwm} ticks={ticks}")
+    for t in state:
+        peaks = " ".join(f"{key}={t['max'].get(key, 'NA')}" for key in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"))
+        print(f"label={t['label']} pid={t['pid']} name={t['name'].replace(' ', '_')} ticks={t['ticks']} {peaks}")
 
 
 # --- avsync ----------------------------------------------------------------------------------
@@ -175,9 +202,11 @@ def avsync(path):
     probe = subprocess.run(["ffprobe", "-v", "error", "-f", "lavfi", "-i", f"movie={path},signalstats",
                             "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"],
                            check=True, capture_output=True, text=True).stdout
-    flashes = []
+    flashes, video_pts = [], []
     for line in probe.splitlines():
         parts = line.split(",")
+        if parts[0] not in ("", "N/A"):
+            video_pts.append(float(parts[0]))
         if len(parts) >= 2 and parts[1] not in ("", "N/A") and float(parts[1]) > 200:
             flashes.append(float(parts[0]))
     frames = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-show_entries",
@@ -212,15 +241,16 @@ def avsync(path):
         else:
             marks.append({"flash": round(flash, 6), "beep": None, "offset_ms": None})
     print(json.dumps({"file": path, "flashes": len(flashes), "beeps": len(onsets), "audio_start": t0,
-                      "audio_seconds": len(samples) / rate, "audio_frame_gaps": gaps, "marks": marks}))
+                      "audio_seconds": len(samples) / rate, "audio_frame_gaps": gaps,
+                      "video_first_pts": video_pts[:3], "video_frames": len(video_pts), "marks": marks}))
 
 
 if __name__ == "__main__":
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     if command == "animate":
         animate()
-    elif command == "watch" and len(sys.argv) == 3:
-        watch(int(sys.argv[2]))
+    elif command == "watch" and len(sys.argv) >= 3:
+        watch(sys.argv[2:])
     elif command == "avsync" and len(sys.argv) == 3:
         avsync(sys.argv[2])
     else:

@@ -2,7 +2,9 @@
 # Benchmarks broadcastd's synthetic pipeline against ffmpeg and GStreamer doing the same job
 # (1080p NV12 test frames at a real-time rate handed to a consumer), and regenerates
 # docs/benchmarks.md from the figures of this run; then runs bench/x11.sh (X11 capture against
-# x11grab and ximagesrc; BENCH_SKIP_X11=1 skips it). One command: bash bench/run.sh
+# x11grab and ximagesrc; BENCH_SKIP_X11=1 skips it) and bench/record.sh (the record handler against
+# ffmpeg x11grab → libx264, A/V offset, 4K memory; about 30 minutes; BENCH_SKIP_RECORD=1 skips it).
+# One command: bash bench/run.sh
 #
 # Knobs (environment): BENCH_SECONDS (default 20), BENCH_REPEATS (default 3), BENCH_FPS (default "30 60").
 set -euo pipefail
@@ -130,15 +132,17 @@ export BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_ELAPSED="$ELAPSED"
 export BENCH_SECONDS="$SECONDS_PER_RUN" BENCH_REPEATS="$REPEATS" BENCH_SIZE="$SIZE"
 export BENCH_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- Sources 2>/dev/null || echo ' (+ uncommitted changes in Sources/)')"
 python3 "$ROOT/bench/report.py" "$RESULTS" >"$DOC.tmp"
-# Keep the X11 section (bench/x11.sh writes it) across this rewrite.
+# Keep the X11 and record sections (bench/x11.sh and bench/record.sh write them) across this rewrite.
 python3 - "$DOC" "$DOC.tmp" <<'EOF'
 import sys
 old, new = (open(p).read() if p else "" for p in sys.argv[1:])
-begin, end = "<!-- x11-begin -->", "<!-- x11-end -->"
-if begin in old and end in old:
-    open(sys.argv[2], "a").write("\n" + old[old.index(begin):old.index(end) + len(end)] + "\n")
+for name in ("x11", "record"):
+    begin, end = f"<!-- {name}-begin -->", f"<!-- {name}-end -->"
+    if begin in old and end in old:
+        open(sys.argv[2], "a").write("\n" + old[old.index(begin):old.index(end) + len(end)] + "\n")
 EOF
 mv "$DOC.tmp" "$DOC"
 log "wrote $DOC (measurements took ${ELAPSED} s)"
 cat "$RESULTS" >&2
 if [ -z "${BENCH_SKIP_X11:-}" ]; then bash "$ROOT/bench/x11.sh"; fi
+if [ "${BENCH_SKIP_RECORD:-}" != 1 ]; then bash "$ROOT/bench/record.sh"; fi

@@ -22,7 +22,7 @@ public final class MediaFrame {
 
     /// Points this frame at `data` for the next `encode`. The buffer reference is a no-op one, so
     /// libavcodec takes it as reference-counted and does not copy it.
-    public func borrow(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64, keyframe: Bool) throws(MediaError) {
+    public func borrow(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64) throws(MediaError) {
         av_frame_unref(frame)
         guard let base = data.baseAddress,
               let buffer = av_buffer_create(UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), data.count,
@@ -43,12 +43,7 @@ public final class MediaFrame {
         withUnsafeMutableBytes(of: &frame.pointee.linesize) { sizes in
             for (i, plane) in planes.enumerated() { sizes.storeBytes(of: Int32(plane.stride), toByteOffset: i * 4, as: Int32.self) }
         }
-        setVideo(pts: pts, keyframe: keyframe)
-    }
-
-    func setVideo(pts: Int64, keyframe: Bool) {
         frame.pointee.pts = pts
-        frame.pointee.pict_type = keyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
     }
 
     /// An owned frame of `format` (for scaled video).
@@ -111,7 +106,7 @@ public final class VideoScaler {
     deinit { sws_freeContext(context) }
 
     /// Scales `data` (laid out as the source format) into `output`, stamped `pts`.
-    public func scale(_ data: UnsafeRawBufferPointer, pts: Int64, keyframe: Bool) throws(MediaError) -> MediaFrame {
+    public func scale(_ data: UnsafeRawBufferPointer, pts: Int64) throws(MediaError) -> MediaFrame {
         try check(av_frame_make_writable(output.frame), "prepare a scaled frame")
         let planes = source.planes
         var sources: [UnsafePointer<UInt8>?] = planes.map { data.baseAddress!.advanced(by: $0.offset).assumingMemoryBound(to: UInt8.self) }
@@ -127,7 +122,7 @@ public final class VideoScaler {
             }
         }
         try check(result, "scale video")
-        output.setVideo(pts: pts, keyframe: keyframe)
+        output.frame.pointee.pts = pts
         return output
     }
 }

@@ -22,9 +22,6 @@ public struct MediaError: Error, CustomStringConvertible, Sendable {
         self.init(operation, Self.message(code), code: code)
     }
 
-    /// The disk is full (or a quota is reached).
-    public var isNoSpace: Bool { code == -ENOSPC || code == -EDQUOT || code == -EFBIG }
-
     public var description: String { "\(operation): \(reason)" }
 
     static func message(_ code: Int32) -> String {

@@ -85,9 +85,6 @@ public final class RecordHandler: BroadcastSampleHandler {
         if videoFormat.width != settings.width || videoFormat.height != settings.height { try rescale(from: videoFormat) }
     }
 
-
-
-
     private func rescale(from format: VideoFormat) throws(MediaError) {
         scaler = format.width == encodeFormat.width && format.height == encodeFormat.height && format.pixelFormat == encodeFormat.pixelFormat
             ? nil : try VideoScaler(from: format, toWidth: encodeFormat.width, height: encodeFormat.height)
@@ -132,10 +129,10 @@ public final class RecordHandler: BroadcastSampleHandler {
         let pts = Int64((time * 9 + 50_000) / 100_000) // ns → 90 kHz
         let frame: MediaFrame
         if let scaler {
-            frame = try scaler.scale(sample.data, pts: pts, keyframe: false)
+            frame = try scaler.scale(sample.data, pts: pts)
         } else {
             guard let borrowed else { throw MediaError("record", "out of memory") }
-            try borrowed.borrow(sample.data, format: format, pts: pts, keyframe: false)
+            try borrowed.borrow(sample.data, format: format, pts: pts)
             frame = borrowed
         }
         try video.encode(frame.frame) { packet throws(MediaError) in

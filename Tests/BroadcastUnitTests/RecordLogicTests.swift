@@ -183,6 +183,18 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         }
     }
 
+    @Test func videosFolderFromUserDirs() throws {
+        let path = "/tmp/user-dirs-\(getpid()).dirs"
+        defer { unlink(path) }
+        let text = "# written by xdg-user-dirs-update\nXDG_DESKTOP_DIR=\"$HOME/Desktop\"\nXDG_VIDEOS_DIR=\"$HOME/Filme\"\n"
+        let file = try #require(fopen(path, "w"))
+        fputs(text, file)
+        fclose(file)
+        #expect(OutputPath.userDirsEntry(file: path, key: "XDG_VIDEOS_DIR", home: "/home/u") == "/home/u/Filme")
+        #expect(OutputPath.userDirsEntry(file: path, key: "XDG_MUSIC_DIR", home: "/home/u") == nil)
+        #expect(OutputPath.defaultRecording().hasSuffix(".mp4"))
+    }
+
     @Test func segmentsAreContiguousInFileTime() {
         var clock = SegmentClock()
         #expect(clock.placeFrame(pts: 5_000, duration: 100) == 0)
