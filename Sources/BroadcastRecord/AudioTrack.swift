@@ -1,6 +1,5 @@
 import BroadcastCore
 import BroadcastMedia
-import CFFmpeg
 
 /// One audio track of the recording: its timeline (placement, drift, joins), its encoder and
 /// its stream in the file.
@@ -36,25 +35,28 @@ final class AudioTrack {
         guard let input = inputs[stream] else { return }
         converted.removeAll(keepingCapacity: true)
         PCM.appendFloat(data, format: format, frames: frames, channels: channels, to: &converted)
-        let position = time >= 0 ? (time * Int64(sampleRate) + 500_000_000) / 1_000_000_000 : -((-time * Int64(sampleRate) + 500_000_000) / 1_000_000_000)
-        converted.withUnsafeBufferPointer { timeline.place(input, $0, at: position) }
-        timeline.drain(upTo: timeline.ready(limit: self.frames(videoEnd)), into: &pending)
+        converted.withUnsafeBufferPointer { timeline.place(input, $0, at: self.frames(time)) }
+        timeline.drain(upTo: timeline.ready(limit: self.frames(Int64(videoEnd))), into: &pending)
         try encodePending(muxer: muxer, final: false)
     }
 
     /// Ends the current segment at file time `end` (ns).
     func endSegment(at end: UInt64) {
-        timeline.endSegment(at: frames(end))
+        timeline.endSegment(at: frames(Int64(end)))
     }
 
     /// Hands on everything up to file time `end` (the end of the recording) and flushes the encoder.
     func finish(at end: UInt64, muxer: Muxer) throws(MediaError) {
-        timeline.endSegment(at: frames(end))
-        timeline.drain(upTo: frames(end), into: &pending)
+        timeline.endSegment(at: frames(Int64(end)))
+        timeline.drain(upTo: frames(Int64(end)), into: &pending)
         try encodePending(muxer: muxer, final: true)
     }
 
-    private func frames(_ ns: UInt64) -> Int64 { Int64((ns * UInt64(sampleRate) + 500_000_000) / 1_000_000_000) }
+    /// File time (ns) to samples, rounded to the nearest.
+    private func frames(_ ns: Int64) -> Int64 {
+        let scaled = ns * Int64(sampleRate)
+        return (scaled + (scaled >= 0 ? 500_000_000 : -500_000_000)) / 1_000_000_000
+    }
 
     private func encodePending(muxer: Muxer, final: Bool) throws(MediaError) {
         let frameSize = encoder.frameSize
