@@ -20,6 +20,15 @@ public final class Daemon {
     private var retiredPools: Set<UInt32> = []
     private var nextPoolID: UInt32 = 1
     private let listener: Descriptor
+    /// Where the listener is: the configured path, or where systemd bound the socket it passed.
+    let socketPath: String
+    /// False under socket activation: the socket file is systemd's, and stays for the next activation.
+    private let ownsSocketPath: Bool
+    /// systemd's notification socket (Type=notify): READY, STATUS, WATCHDOG and STOPPING go there.
+    private let notifier: SystemdNotifier?
+    private var nextWatchdogAt: UInt64?
+    /// The last STATUS= sent, so that an unchanged status is not sent again.
+    private var lastStatus: String?
     private let signals: SignalDescriptor
     private let timer: DeadlineTimer
 
@@ -73,17 +82,31 @@ public final class Daemon {
             throw DaemonError("plan the frame pool", error.message)
         }
         do {
-            if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
-                try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
+            if let activated = try Systemd.takeActivatedListener() {
+                listener = activated
+                socketPath = Systemd.boundPath(activated) ?? configuration.socketPath
+                ownsSocketPath = false
+                logger.info("socket activation: serving the socket systemd passed (\(socketPath)); --socket and BROADCASTD_SOCKET are not used")
+            } else {
+                if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
+                    try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
+                }
+                listener = try UnixSocket.listen(path: configuration.socketPath)
+                socketPath = configuration.socketPath
+                ownsSocketPath = true
+                logger.info("not socket-activated: bound \(socketPath) itself")
             }
-            listener = try UnixSocket.listen(path: configuration.socketPath)
+            notifier = try SystemdNotifier()
             signals = try SignalDescriptor(signals: [Signals.terminate, Signals.interrupt, Signals.hangUp])
             timer = try DeadlineTimer()
         } catch {
             throw DaemonError("start", error)
         }
         Signals.ignoreBrokenPipe()
-        logger.info("listening on \(configuration.socketPath); source \(source.description); frame pool \(plan.map { "\($0)" } ?? "planned at start") within a budget of \(megabytes(configuration.memoryBudget))")
+        if let notifier {
+            logger.debug("notifying systemd at \(notifier.destination)\(notifier.watchdogInterval.map { "; watchdog ping every \($0 / 1_000_000) ms" } ?? "")")
+        }
+        logger.info("listening on \(socketPath); source \(source.description); frame pool \(plan.map { "\($0)" } ?? "planned at start") within a budget of \(megabytes(configuration.memoryBudget))")
     }
 
     /// Opens `source` and plans the frame pool for its frames; the source is left closed when either fails.
@@ -100,7 +123,16 @@ public final class Daemon {
 
     /// Runs until SIGTERM or SIGINT; a live broadcast is finished first (a second signal stops at once).
     public func run() throws(DaemonError) {
-        defer { FileSystem.remove(configuration.socketPath) }
+        defer { if ownsSocketPath { FileSystem.remove(socketPath) } }
+        // Ready means ready: the socket listens, the handler directories have been read, the loop starts now.
+        let handlers = registry.load(logger: logger)
+        logger.debug("\(handlers.count) handler(s) installed: \(handlers.map(\.manifest.name).joined(separator: ", "))")
+        notify("READY=1")
+        updateStatus()
+        if let interval = notifier?.watchdogInterval {
+            notify("WATCHDOG=1")
+            nextWatchdogAt = MonotonicClock.now() + interval
+        }
         while true {
             if shuttingDown && handler == nil && !isActive(machine.phase) { break }
             do { try timer.arm(at: nextDeadline()) } catch { throw DaemonError("arm timer", error) }
@@ -136,7 +168,7 @@ public final class Daemon {
     }
 
     private func nextDeadline() -> UInt64? {
-        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt]
+        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt]
         if let liveSince, let max = machine.current?.maxDuration {
             candidates.append(liveSince + (max > elapsedBefore ? max - elapsedBefore : 0))
         }
@@ -144,11 +176,17 @@ public final class Daemon {
     }
 
     private func runDueWork(now: UInt64) {
+        // Pinged from the loop's own timer: a loop that is stuck stops pinging, and systemd restarts it.
+        if let at = nextWatchdogAt, now >= at, let interval = notifier?.watchdogInterval {
+            notify("WATCHDOG=1")
+            nextWatchdogAt = now + interval
+        }
         if let at = nextFrameAt, now >= at { captureVideo(now: now) }
         if let at = nextAudioAt, now >= at { captureAudio(now: now) }
         if let at = nextServiceInfoAt, now >= at {
             nextServiceInfoAt = now + configuration.serviceInfoInterval
             publishServiceInfo(now: now)
+            updateStatus(now: now)
         }
         if let at = startDeadline, now >= at {
             startDeadline = nil
@@ -182,6 +220,8 @@ public final class Daemon {
             }
             logger.info("signal \(signal): shutting down")
             shuttingDown = true
+            notify("STOPPING=1")
+            updateStatus()
             if isActive(machine.phase) && machine.phase != .finishing {
                 transition(.fail(BroadcastError(.shutdown, "broadcastd was stopped")))
             }
@@ -494,6 +534,7 @@ public final class Daemon {
         if before != machine.phase {
             logger.info("broadcast \(machine.current.map { String($0.id) } ?? "-"): \(before) → \(machine.phase)")
             publish(.json(.stateChanged, status()))
+            updateStatus(now: now)
         }
         return .success(())
     }
@@ -591,6 +632,46 @@ public final class Daemon {
         publish(.json(.serviceInfo, info))
     }
 
+    // MARK: - systemd
+
+    /// Whether a notification failed already: said once, not at every watchdog ping.
+    private var notifyFailed = false
+
+    private func notify(_ state: String) {
+        guard let notifier else { return }
+        do { try notifier.send(state) } catch {
+            if !notifyFailed { logger.warning("could not notify systemd (\(state)): \(error)") }
+            notifyFailed = true
+        }
+    }
+
+    /// Sends STATUS= (what `systemctl --user status broadcastd` shows) when it changed.
+    private func updateStatus(now: UInt64 = MonotonicClock.now()) {
+        guard notifier != nil else { return }
+        let text = statusLine(now: now)
+        guard text != lastStatus else { return }
+        lastStatus = text
+        notify("STATUS=" + text)
+    }
+
+    /// One line: "idle", "live: broadcast 3 to record, 00:12:03", "paused: ...", "stopping".
+    func statusLine(now: UInt64) -> String {
+        if shuttingDown { return isActive(machine.phase) ? "stopping: finishing broadcast \(machine.current?.id ?? 0)" : "stopping" }
+        guard let current = machine.current else { return "idle" }
+        let seconds = elapsed(now: now) / 1_000_000_000
+        let clock = [seconds / 3600, seconds / 60 % 60, seconds % 60].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")
+        let what = "broadcast \(current.id) to \(current.handler)"
+        switch machine.phase {
+        case .idle: return "idle"
+        case .awaitingSetup: return "waiting for setup: \(what)"
+        case .starting: return "starting: \(what)"
+        case .live: return "live: \(what), \(clock)"
+        case .paused: return "paused: \(what), \(clock)"
+        case .finishing: return "finishing: \(what), \(clock)"
+        case .finished: return machine.error.map { "idle; \(what) failed: \($0.message)" } ?? "idle; \(what) finished, \(clock)"
+        }
+    }
+
     private func isActive(_ phase: BroadcastPhase) -> Bool {
         phase != .idle && phase != .finished
     }
@@ -613,7 +694,7 @@ public final class Daemon {
             try ours.setNonBlocking()
             var environment = Environment.all
             environment["BROADCASTD_HANDLER_FD"] = "3"
-            environment["BROADCASTD_SOCKET"] = configuration.socketPath
+            environment["BROADCASTD_SOCKET"] = socketPath
             let process = try ChildProcess(path: path, arguments: entry.manifest.arguments ?? [], environment: environment, passing: [(theirs, 3)])
             theirs.close()
             let running = RunningHandler(process: process, manifest: entry.manifest)

@@ -83,11 +83,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
 
     func run() throws {
         let level = Logger.Level(rawValue: logLevel)!
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        JournalLogHandler.bootstrap(level: level)
         let logger = Logger(label: "broadcastd")
         let audio = AudioFormat(channels: audioChannels, sampleFormat: AudioSampleFormat(name: audioFormat)!)
         let captureSource: CaptureSource
@@ -109,7 +105,9 @@ struct BroadcastDaemonCommand: ParsableCommand {
                 framesPerSecond: fps, audio: audio, syncMarks: syncMarks, audioClockPPM: audioClockPPM))
         }
         do {
-            var configuration = DaemonConfiguration(socketPath: try SocketLocation.resolve(explicit: socket), memoryBudget: memoryBudget << 20)
+            // Socket-activated, the daemon serves the socket systemd passed and needs no path of its own.
+            let socketPath = Systemd.isSocketActivated ? (try? SocketLocation.resolve(explicit: socket)) ?? "" : try SocketLocation.resolve(explicit: socket)
+            var configuration = DaemonConfiguration(socketPath: socketPath, memoryBudget: memoryBudget << 20)
             configuration.extraHandlerDirectories = handlersDirectories
             try Daemon(configuration: configuration, source: captureSource, logger: logger).run()
         } catch {
