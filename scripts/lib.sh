@@ -7,10 +7,13 @@
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
 #   ffmpeg     turns the demo's captured frame into a PNG
-BROADCASTD_PACKAGES=(python3 procps pkg-config
+#   install    make, and man-db/groff-base to check that the man pages render (`make install` test)
+#   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
+BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
-    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg)
+    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
+    make man-db groff-base)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).
 free_display() {

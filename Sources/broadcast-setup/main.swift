@@ -13,6 +13,9 @@ struct BroadcastSetupCommand: ParsableCommand {
             (secrets without echo, defaults in brackets, Enter takes the default); without a terminal,
             or with --non-interactive, it uses --url, --set and the defaults. Ctrl-C cancels the request.
             Exit status: 0 completed, 1 cancelled or refused.
+            Examples:
+              broadcast-setup                                  (asks for the waiting request's fields)
+              broadcast-setup --non-interactive --url file:///tmp/talk.mkv --set audio=app
             """)
 
     @Option(help: "The broadcast to set up (default: the one waiting).")
