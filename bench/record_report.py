@@ -8,6 +8,7 @@ import re
 import statistics
 import sys
 from collections import defaultdict
+from docsection import write_section
 
 BEGIN, END = "<!-- record-begin -->", "<!-- record-end -->"
 TARGET = 0.9   # our total CPU at most 0.9 × ffmpeg's
@@ -354,10 +355,4 @@ if have("ours", "sync"):
 out += ["**Reading.** " + " ".join(reading), "", END]
 
 section = "\n".join(out) + "\n"
-path = sys.argv[2]
-doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-if BEGIN in doc and END in doc:
-    doc = doc[:doc.index(BEGIN)] + section.rstrip("\n") + doc[doc.index(END) + len(END):]
-else:
-    doc = doc.rstrip("\n") + "\n\n" + section
-open(path, "w").write(doc)
+write_section(sys.argv[2], BEGIN, END, section)

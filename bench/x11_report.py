@@ -6,6 +6,7 @@ import re
 import statistics
 import sys
 from collections import defaultdict
+from docsection import write_section
 
 BEGIN, END = "<!-- x11-begin -->", "<!-- x11-end -->"
 TARGET_MS = {"1920x1080": 1.0, "3840x2160": 4.0}
@@ -84,10 +85,4 @@ out += ["", """**How they were taken.**
 """, END]
 section = "\n".join(out) + "\n"
 
-path = sys.argv[2]
-doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-if BEGIN in doc and END in doc:
-    doc = doc[:doc.index(BEGIN)] + section.rstrip("\n") + doc[doc.index(END) + len(END):]
-else:
-    doc = doc.rstrip("\n") + "\n\n" + section
-open(path, "w").write(doc)
+write_section(sys.argv[2], BEGIN, END, section)
