@@ -13,11 +13,13 @@ struct BroadcastDaemonCommand: ParsableCommand {
         abstract: "Captures the screen and audio and delivers them to a broadcast handler.",
         discussion: """
             Control it with broadcastctl. Examples:
+              systemctl --user enable --now broadcastd.socket  # as a user service, started on first use
               broadcastd &                                   # the X11 screen in $DISPLAY
               broadcastd --output HDMI-1 --fps 60 --cursor metadata &
               broadcastd --region 0,0,1280x720 &
               broadcastd --source synthetic &                # a test pattern and two tones
               broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
+              broadcastctl start --handler record --url file:///tmp/talk.mp4 --duration 60 --wait
             """)
 
     @Option(help: "Capture source: auto, x11 or synthetic. auto picks x11 when DISPLAY is set and no Wayland session runs, else synthetic.")
