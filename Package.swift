@@ -3,6 +3,7 @@ import PackageDescription
 
 // Library targets carry the logic; executables only parse arguments and call in.
 //   BroadcastSystem      the one module that makes syscalls (sockets, SCM_RIGHTS, memfd, mmap, poll, spawn)
+//   BroadcastLogging     swift-log output: human-readable, or with syslog priorities when stderr is the journal
 //   BroadcastCore        the model: sample types and formats, the broadcast state machine, manifests, budget
 //   BroadcastProtocol    the wire protocol of docs/protocol.md: framing, messages, a blocking peer connection
 //   BroadcastCapture     the capture source interface, the synthetic source, BGRx → NV12/I420 conversion
@@ -35,6 +36,7 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
+        .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
         .target(name: "BroadcastCapture", dependencies: [
@@ -44,14 +46,14 @@ let package = Package(
             "CXCB", "BroadcastCore", "BroadcastSystem", "BroadcastCapture", .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BroadcastDaemon", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture", "BroadcastLogging",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BroadcastClient", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
         ]),
         .target(name: "BroadcastHandlerKit", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastLogging",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
@@ -61,7 +63,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemon", "BroadcastCapture", "BroadcastX11",
+            "BroadcastDaemon", "BroadcastCapture", "BroadcastX11", "BroadcastLogging",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -74,12 +76,10 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "broadcast-handler-inspect", dependencies: [
-            "BroadcastInspect", "BroadcastHandlerKit",
-            .product(name: "Logging", package: "swift-log"),
+            "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
         .executableTarget(name: "broadcast-handler-record", dependencies: [
-            "BroadcastRecord", "BroadcastHandlerKit",
-            .product(name: "Logging", package: "swift-log"),
+            "BroadcastRecord", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",

@@ -1,6 +1,6 @@
 import BroadcastHandlerKit
 import BroadcastInspect
-import Logging
+import BroadcastLogging
 
-LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+JournalLogHandler.bootstrap(level: .info)
 runBroadcastHandler(InspectHandler(), name: "broadcast-handler-inspect")

@@ -1,6 +1,6 @@
 import BroadcastHandlerKit
 import BroadcastRecord
-import Logging
+import BroadcastLogging
 
-LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+JournalLogHandler.bootstrap(level: .info)
 runBroadcastHandler(RecordHandler(), name: "broadcast-handler-record")

@@ -2,6 +2,7 @@ import ArgumentParser
 import BroadcastCapture
 import BroadcastCore
 import BroadcastDaemon
+import BroadcastLogging
 import BroadcastProtocol
 import BroadcastSystem
 import BroadcastX11
