@@ -121,30 +121,27 @@ final class XConnection {
     }
 
     private func probeExtensions() {
-        func present(_ id: OpaquePointer) -> UInt8? {
-            guard let data = xcb_get_extension_data(raw, id), data.pointee.present != 0 else { return nil }
-            return data.pointee.first_event
+        /// The extension's version, when the server has it: `query` asks for it (nil: no reply),
+        /// `version` reads major and minor out of the reply.
+        func probe<Reply>(_ id: OpaquePointer, _ query: () -> UnsafeMutablePointer<Reply>?,
+                          _ version: (Reply) -> (Int, Int)) -> Extension? {
+            guard let data = xcb_get_extension_data(raw, id), data.pointee.present != 0, let reply = query() else { return nil }
+            defer { free(reply) }
+            let (major, minor) = version(reply.pointee)
+            return Extension(major: major, minor: minor, firstEvent: data.pointee.first_event)
         }
-        if let first = present(cxcb_shm_extension()),
-           let reply = xcb_shm_query_version_reply(raw, xcb_shm_query_version(raw), nil) {
-            shm = Extension(major: Int(reply.pointee.major_version), minor: Int(reply.pointee.minor_version), firstEvent: first)
-            free(reply)
+        shm = probe(cxcb_shm_extension(), { xcb_shm_query_version_reply(raw, xcb_shm_query_version(raw), nil) }) {
+            (Int($0.major_version), Int($0.minor_version))
         }
         // XFixes and DAMAGE must be told which version the client speaks before any other request.
-        if let first = present(cxcb_xfixes_extension()),
-           let reply = xcb_xfixes_query_version_reply(raw, xcb_xfixes_query_version(raw, 5, 0), nil) {
-            xfixes = Extension(major: Int(reply.pointee.major_version), minor: Int(reply.pointee.minor_version), firstEvent: first)
-            free(reply)
+        xfixes = probe(cxcb_xfixes_extension(), { xcb_xfixes_query_version_reply(raw, xcb_xfixes_query_version(raw, 5, 0), nil) }) {
+            (Int($0.major_version), Int($0.minor_version))
         }
-        if let first = present(cxcb_randr_extension()),
-           let reply = xcb_randr_query_version_reply(raw, xcb_randr_query_version(raw, 1, 5), nil) {
-            randr = Extension(major: Int(reply.pointee.major_version), minor: Int(reply.pointee.minor_version), firstEvent: first)
-            free(reply)
+        randr = probe(cxcb_randr_extension(), { xcb_randr_query_version_reply(raw, xcb_randr_query_version(raw, 1, 5), nil) }) {
+            (Int($0.major_version), Int($0.minor_version))
         }
-        if let first = present(cxcb_damage_extension()),
-           let reply = xcb_damage_query_version_reply(raw, xcb_damage_query_version(raw, 1, 1), nil) {
-            damage = Extension(major: Int(reply.pointee.major_version), minor: Int(reply.pointee.minor_version), firstEvent: first)
-            free(reply)
+        damage = probe(cxcb_damage_extension(), { xcb_damage_query_version_reply(raw, xcb_damage_query_version(raw, 1, 1), nil) }) {
+            (Int($0.major_version), Int($0.minor_version))
         }
     }
 
