@@ -4,6 +4,7 @@ import PackageDescription
 // Library targets carry the logic; executables only parse arguments and call in.
 //   BroadcastSystem      the one module that makes syscalls (sockets, SCM_RIGHTS, memfd, mmap, poll, spawn)
 //   BroadcastLogging     swift-log output: human-readable, or with syslog priorities when stderr is the journal
+//   BroadcastConfig      TOML configuration files checked against a program's keys; defaults < file < command line
 //   BroadcastCore        the model: sample types and formats, the broadcast state machine, manifests, budget
 //   BroadcastProtocol    the wire protocol of docs/protocol.md: framing, messages, a blocking peer connection
 //   BroadcastCapture     the capture source interface, the synthetic source, BGRx → NV12/I420 conversion
@@ -28,6 +29,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         .target(name: "CBroadcastShims"),
@@ -38,6 +40,7 @@ let package = Package(
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
+        .target(name: "BroadcastConfig", dependencies: ["BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
         .target(name: "BroadcastCapture", dependencies: [
             "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
@@ -63,7 +66,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemon", "BroadcastCapture", "BroadcastX11", "BroadcastLogging",
+            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastX11", "BroadcastLogging",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -84,7 +87,7 @@ let package = Package(
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia",
+            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

@@ -81,7 +81,7 @@ run_ours() {
     local sock="$WORK/bd.sock" out="$WORK/ours-$test-$rep.mp4" logf="$WORK/broadcastd-$test-$rep.log"
     local sets=() kv; for kv in $setup; do sets+=(--set "$kv"); done
     rm -f "$sock" "$out"
-    spawn "$BIN/broadcastd" --socket "$sock" --handlers-dir "$ROOT/share/broadcastd/handlers" --log-level info "$@" 2>"$logf"
+    spawn "$BIN/broadcastd" --config /dev/null --socket "$sock" --handlers-dir "$ROOT/share/broadcastd/handlers" --log-level info "$@" 2>"$logf"
     local bd=$LAST
     for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
     [[ -S $sock ]] || { log "broadcastd did not start"; cat "$logf" >&2; exit 1; }

@@ -44,7 +44,7 @@ RESULTS="$WORK/results.tsv"   # one line per run: tool fps rep key=value...
 
 run_broadcastd() {  # fps rep
     local fps=$1 rep=$2 sock="$WORK/bd.sock" summary="$WORK/summary-$1-$2.json"
-    "$BIN/broadcastd" --source synthetic --size "$SIZE" --fps "$fps" --socket "$sock" \
+    "$BIN/broadcastd" --config /dev/null --source synthetic --size "$SIZE" --fps "$fps" --socket "$sock" \
         --handlers-dir "$ROOT/share/broadcastd/handlers" --log-level warning 2>>"$WORK/broadcastd.log" &
     local pid=$!; PIDS+=("$pid")
     for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done

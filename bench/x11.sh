@@ -43,7 +43,7 @@ HZ=$(getconf CLK_TCK)
 run_broadcastd() {
     local size=$1 test=$2 rep=$3 fps=$4; shift 4
     local sock="$WORK/bd.sock" summary="$WORK/summary.json"
-    "$BIN/broadcastd" --source x11 --fps "$fps" --socket "$sock" --log-level warning \
+    "$BIN/broadcastd" --config /dev/null --source x11 --fps "$fps" --socket "$sock" --log-level warning \
         --handlers-dir "$ROOT/examples/python" "$@" 2>>"$WORK/broadcastd.log" &
     local pid=$!; PIDS+=("$pid")
     for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done

@@ -41,7 +41,7 @@ else
     echo "==> capturing your display $DISPLAY" >&2
 fi
 
-"$bin/broadcastd" --source x11 --fps 30 --socket "$socket" \
+"$bin/broadcastd" --config /dev/null --source x11 --fps 30 --socket "$socket" \
     --handlers-dir share/broadcastd/handlers 2>"$out/broadcastd.log" &
 daemon=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done

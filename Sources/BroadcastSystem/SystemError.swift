@@ -13,8 +13,13 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
     }
 
     public var description: String {
-        "\(operation): \(String(cString: strerror(errno)))"
+        "\(operation): \(reason)"
     }
+
+    /// The cause, as strerror words it.
+    public var reason: String { String(cString: strerror(errno)) }
+
+    public var isNoSuchFile: Bool { errno == ENOENT }
 
     public var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
     /// The peer went away: an ordinary end of a connection, not a failure.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BroadcastCapture
+import BroadcastConfig
 import BroadcastCore
 import BroadcastDaemon
 import BroadcastLogging
@@ -21,116 +22,153 @@ struct BroadcastDaemonCommand: ParsableCommand {
               broadcastd --source synthetic &                # a test pattern and two tones
               broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
               broadcastctl start --handler record --url file:///tmp/talk.mp4 --duration 60 --wait
+            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the option without
+            its dashes, e.g. fps = 60); options override the file. To start a file with every key:
+              mkdir -p ~/.config/broadcastd && broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
             """)
 
-    @Option(help: "Capture source: auto, x11 or synthetic. auto picks x11 when DISPLAY is set and no Wayland session runs, else synthetic.")
-    var source = "auto"
-    @Option(help: "X display to capture (default: $DISPLAY).")
-    var display: String?
-    @Option(help: "Capture one RandR monitor or output by name (see `broadcastctl sources`).")
-    var output: String?
-    @Option(help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.")
-    var region: String?
-    @Option(help: "The pointer: embedded (drawn in), metadata (CURSOR messages) or hidden.")
-    var cursor = "embedded"
-    @Option(help: "BT.709 range of converted frames: limited (16-235) or full (0-255).")
-    var colorRange = "limited"
-    @Option(help: "How X11 pixels are read: auto, shm-fd, shm-sysv or get-image.")
-    var x11Grab = "auto"
-    @Flag(help: "Grab every X11 frame whole instead of following XDamage.")
-    var noDamage = false
-    @Option(help: "Synthetic source frame size, WIDTHxHEIGHT.")
-    var size = "1920x1080"
-    @Option(help: "Frames per second (1-240).")
-    var fps = 30
-    @Option(help: "Pixel format delivered to handlers: nv12, i420 or bgrx.")
-    var pixelFormat = "nv12"
-    @Option(help: "Audio channels, 1 or 2.")
-    var audioChannels = 2
-    @Option(help: "Audio sample format, f32 or s16.")
-    var audioFormat = "f32"
-    @Flag(help: "Synthetic source: a white frame and a 50 ms beep on both tones at the same instant, once per second (A/V sync test).")
-    var syncMarks = false
+    @Option(help: ArgumentHelp(DaemonKeys.source.help)) var source: String?
+    @Option(help: ArgumentHelp(DaemonKeys.display.help)) var display: String?
+    @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
+    @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
+    @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
+    @Option(help: ArgumentHelp(DaemonKeys.colorRange.help)) var colorRange: String?
+    @Option(help: ArgumentHelp(DaemonKeys.x11Grab.help)) var x11Grab: String?
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.damage.help)) var damage: Bool?
+    @Option(help: ArgumentHelp(DaemonKeys.size.help)) var size: String?
+    @Option(help: ArgumentHelp(DaemonKeys.fps.help)) var fps: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.pixelFormat.help)) var pixelFormat: String?
+    @Option(help: ArgumentHelp(DaemonKeys.audioChannels.help)) var audioChannels: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.audioFormat.help)) var audioFormat: String?
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.syncMarks.help)) var syncMarks: Bool?
     @Option(name: .customLong("audio-clock-ppm"), parsing: .unconditional,
-            help: ArgumentHelp("Synthetic source: the audio sample clock runs N ppm fast (negative: slow), -5000 to 5000; timestamps stay true.",
-                               valueName: "N"))
-    var audioClockPPM = 0
-    @Option(help: "Memory budget in MB; the frame pool is sized to fit it.")
-    var memoryBudget = 50
-    @Option(help: "Socket path (default: $BROADCASTD_SOCKET or $XDG_RUNTIME_DIR/broadcastd/broadcastd.sock).")
-    var socket: String?
-    @Option(name: .customLong("handlers-dir"), help: "Also look for handler manifests here (before the standard directories); repeatable.")
+            help: ArgumentHelp(DaemonKeys.audioClockPPM.help, valueName: "N"))
+    var audioClockPPM: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.memoryBudget.help, valueName: "MB")) var memoryBudget: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.socket.help, valueName: "PATH")) var socket: String?
+    @Option(name: .customLong("handlers-dir"), help: ArgumentHelp(DaemonKeys.handlersDir.help + " Repeatable.", valueName: "DIR"))
     var handlersDirectories: [String] = []
-    @Option(help: "Log level: trace, debug, info, notice, warning, error.")
-    var logLevel = "info"
+    @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
+    @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
+                               valueName: "FILE"))
+    var config: String?
+    @Flag(help: "Print the effective configuration (defaults, then the file, then these options) as TOML, and exit.")
+    var printConfig = false
 
-    func validate() throws {
-        guard ["auto", "x11", "synthetic"].contains(source) else { throw ValidationError("unknown source '\(source)'; available: auto, x11, synthetic") }
-        guard output == nil || region == nil else { throw ValidationError("--output and --region cannot be used together") }
-        if let region, ScreenRect(region: region) == nil { throw ValidationError("--region takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720, not '\(region)'") }
-        guard CursorMode(rawValue: cursor) != nil else { throw ValidationError("--cursor must be embedded, metadata or hidden") }
-        guard ColorRange(rawValue: colorRange) != nil else { throw ValidationError("--color-range must be limited or full") }
-        guard GrabMethod(rawValue: x11Grab) != nil else { throw ValidationError("--x11-grab must be auto, shm-fd, shm-sysv or get-image") }
-        guard VideoFormat.parseSize(size) != nil else { throw ValidationError("--size takes WIDTHxHEIGHT with even numbers from 16 to 16384, not '\(size)'") }
-        guard (1...240).contains(fps) else { throw ValidationError("--fps must be between 1 and 240") }
-        guard PixelFormat(name: pixelFormat) != nil else { throw ValidationError("--pixel-format must be nv12, i420 or bgrx") }
-        guard [1, 2].contains(audioChannels) else { throw ValidationError("--audio-channels must be 1 or 2") }
-        guard AudioSampleFormat(name: audioFormat) != nil else { throw ValidationError("--audio-format must be f32 or s16") }
-        guard (-5000...5000).contains(audioClockPPM) else { throw ValidationError("--audio-clock-ppm must be between -5000 and 5000") }
-        if source != "synthetic" && (syncMarks || audioClockPPM != 0) {
-            throw ValidationError("--sync-marks and --audio-clock-ppm are features of the synthetic source; add --source synthetic")
+    /// The options given, by configuration key.
+    var commandLine: [String: ConfigValue] {
+        var values: [String: ConfigValue] = [:]
+        for (key, value) in [("source", source), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
+                             ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
+                             ("audio-format", audioFormat), ("socket", socket), ("log-level", logLevel)] {
+            values[key] = value.map(ConfigValue.string)
         }
-        guard memoryBudget > 0 && memoryBudget < 65536 else { throw ValidationError("--memory-budget is in MB and must be positive") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        for (key, value) in [("fps", fps), ("audio-channels", audioChannels), ("audio-clock-ppm", audioClockPPM),
+                             ("memory-budget", memoryBudget), ("start-timeout", startTimeout), ("finish-timeout", finishTimeout)] {
+            values[key] = value.map(ConfigValue.integer)
+        }
+        values["damage"] = damage.map(ConfigValue.boolean)
+        values["sync-marks"] = syncMarks.map(ConfigValue.boolean)
+        if !handlersDirectories.isEmpty { values["handlers-dir"] = .strings(handlersDirectories) }
+        return values
+    }
+
+    /// Each option's value on its own; rules that span settings wait for the configuration file.
+    func validate() throws {
+        do {
+            _ = try Configuration(keys: DaemonKeys.all, file: nil, commandLine: commandLine)
+        } catch {
+            throw ValidationError(error.description)
+        }
     }
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel)!
-        JournalLogHandler.bootstrap(level: level)
-        let logger = Logger(label: "broadcastd")
-        let audio = AudioFormat(channels: audioChannels, sampleFormat: AudioSampleFormat(name: audioFormat)!)
-        let captureSource: CaptureSource
-        if chosenSource(logger: logger) == "x11" {
-            var x11 = X11ScreenSource.Configuration(display: display)
-            x11.target = output.map { .output($0) } ?? region.flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
-            x11.framesPerSecond = fps
-            x11.pixelFormat = PixelFormat(name: pixelFormat)!
-            x11.colorRange = ColorRange(rawValue: colorRange)!
-            x11.cursor = CursorMode(rawValue: cursor)!
-            x11.grabMethod = GrabMethod(rawValue: x11Grab)!
-            x11.useDamage = !noDamage
-            x11.audio = audio
-            captureSource = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
-        } else {
-            let (width, height) = VideoFormat.parseSize(size)!
-            captureSource = SyntheticSource(.init(
-                video: VideoFormat(width: width, height: height, pixelFormat: PixelFormat(name: pixelFormat)!),
-                framesPerSecond: fps, audio: audio, syncMarks: syncMarks, audioClockPPM: audioClockPPM))
-        }
+        let configuration: Configuration
         do {
-            // Socket-activated, the daemon serves the socket systemd passed and needs no path of its own.
-            let socketPath = Systemd.isSocketActivated ? (try? SocketLocation.resolve(explicit: socket)) ?? "" : try SocketLocation.resolve(explicit: socket)
-            var configuration = DaemonConfiguration(socketPath: socketPath, memoryBudget: memoryBudget << 20)
-            configuration.extraHandlerDirectories = handlersDirectories
-            try Daemon(configuration: configuration, source: captureSource, logger: logger).run()
+            configuration = try loadConfiguration()
+        } catch {
+            Terminal.prompt("broadcastd: \(error)\n")
+            throw ExitCode(error.location.hasPrefix("--") ? ExitCode.validationFailure.rawValue : Self.configurationError)
+        }
+        if printConfig {
+            let (source, why) = chosenSource(configuration)
+            let file = configuration.file.map { "then \($0.path)" } ?? "no configuration file (\(configurationPath ?? "no HOME"))"
+            return print(configuration.rendered(header: [
+                "broadcastd --print-config: built-in defaults, \(file), then the command line.",
+                "source \(configuration.string("source")!): \(why?.text ?? "captures \(source)").",
+            ]))
+        }
+        JournalLogHandler.bootstrap(level: Logger.Level(rawValue: configuration.string("log-level")!)!)
+        let logger = Logger(label: "broadcastd")
+        let (source, why) = chosenSource(configuration)
+        if let why { logger.log(level: why.level, "\(why.text)") }
+        do {
+            try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger).run()
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
         }
     }
+
+    /// sysexits' EX_CONFIG: systemd does not restart the service for it (RestartPreventExitStatus).
+    static let configurationError: Int32 = 78
+
+    var configurationPath: String? { config ?? ConfigFile.defaultPath(environment: Environment.all) }
+
+    func loadConfiguration() throws(ConfigError) -> Configuration {
+        let file = try configurationPath.flatMap { path throws(ConfigError) in try ConfigFile.load(path: path, keys: DaemonKeys.all, required: config != nil) }
+        let configuration = try Configuration(keys: DaemonKeys.all, file: file, commandLine: commandLine)
+        try configuration.checkCombinations()
+        return configuration
+    }
+
+    func daemonConfiguration(_ settings: Configuration) throws -> DaemonConfiguration {
+        // Socket-activated, the daemon serves the socket systemd passed and needs no path of its own.
+        let explicit = settings.string("socket")
+        let socketPath = Systemd.isSocketActivated ? (try? SocketLocation.resolve(explicit: explicit)) ?? "" : try SocketLocation.resolve(explicit: explicit)
+        var configuration = DaemonConfiguration(socketPath: socketPath, memoryBudget: settings.integer("memory-budget") << 20)
+        configuration.extraHandlerDirectories = settings.strings("handlers-dir")
+        configuration.startTimeout = UInt64(settings.integer("start-timeout")) * 1_000_000_000
+        configuration.finishTimeout = UInt64(settings.integer("finish-timeout")) * 1_000_000_000
+        return configuration
+    }
+
+    func captureSource(_ source: String, _ settings: Configuration) -> CaptureSource {
+        let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
+        let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
+        let fps = settings.integer("fps")
+        guard source == "x11" else {
+            let (width, height) = VideoFormat.parseSize(settings.string("size")!)!
+            return SyntheticSource(.init(
+                video: VideoFormat(width: width, height: height, pixelFormat: pixelFormat), framesPerSecond: fps, audio: audio,
+                syncMarks: settings.boolean("sync-marks"), audioClockPPM: settings.integer("audio-clock-ppm")))
+        }
+        var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
+        x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
+        x11.framesPerSecond = fps
+        x11.pixelFormat = pixelFormat
+        x11.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
+        x11.cursor = CursorMode(rawValue: settings.string("cursor")!)!
+        x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
+        x11.useDamage = settings.boolean("damage")
+        x11.audio = audio
+        return X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
+    }
 }
 
 extension BroadcastDaemonCommand {
-    /// "x11" or "synthetic": what `--source` asks for, with auto resolved from the session.
-    func chosenSource(logger: Logger) -> String {
-        guard source == "auto" else { return source }
+    /// "x11" or "synthetic": what `source` asks for, with auto resolved from the session, and why when
+    /// auto chose the synthetic source (a warning when the session's screen cannot be captured).
+    func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
+        let source = settings.string("source")!
+        guard source == "auto" else { return (source, nil) }
         if Environment.get("WAYLAND_DISPLAY") != nil {
-            logger.warning("a Wayland session is running and Wayland capture (PipeWire) is not available yet; using the synthetic source")
-            return "synthetic"
+            return ("synthetic", (.warning, "a Wayland session is running and Wayland capture (PipeWire) is not available yet; using the synthetic source"))
         }
-        if display != nil || Environment.get("DISPLAY") != nil { return "x11" }
-        logger.notice("no X display (DISPLAY is not set); using the synthetic source")
-        return "synthetic"
+        if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
+        return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
     }
 }
 

@@ -79,6 +79,7 @@ final class DaemonHarness {
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"
         environment["XDG_DATA_DIRS"] = runtime + "/none"
+        environment["XDG_CONFIG_HOME"] = runtime + "/config"
         environment["BROADCASTD_SOCKET"] = nil
         environment.merge(extra) { _, new in new }
         process.environment = environment

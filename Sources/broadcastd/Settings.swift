@@ -1,0 +1,67 @@
+import BroadcastCapture
+import BroadcastConfig
+import BroadcastCore
+import BroadcastX11
+import Logging
+
+/// Every broadcastd setting: its configuration-file key is its long option without the dashes.
+enum DaemonKeys {
+    static let source = ConfigKey.choice("source", ["auto", "x11", "synthetic"], default: "auto",
+        help: "Capture source: auto picks x11 when DISPLAY is set and no Wayland session runs, else synthetic.")
+    static let display = ConfigKey("display", .string, help: "X display to capture; unset: $DISPLAY.")
+    static let output = ConfigKey("output", .string,
+        help: "Capture one RandR monitor or output by name (see `broadcastctl sources`); unset: the whole screen.")
+    static let region = ConfigKey("region", .string, help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") {
+        ScreenRect(region: $0.string!) == nil ? "takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720" : nil
+    }
+    static let cursor = ConfigKey.choice("cursor", CursorMode.allCases.map(\.rawValue), default: "embedded",
+        help: "The pointer: drawn into frames, sent as CURSOR messages (metadata), or hidden.")
+    static let colorRange = ConfigKey.choice("color-range", ColorRange.allCases.map(\.rawValue), default: "limited",
+        help: "BT.709 range of converted frames: limited (16-235) or full (0-255).")
+    static let x11Grab = ConfigKey.choice("x11-grab", GrabMethod.allCases.map(\.rawValue), default: "auto",
+        help: "How X11 pixels are read.")
+    static let damage = ConfigKey.boolean("damage", default: true,
+        help: "Follow XDamage and grab only what changed; false grabs every X11 frame whole.")
+    static let size = ConfigKey("size", .string, default: .string("1920x1080"),
+                                help: "Synthetic source frame size, WIDTHxHEIGHT; default 1920x1080.") {
+        VideoFormat.parseSize($0.string!) == nil ? "takes WIDTHxHEIGHT with even numbers from 16 to 16384" : nil
+    }
+    static let fps = ConfigKey.integer("fps", 1...240, default: 30, help: "Frames per second.")
+    static let pixelFormat = ConfigKey.choice("pixel-format", PixelFormat.allCases.map(\.description), default: "nv12",
+        help: "Pixel format delivered to handlers.")
+    static let audioChannels = ConfigKey.integer("audio-channels", 1...2, default: 2, help: "Audio channels.")
+    static let audioFormat = ConfigKey.choice("audio-format", AudioSampleFormat.allCases.map(\.description), default: "f32",
+        help: "Audio sample format.")
+    static let syncMarks = ConfigKey.boolean("sync-marks", default: false,
+        help: "Synthetic source: a white frame and a 50 ms beep on both tones at the same instant, once per second (A/V sync test).")
+    static let audioClockPPM = ConfigKey.integer("audio-clock-ppm", -5000...5000, default: 0,
+        help: "Synthetic source: the audio sample clock runs N ppm fast (negative: slow); timestamps stay true.")
+    static let memoryBudget = ConfigKey.integer("memory-budget", 1...65535, default: 50,
+        help: "Memory budget in MB; the frame pool is sized to fit it.")
+    static let socket = ConfigKey("socket", .string,
+        help: "Socket path; unset: $BROADCASTD_SOCKET, else $XDG_RUNTIME_DIR/broadcastd/broadcastd.sock.")
+    static let handlersDir = ConfigKey("handlers-dir", .strings, default: .strings([]),
+        help: "Folders searched for handler manifests before the standard ones.")
+    static let startTimeout = ConfigKey.integer("start-timeout", 1...600, default: 10,
+        help: "Seconds a launched handler has to connect and finish broadcastStarted.")
+    static let finishTimeout = ConfigKey.integer("finish-timeout", 1...600, default: 5,
+        help: "Seconds a handler has to exit after the broadcast finished before it is stopped.")
+    static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
+        help: "Log level.")
+
+    static let all = [source, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
+                      audioChannels, audioFormat, syncMarks, audioClockPPM, memoryBudget, socket, handlersDir,
+                      startTimeout, finishTimeout, logLevel]
+}
+
+extension Configuration {
+    /// Rules that span settings.
+    func checkCombinations() throws(ConfigError) {
+        if string("output") != nil && string("region") != nil {
+            throw error(["region", "output"], "output and region cannot both be set")
+        }
+        if string("source") != "synthetic" && (boolean("sync-marks") || integer("audio-clock-ppm") != 0) {
+            throw error(["sync-marks", "audio-clock-ppm"], "sync-marks and audio-clock-ppm are features of the synthetic source; set source to synthetic")
+        }
+    }
+}
