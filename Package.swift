@@ -14,6 +14,7 @@ import PackageDescription
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
 //   BroadcastInspect     the built-in `inspect` handler
 //   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
+//   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync
 let package = Package(
     name: "broadcastd",
@@ -37,6 +38,7 @@ let package = Package(
                        providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-randr0-dev", "libxcb-damage0-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
@@ -61,6 +63,7 @@ let package = Package(
         ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
+        .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
         .target(name: "BroadcastRecord", dependencies: [
             "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
             .product(name: "Logging", package: "swift-log"),
@@ -71,7 +74,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastctl", dependencies: [
-            "BroadcastClient",
+            "BroadcastClient", "BroadcastImage",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "broadcast-setup", dependencies: [
@@ -87,7 +90,7 @@ let package = Package(
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig",
+            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

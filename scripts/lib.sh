@@ -3,7 +3,8 @@
 
 # The Debian/Ubuntu packages the project needs to build, run its demo and run its tests:
 #   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions;
-#              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264 and libopus) for `record`
+#              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264 and libopus) for `record`;
+#              libpng for `broadcastctl snapshot`
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
 #   ffmpeg     turns the demo's captured frame into a PNG
@@ -11,7 +12,7 @@
 #   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
-    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
     make man-db groff-base)
 

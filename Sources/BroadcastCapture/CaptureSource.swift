@@ -103,6 +103,8 @@ public protocol CaptureSource: AnyObject {
     /// Nanoseconds between video frames.
     var frameInterval: UInt64 { get }
     var orientation: Orientation { get }
+    /// The BT.709 quantisation of NV12 and I420 frames.
+    var colorRange: ColorRange { get }
     /// The pointer, when the cursor mode is `.metadata`; nil otherwise.
     var cursor: CursorState? { get }
     /// Figures for status (frames grabbed, bands converted, ...), by name.

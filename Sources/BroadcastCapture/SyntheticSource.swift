@@ -103,6 +103,7 @@ public final class SyntheticSource: CaptureSource {
     public var audioStreams: [SampleType] { [.audioApp, .audioMic] }
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     public var orientation: Orientation { configuration.orientation }
+    public var colorRange: ColorRange { .limited }
     public var cursor: CursorState? { nil }
     public var statistics: [String: UInt64] { [:] }
 

@@ -24,13 +24,32 @@ public final class ControllerClient {
         return id
     }
 
-    public func pause() throws(ProtocolError) { _ = try connection.request(.pause) }
-    public func resume() throws(ProtocolError) { _ = try connection.request(.resume) }
-    public func finish() throws(ProtocolError) { _ = try connection.request(.finish) }
+    /// These return the broadcast they acted on.
+    @discardableResult public func pause() throws(ProtocolError) -> UInt32? { try broadcastRequest(.pause) }
+    @discardableResult public func resume() throws(ProtocolError) -> UInt32? { try broadcastRequest(.resume) }
+    @discardableResult public func finish() throws(ProtocolError) -> UInt32? { try broadcastRequest(.finish) }
+
+    private func broadcastRequest(_ opcode: Opcode) throws(ProtocolError) -> UInt32? {
+        try connection.request(opcode).decode(BroadcastReference.self).broadcast
+    }
 
     /// What the daemon captures, and the outputs it could capture instead.
     public func sources() throws(ProtocolError) -> SourceList {
         try connection.request(.listSources).decode(SourceList.self)
+    }
+
+    /// The current frame: the latest one of a running broadcast, else one grabbed for the purpose.
+    public func snapshot() throws(ProtocolError) -> (description: SnapshotDescription, frame: SharedMemory) {
+        let reply = try connection.request(.getSnapshot)
+        guard reply.opcode == .snapshot, reply.descriptors.count == 1 else {
+            throw .malformed(reply.opcode, "a snapshot comes as SNAPSHOT with one descriptor, not \(reply.opcode) with \(reply.descriptors.count)")
+        }
+        let description = try reply.decode(SnapshotDescription.self)
+        do {
+            return (description, try SharedMemory(mapping: reply.descriptors[0], size: description.video.frameSize))
+        } catch {
+            throw .malformed(.snapshot, "cannot map the frame: \(error)")
+        }
     }
 
     public func status() throws(ProtocolError) -> BroadcastStatus {

@@ -61,6 +61,8 @@ public final class Daemon {
     private var cursorSpriteSent: UInt32?
     /// Frames lost in a row to transient capture errors; the broadcast fails when they last `transientFailureLimit`.
     private var lostFrames: UInt64 = 0
+    /// When the frame in the pool's latest slot was captured.
+    private var latestFramePTS: UInt64 = 0
     static let transientFailureLimit: UInt64 = 2_000_000_000
     private var elapsedBefore: UInt64 = 0
 
@@ -388,6 +390,8 @@ public final class Daemon {
             reply(session, seq, .success(.json(.status, seq: seq, status())))
         case .listSources:
             reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
+        case .getSnapshot:
+            reply(session, seq, snapshot(now: MonotonicClock.now()).map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
         case .subscribe:
             session.subscribed = true
             reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
@@ -592,6 +596,7 @@ public final class Daemon {
         var s = BroadcastStatus(state: machine.phase, source: source.description)
         s.video = source.videoFormat
         s.audio = source.audioFormat
+        s.daemonMemory = ProcessMemory.residentBytes()
         if let current = machine.current {
             s.broadcast = current.id
             s.handler = current.handler
@@ -620,6 +625,46 @@ public final class Daemon {
         }
     }
 
+    /// A copy of the current frame in a memfd of its own: the latest frame of a running broadcast, or, when
+    /// there is none (idle, setting up, not yet captured), one grabbed now. The copy costs one frame beyond
+    /// the pool, for as long as the controller keeps the descriptor.
+    private func snapshot(now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+        let format = source.videoFormat
+        if let pool, let latest = pool.latest, liveSince != nil || machine.phase == .paused {
+            return copyFrame(format: format, broadcast: machine.current?.id) { target in
+                target.copyMemory(from: pool.pointer(latest), byteCount: format.frameByteCount)
+                return latestFramePTS
+            }
+        }
+        let wasOpen = isActive(machine.phase)
+        if !wasOpen {
+            do { _ = try source.open() } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        }
+        defer { if !wasOpen { source.close() } }
+        let running = liveSince != nil
+        do { if !running { try source.begin(at: now) } } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        defer { if !running { source.end() } }
+        let grabbed = source.videoFormat
+        return copyFrame(format: grabbed, broadcast: nil) { target throws(CaptureError) in
+            try source.captureFrame(index: 0, deadline: now, into: target, previous: nil)
+        }
+    }
+
+    private func copyFrame(format: VideoFormat, broadcast: UInt32?,
+                           _ fill: (UnsafeMutableRawPointer) throws(CaptureError) -> UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+        do {
+            let memory = try SharedMemory(name: "broadcastd-snapshot", size: format.frameByteCount)
+            let pts = try fill(memory.base)
+            let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
+                                                  presentationTime: pts, broadcast: broadcast)
+            return .success((description, memory.descriptor))
+        } catch let error as CaptureError {
+            return .failure(BroadcastError(.captureFailed, error.description))
+        } catch {
+            return .failure(BroadcastError(.budget, "cannot allocate \(megabytes(format.frameByteCount)) for the snapshot: \(error)"))
+        }
+    }
+
     private func elapsed(now: UInt64) -> UInt64 {
         elapsedBefore + (liveSince.map { now - $0 } ?? 0)
     }
@@ -628,7 +673,7 @@ public final class Daemon {
         guard let current = machine.current else { return }
         let info = ServiceInfo(broadcast: current.id, elapsed: Double(elapsed(now: now)) / 1e9,
                                streams: Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) }),
-                               handler: handlerServiceInfo)
+                               handler: handlerServiceInfo, daemonMemory: ProcessMemory.residentBytes())
         publish(.json(.serviceInfo, info))
     }
 
@@ -849,6 +894,7 @@ public final class Daemon {
         }
         lostFrames = 0
         pool.setLatest(slot)
+        latestFramePTS = pts
         deliver(&header, slot: slot, pts: pts, interval: interval, to: session, pool: pool)
     }
 

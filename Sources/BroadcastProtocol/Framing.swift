@@ -20,6 +20,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case subscribe = 0x0108
     case listSources = 0x0109
     case sources = 0x010A
+    case getSnapshot = 0x010B
+    case snapshot = 0x010C
     case stateChanged = 0x0180
     case serviceInfo = 0x0181
     case urlUpdated = 0x0182
@@ -65,6 +67,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .subscribe: "SUBSCRIBE"
         case .listSources: "LIST_SOURCES"
         case .sources: "SOURCES"
+        case .getSnapshot: "GET_SNAPSHOT"
+        case .snapshot: "SNAPSHOT"
         case .stateChanged: "STATE_CHANGED"
         case .serviceInfo: "SERVICE_INFO"
         case .urlUpdated: "URL_UPDATED"

@@ -89,6 +89,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var streams: [String: StreamCounters]?
     /// The capture source's own figures (frames grabbed, bands converted and copied, resizes).
     public var capture: [String: UInt64]?
+    /// broadcastd's resident memory in bytes.
+    public var daemonMemory: Int?
     /// Once finished: what the handler last reported with SET_RESULT.
     public var result: [String: JSONValue]?
 
@@ -104,11 +106,14 @@ public struct ServiceInfo: Codable, Equatable, Sendable {
     public var streams: [String: StreamCounters]
     /// What the handler reported with UPDATE_SERVICE_INFO.
     public var handler: [String: JSONValue]?
-    public init(broadcast: UInt32, elapsed: Double, streams: [String: StreamCounters], handler: [String: JSONValue]?) {
+    /// broadcastd's resident memory in bytes.
+    public var daemonMemory: Int?
+    public init(broadcast: UInt32, elapsed: Double, streams: [String: StreamCounters], handler: [String: JSONValue]?, daemonMemory: Int? = nil) {
         self.broadcast = broadcast
         self.elapsed = elapsed
         self.streams = streams
         self.handler = handler
+        self.daemonMemory = daemonMemory
     }
 }
 
@@ -375,6 +380,24 @@ public func prettyJSON(_ value: some Encodable) -> String {
     let e = JSONEncoder()
     e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
     return (try? e.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+}
+
+/// SNAPSHOT: the current frame, whose bytes are in the memfd that comes with the message.
+public struct SnapshotDescription: Codable, Equatable, Sendable {
+    public var video: VideoDescription
+    /// BT.709 quantisation of NV12 and I420 frames: "limited" or "full".
+    public var colorRange: String
+    /// When the frame was captured, CLOCK_MONOTONIC nanoseconds.
+    public var presentationTime: UInt64
+    /// The broadcast whose latest frame this is; absent when the frame was grabbed for the snapshot.
+    public var broadcast: UInt32?
+
+    public init(video: VideoDescription, colorRange: String, presentationTime: UInt64, broadcast: UInt32?) {
+        self.video = video
+        self.colorRange = colorRange
+        self.presentationTime = presentationTime
+        self.broadcast = broadcast
+    }
 }
 
 /// SOURCES: what the daemon captures and what could be captured instead.

@@ -14,6 +14,20 @@ public enum Terminal {
 
     public static func isInteractive(_ fd: Int32 = 0) -> Bool { isatty(fd) == 1 }
 
+    /// The width of the terminal on `fd`, nil when it is not a terminal.
+    public static func columns(_ fd: Int32 = 1) -> Int? {
+        var size = winsize()
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+
+    /// Writes `bytes` to standard output after whatever is buffered there (binary output such as a PNG).
+    public static func writeOutput(_ bytes: [UInt8]) throws(SystemError) {
+        fflush(nil)
+        let output = Descriptor(adopting: try syscallRetrying("dup standard output") { dup(1) })
+        try output.writeAll(bytes)
+    }
+
     /// Writes `text` to standard error unbuffered (prompts must show before reading).
     public static func prompt(_ text: String) {
         var bytes = Array(text.utf8)

@@ -76,6 +76,7 @@ public final class X11ScreenSource: CaptureSource {
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     /// The root window is already laid out as a rotated output shows it: frames are upright as captured.
     public var orientation: Orientation { .up }
+    public var colorRange: ColorRange { configuration.colorRange }
     public var statistics: [String: UInt64] {
         ["framesGrabbed": counts.framesGrabbed, "bandsGrabbed": counts.bandsGrabbed, "bandsCopied": counts.bandsCopied, "resizes": counts.resizes]
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BroadcastClient
 import BroadcastCore
+import BroadcastImage
 import BroadcastProtocol
 import BroadcastSystem
 
@@ -20,16 +21,19 @@ struct ConnectionOptions: ParsableArguments {
     func connect() throws(ProtocolError) -> ControllerClient { try ControllerClient(socketPath: socketPath()) }
 }
 
-/// Runs `body`, turning broadcastd's refusals into a message on stderr and the documented exit status.
-func reporting(_ body: () throws -> Void) throws {
+/// Runs `body`, turning broadcastd's refusals into a message on stderr and the documented exit status;
+/// with `json`, the refusal also goes to stdout as `{"error": {"code", "message"}}`.
+func reporting(json: Bool, _ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as ExitCode {
         throw error
     } catch ProtocolError.refused(let error) {
+        if json { print(compactJSON(["error": error])) }
         printError("broadcastctl: \(error.message)")
         throw ExitCode(error.code == .notRunning ? Exit.notRunning : Exit.failed)
     } catch {
+        if json { print(compactJSON(["error": BroadcastError(BroadcastError.Code(rawValue: "broadcastctl"), "\(error)")])) }
         printError("broadcastctl: \(error)")
         throw ExitCode(Exit.failed)
     }
@@ -49,10 +53,12 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl start --handler inspect        (asks for the URL and setup fields)
               broadcastctl pause; broadcastctl resume; broadcastctl stop
               broadcastctl status --watch
+              broadcastctl snapshot screen.png
+            Every command takes --json for scripts.
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running.
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self, Snapshot.self])
 }
 
 struct Handlers: ParsableCommand {
@@ -61,7 +67,7 @@ struct Handlers: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        try reporting {
+        try reporting(json: json) {
             let handlers = try connection.connect().handlers()
             if json { return print(prettyJSON(HandlerList(handlers: handlers))) }
             if handlers.isEmpty { print("no handlers installed") }
@@ -87,7 +93,7 @@ struct Sources: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        try reporting {
+        try reporting(json: json) {
             let list = try connection.connect().sources()
             if json { return print(prettyJSON(list)) }
             print("capturing: \(list.source)")
@@ -112,20 +118,22 @@ struct Start: ParsableCommand {
     @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.") var assignments: [String] = []
     @Option(help: "Finish by itself after this many seconds of live (unpaused) time.") var duration: Double?
     @Flag(help: "Wait until the broadcast finishes; exit 1 if it finished with an error. Ctrl-C stops it.") var wait = false
+    @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then (with --wait) the FINISHED event.") var json = false
 
     func validate() throws {
         if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
     }
 
     func run() throws {
-        try reporting {
+        try reporting(json: json) {
             let client = try connection.connect()
             try client.subscribe()
             let id = try client.start(handler: handler, maxDuration: duration)
             try runSetup(id: id, client: client)
             let started = try awaitStart(id: id, client: client)
             guard started else { return }
-            print("broadcast \(id) started with handler \(handler)")
+            print(json ? compactJSON(BroadcastStarted(broadcast: id, handler: handler)) : "broadcast \(id) started with handler \(handler)")
+            Terminal.flushOutput()
             if wait { try waitForFinish(id: id, client: client) }
         }
     }
@@ -137,7 +145,7 @@ struct Start: ParsableCommand {
         for assignment in assignments { arguments += ["--set", assignment] }
         guard let path = FileSystem.findProgram("broadcast-setup") else {
             let error = BroadcastError(.setupCancelled, "broadcast-setup was not found next to broadcastctl or on PATH")
-            try? client.finish()
+            _ = try? client.finish()
             throw ProtocolError.refused(error)
         }
         // Ctrl-C during setup belongs to broadcast-setup, which cancels the request and says so.
@@ -156,12 +164,7 @@ struct Start: ParsableCommand {
             case .stateChanged(let status) where status.broadcast == id && [.live, .paused].contains(status.state):
                 return true
             case .finished(let finished) where finished.broadcast == id:
-                if let error = finished.error {
-                    printResult(finished.result)
-                    throw ProtocolError.refused(error)
-                }
-                print("broadcast \(id) finished")
-                printResult(finished.result)
+                try report(finished)
                 return false
             default:
                 continue
@@ -176,21 +179,34 @@ struct Start: ParsableCommand {
             if !stopping, signals.next() != nil {
                 stopping = true
                 printError("stopping broadcast \(id)…")
-                try? client.finish()
+                _ = try? client.finish()
             }
             guard let event = try client.nextEvent(timeoutMilliseconds: 200) else { continue }
-            if case .finished(let finished) = event, finished.broadcast == id {
-                if let error = finished.error {
-                    printError("broadcast \(id) finished with an error: \(error.message)")
-                    printResult(finished.result)
-                    throw ExitCode(Exit.failed)
-                }
-                print("broadcast \(id) finished")
-                printResult(finished.result)
-                return
-            }
+            if case .finished(let finished) = event, finished.broadcast == id { return try report(finished) }
         }
     }
+
+    /// Prints how the broadcast finished and its result; exit status 1 when it finished with an error.
+    private func report(_ finished: FinishedEvent) throws {
+        if json {
+            print(compactJSON(finished))
+            if finished.error != nil { throw ExitCode(Exit.failed) }
+            return
+        }
+        if let error = finished.error {
+            printError("broadcast \(finished.broadcast) finished with an error: \(error.message)")
+            printResult(finished.result)
+            throw ExitCode(Exit.failed)
+        }
+        print("broadcast \(finished.broadcast) finished")
+        printResult(finished.result)
+    }
+}
+
+/// What `start --json` prints once the broadcast is live.
+struct BroadcastStarted: Encodable {
+    var broadcast: UInt32
+    var handler: String
 }
 
 /// The handler's result, as `status` shows it; it goes to stdout even when the broadcast failed (what was produced).
@@ -201,43 +217,136 @@ private func printResult(_ result: [String: JSONValue]?) {
 
 struct Pause: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Pause the broadcast (takes effect once it is live).")
-    @OptionGroup var connection: ConnectionOptions
-    func run() throws { try reporting { try connection.connect().pause() } }
+    @OptionGroup var request: BroadcastRequestOptions
+    func run() throws { try request.send { try $0.pause() } }
 }
 
 struct Resume: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Resume a paused broadcast.")
-    @OptionGroup var connection: ConnectionOptions
-    func run() throws { try reporting { try connection.connect().resume() } }
+    @OptionGroup var request: BroadcastRequestOptions
+    func run() throws { try request.send { try $0.resume() } }
 }
 
 struct Stop: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Finish the broadcast.")
+    @OptionGroup var request: BroadcastRequestOptions
+    func run() throws { try request.send { try $0.finish() } }
+}
+
+/// Pause, resume and stop: quiet on success, or `{"broadcast": N}` with --json.
+struct BroadcastRequestOptions: ParsableArguments {
     @OptionGroup var connection: ConnectionOptions
-    func run() throws { try reporting { try connection.connect().finish() } }
+    @Flag(help: "Print {\"broadcast\": N}, the broadcast acted on.") var json = false
+
+    func send(_ request: (ControllerClient) throws -> UInt32?) throws {
+        try reporting(json: json) {
+            let id = try request(connection.connect())
+            if json { print(compactJSON(BroadcastReference(broadcast: id))) }
+        }
+    }
+}
+
+struct Snapshot: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Save the current frame as a PNG file: a quick look without recording.",
+        discussion: """
+            The frame is the latest one of a running broadcast (while paused: the last before the pause);
+            with no broadcast, broadcastd grabs one for the purpose. An existing FILE is replaced.
+            Examples:
+              broadcastctl snapshot screen.png
+              broadcastctl snapshot - | display -        (standard output)
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The PNG file to write; - for standard output.") var file: String
+    @Flag(help: "Print what was saved as JSON: file, width, height, bytes, presentationTime, broadcast.") var json = false
+
+    func validate() throws {
+        if file == "-" && json { throw ValidationError("--json and - both want standard output; give a file name") }
+        if file.isEmpty { throw ValidationError("give a file name for the PNG, or - for standard output") }
+    }
+
+    func run() throws {
+        try reporting(json: json) {
+            let (description, frame) = try connection.connect().snapshot()
+            guard let format = description.video.videoFormat else {
+                throw ProtocolError.malformed(.snapshot, "unknown pixel format \(description.video.format)")
+            }
+            let rgb = RGB.convert(UnsafeRawBufferPointer(start: frame.base, count: frame.size), format: format,
+                                  fullRange: description.colorRange == "full")
+            let png = try PNG.encode(rgb: rgb, width: format.width, height: format.height)
+            if file == "-" { return try Terminal.writeOutput(png) }
+            try FileSystem.writeFile(file, png)
+            let saved = SavedSnapshot(file: file, width: format.width, height: format.height, bytes: png.count,
+                                      presentationTime: description.presentationTime, broadcast: description.broadcast)
+            print(json ? prettyJSON(saved) : "saved \(format.width)x\(format.height) " +
+                  (description.broadcast.map { "frame of broadcast \($0)" } ?? "frame") + " to \(file) (\(png.count) bytes)")
+        }
+    }
+}
+
+struct SavedSnapshot: Encodable {
+    var file: String
+    var width: Int
+    var height: Int
+    var bytes: Int
+    var presentationTime: UInt64
+    var broadcast: UInt32?
 }
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the broadcast state.")
     @OptionGroup var connection: ConnectionOptions
     @Flag(help: "Print JSON.") var json = false
-    @Flag(help: "Keep printing changes and service info (one line each) until interrupted.") var watch = false
+    @Flag(help: "Keep showing the state, elapsed time, fps, bit rate, drops per stream and daemon memory until interrupted: one line redrawn in place on a terminal, a line per update when piped, JSON lines with --json.") var watch = false
 
     func run() throws {
-        try reporting {
+        try reporting(json: json) {
             let client = try connection.connect()
             guard watch else {
                 let status = try client.status()
                 return print(json ? prettyJSON(status) : StatusText.describe(status))
             }
             try client.subscribe()
+            // On a terminal one line is redrawn in place (cut to its width, so it never wraps); piped,
+            // every change is a line of its own.
+            let columns = json || !Terminal.isInteractive(1) ? nil : Terminal.columns() ?? 80
+            var line = StatusLine()
+            // Ctrl-C (or SIGTERM) ends the watch cleanly, leaving the cursor on a fresh line.
+            let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate])
             while true {
-                guard let event = try client.nextEvent(timeoutMilliseconds: -1) else { continue }
+                if signals.next() != nil {
+                    if columns != nil { print("") }
+                    return
+                }
+                guard let event = try client.nextEvent(timeoutMilliseconds: 200) else { continue }
+                if json {
+                    switch event {
+                    case .stateChanged(let s): print(compactJSON(s))
+                    case .serviceInfo(let i): print(compactJSON(i))
+                    case .urlUpdated(let u): print(compactJSON(u))
+                    case .finished(let f): print(compactJSON(f))
+                    }
+                    Terminal.flushOutput()
+                    continue
+                }
+                var text: String
                 switch event {
-                case .stateChanged(let s): print(json ? compactJSON(s) : StatusText.line(s))
-                case .serviceInfo(let i): print(json ? compactJSON(i) : StatusText.line(i))
-                case .urlUpdated(let u): print(json ? compactJSON(u) : "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)")
-                case .finished(let f): print(json ? compactJSON(f) : StatusText.line(f))
+                case .stateChanged(let s): line.update(s); text = line.text
+                case .serviceInfo(let i): line.update(i); text = line.text
+                case .urlUpdated(let u): text = "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)"
+                case .finished(let f): text = StatusText.line(f)
+                }
+                if let columns {
+                    if text.count >= columns { text = String(text.prefix(columns - 1)) }
+                    // Lines worth keeping (a URL, a finish) end with a newline; the status line is overwritten.
+                    let keep: Bool
+                    switch event {
+                    case .urlUpdated, .finished: keep = true
+                    default: keep = false
+                    }
+                    print("\r\u{1B}[K" + text, terminator: keep ? "\n" : "")
+                } else {
+                    print(text)
                 }
                 Terminal.flushOutput()
             }
@@ -249,6 +358,7 @@ struct Status: ParsableCommand {
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
         var lines = ["state: \(s.state)", "source: \(s.source)"]
+        if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
         if let id = s.broadcast {
             lines.append("broadcast: \(id) (handler \(s.handler ?? "?"))")
             if let url = s.url { lines.append("url: \(url)") }
@@ -272,16 +382,6 @@ enum StatusText {
 
     static func line(_ f: FinishedEvent) -> String {
         "broadcast \(f.broadcast) finished" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
-    }
-
-    static func line(_ s: BroadcastStatus) -> String {
-        "state \(s.state)" + (s.broadcast.map { " broadcast \($0) handler \(s.handler ?? "?")" } ?? "") + (s.error.map { " error: \($0.message)" } ?? "")
-    }
-
-    static func line(_ i: ServiceInfo) -> String {
-        let streams = ["video", "audioApp", "audioMic"].compactMap { name in i.streams[name].map { "\(name) \($0.delivered) (\($0.dropped) dropped)" } }
-        let extra = (i.handler ?? [:]).sorted(by: { $0.key < $1.key }).map { "\($0.key) \($0.value)" }
-        return (["broadcast \(i.broadcast)", "elapsed \(seconds(i.elapsed))"] + streams + extra).joined(separator: "  ")
     }
 
     static func seconds(_ value: Double) -> String {

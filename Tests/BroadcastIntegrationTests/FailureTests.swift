@@ -271,11 +271,22 @@ extension Integration {
         kill(watch.processIdentifier, SIGKILL) // the test runner's children inherit a mask that blocks SIGTERM
         watch.waitUntilExit()
         let output = String(decoding: lines.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(output.contains("state finished"), "\(output)")
-        #expect(output.contains("state live broadcast 2 handler inspect"), "\(output)")
-        #expect(output.contains("broadcast 2  elapsed "), "\(output)")
-        #expect(output.contains("audioMic 120 (0 dropped)"), "\(output)")
-        #expect(output.contains("broadcast 2 finished"), "\(output)")
+        // Piped, every update is a plain line of its own, without terminal control codes.
+        #expect(!output.contains("\u{1B}"), "\(output)")
+        #expect(output.contains("\nlive  broadcast 2 (inspect)\n"), "\(output)")
+        #expect(output.contains("\nlive  broadcast 2 (inspect)  0:01."), "\(output)")
+        #expect(output.contains(" fps  dropped video 0, app 0, mic 0  daemon "), "\(output)")
+        #expect(output.contains("\nbroadcast 2 finished\n"), "\(output)")
+        #expect(output.contains("\nfinished  broadcast 2 (inspect)"), "\(output)")
+
+        // --json everywhere: JSON lines from start --wait, a broadcast reference from stop, errors as objects.
+        let json = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "file://" + path, "--duration", "0.5", "--wait", "--json"])
+        let jsonLines = json.stdout.split(separator: "\n")
+        #expect(json.status == 0 && jsonLines.count == 2, "\(json)")
+        #expect(jsonLines.first == #"{"broadcast":3,"handler":"inspect"}"#)
+        #expect(try JSONDecoder().decode(FinishedEvent.self, from: Data(jsonLines[1].utf8)).broadcast == 3)
+        let refused = try daemon.tool("broadcastctl", ["stop", "--json"])
+        #expect(refused.status == 1 && refused.stdout == #"{"error":{"code":"no-broadcast","message":"no broadcast is live"}}"# + "\n", "\(refused)")
 
         let usage = try daemon.tool("broadcastctl", ["start"])
         #expect(usage.status == 64 && usage.stderr.contains("--handler"), "\(usage)")

@@ -42,6 +42,26 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func statusWatchRedrawsOneLineInPlaceOnATerminal() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("watch"), maxDuration: 2.5, on: controller)
+        let (transcript, _) = try session(daemon, [
+            ("expect", "live  broadcast \(id) (inspect)  0:01"), ("expect", "live  broadcast \(id) (inspect)  0:02"),
+            ("expect", "broadcast \(id) finished"), ("send", "\\x03"),
+        ], ["status", "--watch"])
+        // Every update redraws the line ("\r", erase to its end), and only the finish ends it.
+        let updates = transcript.components(separatedBy: "\r\u{1B}[K").dropFirst()
+        #expect(updates.count >= 3, "\(transcript)")
+        let beforeFinish = updates.prefix(while: { !$0.hasPrefix("broadcast \(id) finished") })
+        #expect(beforeFinish.allSatisfy { !$0.contains("\n") }, "an update before the finish ended its line: \(transcript)")
+        #expect(beforeFinish.contains { $0.contains(" fps  dropped video 0, app 0, ") }, "\(transcript)")
+        // The pty has no size set, so the line is cut to 80 columns less one and never wraps.
+        #expect(beforeFinish.allSatisfy { $0.count <= 79 }, "\(transcript)")
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        try daemon.stop()
+    }
+
     @Test func controlCCancelsTheRequestWithAnError() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.subscribedController()

@@ -65,6 +65,14 @@ import Glibc
         #expect(try Message(.setResult, payload: Array(bytes.dropFirst(12))).decode(HandlerResult.self) == result)
     }
 
+    @Test func snapshot() throws {
+        #expect(Self.golden("get-snapshot") == Message.json(.getSnapshot, seq: 3, Empty()).encoded())
+        // The SNAPSHOT example is what broadcastd writes for a 640x360 NV12 frame.
+        let description = SnapshotDescription(video: VideoDescription(VideoFormat(width: 640, height: 360, pixelFormat: .nv12)),
+                                              colorRange: "limited", presentationTime: 15_640_205_671_545, broadcast: nil)
+        #expect(Self.document.contains("\n" + compactJSON(description) + "\n"), "the SNAPSHOT example is not \(compactJSON(description))")
+    }
+
     @Test func aRepeatedVideoSampleSetsFlagBit1() throws {
         let timing = SampleTiming(presentationTime: 5, duration: 1, sequence: 3, discontinuity: false)
         var payload: [UInt8] = []

@@ -1,0 +1,80 @@
+@testable import BroadcastClient
+import BroadcastCore
+import BroadcastImage
+import BroadcastProtocol
+import Testing
+
+@Suite struct SnapshotAndStatusLineTests {
+    @Test func bt709ToRGB() {
+        // 16x2 NV12: Y then interleaved CbCr. Limited-range black, white and BT.709 red, green, blue.
+        let format = VideoFormat(width: 16, height: 2, pixelFormat: .nv12)
+        var frame = [UInt8](repeating: 0, count: format.frameByteCount)
+        let samples: [(y: UInt8, cb: UInt8, cr: UInt8, rgb: [UInt8])] = [
+            (16, 128, 128, [0, 0, 0]), (235, 128, 128, [255, 255, 255]),
+            (63, 102, 240, [255, 0, 0]), (173, 42, 26, [0, 255, 0]), (32, 240, 118, [0, 0, 255]),
+        ]
+        for (i, sample) in samples.enumerated() {
+            for row in 0..<2 {
+                frame[row * format.planes[0].stride + 2 * i] = sample.y
+                frame[row * format.planes[0].stride + 2 * i + 1] = sample.y
+            }
+            frame[format.planes[1].offset + 2 * i] = sample.cb
+            frame[format.planes[1].offset + 2 * i + 1] = sample.cr
+        }
+        let rgb = frame.withUnsafeBytes { RGB.convert($0, format: format, fullRange: false) }
+        for (i, sample) in samples.enumerated() {
+            for x in [2 * i, 2 * i + 1] {
+                let pixel = rgb[(16 + x) * 3..<(16 + x) * 3 + 3]
+                #expect(zip(pixel, sample.rgb).allSatisfy { abs(Int($0) - Int($1)) <= 2 }, "sample \(i): \(Array(pixel)) for \(sample.rgb)")
+            }
+        }
+        // Full range: Y 0 and 255 are black and white.
+        let full = VideoFormat(width: 16, height: 2, pixelFormat: .i420)
+        var i420 = [UInt8](repeating: 128, count: full.frameByteCount)
+        for x in 0..<16 { i420[x] = x < 8 ? 0 : 255 }
+        let fullRGB = i420.withUnsafeBytes { RGB.convert($0, format: full, fullRange: true) }
+        #expect(Array(fullRGB[0..<3]) == [0, 0, 0] && Array(fullRGB[45..<48]) == [255, 255, 255])
+        // BGRx is reordered, x dropped.
+        let bgrx = VideoFormat(width: 16, height: 2, pixelFormat: .bgrx)
+        var pixels = [UInt8](repeating: 0, count: bgrx.frameByteCount)
+        pixels[0..<4] = [10, 20, 30, 99]
+        #expect(Array(pixels.withUnsafeBytes { RGB.convert($0, format: bgrx, fullRange: false) }[0..<3]) == [30, 20, 10])
+    }
+
+    @Test func pngHeader() throws {
+        let png = try PNG.encode(rgb: [UInt8](repeating: 200, count: 3 * 5 * 3), width: 5, height: 3)
+        #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        #expect(Array(png[12..<16]) == Array("IHDR".utf8))
+        #expect(Array(png[16..<24]) == [0, 0, 0, 5, 0, 0, 0, 3])
+        #expect(png[24] == 8 && png[25] == 2, "8-bit RGB")
+        #expect(Array(png.suffix(8).prefix(4)) == Array("IEND".utf8))
+    }
+
+    @Test func statusLineFollowsTheEvents() {
+        var line = StatusLine()
+        #expect(line.text == "connecting")
+        var status = BroadcastStatus(state: .live, source: "synthetic")
+        status.broadcast = 4
+        status.handler = "record"
+        line.update(status)
+        #expect(line.text == "live  broadcast 4 (record)")
+        func info(_ elapsed: Double, _ frames: UInt64) -> ServiceInfo {
+            ServiceInfo(broadcast: 4, elapsed: elapsed,
+                        streams: ["video": StreamCounters(delivered: frames, dropped: 2), "audioApp": StreamCounters(delivered: 100),
+                                  "audioMic": StreamCounters(delivered: 100, dropped: 1)],
+                        handler: ["bitRate": .number(2450), "segment": .number(1)], daemonMemory: 24_326_963)
+        }
+        line.update(info(1.0, 29))
+        #expect(line.text == "live  broadcast 4 (record)  0:01.0  29.0 fps  2450 kbit/s  dropped video 2, app 0, mic 1  daemon 23.2 MB  segment 1")
+        line.update(info(2.0, 59))
+        #expect(line.text.contains("0:02.0  30.0 fps"))
+        status.state = .paused
+        line.update(status)
+        #expect(line.text.hasPrefix("paused  broadcast 4 (record)  0:02.0"))
+        // A new broadcast starts its figures afresh.
+        status.broadcast = 5
+        line.update(status)
+        #expect(line.text == "paused  broadcast 5 (record)")
+        #expect(StatusLine.clock(3725.04) == "1:02:05" && StatusLine.clock(59.96) == "1:00.0")
+    }
+}
