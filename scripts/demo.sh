@@ -2,8 +2,8 @@
 # The main job: a demo broadcast of a real X11 screen. When there is no display (DISPLAY unset), a
 # private 1920x1080 Xvfb is started with a clock on it and a pointer that moves. broadcastd runs on a
 # private socket and captures it through XCB-SHM; the inspect handler receives 6 s of broadcast with
-# a pause in the middle, writes what it received to broadcastd-demo/summary.json and saves the last
-# frame, which ffmpeg turns into broadcastd-demo/frame.png. Then the record handler records 6 s,
+# a pause in the middle, writes what it received to broadcastd-demo/summary.json, and
+# `broadcastctl snapshot` saves the frame on screen mid-broadcast as broadcastd-demo/frame.png. Then the record handler records 6 s,
 # again with a pause, to broadcastd-demo/recording.mp4 (H.264, fragmented MP4), which ffprobe describes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,15 +53,16 @@ ctl handlers
 echo "==> what can be captured" >&2
 ctl sources
 echo "==> broadcasting 6 s to the inspect handler, paused for 1 s after 2 s" >&2
-rm -f "$out/summary.json" "$out/frame.raw" "$out/frame.png"
-ctl start --handler inspect --url "file://$out/summary.json" --set "frameFile=$out/frame.raw" --duration 6 --wait &
+rm -f "$out/summary.json" "$out/frame.png"
+ctl start --handler inspect --url "file://$out/summary.json" --duration 6 --wait &
 waiter=$!
 # The pointer sweeps across the screen for the first seconds (only on the private display).
 if [ -n "$XVFB_PID" ]; then
     (for x in $(seq 100 40 1800); do xdotool mousemove "$x" 540; sleep 0.05; done) &
     clients+=($!)
 fi
-sleep 2.5; ctl pause; ctl status; sleep 1; ctl resume
+sleep 2; ctl snapshot "$out/frame.png"
+sleep 0.5; ctl pause; ctl status; sleep 1; ctl resume
 wait $waiter
 ctl status
 
@@ -80,25 +81,8 @@ print("video: %d of the frames repeated the one before (the screen did not chang
 print("audio: none yet (PipeWire capture is the next backend)")
 PY
 
-# The frame's rows are padded to 64-byte strides: pack them tight for ffmpeg's rawvideo reader.
-frame=$(python3 - "$out/summary.json" "$out/frame.packed" <<'PY'
-import json, sys
-dump = json.load(open(sys.argv[1]))["lastFrame"]
-f = dump["format"]
-data = open(dump["path"], "rb").read()
-bytes_per_row = {"nv12": [f["width"], f["width"]], "i420": [f["width"], f["width"] // 2, f["width"] // 2], "bgrx": [f["width"] * 4]}[f["pixelFormat"]]
-with open(sys.argv[2], "wb") as out:
-    for plane, row_bytes in zip(dump["planes"], bytes_per_row):
-        for row in range(plane["height"]):
-            start = plane["offset"] + row * plane["stride"]
-            out.write(data[start:start + row_bytes])
-print(f["width"], f["height"], {"bgrx": "bgr0", "i420": "yuv420p"}.get(f["pixelFormat"], f["pixelFormat"]))
-PY
-)
-read -r width height format <<<"$frame"
-ffmpeg -v error -y -f rawvideo -pix_fmt "$format" -s "${width}x${height}" -i "$out/frame.packed" -frames:v 1 "$out/frame.png"
-rm -f "$out/frame.packed"
-echo "==> the last captured frame: $out/frame.png (${width}x${height}, converted from $format by ffmpeg)"
+echo "==> what ffprobe finds in the snapshot $out/frame.png"
+ffprobe -v error -show_entries stream=codec_name,width,height,pix_fmt -of default=noprint_wrappers=1 "$out/frame.png"
 
 echo "==> recording 6 s to $out/recording.mp4 with the record handler, paused for 1 s after 2 s" >&2
 rm -f "$out/recording.mp4"

@@ -7,7 +7,7 @@
 #              libpng for `broadcastctl snapshot`
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
-#   ffmpeg     turns the demo's captured frame into a PNG
+#   ffmpeg     ffprobe describes what the demo wrote; the tests judge recordings and snapshots with it
 #   install    make, and man-db/groff-base to check that the man pages render (`make install` test)
 #   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
