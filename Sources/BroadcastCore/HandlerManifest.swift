@@ -4,7 +4,8 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     public var name: String
     public var displayName: String
     public var description: String?
-    /// The program to start: absolute, or a bare name looked up next to broadcastd and then on PATH.
+    /// The program to start: absolute; relative with a `/`, from the manifest's folder; or a bare name looked
+    /// up next to broadcastd and then on PATH.
     public var exec: String
     public var arguments: [String]?
     /// How the setup UI asks for the broadcast URL.

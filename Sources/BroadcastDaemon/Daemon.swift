@@ -84,6 +84,9 @@ public final class Daemon {
             throw DaemonError("plan the frame pool", error.message)
         }
         do {
+            // Signals are taken over before the socket appears: a SIGTERM that comes as soon as a client
+            // sees the socket finishes cleanly (socket file removed) instead of killing the process.
+            signals = try SignalDescriptor(signals: [Signals.terminate, Signals.interrupt, Signals.hangUp])
             if let activated = try Systemd.takeActivatedListener() {
                 listener = activated
                 socketPath = Systemd.boundPath(activated) ?? configuration.socketPath
@@ -99,7 +102,6 @@ public final class Daemon {
                 logger.info("not socket-activated: bound \(socketPath) itself")
             }
             notifier = try SystemdNotifier()
-            signals = try SignalDescriptor(signals: [Signals.terminate, Signals.interrupt, Signals.hangUp])
             timer = try DeadlineTimer()
         } catch {
             throw DaemonError("start", error)
@@ -486,7 +488,7 @@ public final class Daemon {
             transition(.handlerReady)
         case .finishWithError:
             let error = try message.decode(HandlerFailure.self)
-            logger.info("handler '\(handler.manifest.name)' finished the broadcast with an error: \(error.message)")
+            logger.info("handler '\(handler.manifest.name)' finished the broadcast with an error: \(error.message)\(error.code.map { " (code \($0))" } ?? "")")
             transition(.fail(BroadcastError(.handlerError, "handler '\(handler.manifest.name)' finished the broadcast: \(error.message)")))
         case .updateURL:
             let update = try message.decode(URLUpdate.self)

@@ -16,7 +16,8 @@ public struct HandlerError: Error, CustomStringConvertible {
 
 /// Subclass this to write a handler, as RPBroadcastSampleHandler is subclassed on iOS, then call
 /// `runBroadcastHandler(YourHandler())` from `main`. Callbacks arrive one at a time on one thread;
-/// do not block in them: samples that arrive while you are busy are dropped (and counted), not queued.
+/// do not block in them: while you are busy, broadcastd queues up to 1 MiB of sample messages for
+/// you and drops (and counts) the rest.
 open class BroadcastSampleHandler {
     /// Set before `broadcastStarted` is called.
     public internal(set) var broadcastID: UInt32 = 0

@@ -177,8 +177,13 @@ public struct MessageDecoder {
     private var buffer: [UInt8] = []
     private var start = 0
     private var descriptors: [Descriptor] = []
+    private let skipsUnknownOpcodes: Bool
 
-    public init() {}
+    /// broadcastd refuses opcodes it does not know; its peers skip them (with their descriptors), so
+    /// they keep working when a later daemon adds messages (docs/protocol.md §8.1).
+    public init(skipsUnknownOpcodes: Bool = false) {
+        self.skipsUnknownOpcodes = skipsUnknownOpcodes
+    }
 
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start == buffer.count {
@@ -201,6 +206,14 @@ public struct MessageDecoder {
 
     /// The next whole message, nil if more bytes are needed; throws when the peer broke the framing.
     public mutating func next() throws(ProtocolError) -> Message? {
+        while true {
+            guard let (opcode, message) = try nextFrame() else { return nil }
+            if let opcode { return Message(opcode, seq: message.seq, payload: message.payload, descriptors: message.descriptors) }
+        }
+    }
+
+    /// The next whole frame; its opcode is nil when unknown and skipped (its descriptors close with it).
+    private mutating func nextFrame() throws(ProtocolError) -> (Opcode?, (seq: UInt32, payload: [UInt8], descriptors: [Descriptor]))? {
         guard buffer.count - start >= ProtocolLimits.headerSize else { return nil }
         let size = Int(buffer.loadLittleEndian(UInt32.self, at: start))
         let rawOpcode = buffer.loadLittleEndian(UInt16.self, at: start + 4)
@@ -208,7 +221,8 @@ public struct MessageDecoder {
         let seq = buffer.loadLittleEndian(UInt32.self, at: start + 8)
         guard size <= ProtocolLimits.maxPayload else { throw .oversized(opcode: rawOpcode, size: size) }
         guard fdCount <= ProtocolLimits.maxDescriptors else { throw .tooManyDescriptors(opcode: rawOpcode, count: fdCount) }
-        guard let opcode = Opcode(rawValue: rawOpcode) else { throw .unknownOpcode(rawOpcode) }
+        let opcode = Opcode(rawValue: rawOpcode)
+        if opcode == nil && !skipsUnknownOpcodes { throw .unknownOpcode(rawOpcode) }
         guard buffer.count - start >= ProtocolLimits.headerSize + size else { return nil }
         guard descriptors.count >= fdCount else { throw .missingDescriptors(opcode: rawOpcode, expected: fdCount, received: descriptors.count) }
         let bodyStart = start + ProtocolLimits.headerSize
@@ -220,7 +234,7 @@ public struct MessageDecoder {
         }
         let fds = Array(descriptors.prefix(fdCount))
         descriptors.removeFirst(fdCount)
-        return Message(opcode, seq: seq, payload: payload, descriptors: fds)
+        return (opcode, (seq, payload, fds))
     }
 }
 

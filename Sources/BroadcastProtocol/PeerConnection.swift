@@ -6,7 +6,7 @@ import Synchronization
 /// Sending is safe from any thread; receiving belongs to one thread.
 public final class PeerConnection: @unchecked Sendable {
     public let socket: Descriptor
-    private var decoder = MessageDecoder()
+    private var decoder = MessageDecoder(skipsUnknownOpcodes: true)
     private var queued: [Message] = []
     private let sendLock = Mutex<UInt32>(0)
     private var readBuffer = [UInt8](repeating: 0, count: 256 * 1024)

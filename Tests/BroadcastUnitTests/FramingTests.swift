@@ -119,6 +119,20 @@ import Testing
         #expect(throws: ProtocolError.unknownOpcode(0xeeee)) { try decoder.next() }
     }
 
+    @Test func peersSkipMessagesOfALaterVersionWithTheirDescriptors() throws {
+        // An unknown message with a 3-byte payload and one descriptor, then an OK, arriving in one read.
+        var bytes: [UInt8] = [3, 0, 0, 0, 0xee, 0x01, 1, 0, 0, 0, 0, 0, 1, 2, 3]
+        bytes += Message.json(.ok, seq: 9, Empty()).encoded()
+        let (a, b) = try UnixSocket.pair()
+        var decoder = MessageDecoder(skipsUnknownOpcodes: true)
+        decoder.append(bytes)
+        decoder.append(descriptors: [a])
+        let message = try #require(try decoder.next())
+        #expect(message.opcode == .ok && message.seq == 9 && message.descriptors.isEmpty)
+        #expect(try decoder.next() == nil)
+        _ = b
+    }
+
     @Test func garbageNeverCrashesTheDecoder() {
         // Random bytes, and valid streams with random bytes flipped: the decoder either yields
         // messages or throws a ProtocolError; every payload decoder likewise.
