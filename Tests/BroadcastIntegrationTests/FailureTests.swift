@@ -88,7 +88,7 @@ extension Integration {
 
     @Test func aBudgetThatCannotHoldTheFramesIsRefusedAtStart() throws {
         let socket = NSTemporaryDirectory() + "broadcastd-budget-\(UUID().uuidString.prefix(8)).sock"
-        let result = try runTool(Paths.binary("broadcastd"), ["--source", "synthetic", "--size", "3840x2160", "--pixel-format", "bgrx",
+        let result = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--source", "synthetic", "--size", "3840x2160", "--pixel-format", "bgrx",
                                                               "--memory-budget", "50", "--socket", socket], timeout: 10)
         #expect(result.status != 0)
         #expect(result.stderr.contains("more than the memory budget of 50.0 MB"), "\(result.stderr)")
@@ -98,7 +98,7 @@ extension Integration {
 
     @Test func aSecondDaemonOnTheSameSocketIsRefusedAndTheFirstCarriesOn() throws {
         let daemon = try DaemonHarness()
-        let second = try runTool(Paths.binary("broadcastd"), ["--source", "synthetic", "--socket", daemon.socketPath], timeout: 10)
+        let second = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--source", "synthetic", "--socket", daemon.socketPath], timeout: 10)
         #expect(second.status != 0)
         #expect(second.stderr.contains("another broadcastd is already listening there"), "\(second.stderr)")
         #expect(try daemon.controller().status().state == .idle)
