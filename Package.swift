@@ -15,6 +15,7 @@ import PackageDescription
 //   BroadcastInspect     the built-in `inspect` handler
 //   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
+//   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync
 let package = Package(
     name: "broadcastd",
@@ -64,8 +65,9 @@ let package = Package(
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
+        .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore"]),
         .target(name: "BroadcastRecord", dependencies: [
-            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastd", dependencies: [
@@ -90,7 +92,7 @@ let package = Package(
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage",
+            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

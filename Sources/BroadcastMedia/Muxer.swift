@@ -1,7 +1,13 @@
 import CFFmpeg
 
+/// Where encoded packets go: a muxer, or a queue in front of one.
+public protocol PacketSink: AnyObject {
+    /// Takes one packet of `stream`, its timestamps in `timeBase` (the packet's data may be moved out).
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError)
+}
+
 /// Writes encoded streams into a file or a network URL through libavformat.
-public final class Muxer {
+public final class Muxer: PacketSink {
     /// The containers broadcastd writes.
     public enum Container: String, Sendable {
         /// MP4 in fragments of at most a second: everything up to the last fragment plays even if

@@ -3,6 +3,7 @@ import BroadcastHandlerKit
 import BroadcastMedia
 import BroadcastProtocol
 import BroadcastSystem
+import BroadcastTimeline
 import CFFmpeg
 
 #if canImport(Glibc)
@@ -74,10 +75,10 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
         let streams = requested.filter(audioStreams.contains)
         if case .mixed = options.audio, streams.count == 2 {
-            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio, muxer: muxer)]
+            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio, globalHeader: muxer.wantsGlobalHeader, addStream: muxer.addStream)]
         } else {
             tracks = try streams.map { stream throws(MediaError) in
-                try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio, muxer: muxer)
+                try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio, globalHeader: muxer.wantsGlobalHeader, addStream: muxer.addStream)
             }
         }
         self.muxer = muxer
@@ -157,7 +158,7 @@ public final class RecordHandler: BroadcastSampleHandler {
             return
         }
         for track in tracks where track.inputs[type] != nil {
-            try track.add(data, format: format, frames: frames, from: type, at: time, videoEnd: clock.duration, muxer: muxer)
+            try track.add(data, format: format, frames: frames, from: type, at: time, videoEnd: clock.duration, sink: muxer)
         }
     }
 
@@ -185,7 +186,7 @@ public final class RecordHandler: BroadcastSampleHandler {
             do {
                 try video.encode(nil) { packet throws(MediaError) in try muxer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
                 try muxer.endStream(videoStream, at: Int64((end * 9 + 50_000) / 100_000))
-                for track in tracks { try track.finish(at: end, muxer: muxer) }
+                for track in tracks { try track.finish(at: end, sink: muxer) }
                 try muxer.finish()
             } catch {
                 logger.error("record: finishing \(options?.path ?? "the file"): \(error)")

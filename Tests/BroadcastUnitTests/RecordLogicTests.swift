@@ -1,4 +1,5 @@
 @testable import BroadcastRecord
+@testable import BroadcastTimeline
 import BroadcastCore
 import Testing
 

@@ -1,28 +1,30 @@
 import BroadcastCore
 import BroadcastMedia
 
-/// One audio track of the recording: its timeline (placement, drift, joins), its encoder and
-/// its stream in the file.
-final class AudioTrack {
-    let name: String
+/// One audio track of a recording or a stream: its timeline (placement, drift, joins), its encoder,
+/// and the stream its packets go to.
+public final class AudioTrack {
+    public let name: String
     /// Which capture stream feeds which timeline input.
-    let inputs: [SampleType: Int]
+    public let inputs: [SampleType: Int]
     private(set) var timeline: AudioTimeline
-    private let encoder: Encoder
+    public let encoder: Encoder
     private let frame: MediaFrame
-    private let stream: Int
+    private var stream = 0
     private var pending: [Float] = []
     private var converted: [Float] = []
     /// Samples handed to the encoder: the next frame's pts.
     private var encoded: Int64 = 0
 
-    init(name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings, muxer: Muxer) throws(MediaError) {
+    /// `addStream` makes the output stream the track's packets go to and returns its index.
+    public init(name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings, globalHeader: Bool,
+                addStream: (Encoder) throws(MediaError) -> Int) throws(MediaError) {
         self.name = name
         inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
         timeline = AudioTimeline(channels: settings.channels, sampleRate: settings.sampleRate, gains: streams.map { gains[$0] ?? 1 })
-        encoder = try Encoder.audio(settings, globalHeader: muxer.wantsGlobalHeader)
+        encoder = try Encoder.audio(settings, globalHeader: globalHeader)
         frame = try MediaFrame.audio(samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate, planar: settings.codec == "aac")
-        stream = try muxer.addStream(for: encoder)
+        stream = try addStream(encoder)
     }
 
     var channels: Int { timeline.channels }
@@ -30,26 +32,26 @@ final class AudioTrack {
 
     /// Places a chunk of `stream` whose first sample belongs at file time `time` (ns), then encodes
     /// what is ready, up to the end of the video so far (`videoEnd`, ns), where a pause may cut.
-    func add(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, from stream: SampleType, at time: Int64,
-             videoEnd: UInt64, muxer: Muxer) throws(MediaError) {
+    public func add(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, from stream: SampleType, at time: Int64,
+                    videoEnd: UInt64, sink: PacketSink) throws(MediaError) {
         guard let input = inputs[stream] else { return }
         converted.removeAll(keepingCapacity: true)
         PCM.appendFloat(data, format: format, frames: frames, channels: channels, to: &converted)
         converted.withUnsafeBufferPointer { timeline.place(input, $0, at: self.frames(time)) }
         timeline.drain(upTo: timeline.ready(limit: self.frames(Int64(videoEnd))), into: &pending)
-        try encodePending(muxer: muxer, final: false)
+        try encodePending(sink: sink, final: false)
     }
 
     /// Ends the current segment at file time `end` (ns).
-    func endSegment(at end: UInt64) {
+    public func endSegment(at end: UInt64) {
         timeline.endSegment(at: frames(Int64(end)))
     }
 
     /// Hands on everything up to file time `end` (the end of the recording) and flushes the encoder.
-    func finish(at end: UInt64, muxer: Muxer) throws(MediaError) {
+    public func finish(at end: UInt64, sink: PacketSink) throws(MediaError) {
         timeline.endSegment(at: frames(Int64(end)))
         timeline.drain(upTo: frames(Int64(end)), into: &pending)
-        try encodePending(muxer: muxer, final: true)
+        try encodePending(sink: sink, final: true)
     }
 
     /// File time (ns) to samples, rounded to the nearest.
@@ -58,7 +60,7 @@ final class AudioTrack {
         return (scaled + (scaled >= 0 ? 500_000_000 : -500_000_000)) / 1_000_000_000
     }
 
-    private func encodePending(muxer: Muxer, final: Bool) throws(MediaError) {
+    private func encodePending(sink: PacketSink, final: Bool) throws(MediaError) {
         let frameSize = encoder.frameSize
         var used = 0
         while pending.count - used >= frameSize * channels || (final && pending.count > used) {
@@ -68,16 +70,16 @@ final class AudioTrack {
             }.get()
             used += frames * channels
             encoded += Int64(frames)
-            try encoder.encode(frame.frame) { packet throws(MediaError) in try muxer.write(packet, stream: stream, timeBase: encoder.timeBase) }
+            try encoder.encode(frame.frame) { packet throws(MediaError) in try sink.write(packet, stream: stream, timeBase: encoder.timeBase) }
         }
         pending.removeFirst(used)
         if final {
-            try encoder.encode(nil) { packet throws(MediaError) in try muxer.write(packet, stream: stream, timeBase: encoder.timeBase) }
+            try encoder.encode(nil) { packet throws(MediaError) in try sink.write(packet, stream: stream, timeBase: encoder.timeBase) }
         }
     }
 
     /// What the result reports about this track.
-    var summary: [String: Double] {
+    public var summary: [String: Double] {
         let counters = timeline.counters
         let ms = 1000 / Double(sampleRate)
         return ["missingMs": Double(counters.missingFrames) * ms, "droppedMs": Double(counters.droppedFrames) * ms,
@@ -85,7 +87,7 @@ final class AudioTrack {
     }
 
     /// The current clock offset of the input furthest off, ms.
-    var clockOffsetMs: Double {
+    public var clockOffsetMs: Double {
         timeline.inputs.map { abs($0.drift.smoothedError) }.max().map { $0 * 1000 / Double(sampleRate) } ?? 0
     }
 }
