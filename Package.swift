@@ -16,6 +16,7 @@ import PackageDescription
 //   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
+//   BroadcastStream      the built-in `stream` handler: SRT/RTMP through libavformat, a GOP-dropping send queue, reconnection
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync
 let package = Package(
     name: "broadcastd",
@@ -26,6 +27,7 @@ let package = Package(
         .executable(name: "broadcast-setup", targets: ["broadcast-setup"]),
         .executable(name: "broadcast-handler-inspect", targets: ["broadcast-handler-inspect"]),
         .executable(name: "broadcast-handler-record", targets: ["broadcast-handler-record"]),
+        .executable(name: "broadcast-handler-stream", targets: ["broadcast-handler-stream"]),
         .library(name: "BroadcastHandlerKit", targets: ["BroadcastHandlerKit"]),
     ],
     dependencies: [
@@ -86,13 +88,20 @@ let package = Package(
         .executableTarget(name: "broadcast-handler-inspect", dependencies: [
             "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
+        .target(name: "BroadcastStream", dependencies: [
+            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "broadcast-handler-stream", dependencies: [
+            "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",
+        ]),
         .executableTarget(name: "broadcast-handler-record", dependencies: [
             "BroadcastRecord", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline",
+            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

@@ -9,12 +9,13 @@
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
 #   ffmpeg     ffprobe describes what the demo wrote; the tests judge recordings and snapshots with it
 #   install    make, and man-db/groff-base to check that the man pages render (`make install` test)
+#   servers    srt-live-transmit (srt-tools) and nginx with its RTMP module, for the stream handler's tests
 #   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
-    make man-db groff-base)
+    make man-db groff-base srt-tools nginx libnginx-mod-rtmp)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).
 free_display() {

@@ -137,6 +137,14 @@ public final class Encoder {
         }
     }
 
+    /// Changes a bit-rate-driven video encoder's rate (kbit/s) from the next frame on; libx264
+    /// reconfigures itself without a new keyframe.
+    public func setVideoBitRate(_ kbps: Int) {
+        context.pointee.bit_rate = Int64(kbps) * 1000
+        context.pointee.rc_max_rate = Int64(kbps) * 1000
+        context.pointee.rc_buffer_size = Int32(kbps * 1000)
+    }
+
     /// Samples per audio frame the encoder wants (the last may be shorter); 0 for video.
     public var frameSize: Int { Int(context.pointee.frame_size) }
     public var timeBase: AVRational { context.pointee.time_base }

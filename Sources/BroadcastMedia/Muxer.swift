@@ -14,6 +14,10 @@ public final class Muxer: PacketSink {
         /// the process dies.
         case fragmentedMP4 = "mp4"
         case matroska
+        /// MPEG transport stream, for SRT.
+        case mpegts
+        /// FLV, for RTMP.
+        case flv
 
         /// From a file name's extension, or nil for one broadcastd does not write.
         public init?(fileExtension: String) {
@@ -27,6 +31,13 @@ public final class Muxer: PacketSink {
         var formatName: String { self == .fragmentedMP4 ? "mp4" : rawValue }
     }
 
+    /// Options for the output's protocol (avio_open2), e.g. `rw_timeout` for a network URL.
+    public var ioOptions: [String: String] = [:]
+    /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
+    /// pauses (a still screen); a live stream keeps this short.
+    public var maxInterleaveDelta: Int64 = 1_000_000
+    /// How errors name the output: the URL, unless it carries a secret (a stream key).
+    public var displayURL: String
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private let url: String
     private let container: Container
@@ -37,6 +48,7 @@ public final class Muxer: PacketSink {
         try check(avformat_alloc_output_context2(&context, nil, container.formatName, url), "prepare the \(container.formatName) muxer")
         self.context = context
         self.url = url
+        self.displayURL = url
         self.container = container
         // Each packet goes to the file (or socket) when written, not when a buffer fills.
         context!.pointee.flush_packets = 1
@@ -86,14 +98,18 @@ public final class Muxer: PacketSink {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
+        case .mpegts, .flv:
+            break
         }
         if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
-            try check(avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, nil), "open \(url) for writing")
+            var io: OpaquePointer?
+            defer { av_dict_free(&io) }
+            for (key, value) in ioOptions { av_dict_set(&io, key, value, 0) }
+            try check(avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, &io), "open \(displayURL) for writing")
         }
         started = true
-        // Interleave within a second: a stream that pauses (a still screen) does not hold the others back.
-        context.pointee.max_interleave_delta = 1_000_000
-        try check(avformat_write_header(context, &options), "write the \(container.formatName) header to \(url)")
+        context.pointee.max_interleave_delta = maxInterleaveDelta
+        try check(avformat_write_header(context, &options), "write the \(container.formatName) header to \(displayURL)")
     }
 
     /// Writes one packet of `stream`, its timestamps in `timeBase`.
@@ -101,7 +117,7 @@ public final class Muxer: PacketSink {
         guard let context else { return }
         packet.pointee.stream_index = Int32(stream)
         av_packet_rescale_ts(packet, timeBase, context.pointee.streams[stream]!.pointee.time_base)
-        try check(av_interleaved_write_frame(context, packet), "write to \(url)")
+        try check(av_interleaved_write_frame(context, packet), "write to \(displayURL)")
     }
 
     /// Packets held back until the next one of their stream says how long they last.
@@ -111,7 +127,7 @@ public final class Muxer: PacketSink {
     /// B-frames): the packet is written when the next one comes, or at `finish`, with its duration.
     public func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
         try release(stream, until: packet.pointee.dts)
-        guard let copy = av_packet_alloc() else { throw MediaError("write to \(url)", "out of memory") }
+        guard let copy = av_packet_alloc() else { throw MediaError("write to \(displayURL)", "out of memory") }
         av_packet_move_ref(copy, packet)
         held[stream] = (copy, timeBase)
     }
@@ -142,6 +158,6 @@ public final class Muxer: PacketSink {
             avio_closep(&context.pointee.pb)
             started = false
         }
-        try check(av_write_trailer(context), "finish \(url)")
+        try check(av_write_trailer(context), "finish \(displayURL)")
     }
 }

@@ -1,0 +1,40 @@
+/// Follows the link: the video bit rate goes down by a quarter (to no less than a quarter of the
+/// target) when the send queue is over half full or had to drop, at most every 2 s; it goes back up
+/// by a tenth, to the target at most, after 5 s with the queue under a tenth full.
+public struct BitRateController: Sendable {
+    public let target: Int
+    public let minimum: Int
+    public private(set) var current: Int
+    private var lastChange: UInt64 = 0
+    private var calmSince: UInt64?
+
+    public init(target: Int) {
+        self.target = target
+        minimum = max(1, target / 4)
+        current = target
+    }
+
+    /// Called about once a second with the queue's fill (0...1, the larger of bytes and time) and
+    /// whether it dropped since the last call; returns the new bit rate when it changes.
+    public mutating func update(fill: Double, dropped: Bool, now: UInt64) -> Int? {
+        if fill > 0.5 || dropped {
+            calmSince = nil
+            guard current > minimum, now >= lastChange + 2_000_000_000 else { return nil }
+            return change(to: max(minimum, current * 3 / 4), now: now)
+        }
+        guard fill < 0.1 else {
+            calmSince = nil
+            return nil
+        }
+        let since = calmSince ?? now
+        calmSince = since
+        guard current < target, now >= since + 5_000_000_000, now >= lastChange + 5_000_000_000 else { return nil }
+        return change(to: min(target, current + max(1, current / 10)), now: now)
+    }
+
+    private mutating func change(to rate: Int, now: UInt64) -> Int {
+        current = rate
+        lastChange = now
+        return rate
+    }
+}

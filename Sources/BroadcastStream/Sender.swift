@@ -1,0 +1,220 @@
+import BroadcastMedia
+import CFFmpeg
+import Foundation
+import Logging
+
+/// An encoded packet on its way to the network; freed with the box.
+final class QueuedPacket {
+    let packet: UnsafeMutablePointer<AVPacket>
+    let stream: Int
+    let timeBase: AVRational
+
+    init?(moving source: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) {
+        guard let packet = av_packet_alloc() else { return nil }
+        av_packet_move_ref(packet, source)
+        self.packet = packet
+        self.stream = stream
+        self.timeBase = timeBase
+    }
+
+    deinit {
+        var owned: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&owned)
+    }
+}
+
+/// The network side of the `stream` handler, on a thread of its own so that a slow or broken link
+/// never holds up the handler's callbacks: it connects (libavformat's srt, rtmp and rtmps protocols),
+/// sends what the bounded `SendQueue` holds, and on an error reconnects with backoff
+/// (0.5 s doubling to 5 s) until `reconnectFor` has passed, then gives up with the reason.
+final class Sender: PacketSink, @unchecked Sendable {
+    struct Figures: Equatable {
+        var bytesSent: Int64 = 0
+        var connected = false
+        var reconnects = 0
+        var queueBytes = 0
+        var queueMs = 0
+        var droppedVideoFrames = 0
+        var droppedAudioPackets = 0
+        var gopDrops = 0
+        var lastError: String?
+        var failure: String?
+    }
+
+    private let options: StreamOptions
+    private let encoders: [Encoder]
+    private let logger: Logger
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    private var queue: SendQueue<QueuedPacket>
+    private var figures = Figures()
+    private var finishing = false
+    private var keyframeWanted = false
+    private var thread: Thread?
+    private let done = DispatchSemaphore(value: 0)
+
+    /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
+    init(options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+        self.options = options
+        self.encoders = encoders
+        self.logger = logger
+        let seconds = options.maxQueueSeconds
+        queue = SendQueue(maxBytes: max(1 << 20, Int(Double(bytesPerSecond) * seconds * 2)), maxDuration: Int64(seconds * 1e9))
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            done.signal()
+        }
+        thread.name = "stream sender"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Queues a packet (its data is moved out of `packet`).
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        let isVideo = stream == 0
+        let isKeyframe = (packet.pointee.flags & AV_PKT_FLAG_KEY) != 0
+        let time = av_rescale_q(packet.pointee.pts, timeBase, AVRational(num: 1, den: 1_000_000_000))
+        let bytes = Int(packet.pointee.size)
+        guard let box = QueuedPacket(moving: packet, stream: stream, timeBase: timeBase) else { throw MediaError("queue a packet", "out of memory") }
+        condition.lock()
+        queue.push(.init(isVideo: isVideo, isKeyframe: isKeyframe, bytes: bytes, time: time, payload: box))
+        if isVideo && queue.waitingForKeyframe { keyframeWanted = true }
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Whether the video encoder should make its next frame a keyframe (after a drop or a reconnection); clears the request.
+    func takeKeyframeRequest() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let wanted = keyframeWanted
+        keyframeWanted = false
+        return wanted
+    }
+
+    var snapshot: Figures {
+        condition.lock()
+        defer { condition.unlock() }
+        var f = figures
+        f.queueBytes = queue.bytes
+        f.queueMs = Int(queue.duration / 1_000_000)
+        f.droppedVideoFrames = queue.droppedVideoFrames
+        f.droppedAudioPackets = queue.droppedAudioPackets
+        f.gopDrops = queue.drops
+        return f
+    }
+
+    /// The queue's fill, 0...1: the larger of its bytes and its time against their limits.
+    var fill: Double {
+        condition.lock()
+        defer { condition.unlock() }
+        return max(Double(queue.bytes) / Double(queue.maxBytes), Double(queue.duration) / Double(queue.maxDuration))
+    }
+
+    /// Sends what is queued (for at most `timeout` seconds), closes the connection and ends the thread.
+    func finish(timeout: Double) {
+        condition.lock()
+        finishing = true
+        condition.broadcast()
+        condition.unlock()
+        if thread != nil, done.wait(timeout: .now() + timeout) == .timedOut {
+            logger.warning("stream: the queue was not sent within \(timeout) s; \(snapshot.queueMs) ms of it are lost")
+            condition.lock()
+            while queue.pop() != nil {}
+            condition.unlock()
+            _ = done.wait(timeout: .now() + 10)
+        }
+        thread = nil
+    }
+
+    private func run() {
+        var muxer: Muxer?
+        var failingSince: Date?
+        var backoff = 0.5
+        var everConnected = false
+        while true {
+            if muxer == nil {
+                if isFinishing() && everConnected { break }
+                do {
+                    muxer = try connect()
+                    logger.info("stream: connected to \(options.displayURL)\(everConnected ? " again" : "")")
+                    condition.lock()
+                    if everConnected { figures.reconnects += 1 }
+                    figures.connected = true
+                    figures.lastError = nil
+                    queue.restartAtKeyframe()
+                    if queue.waitingForKeyframe { keyframeWanted = true }
+                    condition.unlock()
+                    everConnected = true
+                    failingSince = nil
+                    backoff = 0.5
+                } catch {
+                    let since = failingSince ?? Date()
+                    failingSince = since
+                    let waited = Date().timeIntervalSince(since)
+                    logger.warning("stream: \(error) (retrying for \(Int(max(0, options.reconnectFor - waited))) s more)")
+                    condition.lock()
+                    figures.connected = false
+                    figures.lastError = "\(error)"
+                    if waited >= options.reconnectFor || finishing {
+                        figures.failure = everConnected
+                            ? "the connection to \(options.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
+                            : "cannot stream to \(options.displayURL): \(error); check that the server runs and listens there, and that the URL and stream key are right (the handler's log has the server's own message, if it sent one)"
+                        condition.unlock()
+                        return
+                    }
+                    // Packets keep coming meanwhile; the queue drops whole GOPs when they are too many.
+                    _ = condition.wait(until: Date().addingTimeInterval(backoff))
+                    condition.unlock()
+                    backoff = min(backoff * 2, 5)
+                    continue
+                }
+            }
+            condition.lock()
+            while queue.isEmpty && !finishing { _ = condition.wait(until: Date().addingTimeInterval(0.5)) }
+            let entry = queue.pop()
+            condition.unlock()
+            guard let entry else { break } // finishing, and everything is sent
+            do {
+                try muxer!.write(entry.payload.packet, stream: entry.payload.stream, timeBase: entry.payload.timeBase)
+                condition.lock()
+                figures.bytesSent += Int64(entry.bytes)
+                condition.unlock()
+            } catch {
+                logger.warning("stream: \(error); reconnecting")
+                muxer = nil
+                condition.lock()
+                figures.connected = false
+                figures.lastError = "\(error)"
+                condition.unlock()
+                failingSince = Date()
+            }
+        }
+        if let muxer {
+            do { try muxer.finish() } catch { logger.warning("stream: \(error)") }
+        }
+        condition.lock()
+        figures.connected = false
+        condition.unlock()
+    }
+
+    private func isFinishing() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return finishing
+    }
+
+    private func connect() throws(MediaError) -> Muxer {
+        let muxer = try Muxer(url: options.url, container: options.container)
+        muxer.displayURL = options.displayURL
+        muxer.maxInterleaveDelta = 200_000
+        // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
+        muxer.ioOptions = options.scheme == .srt ? ["rw_timeout": "5000000", "connect_timeout": "3000"] : ["rw_timeout": "5000000"]
+        for encoder in encoders { try muxer.addStream(for: encoder) }
+        try muxer.start()
+        return muxer
+    }
+}

@@ -1,0 +1,174 @@
+import BroadcastCore
+import BroadcastHandlerKit
+import BroadcastMedia
+import BroadcastProtocol
+import BroadcastTimeline
+import CFFmpeg
+
+/// The built-in `stream` handler: H.264 (libx264, bit rate driven) and one audio track (app and mic
+/// mixed; Opus or AAC) to an SRT (MPEG-TS) or RTMP (FLV) media server. Encoding happens in the
+/// callbacks; sending on a thread of its own through a bounded queue that drops whole GOPs when the
+/// link is slow, while the bit rate adapts; a lost connection is made again with backoff.
+public final class StreamHandler: BroadcastSampleHandler {
+    private var options: StreamOptions?
+    private var video: Encoder?
+    private var audio: AudioTrack?
+    private var sender: Sender?
+    private var rate: BitRateController?
+    private var encodeFormat = VideoFormat(width: 0, height: 0)
+    private let borrowed: MediaFrame? = try? MediaFrame.empty()
+    private var scaler: VideoScaler?
+    private var clock = SegmentClock()
+    private var failure: String?
+    private var frames = 0
+    private var lastInfo: (time: UInt64, bytes: Int64, drops: Int)?
+
+    public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
+        MediaLog.install(logger)
+        do {
+            let options = try StreamOptions(url: broadcastURL, setupInfo: setupInfo)
+            self.options = options
+            try open(options)
+            logger.info("stream: to \(options.displayURL) (\(options.container), \(encodeFormat.width)x\(encodeFormat.height), \(options.video.bitRate ?? 0) kbit/s)")
+            if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    private func open(_ options: StreamOptions) throws(MediaError) {
+        guard videoFormat.pixelFormat != .bgrx else {
+            throw MediaError("stream", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
+        }
+        var settings = options.video
+        settings.width = videoFormat.width
+        settings.height = videoFormat.height
+        settings.framesPerSecond = framesPerSecond
+        let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
+        encodeFormat = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        let globalHeader = options.container == .flv
+        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader)
+        var encoders = [video]
+        let streams = options.audio.filter(audioStreams.contains)
+        if !streams.isEmpty {
+            let settings = AudioEncoderSettings(codec: options.audioCodec, sampleRate: audioFormat.sampleRate, channels: 2, bitRate: options.audioBitRate)
+            audio = try AudioTrack(name: streams.map(\.description).joined(separator: "+"), streams: streams, gains: [:], settings: settings,
+                                   globalHeader: globalHeader) { encoder throws(MediaError) in
+                encoders.append(encoder)
+                return 1
+            }
+        }
+        let bytesPerSecond = ((settings.bitRate ?? 4500) + (audio == nil ? 0 : options.audioBitRate)) * 1000 / 8
+        let sender = Sender(options: options, encoders: encoders, bytesPerSecond: bytesPerSecond, logger: logger)
+        self.video = video
+        self.sender = sender
+        rate = BitRateController(target: settings.bitRate ?? 4500)
+        sender.start()
+    }
+
+    public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
+        guard failure == nil, video != nil else { return }
+        do {
+            scaler = format.width == encodeFormat.width && format.height == encodeFormat.height && format.pixelFormat == encodeFormat.pixelFormat
+                ? nil : try VideoScaler(from: format, toWidth: encodeFormat.width, height: encodeFormat.height)
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
+        guard failure == nil, let sender else { return }
+        if let reason = sender.snapshot.failure { return fail(reason) }
+        do {
+            if type == .video { try addVideo(sampleBuffer, sender: sender) } else { try addAudio(sampleBuffer, type, sender: sender) }
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    private func addVideo(_ sample: SampleBuffer, sender: Sender) throws(MediaError) {
+        guard let video, let format = sample.videoFormat else { return }
+        let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
+        let pts = Int64((time * 9 + 50_000) / 100_000) // ns → 90 kHz
+        let frame: MediaFrame
+        if let scaler {
+            frame = try scaler.scale(sample.data, pts: pts)
+        } else {
+            guard let borrowed else { throw MediaError("stream", "out of memory") }
+            try borrowed.borrow(sample.data, format: format, pts: pts)
+            frame = borrowed
+        }
+        // After dropped GOPs or a new connection, the next frame starts a GOP.
+        frame.frame.pointee.pict_type = sender.takeKeyframeRequest() ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+        try video.encode(frame.frame) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video.timeBase) }
+        frames += 1
+        report(at: time, sender: sender)
+    }
+
+    private func addAudio(_ sample: SampleBuffer, _ type: SampleType, sender: Sender) throws(MediaError) {
+        // Audio from before the segment's first frame is not sent: the stream starts with a picture.
+        guard let audio, audio.inputs[type] != nil, let format = sample.audioFormat,
+              let time = clock.fileTime(ofCapture: sample.presentationTime) else { return }
+        try audio.add(sample.data, format: format, frames: sample.frameCount, from: type, at: time, videoEnd: clock.duration, sink: sender)
+    }
+
+    public override func broadcastPaused() {
+        guard let end = clock.close() else { return }
+        audio?.endSegment(at: end)
+    }
+
+    public override func broadcastFinished() {
+        guard let sender else { return }
+        _ = clock.close()
+        if failure == nil {
+            do {
+                try audio?.finish(at: clock.duration, sink: sender)
+                try video?.encode(nil) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video!.timeBase) }
+            } catch {
+                logger.warning("stream: \(error)")
+            }
+        }
+        sender.finish(timeout: 3)
+        let f = sender.snapshot
+        var result: [String: JSONValue] = [
+            "url": .string(options?.displayURL ?? ""), "duration": .number(Double(clock.duration) / 1e9),
+            "videoFrames": .number(Double(frames)), "bytesSent": .number(Double(f.bytesSent)), "reconnects": .number(Double(f.reconnects)),
+            "droppedVideoFrames": .number(Double(f.droppedVideoFrames)), "droppedAudioPackets": .number(Double(f.droppedAudioPackets)),
+        ]
+        if let failure = failure ?? f.failure { result["error"] = .string(failure) }
+        setBroadcastResult(result)
+        logger.info("stream: finished; \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped")
+    }
+
+    /// Service info about once a second, and the bit rate adapted to the link.
+    private func report(at time: UInt64, sender: Sender) {
+        let f = sender.snapshot
+        let last = lastInfo ?? (0, 0, 0)
+        guard time >= last.time + 1_000_000_000 else { return }
+        let seconds = Double(time - last.time) / 1e9
+        if let video, var rate, let change = rate.update(fill: sender.fill, dropped: f.gopDrops > last.drops, now: time) {
+            video.setVideoBitRate(change)
+            logger.info("stream: video bit rate now \(change) kbit/s (send queue \(f.queueMs) ms)")
+            self.rate = rate
+        } else if let updated = rate {
+            rate = updated
+        }
+        var info: [String: JSONValue] = [
+            "bitRate": .number((Double(f.bytesSent - last.bytes) * 8 / 1000 / seconds).rounded()),
+            "videoBitRate": .number(Double(rate?.current ?? 0)),
+            "queueMs": .number(Double(f.queueMs)), "queueBytes": .number(Double(f.queueBytes)),
+            "droppedFrames": .number(Double(f.droppedVideoFrames)), "reconnects": .number(Double(f.reconnects)),
+            "connected": .bool(f.connected),
+        ]
+        if let error = f.lastError { info["lastError"] = .string(error) }
+        updateServiceInfo(info)
+        lastInfo = (time, f.bytesSent, f.gopDrops)
+    }
+
+    private func fail(_ message: String) {
+        guard failure == nil else { return }
+        failure = message
+        logger.error("stream: \(message)")
+        finishBroadcastWithError(HandlerError("stream", message))
+    }
+}

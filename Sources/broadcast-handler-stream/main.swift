@@ -1,0 +1,6 @@
+import BroadcastHandlerKit
+import BroadcastLogging
+import BroadcastStream
+
+JournalLogHandler.bootstrap(level: .info)
+runBroadcastHandler(StreamHandler(), name: "broadcast-handler-stream")

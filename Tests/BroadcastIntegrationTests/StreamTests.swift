@@ -1,0 +1,208 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Foundation
+import Testing
+
+/// The `stream` handler against real media servers on loopback: srt-live-transmit and nginx-rtmp,
+/// started and stopped here; what they receive is judged by ffprobe.
+extension Integration {
+@Suite(.serialized) struct StreamTests {
+    /// A server program with its stdout in `output` and its stderr in `log`.
+    final class Server {
+        let process: ChildProcess
+        let log: String
+
+        init(_ program: String, _ arguments: [String], output: String, log: String) throws {
+            guard let path = FileSystem.findProgram(program) else {
+                throw HarnessError("\(program) is not installed (scripts/test.sh installs srt-tools, nginx and libnginx-mod-rtmp)")
+            }
+            let out = Descriptor(adopting: open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644))
+            let err = Descriptor(adopting: open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644))
+            process = try ChildProcess(path: path, arguments: arguments, environment: ["PATH": "/usr/bin:/bin:/usr/sbin"], passing: [(out, 1), (err, 2)])
+            self.log = log
+        }
+
+        /// SIGINT (a clean stop: srt-live-transmit flushes what it received), or SIGKILL for a crash.
+        func stop(crash: Bool = false) {
+            guard process.reap() == nil else { return }
+            process.send(signal: crash ? SIGKILL : SIGINT)
+            let deadline = Date().addingTimeInterval(5)
+            while process.reap() == nil && Date() < deadline { usleep(20_000) }
+            if process.reap() == nil {
+                process.send(signal: SIGKILL)
+                _ = process.wait()
+            }
+        }
+
+        deinit { stop(crash: true) }
+    }
+
+    /// A UDP or TCP port on loopback that nothing is bound to now.
+    static func freePort(udp: Bool) throws -> Int {
+        for _ in 0..<50 {
+            if let port = try? freePort(udp: udp, candidate: Int.random(in: 20000...45000)) { return port }
+        }
+        throw HarnessError("no free loopback port found")
+    }
+
+    func srtListener(port: Int, output: String, log: String) throws -> Server {
+        try Server("srt-live-transmit", ["-q", "srt://:\(port)?mode=listener", "file://con"], output: output, log: log)
+    }
+
+    func probe(_ path: String) throws -> (streams: [String], duration: Double) {
+        let result = try runTool("/usr/bin/env", ["ffprobe", "-v", "error", "-show_entries", "format=duration:stream=codec_name,width,height",
+                                                  "-of", "csv=p=0", path])
+        #expect(result.status == 0, "ffprobe \(path): \(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let duration = lines.last.flatMap(Double.init) ?? 0
+        // MPEG-TS lists its streams twice (in its program, then on their own).
+        var streams: [String] = []
+        for line in lines where Double(line) == nil && !line.isEmpty && !streams.contains(line) { streams.append(line) }
+        return (streams, duration)
+    }
+
+    func waitForListening(_ server: Server, port: Int, tcp: Bool) throws {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if (try? Self.freePort(udp: !tcp, candidate: port)) == nil { return }
+            usleep(20_000)
+        }
+        throw HarnessError("the server did not listen on \(port):\n\((try? String(contentsOfFile: server.log, encoding: .utf8)) ?? "")")
+    }
+
+    @Test func srtCarriesH264AndOpusThatFFprobeDecodes() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360"])
+        let port = try Self.freePort(udp: true)
+        let received = daemon.runtime + "/received.ts"
+        let server = try srtListener(port: port, output: received, log: daemon.runtime + "/srt.log")
+        try waitForListening(server, port: port, tcp: false)
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "stream", url: "srt://127.0.0.1:\(port)", maxDuration: 3, on: controller)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        server.stop()
+        let (streams, duration) = try probe(received)
+        #expect(streams == ["h264,640,360", "opus"], "\(streams)")
+        #expect(abs(duration - 3) < 0.5, "received \(duration) s of a 3 s broadcast")
+        let result = try controller.status().result
+        #expect(result?["reconnects"] == .number(0) && result?["droppedVideoFrames"] == .number(0), "\(String(describing: result))")
+        try daemon.stop()
+    }
+
+    /// nginx with its RTMP module on loopback `port`, application `live`.
+    func nginx(port: Int, in runtime: String) throws -> Server {
+        let prefix = runtime + "/nginx"
+        try FileManager.default.createDirectory(atPath: prefix + "/logs", withIntermediateDirectories: true)
+        try """
+            load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid \(prefix)/nginx.pid;
+            error_log \(prefix)/error.log info;
+            events { worker_connections 64; }
+            rtmp { server { listen 127.0.0.1:\(port); application live { live on; } } }
+            """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
+        let nginx = try Server("nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout", log: prefix + "/stderr")
+        try waitForListening(nginx, port: port, tcp: true)
+        return nginx
+    }
+
+    /// Pulls `seconds` of the live stream back from nginx with ffmpeg.
+    func pull(port: Int, key: String, seconds: Double, to path: String) throws {
+        let pull = try runTool("/usr/bin/env", ["ffmpeg", "-v", "error", "-y", "-i", "rtmp://127.0.0.1:\(port)/live/\(key)", "-t", String(seconds), "-c", "copy", path],
+                               timeout: 20)
+        #expect(pull.status == 0, "ffmpeg could not pull the stream: \(pull.stderr)")
+    }
+
+    @Test func rtmpToNginxWithAStreamKeyThatStaysSecret() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360"])
+        let port = try Self.freePort(udp: false)
+        let nginx = try nginx(port: port, in: daemon.runtime)
+
+        let controller = try daemon.subscribedController()
+        let key = "sekrit-\(UUID().uuidString.prefix(6))"
+        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live", setupInfo: ["key": key], maxDuration: 4, on: controller)
+        try daemon.awaitState(controller, .live)
+        // Pull the stream back while it is live.
+        sleep(1)
+        let pulled = daemon.runtime + "/pulled.flv"
+        try pull(port: port, key: key, seconds: 1.5, to: pulled)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let (streams, _) = try probe(pulled)
+        #expect(streams == ["h264,640,360", "aac"], "\(streams)")
+        // The key went to the server and nowhere else.
+        #expect(!daemon.log.contains(key), "the stream key is in the daemon's log")
+        #expect(!compactJSON(try controller.status()).contains(key), "the stream key is in the status")
+
+        // A wrong application is refused by the server: a clear error, quickly.
+        let refused = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/nope", setupInfo: ["key": key, "reconnectFor": "1"],
+                                       maxDuration: 20, on: controller)
+        let error = try daemon.awaitFinish(controller, refused)
+        #expect(error?.message.contains("cannot stream to rtmp://127.0.0.1:\(port)/nope") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("check that the server runs") == true)
+        #expect(error?.message.contains(key) == false)
+        nginx.stop()
+        try daemon.stop()
+    }
+
+    @Test func aServerThatGoesAwayAndComesBackIsReconnectedAndMemoryStaysBounded() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360"])
+        let port = try Self.freePort(udp: false)
+        var server = try nginx(port: port, in: daemon.runtime)
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live", setupInfo: ["key": "k", "maxQueue": "1"],
+                                  maxDuration: 11, on: controller)
+        try daemon.awaitState(controller, .live)
+        sleep(2)
+        let handler = try #require(daemon.children().first)
+        let before = Self.residentKiB(handler)
+        server.stop(crash: true)
+        // 3 s without a server: connections are refused, the 1 s queue overflows and drops whole GOPs.
+        usleep(3_000_000)
+        let during = Self.residentKiB(handler)
+        let daemonDuring = try controller.status().daemonMemory ?? 0
+        server = try nginx(port: port, in: daemon.runtime)
+        // Backoff is at most 2 s by now: the stream is back within 3 s.
+        sleep(3)
+        let after = daemon.runtime + "/after.flv"
+        try pull(port: port, key: "k", seconds: 1, to: after)
+        #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil, "an outage shorter than reconnectFor is not an error")
+        server.stop()
+        let result = try #require(try controller.status().result)
+        guard case .number(let reconnects)? = result["reconnects"], case .number(let dropped)? = result["droppedVideoFrames"] else {
+            Issue.record("no reconnects/droppedVideoFrames in \(result)")
+            return
+        }
+        #expect(reconnects >= 1, "\(result)")
+        #expect(dropped > 0, "the outage dropped nothing: \(result)")
+        let (streams, _) = try probe(after)
+        #expect(streams == ["h264,640,360", "aac"], "after the reconnection: \(streams)")
+        #expect(during < before + 30_000, "the handler grew from \(before) KiB to \(during) KiB while the server was away")
+        #expect(daemonDuring < 50 << 20, "broadcastd at \(daemonDuring) bytes")
+        try daemon.stop()
+    }
+
+    static func residentKiB(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+}
+}
+
+extension Integration.StreamTests {
+    /// Throws when `candidate` cannot be bound (something listens there).
+    static func freePort(udp: Bool, candidate: Int) throws -> Int {
+        let fd = socket(AF_INET, udp ? Int32(SOCK_DGRAM.rawValue) : Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(candidate).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0 else { throw HarnessError("port \(candidate) is taken") }
+        return candidate
+    }
+}

@@ -1,0 +1,102 @@
+import BroadcastCore
+import BroadcastStream
+import Testing
+
+@Suite struct StreamLogicTests {
+    typealias Queue = SendQueue<String>
+
+    /// A GOP of `frames` video packets every 33 ms from `start` (the first a keyframe), each with a 20 ms audio packet after it.
+    static func gop(_ name: String, start: Int64, frames: Int, bytes: Int = 1000) -> [Queue.Entry] {
+        (0..<frames).flatMap { i -> [Queue.Entry] in
+            let t = start + Int64(i) * 33_000_000
+            return [.init(isVideo: true, isKeyframe: i == 0, bytes: bytes, time: t, payload: "\(name)v\(i)"),
+                    .init(isVideo: false, isKeyframe: false, bytes: 100, time: t + 1, payload: "\(name)a\(i)")]
+        }
+    }
+
+    @Test func anOverflowingQueueDropsTheOldestWholeGOP() {
+        var queue = Queue(maxBytes: 1 << 30, maxDuration: 1_000_000_000)
+        for entry in Self.gop("A", start: 0, frames: 20) + Self.gop("B", start: 660_000_000, frames: 20) { queue.push(entry) }
+        // A (0.66 s) and B reach 1.29 s: A goes, video and audio, and B is kept whole from its keyframe.
+        #expect(queue.drops == 1 && queue.droppedVideoFrames == 20 && queue.droppedAudioPackets == 20)
+        #expect(queue.pop()?.payload == "Bv0")
+        #expect(queue.duration <= 1_000_000_000)
+        #expect(!queue.waitingForKeyframe)
+    }
+
+    @Test func withNoLaterKeyframeVideoWaitsForTheNextOne() {
+        var queue = Queue(maxBytes: 30_000, maxDuration: 10_000_000_000)
+        for entry in Self.gop("A", start: 0, frames: 40) { queue.push(entry) }
+        // 40 KB of one GOP in a 30 KB queue: all its video goes, and frames until a keyframe are refused.
+        #expect(queue.waitingForKeyframe)
+        #expect(queue.droppedVideoFrames > 0)
+        let late = queue.push(.init(isVideo: true, isKeyframe: false, bytes: 1000, time: 2_000_000_000, payload: "late"))
+        let key = queue.push(.init(isVideo: true, isKeyframe: true, bytes: 1000, time: 2_033_000_000, payload: "key"))
+        #expect(!late && key)
+        var sent: [String] = []
+        while let entry = queue.pop() { sent.append(entry.payload) }
+        let firstVideo = sent.first { $0.contains("v") || $0 == "key" }
+        #expect(firstVideo == "key", "video resumed with \(String(describing: firstVideo)): \(sent)")
+        #expect(queue.bytes == 0 && queue.isEmpty)
+    }
+
+    @Test func afterAReconnectionTheFirstVideoSentIsAKeyframe() {
+        var queue = Queue(maxBytes: 1 << 30, maxDuration: 10_000_000_000)
+        for entry in Self.gop("A", start: 0, frames: 5) + Self.gop("B", start: 165_000_000, frames: 5) { queue.push(entry) }
+        _ = queue.pop()
+        _ = queue.pop()
+        queue.restartAtKeyframe()
+        #expect(queue.pop()?.payload == "Bv0")
+        // Nothing queued but the middle of a GOP: wait for the next keyframe.
+        var middle = Queue(maxBytes: 1 << 30, maxDuration: 10_000_000_000)
+        for entry in Self.gop("C", start: 0, frames: 5) { middle.push(entry) }
+        _ = middle.pop()
+        middle.restartAtKeyframe()
+        #expect(middle.waitingForKeyframe)
+        let accepted = middle.push(.init(isVideo: true, isKeyframe: false, bytes: 1, time: 1_000_000_000, payload: "p"))
+        #expect(!accepted)
+    }
+
+    @Test func theBitRateFollowsTheLink() {
+        var rate = BitRateController(target: 4000)
+        let s: UInt64 = 1_000_000_000
+        #expect(rate.update(fill: 0.7, dropped: false, now: 10 * s) == 3000)
+        #expect(rate.update(fill: 0.7, dropped: false, now: 11 * s) == nil, "at most every 2 s")
+        #expect(rate.update(fill: 0.2, dropped: true, now: 12 * s) == 2250)
+        for t in 13...30 { _ = rate.update(fill: 0.9, dropped: true, now: UInt64(t) * s) }
+        #expect(rate.current == 1000, "no lower than a quarter of the target")
+        // Calm for 5 s: a tenth back up, every 5 s, to the target at most.
+        #expect(rate.update(fill: 0.05, dropped: false, now: 40 * s) == nil)
+        #expect(rate.update(fill: 0.05, dropped: false, now: 45 * s) == 1100)
+        #expect(rate.update(fill: 0.3, dropped: false, now: 48 * s) == nil)
+        var t: UInt64 = 49
+        while rate.current < 4000 && t < 2000 {
+            _ = rate.update(fill: 0, dropped: false, now: t * s)
+            t += 1
+        }
+        #expect(rate.current == 4000)
+    }
+
+    @Test func urlsKeysAndCodecs() throws {
+        let srt = try StreamOptions(url: "srt://ingest.example:9000", setupInfo: ["key": "live/abc 1"])
+        #expect(srt.url == "srt://ingest.example:9000?streamid=live%2Fabc%201" && srt.container == .mpegts && srt.audioCodec == "libopus")
+        #expect(srt.displayURL == "srt://ingest.example:9000")
+        let own = try StreamOptions(url: "srt://h:1?latency=200000&streamid=mine&passphrase=p4ss", setupInfo: ["key": "other"])
+        #expect(own.url == "srt://h:1?latency=200000&streamid=mine&passphrase=p4ss")
+        #expect(own.displayURL == "srt://h:1?latency=200000&streamid=***&passphrase=***")
+        let rtmp = try StreamOptions(url: "rtmp://a.rtmp.youtube.com/live2", setupInfo: ["key": "xxxx-yyyy", "videoBitRate": "6000"])
+        #expect(rtmp.url == "rtmp://a.rtmp.youtube.com/live2/xxxx-yyyy" && rtmp.displayURL == "rtmp://a.rtmp.youtube.com/live2")
+        #expect(rtmp.container == .flv && rtmp.audioCodec == "aac" && rtmp.video.bitRate == 6000)
+        #expect(StreamOptions.redacted("rtmps://user:pw@host/app") == "rtmps://***@host/app")
+        #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
+            try StreamOptions(url: "rtmp://h/app", setupInfo: ["audioCodec": "opus"])
+        }
+        #expect(throws: StreamError("'http://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...] or rtmp[s]://HOST/APP")) {
+            try StreamOptions(url: "http://h/x", setupInfo: [:])
+        }
+        #expect(throws: StreamError("videoBitRate 'lots': a number from 100.0 to 100000.0")) {
+            try StreamOptions(url: "srt://h:1", setupInfo: ["videoBitRate": "lots"])
+        }
+        #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["audio": "mic"]).audio == [.audioMic])
+    }
+}
