@@ -27,3 +27,10 @@ build_release() {
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13, $14+$15}'; }
 # A field of /proc/PID/status in kB, or NA.
 status_kb() { awk -v k="$2:" '$1==k {print $2; f=1} END {if (!f) print "NA"}' "/proc/$1/status"; }
+
+# Background processes a script started and has not yet seen end (its cleanup stops them): spawn starts
+# one and leaves its PID in $LAST, reap waits for one and forgets it.
+PIDS=()
+forget() { local p keep=(); for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
+spawn() { "$@" & LAST=$!; PIDS+=("$LAST"); }
+reap() { local rc=0; wait "$1" || rc=$?; forget "$1"; return "$rc"; }

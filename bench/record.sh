@@ -35,9 +35,7 @@ build_release
 [ -x "$BIN/broadcast-handler-record" ] || { log "no $BIN/broadcast-handler-record after the build"; exit 1; }
 
 WORK="$(mktemp -d /tmp/broadcastd-bench-record.XXXXXX)"
-PIDS=()       # what this script started and has not yet seen end
 XVFB_PID=
-forget() { local p keep=(); for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
 cleanup() {
     local pid
     for pid in "${PIDS[@]}"; do   # children first (ffmpeg under /usr/bin/time, handlers under broadcastd)
@@ -49,10 +47,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# Starts a command in the background, remembered for cleanup; its PID is in $LAST.
-spawn() { "$@" & LAST=$!; PIDS+=("$LAST"); }
-# Waits for a background PID (signals to this script are handled at once), then forgets it.
-reap() { local rc=0; wait "$1" || rc=$?; forget "$1"; return "$rc"; }
 export XDG_RUNTIME_DIR="$WORK/xdg"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
 RESULTS="$WORK/results.tsv"   # one line per run: tool test rep key=value...
 : >"$RESULTS"

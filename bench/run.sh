@@ -3,7 +3,9 @@
 # (1080p NV12 test frames at a real-time rate handed to a consumer), and regenerates
 # docs/benchmarks.md from the figures of this run; then runs bench/x11.sh (X11 capture against
 # x11grab and ximagesrc; BENCH_SKIP_X11=1 skips it) and bench/record.sh (the record handler against
-# ffmpeg x11grab → libx264, A/V offset, 4K memory; about 30 minutes; BENCH_SKIP_RECORD=1 skips it).
+# ffmpeg x11grab → libx264, A/V offset, 4K memory; about 30 minutes; BENCH_SKIP_RECORD=1 skips it) and
+# bench/stream.sh (the stream handler's glass-to-receiver latency over SRT, CPU and memory, beside ffmpeg;
+# BENCH_SKIP_STREAM=1 skips it).
 # One command: bash bench/run.sh
 #
 # Knobs (environment): BENCH_SECONDS (default 20), BENCH_REPEATS (default 3), BENCH_FPS (default "30 60").
@@ -23,8 +25,6 @@ build_release
 
 # --- cleanup: kill only what this script started, by PID ----------------------------------
 WORK="$(mktemp -d /tmp/broadcastd-bench.XXXXXX)"
-PIDS=()   # what this script started and has not yet seen end
-forget() { local p keep=(); for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
 cleanup() {
     local pid
     for pid in "${PIDS[@]}"; do   # the children first (ffmpeg under /usr/bin/time, broadcastctl under timeout)
@@ -136,7 +136,7 @@ python3 "$ROOT/bench/report.py" "$RESULTS" >"$DOC.tmp"
 python3 - "$DOC" "$DOC.tmp" <<'EOF'
 import sys
 old, new = (open(p).read() if p else "" for p in sys.argv[1:])
-for name in ("x11", "record"):
+for name in ("x11", "record", "stream"):
     begin, end = f"<!-- {name}-begin -->", f"<!-- {name}-end -->"
     if begin in old and end in old:
         open(sys.argv[2], "a").write("\n" + old[old.index(begin):old.index(end) + len(end)] + "\n")
@@ -146,3 +146,4 @@ log "wrote $DOC (measurements took ${ELAPSED} s)"
 cat "$RESULTS" >&2
 if [ -z "${BENCH_SKIP_X11:-}" ]; then bash "$ROOT/bench/x11.sh"; fi
 if [ "${BENCH_SKIP_RECORD:-}" != 1 ]; then bash "$ROOT/bench/record.sh"; fi
+if [ "${BENCH_SKIP_STREAM:-}" != 1 ]; then bash "$ROOT/bench/stream.sh"; fi

@@ -40,9 +40,11 @@ extension Integration {
     }
 
     /// A UDP or TCP port on loopback that nothing is bound to now.
-    static func freePort(udp: Bool) throws -> Int {
+    /// The first of `count` consecutive free ports.
+    static func freePort(udp: Bool, count: Int = 1) throws -> Int {
         for _ in 0..<50 {
-            if let port = try? freePort(udp: udp, candidate: Int.random(in: 20000...45000)) { return port }
+            let first = Int.random(in: 20000...45000)
+            if (0..<count).allSatisfy({ (try? freePort(udp: udp, candidate: first + $0)) != nil }) { return first }
         }
         throw HarnessError("no free loopback port found")
     }
@@ -90,7 +92,8 @@ extension Integration {
         try daemon.stop()
     }
 
-    /// nginx with its RTMP module on loopback `port`, application `live`.
+    /// nginx with its RTMP module on loopback `port`, application `live`; publishing needs a stream key
+    /// that starts with "sekrit-" (checked by nginx itself over HTTP on `port + 1`).
     func nginx(port: Int, in runtime: String) throws -> Server {
         let prefix = runtime + "/nginx"
         try FileManager.default.createDirectory(atPath: prefix + "/logs", withIntermediateDirectories: true)
@@ -102,7 +105,11 @@ extension Integration {
             pid \(prefix)/nginx.pid;
             error_log \(prefix)/error.log info;
             events { worker_connections 64; }
-            rtmp { server { listen 127.0.0.1:\(port); application live { live on; } } }
+            rtmp { server { listen 127.0.0.1:\(port); notify_method get;
+                   application live { live on; on_publish http://127.0.0.1:\(port + 1)/auth; } } }
+            http { access_log off; client_body_temp_path \(prefix); proxy_temp_path \(prefix); fastcgi_temp_path \(prefix);
+                   uwsgi_temp_path \(prefix); scgi_temp_path \(prefix);
+                   server { listen 127.0.0.1:\(port + 1); location = /auth { if ($arg_name ~ ^sekrit-) { return 204; } return 403; } } }
             """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
         let nginx = try Server("nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout", log: prefix + "/stderr")
         try waitForListening(nginx, port: port, tcp: true)
@@ -118,13 +125,16 @@ extension Integration {
 
     @Test func rtmpToNginxWithAStreamKeyThatStaysSecret() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360"])
-        let port = try Self.freePort(udp: false)
+        let port = try Self.freePort(udp: false, count: 2)
         let nginx = try nginx(port: port, in: daemon.runtime)
 
         let controller = try daemon.subscribedController()
         let key = "sekrit-\(UUID().uuidString.prefix(6))"
-        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live", setupInfo: ["key": key], maxDuration: 4, on: controller)
+        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live",
+                                  setupInfo: ["key": key, "publicURL": "https://watch.example/abc"], maxDuration: 4, on: controller)
         try daemon.awaitState(controller, .live)
+        // The address viewers watch reaches controllers as the broadcast URL (URL_UPDATED, then in the status).
+        #expect(try controller.status().url == "https://watch.example/abc")
         // Pull the stream back while it is live.
         sleep(1)
         let pulled = daemon.runtime + "/pulled.flv"
@@ -136,7 +146,15 @@ extension Integration {
         #expect(!daemon.log.contains(key), "the stream key is in the daemon's log")
         #expect(!compactJSON(try controller.status()).contains(key), "the stream key is in the status")
 
-        // A wrong application is refused by the server: a clear error, quickly.
+        // A wrong stream key is refused by the server: a clear error, quickly, without the key.
+        let wrongKey = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live", setupInfo: ["key": "wrong-key", "reconnectFor": "1"],
+                                        maxDuration: 20, on: controller)
+        let keyError = try daemon.awaitFinish(controller, wrongKey)
+        #expect(keyError?.message.contains("cannot stream to rtmp://127.0.0.1:\(port)/live:") == true, "\(String(describing: keyError))")
+        #expect(keyError?.message.contains("stream key are right") == true)
+        #expect(keyError?.message.contains("wrong-key") == false && !daemon.log.contains("wrong-key"))
+
+        // A wrong application is refused by the server too.
         let refused = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/nope", setupInfo: ["key": key, "reconnectFor": "1"],
                                        maxDuration: 20, on: controller)
         let error = try daemon.awaitFinish(controller, refused)
@@ -149,10 +167,10 @@ extension Integration {
 
     @Test func aServerThatGoesAwayAndComesBackIsReconnectedAndMemoryStaysBounded() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360"])
-        let port = try Self.freePort(udp: false)
+        let port = try Self.freePort(udp: false, count: 2)
         var server = try nginx(port: port, in: daemon.runtime)
         let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live", setupInfo: ["key": "k", "maxQueue": "1"],
+        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(port)/live", setupInfo: ["key": "sekrit-k", "maxQueue": "1"],
                                   maxDuration: 11, on: controller)
         try daemon.awaitState(controller, .live)
         sleep(2)
@@ -167,7 +185,7 @@ extension Integration {
         // Backoff is at most 2 s by now: the stream is back within 3 s.
         sleep(3)
         let after = daemon.runtime + "/after.flv"
-        try pull(port: port, key: "k", seconds: 1, to: after)
+        try pull(port: port, key: "sekrit-k", seconds: 1, to: after)
         #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil, "an outage shorter than reconnectFor is not an error")
         server.stop()
         let result = try #require(try controller.status().result)
