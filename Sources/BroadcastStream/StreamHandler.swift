@@ -146,12 +146,13 @@ public final class StreamHandler: BroadcastSampleHandler {
         let last = lastInfo ?? (0, 0, 0)
         guard time >= last.time + 1_000_000_000 else { return }
         let seconds = Double(time - last.time) / 1e9
-        if let video, var rate, let change = rate.update(fill: sender.fill, dropped: f.gopDrops > last.drops, now: time) {
-            video.setVideoBitRate(change)
-            logger.info("stream: video bit rate now \(change) kbit/s (send queue \(f.queueMs) ms)")
-            self.rate = rate
-        } else if let updated = rate {
-            rate = updated
+        if var controller = rate {
+            let change = controller.update(fill: sender.fill, dropped: f.gopDrops > last.drops, now: time)
+            rate = controller
+            if let change, let video {
+                video.setVideoBitRate(change)
+                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(f.queueMs) ms)")
+            }
         }
         var info: [String: JSONValue] = [
             "bitRate": .number((Double(f.bytesSent - last.bytes) * 8 / 1000 / seconds).rounded()),
