@@ -659,7 +659,7 @@ public final class Daemon {
             let pts = try fill(memory.base)
             let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
                                                   presentationTime: pts, broadcast: broadcast)
-            return .success((description, memory.descriptor))
+            return .success((description, try memory.readOnlyDescriptor()))
         } catch let error as CaptureError {
             return .failure(BroadcastError(.captureFailed, error.description))
         } catch {
@@ -769,7 +769,7 @@ public final class Daemon {
     private func announcePool(to session: PeerSession) {
         guard let pool else { return }
         session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
-                              descriptors: [pool.memory.descriptor]))
+                              descriptors: [pool.handlerDescriptor]))
     }
 
     private func handlerConnected(_ session: PeerSession) {

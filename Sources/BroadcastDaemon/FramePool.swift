@@ -10,6 +10,8 @@ final class FramePool {
     let id: UInt32
     let plan: FramePoolPlan
     let memory: SharedMemory
+    /// What handlers get: the pool's memory, read-only and sealed in size.
+    let handlerDescriptor: Descriptor
     /// For each slot, how many deliveries of it the handler still holds.
     private var holds: [Int]
     private var holder: Int?
@@ -20,6 +22,7 @@ final class FramePool {
         self.id = id
         self.plan = plan
         memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.poolBytes)
+        handlerDescriptor = try memory.readOnlyDescriptor()
         holds = Array(repeating: 0, count: plan.slotCount)
     }
 

@@ -10,7 +10,10 @@ public final class SharedMemory: @unchecked Sendable {
     public let size: Int
     public let base: UnsafeMutableRawPointer
 
-    /// Creates an anonymous memfd of `size` bytes and maps it read-write.
+    /// Creates an anonymous memfd of `size` bytes and maps it read-write, then seals it: a peer that
+    /// gets the descriptor cannot shrink it (which would make this process die of SIGBUS on its next
+    /// access), grow it, or write to it by any route (not even through a descriptor it reopens from
+    /// /proc: F_SEAL_FUTURE_WRITE); this process's own mapping stays writable.
     public init(name: String, size: Int) throws(SystemError) {
         let raw = try syscallRetrying("memfd_create") {
             cbroadcast_memfd_create(name, CBROADCAST_MFD_CLOEXEC | CBROADCAST_MFD_ALLOW_SEALING)
@@ -20,6 +23,18 @@ public final class SharedMemory: @unchecked Sendable {
         self.descriptor = fd
         self.size = size
         self.base = try Self.map(fd, size: size, writable: true)
+        let seals = CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW | CBROADCAST_F_SEAL_FUTURE_WRITE | CBROADCAST_F_SEAL_SEAL
+        if cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_ADD_SEALS, seals) != 0 {
+            let error = SystemError("seal the memfd (size and writes)", errno: errno)
+            munmap(base, size)
+            throw error
+        }
+    }
+
+    /// A new descriptor of the same memory that only reads: what peers get, so that they can neither
+    /// write into frames other peers read nor map the memory writable.
+    public func readOnlyDescriptor() throws(SystemError) -> Descriptor {
+        Descriptor(adopting: try syscallRetrying("reopen the memfd read-only") { open("/proc/self/fd/\(descriptor.raw)", O_RDONLY | O_CLOEXEC) })
     }
 
     /// Maps, read-only, a shared-memory descriptor received from a peer.

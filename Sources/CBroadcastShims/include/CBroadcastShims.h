@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <sys/timerfd.h>
 #include <sys/signalfd.h>
+#include <fcntl.h>
 
 extern char **environ;
 static inline char **cbroadcast_environ(void) { return environ; }
@@ -28,6 +29,15 @@ static inline int cbroadcast_pidfd_send_signal(int pidfd, int sig) { return (int
 // can only touch a sig_atomic_t, which Swift cannot declare.
 void cbroadcast_install_interrupt(int sig);
 int cbroadcast_interrupted(void);
+
+// memfd seals (linux/fcntl.h; Glibc's module map shows them only with _GNU_SOURCE).
+#define CBROADCAST_F_ADD_SEALS 1033
+#define CBROADCAST_F_GET_SEALS 1034
+#define CBROADCAST_F_SEAL_SEAL 0x0001
+#define CBROADCAST_F_SEAL_SHRINK 0x0002
+#define CBROADCAST_F_SEAL_GROW 0x0004
+#define CBROADCAST_F_SEAL_FUTURE_WRITE 0x0010
+static inline int cbroadcast_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 
 #define CBROADCAST_MFD_CLOEXEC 0x0001U
 #define CBROADCAST_MFD_ALLOW_SEALING 0x0002U
