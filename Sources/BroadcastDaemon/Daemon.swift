@@ -243,6 +243,18 @@ public final class Daemon {
                 return
             }
             guard let socket else { return }
+            // The socket's 0600 mode and 0700 folder keep other users out; this check holds even when
+            // those were loosened (a socket passed by systemd, a path chosen with --socket).
+            do {
+                let peer = try UnixSocket.peer(socket)
+                guard peer.uid == UnixSocket.ownUser else {
+                    logger.warning("refused a connection from pid \(peer.pid), user \(peer.uid): only user \(UnixSocket.ownUser), whom broadcastd runs as, may connect")
+                    continue
+                }
+            } catch {
+                logger.warning("refused a connection whose peer cannot be identified: \(error)")
+                continue
+            }
             addSession(socket)
         }
     }

@@ -78,6 +78,16 @@ public enum UnixSocket {
         }
     }
 
+    /// The process at the other end of a connected socket, as the kernel saw it connect (SO_PEERCRED).
+    public static func peer(_ socket: Descriptor) throws(SystemError) -> (pid: pid_t, uid: uid_t) {
+        var credentials = cbroadcast_ucred()
+        _ = try syscallRetrying("read the peer's credentials") { cbroadcast_peer_credentials(socket.raw, &credentials) }
+        return (credentials.pid, credentials.uid)
+    }
+
+    /// This process's user.
+    public static var ownUser: uid_t { getuid() }
+
     /// A connected pair of blocking stream sockets.
     public static func pair() throws(SystemError) -> (Descriptor, Descriptor) {
         var fds: [Int32] = [-1, -1]

@@ -21,6 +21,12 @@ static inline size_t cbroadcast_cmsg_space(size_t len) { return CMSG_SPACE(len);
 static inline size_t cbroadcast_cmsg_len(size_t len) { return CMSG_LEN(len); }
 
 static inline int cbroadcast_accept4(int fd, int flags) { return (int)syscall(SYS_accept4, fd, NULL, NULL, flags); }
+// SO_PEERCRED's struct ucred, which Glibc declares only with _GNU_SOURCE.
+struct cbroadcast_ucred { pid_t pid; uid_t uid; gid_t gid; };
+static inline int cbroadcast_peer_credentials(int fd, struct cbroadcast_ucred *out) {
+    socklen_t length = sizeof *out;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &length);
+}
 static inline int cbroadcast_memfd_create(const char *name, unsigned int flags) { return (int)syscall(SYS_memfd_create, name, flags); }
 static inline int cbroadcast_pidfd_open(pid_t pid, unsigned int flags) { return (int)syscall(SYS_pidfd_open, pid, flags); }
 static inline int cbroadcast_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0); }

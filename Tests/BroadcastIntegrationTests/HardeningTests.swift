@@ -1,0 +1,68 @@
+import BroadcastClient
+import BroadcastCore
+import Foundation
+import Testing
+
+/// Nobody else gets in; no handler can hurt the daemon. Each test runs against the real daemon.
+extension Integration {
+@Suite(.serialized) struct HardeningTests {
+    /// Runs Python as user nobody (65534) connecting to `path`; prints what happened.
+    func connectAsNobody(_ path: String) throws -> String {
+        let script = """
+            import os, socket, sys
+            os.setgroups([]); os.setgid(65534); os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            try:
+                s.connect(sys.argv[1])
+            except OSError as e:
+                print("refused by the kernel: errno", e.errno); sys.exit(0)
+            try:
+                s.sendall(b"\\x02\\x00\\x00\\x00\\x01\\x00\\x00\\x00\\x01\\x00\\x00\\x00{}")
+                print("closed by broadcastd" if s.recv(100) == b"" else "answered")
+            except (BrokenPipeError, ConnectionResetError):
+                print("closed by broadcastd")
+            """
+        let result = try runTool("/usr/bin/env", ["python3", "-c", script, path])
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func otherUsersAreKeptOutByTheSocketsModesAndByThePeerCheck() throws {
+        let daemon = try DaemonHarness()
+        let folder = (daemon.socketPath as NSString).deletingLastPathComponent
+        func mode(_ path: String) throws -> Int { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1 }
+        #expect(try mode(folder) == 0o700 && mode(daemon.socketPath) == 0o600)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: daemon.runtime)
+        #expect(try connectAsNobody(daemon.socketPath) == "refused by the kernel: errno 13")
+        // With the modes loosened (a socket chosen with --socket in a shared place, say), broadcastd itself refuses.
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: folder)
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: daemon.socketPath)
+        #expect(try connectAsNobody(daemon.socketPath) == "closed by broadcastd")
+        #expect(daemon.log.contains("refused a connection from pid") && daemon.log.contains("user 65534: only user 0"), "\(daemon.log)")
+        #expect(try daemon.controller().status().state == .idle)
+        try daemon.stop()
+    }
+
+    @Test func aHandlerCannotResizeOrWriteTheFramePool() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
+        let controller = try daemon.subscribedController()
+        let summary = daemon.summaryPath("hostile")
+        let id = try daemon.start(handler: "hostile", url: "file://" + summary, maxDuration: 2, on: controller)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let attacks = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary + ".attacks.json"))) as? [String: String]
+        let names = ["shrink", "grow", "mapWritable", "reopenAndMapWritable", "reopenAndWrite", "reopenAndShrink"]
+        #expect(Set(attacks?.keys.map { $0 } ?? []) == Set(names), "\(String(describing: attacks))")
+        for name in names {
+            #expect(attacks?[name] != nil && attacks?[name] != "succeeded", "\(name): \(attacks?[name] ?? "not tried")")
+        }
+        // The daemon captured and delivered all along, and serves the next broadcast.
+        let counts = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary))) as? [String: Any]
+        let video = (counts?["counts"] as? [String: Int])?["video"] ?? 0
+        #expect(video >= 55, "\(video) frames in 2 s at 30 fps")
+        let next = try daemon.start(handler: "inspect", url: daemon.summaryPath("after"), maxDuration: 0.5, on: controller)
+        #expect(try daemon.awaitFinish(controller, next) == nil)
+        try daemon.stop()
+    }
+}
+}
