@@ -63,6 +63,9 @@ public final class Daemon {
     private var lostFrames: UInt64 = 0
     /// When the frame in the pool's latest slot was captured.
     private var latestFramePTS: UInt64 = 0
+    /// When the handler last released a slot (or connected): a handler holding slots that releases none
+    /// for `hangTimeout` has hung.
+    private var lastSlotRelease: UInt64 = 0
     static let transientFailureLimit: UInt64 = 2_000_000_000
     private var elapsedBefore: UInt64 = 0
 
@@ -191,6 +194,7 @@ public final class Daemon {
             nextServiceInfoAt = now + configuration.serviceInfoInterval
             publishServiceInfo(now: now)
             updateStatus(now: now)
+            checkHandlerProgress(now: now)
         }
         if let at = startDeadline, now >= at {
             startDeadline = nil
@@ -212,6 +216,20 @@ public final class Daemon {
         if let handler, let at = handler.killAt, now >= at {
             logger.warning("handler '\(handler.manifest.name)' ignored SIGTERM; sending SIGKILL")
             handler.kill()
+        }
+    }
+
+    /// A live handler that has stopped reading, or holds slots and releases none, for `hangTimeout`
+    /// has hung: the broadcast finishes with an error that says so (and the handler is then stopped).
+    private func checkHandlerProgress(now: UInt64) {
+        guard machine.phase == .live || machine.phase == .paused, let session = handlerSession(), let pool else { return }
+        let limit = configuration.hangTimeout
+        let seconds = limit / 1_000_000_000
+        let name = manifest?.name ?? "?"
+        if session.wantsWrite && now - min(now, session.lastReadByPeer) > limit {
+            transition(.fail(BroadcastError(.handlerFailed, "handler '\(name)' hung: it has read nothing broadcastd sent it for \(seconds) s")))
+        } else if pool.holdsAny(session.id) && now - min(now, lastSlotRelease) > limit {
+            transition(.fail(BroadcastError(.handlerFailed, "handler '\(name)' hung: it has held frame slots without releasing any for \(seconds) s")))
         }
     }
 
@@ -493,6 +511,7 @@ public final class Daemon {
             guard let pool, release.pool == pool.id, pool.release(Int(release.slot), by: session.id) else {
                 throw .malformed(.releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
             }
+            lastSlotRelease = MonotonicClock.now()
         case .ready:
             guard !handler.ready else { throw .unexpected(.ready, "READY was already sent") }
             handler.ready = true
@@ -820,6 +839,7 @@ public final class Daemon {
         nextAudioAt = source.nextAudioDeadline()
         cursorSpriteSent = nil
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
+        lastSlotRelease = now
         discontinuous = Set(SampleType.allCases)
     }
 
@@ -876,6 +896,8 @@ public final class Daemon {
         }
         sendCursor(to: session, at: deadline)
         guard let pool, var header = videoHeader else { return }
+        // The hang clock for held slots starts when the handler starts holding one.
+        if !pool.holdsAny(session.id) { lastSlotRelease = now }
         if change == .unchanged, let latest = pool.latest {
             counters[.video, default: StreamCounters()].repeated += 1
             if manifest?.frameRate == .variable { return }

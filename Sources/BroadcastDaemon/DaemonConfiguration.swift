@@ -8,6 +8,9 @@ public struct DaemonConfiguration {
     public var extraHandlerDirectories: [String] = []
     /// How long a launched handler has to connect and return from broadcastStarted.
     public var startTimeout: UInt64 = 10_000_000_000
+    /// How long a live handler may go without reading what it is sent, or while holding slots without
+    /// releasing any, before the broadcast finishes with an error that it hung.
+    public var hangTimeout: UInt64 = 10_000_000_000
     /// How long a handler has to exit after BROADCAST_FINISHED before it is stopped.
     public var finishTimeout: UInt64 = 5_000_000_000
     public var serviceInfoInterval: UInt64 = 1_000_000_000

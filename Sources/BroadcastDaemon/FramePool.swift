@@ -56,6 +56,11 @@ final class FramePool {
         return true
     }
 
+    /// Whether `holder` holds any slot.
+    func holdsAny(_ holder: Int) -> Bool {
+        self.holder == holder && holds.contains { $0 > 0 }
+    }
+
     func releaseAll(heldBy holder: Int) {
         guard self.holder == holder else { return }
         for i in holds.indices { holds[i] = 0 }

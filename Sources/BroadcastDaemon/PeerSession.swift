@@ -22,6 +22,9 @@ final class PeerSession {
     var decoder = MessageDecoder()
     private var outgoing: [(bytes: [UInt8], descriptors: [Descriptor], sent: Int)] = []
     private(set) var queuedBytes = 0
+    /// Since when the peer has had bytes waiting without reading any (updated when it reads, and when
+    /// something is queued for it while nothing was waiting).
+    private(set) var lastReadByPeer = MonotonicClock.now()
     var closeReason: String?
 
     init(id: Int, socket: Descriptor, isLaunchedHandler: Bool = false) {
@@ -45,6 +48,7 @@ final class PeerSession {
             closeReason = "it stopped reading (\(queuedBytes) bytes queued)"
             return false
         }
+        if outgoing.isEmpty { lastReadByPeer = MonotonicClock.now() }
         if message.descriptors.isEmpty, !outgoing.isEmpty {
             Message.appendHeader(to: &outgoing[outgoing.count - 1].bytes, opcode: message.opcode, seq: message.seq,
                                  payloadSize: message.payload.count, descriptorCount: 0)
@@ -64,6 +68,7 @@ final class PeerSession {
                 let n = try UnixSocket.send(socket, first.bytes, from: first.sent,
                                             descriptors: first.sent == 0 ? first.descriptors.map(\.raw) : [])
                 if n == 0 { return }
+                lastReadByPeer = MonotonicClock.now()
                 queuedBytes -= n
                 outgoing[0].sent += n
                 if outgoing[0].sent == first.bytes.count { outgoing.removeFirst() }

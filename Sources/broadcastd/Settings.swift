@@ -46,12 +46,14 @@ enum DaemonKeys {
         help: "Seconds a launched handler has to connect and finish broadcastStarted.")
     static let finishTimeout = ConfigKey.integer("finish-timeout", 1...600, default: 5,
         help: "Seconds a handler has to exit after the broadcast finished before it is stopped.")
+    static let handlerTimeout = ConfigKey.integer("handler-timeout", 1...600, default: 10,
+        help: "Seconds a live handler may go without reading, or without releasing a frame it holds, before the broadcast finishes with an error that it hung.")
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
     static let all = [source, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, syncMarks, audioClockPPM, memoryBudget, socket, handlersDir,
-                      startTimeout, finishTimeout, logLevel]
+                      startTimeout, finishTimeout, handlerTimeout, logLevel]
 }
 
 extension Configuration {

@@ -50,6 +50,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     var handlersDirectories: [String] = []
     @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
     @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
                                valueName: "FILE"))
@@ -66,7 +67,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
             values[key] = value.map(ConfigValue.string)
         }
         for (key, value) in [("fps", fps), ("audio-channels", audioChannels), ("audio-clock-ppm", audioClockPPM),
-                             ("memory-budget", memoryBudget), ("start-timeout", startTimeout), ("finish-timeout", finishTimeout)] {
+                             ("memory-budget", memoryBudget), ("start-timeout", startTimeout), ("finish-timeout", finishTimeout),
+                             ("handler-timeout", handlerTimeout)] {
             values[key] = value.map(ConfigValue.integer)
         }
         values["damage"] = damage.map(ConfigValue.boolean)
@@ -132,6 +134,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         configuration.extraHandlerDirectories = settings.strings("handlers-dir")
         configuration.startTimeout = UInt64(settings.integer("start-timeout")) * 1_000_000_000
         configuration.finishTimeout = UInt64(settings.integer("finish-timeout")) * 1_000_000_000
+        configuration.hangTimeout = UInt64(settings.integer("handler-timeout")) * 1_000_000_000
         return configuration
     }
 

@@ -44,6 +44,33 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func aSlowHandlerLosesFramesAndAHungOneFinishesTheBroadcast() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30",
+                                        "--handler-timeout", "2"])
+        let controller = try daemon.subscribedController()
+        // 200 ms in every callback: frames are dropped (and counted) on time, the broadcast goes on.
+        let slow = try daemon.start(handler: "slow", url: daemon.summaryPath("slow"), setupInfo: ["sleep": "0.2"], maxDuration: 3.5, on: controller)
+        let slowError = try daemon.awaitFinish(controller, slow, timeout: 20)
+        #expect(slowError == nil, "a slow handler is not a hung one: \(String(describing: slowError))")
+        let counters = try #require(try controller.status().streams?["video"])
+        #expect(counters.dropped > 50 && counters.delivered >= 10, "\(counters)")
+        #expect(try controller.status().daemonMemory ?? .max < 50 << 20)
+
+        // Stuck for good in its first callback: it neither reads nor releases its slot.
+        let stuck = try daemon.start(handler: "slow", url: daemon.summaryPath("stuck"), setupInfo: ["sleep": "1000"], maxDuration: 60, on: controller)
+        try daemon.awaitState(controller, .live)
+        let started = Date()
+        let error = try daemon.awaitFinish(controller, stuck, timeout: 20)
+        #expect(error?.code == .handlerFailed && error?.message.contains("handler 'slow' hung:") == true, "\(String(describing: error))")
+        // 2 s to notice, at most 5 s for it to finish (it cannot: it is stuck), then SIGTERM.
+        #expect(Date().timeIntervalSince(started) < 10, "finished after \(Date().timeIntervalSince(started)) s with a 2 s limit")
+        daemon.expectNoChildren()
+        // The daemon carries on.
+        let next = try daemon.start(handler: "inspect", url: daemon.summaryPath("after"), maxDuration: 0.5, on: controller)
+        #expect(try daemon.awaitFinish(controller, next) == nil)
+        try daemon.stop()
+    }
+
     @Test func aHandlerCannotResizeOrWriteTheFramePool() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
         let controller = try daemon.subscribedController()
