@@ -686,7 +686,7 @@ public final class Daemon {
     private func copyFrame(format: VideoFormat, broadcast: UInt32?,
                            _ fill: (UnsafeMutableRawPointer) throws(CaptureError) -> UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
         do {
-            let memory = try SharedMemory(name: "broadcastd-snapshot", size: format.frameByteCount)
+            let memory = try SharedMemory(name: "broadcastd-snapshot", size: format.frameByteCount, sealed: true)
             let pts = try fill(memory.base)
             let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
                                                   presentationTime: pts, broadcast: broadcast)

@@ -21,7 +21,7 @@ final class FramePool {
     init(id: UInt32, plan: FramePoolPlan) throws(SystemError) {
         self.id = id
         self.plan = plan
-        memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.poolBytes)
+        memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.poolBytes, sealed: true)
         handlerDescriptor = try memory.readOnlyDescriptor()
         holds = Array(repeating: 0, count: plan.slotCount)
     }

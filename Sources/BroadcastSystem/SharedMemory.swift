@@ -10,11 +10,13 @@ public final class SharedMemory: @unchecked Sendable {
     public let size: Int
     public let base: UnsafeMutableRawPointer
 
-    /// Creates an anonymous memfd of `size` bytes and maps it read-write, then seals it: a peer that
-    /// gets the descriptor cannot shrink it (which would make this process die of SIGBUS on its next
-    /// access), grow it, or write to it by any route (not even through a descriptor it reopens from
-    /// /proc: F_SEAL_FUTURE_WRITE); this process's own mapping stays writable.
-    public init(name: String, size: Int) throws(SystemError) {
+    /// Creates an anonymous memfd of `size` bytes and maps it read-write. `sealed` (for memory handed
+    /// to peers that are not trusted) then seals it: a peer that gets the descriptor cannot shrink it
+    /// (which would make this process die of SIGBUS on its next access), grow it, or write to it by any
+    /// route (not even through a descriptor it reopens from /proc: F_SEAL_FUTURE_WRITE); this process's
+    /// own mapping stays writable. Memory another process must write into (the X server's MIT-SHM
+    /// grabs) is left unsealed.
+    public init(name: String, size: Int, sealed: Bool) throws(SystemError) {
         let raw = try syscallRetrying("memfd_create") {
             cbroadcast_memfd_create(name, CBROADCAST_MFD_CLOEXEC | CBROADCAST_MFD_ALLOW_SEALING)
         }
@@ -24,7 +26,7 @@ public final class SharedMemory: @unchecked Sendable {
         self.size = size
         self.base = try Self.map(fd, size: size, writable: true)
         let seals = CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW | CBROADCAST_F_SEAL_FUTURE_WRITE | CBROADCAST_F_SEAL_SEAL
-        if cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_ADD_SEALS, seals) != 0 {
+        if sealed && cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_ADD_SEALS, seals) != 0 {
             let error = SystemError("seal the memfd (size and writes)", errno: errno)
             munmap(base, size)
             throw error

@@ -83,7 +83,7 @@ final class BandGrabber {
             let memory: SharedMemory
             let fd: Int32
             do {
-                memory = try SharedMemory(name: "broadcastd-x11-bands", size: size)
+                memory = try SharedMemory(name: "broadcastd-x11-bands", size: size, sealed: false)
                 fd = try memory.descriptor.duplicate().take()
             } catch { return "\(error)" }
             // The server receives the descriptor and libxcb closes its copy.

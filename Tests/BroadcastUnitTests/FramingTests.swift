@@ -182,7 +182,7 @@ import Testing
     @Test func memfdTravelsOverARealSocketPairAndMapsToTheSameBytes() throws {
         do {
             let (a, b) = try UnixSocket.pair()
-            let memory = try SharedMemory(name: "test", size: 8192)
+            let memory = try SharedMemory(name: "test", size: 8192, sealed: true)
             memory.base.storeBytes(of: 0xfeed_beef, toByteOffset: 4096, as: UInt32.self)
             let sender = PeerConnection(socket: a)
             let receiver = PeerConnection(socket: b)
@@ -204,8 +204,24 @@ import Testing
     }
 
     @Test func mappingRefusesAFileSmallerThanAnnounced() throws {
-        let memory = try SharedMemory(name: "small", size: 4096)
+        let memory = try SharedMemory(name: "small", size: 4096, sealed: true)
         #expect(throws: SystemError.self) { try SharedMemory(mapping: memory.descriptor.duplicate(), size: 1 << 20) }
+    }
+
+    @Test func sealedMemoryKeepsItsSizeAndTakesNoWritesButFromItsCreator() throws {
+        let sealed = try SharedMemory(name: "sealed", size: 8192, sealed: true)
+        sealed.base.storeBytes(of: 7, as: UInt8.self)   // the creator's own mapping stays writable
+        let reopened = open("/proc/self/fd/\(sealed.descriptor.raw)", O_RDWR)
+        defer { close(reopened) }
+        #expect(ftruncate(sealed.descriptor.raw, 0) != 0 && ftruncate(sealed.descriptor.raw, 1 << 20) != 0)
+        #expect(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, reopened, 0) == MAP_FAILED)
+        let readOnly = try sealed.readOnlyDescriptor()
+        #expect(mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, readOnly.raw, 0) == MAP_FAILED)
+        // Unsealed memory (for the X server to write into) can be mapped writable by whoever holds it.
+        let open = try SharedMemory(name: "open", size: 8192, sealed: false)
+        let mapping = mmap(nil, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, open.descriptor.raw, 0)
+        #expect(mapping != MAP_FAILED)
+        if let mapping, mapping != MAP_FAILED { munmap(mapping, 8192) }
     }
 
     @Test func closedPeerIsReportedAsClosed() throws {
