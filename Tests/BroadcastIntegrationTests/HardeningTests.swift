@@ -71,6 +71,35 @@ extension Integration {
         try daemon.stop()
     }
 
+    /// What the daemon holds: descriptors, memfd mappings, memfds among its descriptors.
+    func holdings(_ daemon: DaemonHarness) -> (fds: Int, mappings: Int, memfds: Int) {
+        let maps = (try? String(contentsOfFile: "/proc/\(daemon.pid)/maps", encoding: .utf8)) ?? ""
+        let fdDirectory = "/proc/\(daemon.pid)/fd"
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: fdDirectory)) ?? []
+        let memfds = fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: fdDirectory + "/" + $0)) ?? "").hasPrefix("/memfd:") }
+        return (fds.count, maps.split(separator: "\n").filter { $0.contains("/memfd:") }.count, memfds.count)
+    }
+
+    @Test func nothingLeaksAcrossAHundredBroadcasts() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"])
+        let controller = try daemon.subscribedController()
+        func cycle(_ n: Int) throws {
+            let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("cycle"), maxDuration: 0.1, on: controller)
+            let error = try daemon.awaitFinish(controller, id)
+            #expect(error == nil, "broadcast \(n): \(String(describing: error))")
+        }
+        try cycle(0)
+        daemon.expectNoChildren()
+        let before = holdings(daemon)
+        for n in 1...100 { try cycle(n) }
+        daemon.expectNoChildren()
+        let after = holdings(daemon)
+        #expect(after.fds == before.fds && after.mappings == before.mappings && after.memfds == before.memfds,
+                "after 100 broadcasts: \(after) (after the first: \(before))")
+        #expect(before.memfds == 0 && before.mappings == 0, "a finished broadcast's pool is freed: \(before)")
+        try daemon.stop()
+    }
+
     @Test func aHandlerCannotResizeOrWriteTheFramePool() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
         let controller = try daemon.subscribedController()
