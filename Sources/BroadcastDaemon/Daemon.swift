@@ -354,6 +354,11 @@ public final class Daemon {
     // MARK: - Messages
 
     private func dispatch(_ message: Message, from session: PeerSession) {
+        // Peers never send descriptors (docs/protocol.md §4): whatever came is closed with the message.
+        guard message.descriptors.isEmpty else {
+            protocolViolation(session, "\(message.opcode) came with \(message.descriptors.count) descriptor(s); peers send none", seq: message.seq)
+            return
+        }
         guard let role = session.role else {
             hello(message, from: session)
             return

@@ -1,5 +1,7 @@
 import BroadcastClient
 import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
 import Foundation
 import Testing
 
@@ -97,6 +99,29 @@ extension Integration {
         #expect(after.fds == before.fds && after.mappings == before.mappings && after.memfds == before.memfds,
                 "after 100 broadcasts: \(after) (after the first: \(before))")
         #expect(before.memfds == 0 && before.mappings == 0, "a finished broadcast's pool is freed: \(before)")
+        try daemon.stop()
+    }
+
+    @Test func descriptorsFromAPeerAreRefusedAndClosed() throws {
+        let daemon = try DaemonHarness()
+        var ends: [Int32] = [-1, -1]
+        #expect(pipe(&ends) == 0)
+        let peer = try PeerConnection.connect(path: daemon.socketPath)
+        let hello = Message.json(.hello, seq: 1, Hello(role: .controller, client: "fd-sender"))
+        var bytes: [UInt8] = []
+        Message.appendHeader(to: &bytes, opcode: .hello, seq: 1, payloadSize: hello.payload.count, descriptorCount: 1)
+        bytes += hello.payload
+        _ = try UnixSocket.send(peer.socket, bytes, from: 0, descriptors: [ends[1]])
+        close(ends[1])
+        let reply = try peer.receive()
+        #expect(reply.opcode == .error)
+        #expect(try reply.decode(BroadcastError.self).message.contains("came with 1 descriptor(s); peers send none"))
+        #expect(throws: ProtocolError.closed) { try peer.receive() }
+        // broadcastd closed its copy too: the pipe's only writer is gone, so reading it ends.
+        var pollfd = Glibc.pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pollfd, 1, 2000) == 1 && read(ends[0], &bytes, 1) == 0, "broadcastd kept the descriptor")
+        close(ends[0])
+        #expect(try daemon.controller().status().state == .idle)
         try daemon.stop()
     }
 
