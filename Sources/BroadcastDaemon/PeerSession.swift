@@ -49,7 +49,10 @@ final class PeerSession {
             return false
         }
         if outgoing.isEmpty { lastReadByPeer = MonotonicClock.now() }
-        if message.descriptors.isEmpty, !outgoing.isEmpty {
+        // Small messages join the last queued buffer, unless that one is being sent: its sent part is
+        // only dropped when it is all sent, so a buffer that kept growing behind a slow reader would
+        // keep everything ever sent to it (memory growing without bound).
+        if message.descriptors.isEmpty, let last = outgoing.last, last.sent == 0 {
             Message.appendHeader(to: &outgoing[outgoing.count - 1].bytes, opcode: message.opcode, seq: message.seq,
                                  payloadSize: message.payload.count, descriptorCount: 0)
             outgoing[outgoing.count - 1].bytes += message.payload

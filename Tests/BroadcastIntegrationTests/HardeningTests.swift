@@ -50,8 +50,17 @@ extension Integration {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30",
                                         "--handler-timeout", "2"])
         let controller = try daemon.subscribedController()
-        // 200 ms in every callback: frames are dropped (and counted) on time, the broadcast goes on.
-        let slow = try daemon.start(handler: "slow", url: daemon.summaryPath("slow"), setupInfo: ["sleep": "0.2"], maxDuration: 3.5, on: controller)
+        // 200 ms in every callback: frames are dropped (and counted) on time, the broadcast goes on,
+        // and what is queued for the handler stays bounded (its heap does not grow with time).
+        let slow = try daemon.start(handler: "slow", url: daemon.summaryPath("slow"), setupInfo: ["sleep": "0.2"], maxDuration: 8.5, on: controller)
+        try daemon.awaitState(controller, .live)
+        // Its queue fills to its limit within a few seconds; from then on nothing may grow (a buffer that
+        // kept what had been sent grew by the audio's 0.75 MB/s here).
+        usleep(4_000_000)
+        let early = Self.anonymousKiB(daemon.pid)
+        usleep(4_000_000)
+        let late = Self.anonymousKiB(daemon.pid)
+        #expect(late - early < 1536, "broadcastd's heap grew from \(early) KiB to \(late) KiB in 4 s behind a slow handler")
         let slowError = try daemon.awaitFinish(controller, slow, timeout: 20)
         #expect(slowError == nil, "a slow handler is not a hung one: \(String(describing: slowError))")
         let counters = try #require(try controller.status().streams?["video"])
@@ -71,6 +80,12 @@ extension Integration {
         let next = try daemon.start(handler: "inspect", url: daemon.summaryPath("after"), maxDuration: 0.5, on: controller)
         #expect(try daemon.awaitFinish(controller, next) == nil)
         try daemon.stop()
+    }
+
+    static func anonymousKiB(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("RssAnon:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
     /// What the daemon holds: descriptors, memfd mappings, memfds among its descriptors.
