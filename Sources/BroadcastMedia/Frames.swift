@@ -126,3 +126,32 @@ public final class VideoScaler {
         return output
     }
 }
+
+/// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy,
+/// when it has the encoder's size and layout; otherwise a copy scaled with libswscale.
+public final class VideoInput {
+    /// The size and layout the encoder takes.
+    public let format: VideoFormat
+    private let borrowed: MediaFrame
+    private var scaler: VideoScaler?
+
+    public init(encoding format: VideoFormat, from input: VideoFormat) throws(MediaError) {
+        self.format = format
+        borrowed = try MediaFrame.empty()
+        try inputChanged(to: input)
+    }
+
+    /// Captured frames now come in `input` (a resize).
+    public func inputChanged(to input: VideoFormat) throws(MediaError) {
+        scaler = input.width == format.width && input.height == format.height && input.pixelFormat == format.pixelFormat
+            ? nil : try VideoScaler(from: input, toWidth: format.width, height: format.height)
+    }
+
+    /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base.
+    public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64) throws(MediaError) -> MediaFrame {
+        let pts = Int64((time * 9 + 50_000) / 100_000)
+        if let scaler { return try scaler.scale(data, pts: pts) }
+        try borrowed.borrow(data, format: layout, pts: pts)
+        return borrowed
+    }
+}

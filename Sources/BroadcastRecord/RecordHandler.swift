@@ -23,9 +23,7 @@ public final class RecordHandler: BroadcastSampleHandler {
     private var muxer: Muxer?
     private var video: Encoder?
     private var videoStream = 0
-    private var encodeFormat = VideoFormat(width: 0, height: 0)
-    private let borrowed: MediaFrame? = try? MediaFrame.empty()
-    private var scaler: VideoScaler?
+    private var input: VideoInput?
     private var tracks: [AudioTrack] = []
     private var clock = SegmentClock()
     /// Audio that came before its segment's first frame (bounded), placed once the frame is in.
@@ -45,7 +43,7 @@ public final class RecordHandler: BroadcastSampleHandler {
             self.options = options
             try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
             try open(options)
-            logger.info("record: writing \(options.path) (\(encodeFormat.width)x\(encodeFormat.height), \(tracks.count) audio track(s))")
+            logger.info("record: writing \(options.path) (\(input?.format.width ?? 0)x\(input?.format.height ?? 0), \(tracks.count) audio track(s))")
         } catch {
             fail("\(error)")
         }
@@ -61,7 +59,7 @@ public final class RecordHandler: BroadcastSampleHandler {
         guard videoFormat.pixelFormat != .bgrx else {
             throw MediaError("record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
         }
-        encodeFormat = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
         let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: muxer.wantsGlobalHeader)
         videoStream = try muxer.addStream(for: video)
         let channels = options.channels ?? audioFormat.channels
@@ -83,17 +81,12 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
         self.muxer = muxer
         self.video = video
-        if videoFormat.width != settings.width || videoFormat.height != settings.height { try rescale(from: videoFormat) }
-    }
-
-    private func rescale(from format: VideoFormat) throws(MediaError) {
-        scaler = format.width == encodeFormat.width && format.height == encodeFormat.height && format.pixelFormat == encodeFormat.pixelFormat
-            ? nil : try VideoScaler(from: format, toWidth: encodeFormat.width, height: encodeFormat.height)
+        self.input = input
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
-        guard failure == nil, video != nil else { return }
-        do { try rescale(from: format) } catch { fail("\(error)") }
+        guard failure == nil, let input else { return }
+        do { try input.inputChanged(to: format) } catch { fail("\(error)") }
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
@@ -106,7 +99,7 @@ public final class RecordHandler: BroadcastSampleHandler {
     }
 
     private func addVideo(_ sample: SampleBuffer, muxer: Muxer) throws(MediaError) {
-        guard let video, let format = sample.videoFormat else { return }
+        guard let video, let input, let format = sample.videoFormat else { return }
         if !muxer.started {
             // The header goes out with the first frame, whose orientation it records.
             let orientation = options?.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
@@ -127,15 +120,7 @@ public final class RecordHandler: BroadcastSampleHandler {
             skippedRepeats += 1
             return
         }
-        let pts = Int64((time * 9 + 50_000) / 100_000) // ns → 90 kHz
-        let frame: MediaFrame
-        if let scaler {
-            frame = try scaler.scale(sample.data, pts: pts)
-        } else {
-            guard let borrowed else { throw MediaError("record", "out of memory") }
-            try borrowed.borrow(sample.data, format: format, pts: pts)
-            frame = borrowed
-        }
+        let frame = try input.frame(sample.data, layout: format, time: time)
         try video.encode(frame.frame) { packet throws(MediaError) in
             try muxer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
         }

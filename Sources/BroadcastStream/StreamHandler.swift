@@ -15,9 +15,7 @@ public final class StreamHandler: BroadcastSampleHandler {
     private var audio: AudioTrack?
     private var sender: Sender?
     private var rate: BitRateController?
-    private var encodeFormat = VideoFormat(width: 0, height: 0)
-    private let borrowed: MediaFrame? = try? MediaFrame.empty()
-    private var scaler: VideoScaler?
+    private var input: VideoInput?
     private var clock = SegmentClock()
     private var failure: String?
     private var frames = 0
@@ -29,7 +27,7 @@ public final class StreamHandler: BroadcastSampleHandler {
             let options = try StreamOptions(url: broadcastURL, setupInfo: setupInfo)
             self.options = options
             try open(options)
-            logger.info("stream: to \(options.displayURL) (\(options.container), \(encodeFormat.width)x\(encodeFormat.height), \(options.video.bitRate ?? 0) kbit/s)")
+            logger.info("stream: to \(options.displayURL) (\(options.container), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s)")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -45,7 +43,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         settings.height = videoFormat.height
         settings.framesPerSecond = framesPerSecond
         let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
-        encodeFormat = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
         let globalHeader = options.container == .flv
         let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader)
         var encoders = [video]
@@ -61,24 +59,19 @@ public final class StreamHandler: BroadcastSampleHandler {
         let bytesPerSecond = ((settings.bitRate ?? 4500) + (audio == nil ? 0 : options.audioBitRate)) * 1000 / 8
         let sender = Sender(options: options, encoders: encoders, bytesPerSecond: bytesPerSecond, logger: logger)
         self.video = video
+        self.input = input
         self.sender = sender
         rate = BitRateController(target: settings.bitRate ?? 4500)
         sender.start()
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
-        guard failure == nil, video != nil else { return }
-        do {
-            scaler = format.width == encodeFormat.width && format.height == encodeFormat.height && format.pixelFormat == encodeFormat.pixelFormat
-                ? nil : try VideoScaler(from: format, toWidth: encodeFormat.width, height: encodeFormat.height)
-        } catch {
-            fail("\(error)")
-        }
+        guard failure == nil, let input else { return }
+        do { try input.inputChanged(to: format) } catch { fail("\(error)") }
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let sender else { return }
-        if let reason = sender.snapshot.failure { return fail(reason) }
         do {
             if type == .video { try addVideo(sampleBuffer, sender: sender) } else { try addAudio(sampleBuffer, type, sender: sender) }
         } catch {
@@ -87,17 +80,9 @@ public final class StreamHandler: BroadcastSampleHandler {
     }
 
     private func addVideo(_ sample: SampleBuffer, sender: Sender) throws(MediaError) {
-        guard let video, let format = sample.videoFormat else { return }
+        guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
-        let pts = Int64((time * 9 + 50_000) / 100_000) // ns → 90 kHz
-        let frame: MediaFrame
-        if let scaler {
-            frame = try scaler.scale(sample.data, pts: pts)
-        } else {
-            guard let borrowed else { throw MediaError("stream", "out of memory") }
-            try borrowed.borrow(sample.data, format: format, pts: pts)
-            frame = borrowed
-        }
+        let frame = try input.frame(sample.data, layout: format, time: time)
         // After dropped GOPs or a new connection, the next frame starts a GOP.
         frame.frame.pointee.pict_type = sender.takeKeyframeRequest() ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         try video.encode(frame.frame) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video.timeBase) }
@@ -142,9 +127,10 @@ public final class StreamHandler: BroadcastSampleHandler {
 
     /// Service info about once a second, and the bit rate adapted to the link.
     private func report(at time: UInt64, sender: Sender) {
-        let f = sender.snapshot
         let last = lastInfo ?? (0, 0, 0)
         guard time >= last.time + 1_000_000_000 else { return }
+        let f = sender.snapshot
+        if let reason = f.failure { return fail(reason) }
         let seconds = Double(time - last.time) / 1e9
         if var controller = rate {
             let change = controller.update(fill: sender.fill, dropped: f.gopDrops > last.drops, now: time)
