@@ -63,9 +63,9 @@ public final class Daemon {
     private var lostFrames: UInt64 = 0
     /// When the frame in the pool's latest slot was captured.
     private var latestFramePTS: UInt64 = 0
-    /// When the handler last released a slot (or connected): a handler holding slots that releases none
-    /// for `hangTimeout` has hung.
-    private var lastSlotRelease: UInt64 = 0
+    /// The handler's progress as last seen at the once-a-second check: bytes it had read and slots it
+    /// had released, and since when each has not moved while it had something to read or hold.
+    private var handlerProgress = (bytesSent: UInt64(0), readStalledSince: UInt64(0), releases: UInt64(0), releaseStalledSince: UInt64(0))
     static let transientFailureLimit: UInt64 = 2_000_000_000
     private var elapsedBefore: UInt64 = 0
 
@@ -223,12 +223,19 @@ public final class Daemon {
     /// has hung: the broadcast finishes with an error that says so (and the handler is then stopped).
     private func checkHandlerProgress(now: UInt64) {
         guard machine.phase == .live || machine.phase == .paused, let session = handlerSession(), let pool else { return }
+        // A clock runs only while there is something to read (or a slot held) and nothing moves.
+        if session.bytesSent != handlerProgress.bytesSent || !session.wantsWrite {
+            (handlerProgress.bytesSent, handlerProgress.readStalledSince) = (session.bytesSent, now)
+        }
+        if pool.releases != handlerProgress.releases || !pool.holdsAny(session.id) {
+            (handlerProgress.releases, handlerProgress.releaseStalledSince) = (pool.releases, now)
+        }
         let limit = configuration.hangTimeout
         let seconds = limit / 1_000_000_000
         let name = manifest?.name ?? "?"
-        if session.wantsWrite && now - min(now, session.lastReadByPeer) > limit {
+        if now - handlerProgress.readStalledSince > limit {
             transition(.fail(BroadcastError(.handlerFailed, "handler '\(name)' hung: it has read nothing broadcastd sent it for \(seconds) s")))
-        } else if pool.holdsAny(session.id) && now - min(now, lastSlotRelease) > limit {
+        } else if now - handlerProgress.releaseStalledSince > limit {
             transition(.fail(BroadcastError(.handlerFailed, "handler '\(name)' hung: it has held frame slots without releasing any for \(seconds) s")))
         }
     }
@@ -516,7 +523,6 @@ public final class Daemon {
             guard let pool, release.pool == pool.id, pool.release(Int(release.slot), by: session.id) else {
                 throw .malformed(.releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
             }
-            lastSlotRelease = MonotonicClock.now()
         case .ready:
             guard !handler.ready else { throw .unexpected(.ready, "READY was already sent") }
             handler.ready = true
@@ -844,7 +850,7 @@ public final class Daemon {
         nextAudioAt = source.nextAudioDeadline()
         cursorSpriteSent = nil
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
-        lastSlotRelease = now
+        handlerProgress = (handlerSession()?.bytesSent ?? 0, now, pool?.releases ?? 0, now)
         discontinuous = Set(SampleType.allCases)
     }
 
@@ -901,8 +907,6 @@ public final class Daemon {
         }
         sendCursor(to: session, at: deadline)
         guard let pool, var header = videoHeader else { return }
-        // The hang clock for held slots starts when the handler starts holding one.
-        if !pool.holdsAny(session.id) { lastSlotRelease = now }
         if change == .unchanged, let latest = pool.latest {
             counters[.video, default: StreamCounters()].repeated += 1
             if manifest?.frameRate == .variable { return }

@@ -53,8 +53,12 @@ final class FramePool {
     func release(_ slot: Int, by holder: Int) -> Bool {
         guard slot >= 0 && slot < holds.count && holds[slot] > 0 && self.holder == holder else { return false }
         holds[slot] -= 1
+        releases += 1
         return true
     }
+
+    /// Releases so far, of any slot.
+    private(set) var releases: UInt64 = 0
 
     /// Whether `holder` holds any slot.
     func holdsAny(_ holder: Int) -> Bool {

@@ -22,9 +22,8 @@ final class PeerSession {
     var decoder = MessageDecoder()
     private var outgoing: [(bytes: [UInt8], descriptors: [Descriptor], sent: Int)] = []
     private(set) var queuedBytes = 0
-    /// Since when the peer has had bytes waiting without reading any (updated when it reads, and when
-    /// something is queued for it while nothing was waiting).
-    private(set) var lastReadByPeer = MonotonicClock.now()
+    /// Bytes the peer has taken off its socket so far.
+    private(set) var bytesSent: UInt64 = 0
     var closeReason: String?
 
     init(id: Int, socket: Descriptor, isLaunchedHandler: Bool = false) {
@@ -48,7 +47,6 @@ final class PeerSession {
             closeReason = "it stopped reading (\(queuedBytes) bytes queued)"
             return false
         }
-        if outgoing.isEmpty { lastReadByPeer = MonotonicClock.now() }
         // Small messages join the last queued buffer, unless that one is being sent: its sent part is
         // only dropped when it is all sent, so a buffer that kept growing behind a slow reader would
         // keep everything ever sent to it (memory growing without bound).
@@ -71,7 +69,7 @@ final class PeerSession {
                 let n = try UnixSocket.send(socket, first.bytes, from: first.sent,
                                             descriptors: first.sent == 0 ? first.descriptors.map(\.raw) : [])
                 if n == 0 { return }
-                lastReadByPeer = MonotonicClock.now()
+                bytesSent += UInt64(n)
                 queuedBytes -= n
                 outgoing[0].sent += n
                 if outgoing[0].sent == first.bytes.count { outgoing.removeFirst() }
