@@ -34,3 +34,18 @@ PIDS=()
 forget() { local p keep=(); for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
 spawn() { "$@" & LAST=$!; PIDS+=("$LAST"); }
 reap() { local rc=0; wait "$1" || rc=$?; forget "$1"; return "$rc"; }
+
+# bench_work NAME: a fresh $WORK under /tmp with a private XDG_RUNTIME_DIR, removed on exit after
+# every spawned process (and its children) is stopped.
+bench_work() {
+    WORK="$(mktemp -d "/tmp/broadcastd-bench-$1.XXXXXX")"
+    trap bench_cleanup EXIT
+    trap 'exit 130' INT TERM
+    export XDG_RUNTIME_DIR="$WORK/xdg"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+}
+bench_cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}

@@ -14,16 +14,7 @@ ensure_bench_tools
 ensure_packages gnuplot-nox
 build_release
 
-WORK="$(mktemp -d /tmp/broadcastd-bench-soak.XXXXXX)"
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export XDG_RUNTIME_DIR="$WORK/xdg"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+bench_work soak
 sock="$WORK/bd.sock"
 spawn "$BIN/broadcastd" --config /dev/null --source synthetic --size 1920x1080 --fps 30 --socket "$sock" \
     --handlers-dir "$ROOT/Tests/fixtures/handlers" --log-level warning 2>"$WORK/broadcastd.log"

@@ -17,16 +17,7 @@ log() { printf '[bench stream] %s\n' "$*" >&2; }
 ensure_bench_tools
 build_release
 
-WORK="$(mktemp -d /tmp/broadcastd-bench-stream.XXXXXX)"
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export XDG_RUNTIME_DIR="$WORK/xdg"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+bench_work stream
 RESULTS="$WORK/results.tsv"; : >"$RESULTS"
 HZ=$(getconf CLK_TCK)
 free_udp_port() { "$PY" -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
