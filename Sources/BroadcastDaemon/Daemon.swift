@@ -149,19 +149,28 @@ public final class Daemon {
             let ids = Array(sessions.keys)
             for id in ids {
                 let s = sessions[id]!
-                entries.append((s.socket.raw, s.wantsWrite ? [.readable, .writable] : .readable))
+                var interest: Poller.Interest = []
+                if s.wantsRead { interest.insert(.readable) }
+                if s.wantsWrite { interest.insert(.writable) }
+                entries.append((s.socket.raw, interest))
             }
             let handlerIndex = entries.count
             if let handler { entries.append((handler.process.pidDescriptor.raw, .readable)) }
+            // A peer whose messages wait in its decoder is served again at once, after everything else.
+            let backlog = ids.contains { sessions[$0]!.hasBacklog && sessions[$0]!.wantsRead }
             let events: [Poller.Event]
-            do { events = try Poller.wait(entries, timeoutMilliseconds: -1) } catch { throw DaemonError("poll", error) }
+            do { events = try Poller.wait(entries, timeoutMilliseconds: backlog ? 0 : -1) } catch { throw DaemonError("poll", error) }
 
             if events[1].readable, try handleSignals() { break }
             if events[0].readable { acceptPeers() }
             for (i, id) in ids.enumerated() {
                 let e = events[3 + i]
                 guard let session = sessions[id] else { continue }
-                if e.readable || e.closed { read(session) }
+                if session.wantsRead && (e.readable || e.closed || session.hasBacklog) {
+                    read(session)
+                } else if e.closed {
+                    session.closeReason = "" // it hung up without reading what it asked for
+                }
                 if e.writable { session.flush() }
             }
             if handler != nil && events.count > handlerIndex && events[handlerIndex].readable { reapHandler() }
@@ -260,6 +269,9 @@ public final class Daemon {
 
     // MARK: - Peers
 
+    /// Most controllers and setup UIs connected at once; each may hold `PeerSession.peerQueueLimit`.
+    static let maxPeers = 64
+
     private func acceptPeers() {
         while true {
             let socket: Descriptor?
@@ -280,6 +292,14 @@ public final class Daemon {
                 logger.warning("refused a connection whose peer cannot be identified: \(error)")
                 continue
             }
+            guard sessions.values.count(where: { !$0.isLaunchedHandler }) < Self.maxPeers else {
+                let refusal = BroadcastError(.busy, "broadcastd already has \(Self.maxPeers) connections; close some and try again")
+                _ = try? UnixSocket.send(socket, Message.json(.error, seq: 0, refusal).encoded(), from: 0)
+                // What it sent already is read first: closing over unread bytes would reset the connection, refusal and all.
+                _ = try? UnixSocket.receive(socket, into: &readBuffer)
+                logger.warning("refused a connection: \(Self.maxPeers) peers are connected already")
+                continue
+            }
             addSession(socket)
         }
     }
@@ -294,9 +314,27 @@ public final class Daemon {
     }
 
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Most messages taken from one peer per turn of the loop, so a peer that floods cannot make
+    /// capture late: the rest wait in its decoder (and its socket) for the next turn.
+    static let messagesPerTurn = 64
 
     private func read(_ session: PeerSession) {
+        session.hasBacklog = false
+        var handled = 0
         for _ in 0..<16 where !session.isClosing {
+            do {
+                while !session.isClosing, let message = try session.decoder.next() {
+                    dispatch(message, from: session)
+                    handled += 1
+                    if handled == Self.messagesPerTurn {
+                        session.hasBacklog = true
+                        return
+                    }
+                }
+            } catch {
+                protocolViolation(session, error.description)
+                return
+            }
             let received: UnixSocket.Received?
             do { received = try UnixSocket.receive(session.socket, into: &readBuffer) } catch {
                 session.closeReason = error.isDisconnect ? "" : "receive failed: \(error)"
@@ -313,15 +351,8 @@ public final class Daemon {
             }
             session.decoder.append(descriptors: received.descriptors)
             readBuffer.withUnsafeBytes { session.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<received.count])) }
-            do {
-                while !session.isClosing, let message = try session.decoder.next() {
-                    dispatch(message, from: session)
-                }
-            } catch {
-                protocolViolation(session, error.description)
-                return
-            }
         }
+        session.hasBacklog = !session.isClosing
     }
 
     /// Closes a peer that broke the protocol; everything else carries on.
@@ -351,6 +382,9 @@ public final class Daemon {
             // A handler without its connection can do nothing more; give it a moment to exit by itself.
             if handler.terminateAt == nil && handler.killAt == nil {
                 handler.terminateAt = MonotonicClock.now() + 2_000_000_000
+            }
+            if let reason = session.closeReason, !reason.isEmpty, isActive(machine.phase), machine.phase != .finishing {
+                transition(.fail(BroadcastError(.handlerFailed, "handler '\(handler.manifest.name)' was disconnected: \(reason)")))
             }
         }
         if let broadcast = session.setupFor, machine.phase == .awaitingSetup, machine.current?.id == broadcast {
@@ -886,6 +920,7 @@ public final class Daemon {
         if missed > 0 {
             sequences[.video, default: 0] += missed
             drop(.video, count: missed)
+            counters[.video, default: StreamCounters()].late = (counters[.video]?.late ?? 0) + missed
             deadline += missed * interval
         }
         nextFrameAt = deadline + interval

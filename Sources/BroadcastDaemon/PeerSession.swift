@@ -7,8 +7,13 @@ import BroadcastSystem
 final class PeerSession {
     /// Most bytes of samples queued for a peer; past this, samples are dropped (and counted).
     static let sampleQueueLimit = 1 << 20
-    /// Most bytes of any kind queued for a peer; a peer that lets this fill is not reading and is closed.
-    static let hardQueueLimit = 8 << 20
+    /// Most bytes of any kind queued for the handler; a handler that lets this fill is not reading and is closed.
+    static let handlerQueueLimit = 8 << 20
+    /// The same for controllers and setup UIs, whose queue holds only replies and events.
+    static let peerQueueLimit = 256 << 10
+    /// While this much waits for a controller or setup UI, its requests are not read: a peer that
+    /// sends requests and never reads the replies is held back by its own socket, not queued for.
+    static let readPauseThreshold = 64 << 10
 
     let id: Int
     let socket: Descriptor
@@ -34,6 +39,10 @@ final class PeerSession {
 
     var name: String { "peer \(id) (\(role?.rawValue ?? "new")\(client == "?" ? "" : ", \(client)"))" }
     var wantsWrite: Bool { !outgoing.isEmpty }
+    /// False while a controller or setup UI has not read enough of what it asked for.
+    var wantsRead: Bool { isLaunchedHandler || queuedBytes < Self.readPauseThreshold }
+    /// Set when the peer's messages were left in the decoder for the next turn of the loop.
+    var hasBacklog = false
     var isClosing: Bool { closeReason != nil }
 
     /// Queues `message`. A sample (`droppable`) is refused when the peer is behind; anything else is
@@ -43,7 +52,7 @@ final class PeerSession {
         guard !isClosing else { return false }
         let size = ProtocolLimits.headerSize + message.payload.count
         if droppable && queuedBytes + size > Self.sampleQueueLimit { return false }
-        if queuedBytes + size > Self.hardQueueLimit {
+        if queuedBytes + size > (isLaunchedHandler ? Self.handlerQueueLimit : Self.peerQueueLimit) {
             closeReason = "it stopped reading (\(queuedBytes) bytes queued)"
             return false
         }

@@ -64,10 +64,15 @@ public struct StreamCounters: Codable, Equatable, Sendable {
     /// Video only: frame intervals in which the screen did not change (delivered as repeats, or skipped
     /// for a variable-frame-rate handler).
     public var repeated: UInt64 = 0
-    public init(delivered: UInt64 = 0, dropped: UInt64 = 0, repeated: UInt64 = 0) {
+    /// Video only, counted in `dropped`: frames never captured because broadcastd's loop was late for
+    /// their deadline (the machine was too busy), as opposed to frames the handler had no room for.
+    /// Absent while zero, and from older daemons.
+    public var late: UInt64?
+    public init(delivered: UInt64 = 0, dropped: UInt64 = 0, repeated: UInt64 = 0, late: UInt64? = nil) {
         self.delivered = delivered
         self.dropped = dropped
         self.repeated = repeated
+        self.late = late
     }
 }
 

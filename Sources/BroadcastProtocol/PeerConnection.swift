@@ -102,7 +102,11 @@ public final class PeerConnection: @unchecked Sendable {
     /// Sends HELLO and waits for WELCOME; a version mismatch or refusal becomes `.refused`.
     @discardableResult
     public func hello(role: PeerRole, client: String) throws(ProtocolError) -> Welcome {
-        try send(.json(.hello, seq: nextSequence(), Hello(role: role, client: client)))
+        do { try send(.json(.hello, seq: nextSequence(), Hello(role: role, client: client))) } catch {
+            // broadcastd may have refused the connection (ERROR, then closed it) before reading HELLO.
+            if error == .closed, let said = try? receive(), said.opcode == .error { throw .refused(try said.decode(BroadcastError.self)) }
+            throw error
+        }
         let reply = try receive()
         switch reply.opcode {
         case .welcome: return try reply.decode(Welcome.self)

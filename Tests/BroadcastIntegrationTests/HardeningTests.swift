@@ -160,5 +160,128 @@ extension Integration {
         #expect(try daemon.awaitFinish(controller, next) == nil)
         try daemon.stop()
     }
+
+    /// Video frames whose capture deadline broadcastd's loop missed, so far.
+    func framesLate(_ controller: ControllerClient) throws -> UInt64 {
+        try #require(try controller.status().streams?["video"]).late ?? 0
+    }
+
+    /// Runs `during`; expects broadcastd's loop to have stayed on time (no capture deadline missed,
+    /// status answered promptly) and its heap not to have grown.
+    func expectOnTimeAndBounded(_ daemon: DaemonHarness, _ controller: ControllerClient, _ what: String,
+                                during: () throws -> Void) throws {
+        let (late, heap) = (try framesLate(controller), Self.anonymousKiB(daemon.pid))
+        try during()
+        let answered = Date()
+        #expect(try framesLate(controller) - late <= 1, "\(what): capture deadlines were missed")
+        #expect(Date().timeIntervalSince(answered) < 0.2, "\(what): status took \(Date().timeIntervalSince(answered)) s")
+        let growth = Self.anonymousKiB(daemon.pid) - heap
+        #expect(growth < 2048, "\(what): broadcastd's heap grew by \(growth) KiB")
+    }
+
+    @Test func aFloodingHandlerCannotMakeCaptureLateOrTheDaemonGrow() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
+        let controller = try daemon.subscribedController()
+        let summary = daemon.summaryPath("flood")
+        let id = try daemon.start(handler: "hostile", url: summary, setupInfo: ["attack": "flood"], maxDuration: 6, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(1_000_000)
+        var slowest = 0.0
+        try expectOnTimeAndBounded(daemon, controller, "a handler flooding UPDATE_SERVICE_INFO") {
+            let end = Date().addingTimeInterval(3)
+            while Date() < end {
+                let asked = Date()
+                _ = try controller.status()
+                slowest = max(slowest, Date().timeIntervalSince(asked))
+                usleep(50_000)
+            }
+        }
+        #expect(slowest < 0.2, "a status request took \(slowest) s during the flood")
+        // Flooding is not hanging: the broadcast runs to its end.
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let flood = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary + ".flood.json"))) as? [String: Int]
+        #expect((flood?["messages"] ?? 0) > 10_000, "the handler hardly flooded: \(String(describing: flood))")
+        try daemon.stop()
+    }
+
+    @Test func garbageFromAHandlerEndsItsBroadcastWithTheReason() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "hostile", url: daemon.summaryPath("garbage"), setupInfo: ["attack": "garbage"], maxDuration: 10, on: controller)
+        let error = try daemon.awaitFinish(controller, id)
+        // The bytes read as a header that claims 160 MiB.
+        #expect(error?.code == .handlerFailed && error?.message.contains("handler 'hostile' was disconnected: message 0xc0b of 168364039 bytes exceeds the limit") == true,
+                "\(String(describing: error))")
+        #expect(daemon.logs("closing peer 3 (handler, hostile-fixture): message 0xc0b"), "\(daemon.log)")
+        daemon.expectNoChildren()
+        let next = try daemon.start(handler: "inspect", url: daemon.summaryPath("after"), maxDuration: 0.5, on: controller)
+        #expect(try daemon.awaitFinish(controller, next) == nil)
+        try daemon.stop()
+    }
+
+    @Test func aControllerThatNeverReadsIsHeldBackNotQueuedFor() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--fps", "30"])
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("held-back"), on: controller)
+        try daemon.awaitState(controller, .live)
+        // GET_STATUS, as fast as the socket takes it, for 3 s; the replies are never read.
+        let script = """
+            import socket, struct, sys, time
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[1])
+            def message(opcode, seq, payload):
+                return struct.pack("<IHHI", len(payload), opcode, 0, seq) + payload
+            s.sendall(message(0x0001, 1, b'{"protocol":1,"role":"controller","client":"never-reads"}'))
+            s.setblocking(False)
+            request, sent, end = message(0x0106, 2, b"{}"), 0, time.monotonic() + 3
+            while time.monotonic() < end:
+                try:
+                    sent += s.send(request)
+                except BlockingIOError:
+                    time.sleep(0.01)
+            print(sent)
+            """
+        var sent = 0
+        try expectOnTimeAndBounded(daemon, controller, "a controller that never reads") {
+            let result = try runTool("/usr/bin/env", ["python3", "-c", script, daemon.socketPath])
+            #expect(result.status == 0, "\(result.stderr)")
+            sent = Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+        // It got as far as the socket buffers and broadcastd's 64 KiB of replies let it, no further.
+        #expect(sent > 0 && sent < 4 << 20, "the never-reading controller sent \(sent) bytes")
+        #expect(try controller.status().state == .live)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        try daemon.stop()
+    }
+
+    @Test func connectionsBeyondTheLimitAreRefusedWithAReason() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.controller()
+        var peers: [PeerConnection] = []
+        var refusal: String?
+        for _ in 0..<80 {
+            let peer = try PeerConnection.connect(path: daemon.socketPath)
+            do { _ = try peer.hello(role: .controller, client: "many") } catch {
+                refusal = "\(error)"
+                break
+            }
+            peers.append(peer)
+        }
+        #expect(peers.count == 63, "the test's controller and \(peers.count) more were let in")
+        #expect(refusal?.contains("broadcastd already has 64 connections; close some and try again") == true, "\(String(describing: refusal))")
+        peers.removeLast().close()
+        #expect(daemon.logs("refused a connection: 64 peers are connected already"))
+        let deadline = Date().addingTimeInterval(5)
+        var admitted = false
+        while !admitted && Date() < deadline {
+            admitted = (try? PeerConnection.connect(path: daemon.socketPath).hello(role: .controller, client: "again")) != nil
+            if !admitted { usleep(50_000) }
+        }
+        #expect(admitted, "a place that was freed was not given to a new peer")
+        #expect(try controller.status().state == .idle)
+        for peer in peers { peer.close() }
+        try daemon.stop()
+    }
 }
 }
