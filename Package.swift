@@ -47,6 +47,8 @@ let package = Package(
         .target(name: "BroadcastCore"),
         .target(name: "BroadcastConfig", dependencies: ["BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
+        .target(name: "BroadcastProtocolFuzzing", dependencies: ["BroadcastProtocol", "BroadcastCore", "BroadcastSystem"]),
+        .executableTarget(name: "broadcast-fuzz-protocol", dependencies: ["BroadcastProtocolFuzzing"]),
         .target(name: "BroadcastCapture", dependencies: [
             "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
         ]),
@@ -102,6 +104,7 @@ let package = Package(
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
             "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
+            "BroadcastProtocolFuzzing",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

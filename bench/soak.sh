@@ -69,7 +69,7 @@ rss = [float(r[1]) for r in rows if r[1]]
 fds = [int(r[2]) for r in rows if r[2]]
 warm = rss[len(rss) // 10:] or rss   # after the first tenth
 video = json.loads(final).get("streams", {}).get("video", {})
-delivered, dropped = video.get("delivered", 0), video.get("dropped", 0)
+delivered, dropped, late = video.get("delivered", 0), video.get("dropped", 0), video.get("late", 0)
 section = f"""<!-- soak-begin -->
 ## Soak: {int(seconds) // 60} minutes at 1080p30 with a slow handler
 
@@ -82,7 +82,7 @@ was sampled every 10 s ({len(rows)} samples).
 |---|---|
 | broadcastd RSS | first sample {rss[0]:.1f} MB, median {statistics.median(rss):.1f} MB, maximum {max(rss):.1f} MB; after the first tenth: {min(warm):.1f}–{max(warm):.1f} MB |
 | open descriptors | {min(fds)}–{max(fds)} (first {fds[0]}, last {fds[-1]}) |
-| video frames | {delivered} delivered, {dropped} dropped ({100 * dropped / max(1, delivered + dropped):.1f} %) |
+| video frames | {delivered} delivered, {dropped} dropped ({100 * dropped / max(1, delivered + dropped):.1f} %); of those dropped, {late} because broadcastd's loop was late for their capture deadline, the rest because the handler had no free slot |
 
 ![broadcastd's RSS and open descriptors over the soak](soak.svg)
 <!-- soak-end -->

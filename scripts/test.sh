@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests, then integration tests on real daemons, handlers and terminals.
+# Runs every test: unit tests, then integration tests on real daemons, handlers and terminals, then
+# 30 s of fuzzing the message decoder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -21,4 +22,6 @@ total=$(sed -E 's/.*Test run with ([0-9]+) tests?.*/\1/' <<<"$summary")
 failed=$(grep -E "^✘ Test .* failed after" "$log" | grep -vc "^✘ Test run" || true)
 if [ -n "$total" ]; then echo "$((total - failed)) passed, $failed failed"; fi
 if [ -z "$total" ] || [ "$total" -eq 0 ]; then echo "no tests ran" >&2; exit 1; fi
-exit "$status"
+[ "$status" -eq 0 ] || exit "$status"
+# The message decoder under libFuzzer, for a bounded time (scripts/fuzz.sh SECONDS runs it longer).
+scripts/fuzz.sh "${BROADCASTD_FUZZ_SECONDS:-30}"

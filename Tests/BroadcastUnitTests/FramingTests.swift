@@ -1,6 +1,8 @@
 import BroadcastCore
 import BroadcastProtocol
+import BroadcastProtocolFuzzing
 import BroadcastSystem
+import Foundation
 import Testing
 
 @Suite struct FramingTests {
@@ -152,6 +154,18 @@ import Testing
                 _ = try? message.decode(BroadcastStatus.self)
             }
         }
+    }
+
+    /// The fuzz target's seeds and every input that once broke the decoder (scripts/fuzz.sh), replayed.
+    @Test func fuzzInputsReplayWithoutBreakingTheDecoder() throws {
+        let folder = String(#filePath).split(separator: "/").dropLast(3).joined(separator: "/") + "/Tests/fixtures/fuzz"
+        let files = try FileManager.default.contentsOfDirectory(atPath: "/" + folder).sorted()
+        #expect(files.count >= ProtocolFuzzing.seeds.count)
+        for file in files {
+            ProtocolFuzzing.exercise(Array(try Data(contentsOf: URL(fileURLWithPath: "/" + folder + "/" + file))))
+        }
+        // Every seed decodes to all nine messages it holds, whatever the piece size and decoder.
+        #expect(ProtocolFuzzing.seeds.map { ProtocolFuzzing.exercise($0) } == [9, 9, 9, 9])
     }
 
     @Test func sampleHeadersRoundTripAndRejectNonsense() throws {
