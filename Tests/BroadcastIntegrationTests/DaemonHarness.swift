@@ -32,6 +32,12 @@ struct ToolResult {
 }
 
 /// Runs a program to completion with a time limit, capturing its output (through files: no pipe can fill up).
+/// Alive and not a zombie (an orphan is reaped by whoever adopted it, if at all, and maybe late).
+func isRunning(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+    return !stat[close...].hasPrefix(") Z")
+}
+
 func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60) throws -> ToolResult {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)

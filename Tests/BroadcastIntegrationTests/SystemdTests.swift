@@ -54,6 +54,60 @@ extension Integration {
         #expect(FileManager.default.fileExists(atPath: socketPath), "the socket belongs to systemd and must stay")
     }
 
+    /// broadcastd.socket keeps listening while broadcastd.service is restarted (Restart=on-failure):
+    /// played by Tests/fixtures/service_manager.py, which does what systemd does for the two units.
+    @Test func afterASIGKILLTheRestartedDaemonServesTheSameSocket() throws {
+        let run = try SystemdRun()
+        let socketPath = run.runtime + "/broadcastd.sock"
+        try run.start("/usr/bin/env", ["python3", Paths.root + "/Tests/fixtures/service_manager.py", socketPath, "--",
+                                       Paths.binary("broadcastd")] + SystemdRun.daemonArguments)
+        try run.waitForFile(socketPath)
+        func started() -> [Int32] {
+            run.log.split(separator: "\n").compactMap { $0.hasPrefix("service-manager: started ") ? Int32($0.split(separator: " ").last!) : nil }
+        }
+        let controller = try ControllerClient(socketPath: socketPath, client: "test")
+        try controller.subscribe()
+        let summary = run.runtime + "/killed.json"
+        let id = try controller.start(handler: "inspect", maxDuration: nil)
+        let setup = try SetupClient(socketPath: socketPath, client: "test-setup")
+        try setup.complete(broadcast: id, url: summary, setupInfo: [:])
+        setup.close()
+        func next(_ match: (ControllerClient.Event) -> Bool) throws -> Bool {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline { if let event = try controller.nextEvent(timeoutMilliseconds: 100), match(event) { return true } }
+            return false
+        }
+        #expect(try next { if case .stateChanged(let s) = $0 { s.state == .live } else { false } }, "\(run.log)")
+        usleep(300_000)
+        let first = try #require(started().first)
+        kill(first, SIGKILL)
+        controller.close()
+
+        // Asked while no broadcastd runs, the kernel queues the connection on the socket systemd holds;
+        // the restarted daemon answers it.
+        let status = try runTool(Paths.binary("broadcastctl"), ["status", "--socket", socketPath, "--json"])
+        let state = (try? JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["state"] as? String
+        #expect(status.status == 0 && state == "idle", "\(status.stdout)\(status.stderr)\n\(run.log)")
+        #expect(started().count == 2, "\(run.log)")
+        // The handler of the killed daemon's broadcast finished its summary, with the reason.
+        #expect(try InspectSummary.load(summary).finishError?.code == .shutdown)
+
+        let again = try ControllerClient(socketPath: socketPath, client: "test")
+        try again.subscribe()
+        let second = try again.start(handler: "inspect", maxDuration: 0.5)
+        let secondSetup = try SetupClient(socketPath: socketPath, client: "test-setup")
+        try secondSetup.complete(broadcast: second, url: run.runtime + "/after.json", setupInfo: [:])
+        secondSetup.close()
+        var error: BroadcastError?? = .none
+        let deadline = Date().addingTimeInterval(20)
+        while error == nil && Date() < deadline {
+            if case .finished(let f) = try again.nextEvent(timeoutMilliseconds: 100), f.broadcast == second { error = .some(f.error) }
+        }
+        #expect(error == .some(nil), "the restarted daemon's broadcast: \(String(describing: error))\n\(run.log)")
+        again.close()
+        #expect(try run.stop() == 0, "\(run.log)")
+    }
+
     @Test func socketActivationWithADatagramSocketIsRefused() throws {
         let run = try SystemdRun()
         let socketPath = run.runtime + "/dgram.sock"
