@@ -37,7 +37,7 @@ public struct StatusLine: Sendable {
         var extras = info.handler ?? [:]
         if case .number(let kbps)? = extras.removeValue(forKey: "bitRate") { parts.append("\(Int(kbps)) kbit/s") }
         let drops = [("video", "video"), ("audioApp", "app"), ("audioMic", "mic")].compactMap { key, name in
-            info.streams[key].map { "\(name) \($0.dropped)" }
+            info.streams[key].map { "\(name) \($0.dropped)\(($0.late ?? 0) > 0 ? " (\($0.late!) late)" : "")" }
         }
         if !drops.isEmpty { parts.append("dropped " + drops.joined(separator: ", ")) }
         if let bytes = info.daemonMemory { parts.append("daemon " + String(format1: Double(bytes) / 1_048_576) + " MB") }

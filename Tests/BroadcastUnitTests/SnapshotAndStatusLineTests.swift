@@ -58,16 +58,16 @@ import Testing
         status.handler = "record"
         line.update(status)
         #expect(line.text == "live  broadcast 4 (record)")
-        func info(_ elapsed: Double, _ frames: UInt64) -> ServiceInfo {
+        func info(_ elapsed: Double, _ frames: UInt64, late: UInt64? = nil) -> ServiceInfo {
             ServiceInfo(broadcast: 4, elapsed: elapsed,
-                        streams: ["video": StreamCounters(delivered: frames, dropped: 2), "audioApp": StreamCounters(delivered: 100),
+                        streams: ["video": StreamCounters(delivered: frames, dropped: 2, late: late), "audioApp": StreamCounters(delivered: 100),
                                   "audioMic": StreamCounters(delivered: 100, dropped: 1)],
                         handler: ["bitRate": .number(2450), "segment": .number(1)], daemonMemory: 24_326_963)
         }
         line.update(info(1.0, 29))
         #expect(line.text == "live  broadcast 4 (record)  0:01.0  29.0 fps  2450 kbit/s  dropped video 2, app 0, mic 1  daemon 23.2 MB  segment 1")
-        line.update(info(2.0, 59))
-        #expect(line.text.contains("0:02.0  30.0 fps"))
+        line.update(info(2.0, 59, late: 1))
+        #expect(line.text.contains("0:02.0  30.0 fps") && line.text.contains("dropped video 2 (1 late), app 0"))
         status.state = .paused
         line.update(status)
         #expect(line.text.hasPrefix("paused  broadcast 4 (record)  0:02.0"))
