@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+/// A private PipeWire stack (dbus-daemon, pipewire, wireplumber) in a runtime directory of its own, with
+/// `test_sink`, the default sink, playing a 440 Hz tone (what app audio captures), and `test_mic`, the
+/// default source, carrying an 880 Hz tone (played into `mic_in`, a sink that pw-loopback turns into
+/// the source). Everything it starts is killed by `stop()` or when it goes away.
+final class PipeWireHarness {
+    let runtime: String
+    private var processes: [(name: String, process: Process)] = []
+    static let appFrequency = 440.0, micFrequency = 880.0
+
+    /// What a PipeWire client of this stack needs.
+    var environment: [String: String] {
+        ["XDG_RUNTIME_DIR": runtime, "PIPEWIRE_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(runtime)/bus",
+         "XDG_CONFIG_HOME": runtime + "/config", "XDG_STATE_HOME": runtime + "/state", "HOME": runtime]
+    }
+
+    var socketPath: String { runtime + "/pipewire-0" }
+
+    init(tones: Bool = true) throws {
+        runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-pw-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        do {
+            try spawn("dbus-daemon", ["--session", "--address=unix:path=\(runtime)/bus", "--nofork", "--nopidfile"])
+            try waitFor(runtime + "/bus")
+            try spawn("pipewire", [])
+            try waitFor(socketPath)
+            try spawn("wireplumber", [])
+            let sink = try runTool("/usr/bin/pw-cli", ["create-node", "adapter",
+                "{ factory.name=support.null-audio-sink node.name=test_sink media.class=Audio/Sink object.linger=true audio.position=[FL FR] priority.session=2000 }"],
+                environment: environment)
+            guard sink.status == 0 else { throw HarnessError("pw-cli create-node: \(sink.stderr)") }
+            try spawn("pw-loopback", ["--capture-props=media.class=Audio/Sink node.name=mic_in audio.position=[FL FR] priority.session=100",
+                                      "--playback-props=media.class=Audio/Source node.name=test_mic audio.position=[FL FR] priority.session=2000"])
+            try waitForDefaults()
+            if tones {
+                try play(frequency: Self.appFrequency, into: "test_sink")
+                try play(frequency: Self.micFrequency, into: "mic_in")
+            }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: runtime)
+    }
+
+    /// A program of the PipeWire packages; missing, the test fails (scripts/lib.sh installs them).
+    private func program(_ name: String) throws -> String {
+        for folder in ["/usr/bin", "/usr/local/bin"] where FileManager.default.isExecutableFile(atPath: folder + "/" + name) {
+            return folder + "/" + name
+        }
+        throw HarnessError("\(name) is missing: install pipewire, pipewire-bin, wireplumber and dbus-daemon (scripts/lib.sh does)")
+    }
+
+    @discardableResult
+    func spawn(_ name: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try program(name))
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        process.standardOutput = FileHandle.nullDevice
+        _ = FileManager.default.createFile(atPath: log(name), contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: log(name))
+        try process.run()
+        processes.append((name, process))
+        return process
+    }
+
+    private func log(_ name: String) -> String { runtime + "/\(name).log" }
+
+    /// Plays a sine at `frequency` (amplitude 1/8, stereo, 48 kHz) into `node`, for `seconds`.
+    func play(frequency: Double, into node: String, seconds: Int = 60) throws {
+        let file = runtime + "/tone-\(Int(frequency)).wav"
+        if !FileManager.default.fileExists(atPath: file) {
+            let made = try runTool("/usr/bin/ffmpeg", ["-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=\(seconds)",
+                                                       "-ac", "2", "-ar", "48000", file])
+            guard made.status == 0 else { throw HarnessError("ffmpeg: \(made.stderr)") }
+        }
+        try spawn("pw-play", ["--target", node, file])
+    }
+
+    /// Stops the first process named `name` (pw-loopback: the microphone goes away).
+    func kill(_ name: String) {
+        guard let index = processes.firstIndex(where: { $0.name == name }) else { return }
+        let process = processes.remove(at: index).process
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    private func waitFor(_ path: String) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: path) {
+            guard Date() < deadline else { throw HarnessError("\(path) did not appear:\n\(logs)") }
+            usleep(20_000)
+        }
+    }
+
+    /// Waits until wireplumber has made test_sink and test_mic the defaults.
+    private func waitForDefaults() throws {
+        let deadline = Date().addingTimeInterval(10)
+        var last = ""
+        while Date() < deadline {
+            let sink = try runTool("/usr/bin/wpctl", ["inspect", "@DEFAULT_AUDIO_SINK@"], environment: environment)
+            let source = try runTool("/usr/bin/wpctl", ["inspect", "@DEFAULT_AUDIO_SOURCE@"], environment: environment)
+            last = sink.stdout + source.stdout
+            if sink.stdout.contains("node.name = \"test_sink\"") && source.stdout.contains("node.name = \"test_mic\"") { return }
+            usleep(50_000)
+        }
+        throw HarnessError("wireplumber did not make test_sink and test_mic the defaults:\n\(last)\n\(logs)")
+    }
+
+    var logs: String {
+        processes.map { "\($0.name): " + ((try? String(contentsOfFile: log($0.name), encoding: .utf8)) ?? "") }.joined(separator: "\n")
+    }
+
+    func stop() {
+        for (_, process) in processes.reversed() where process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        processes.removeAll()
+    }
+}
