@@ -56,7 +56,9 @@ let package = Package(
         .target(name: "BroadcastX11", dependencies: [
             "CXCB", "BroadcastCore", "BroadcastSystem", "BroadcastCapture", .product(name: "Logging", package: "swift-log"),
         ]),
-        .target(name: "BroadcastPipeWire", dependencies: ["CPipeWire", "BroadcastCore", "BroadcastCapture"]),
+        .target(name: "BroadcastPipeWire", dependencies: [
+            "CPipeWire", "BroadcastCore", "BroadcastCapture", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "BroadcastDaemon", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture", "BroadcastLogging",
             .product(name: "Logging", package: "swift-log"),
@@ -77,7 +79,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastX11", "BroadcastLogging",
+            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastX11", "BroadcastPipeWire", "BroadcastLogging",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

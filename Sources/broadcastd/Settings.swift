@@ -32,6 +32,10 @@ enum DaemonKeys {
     static let audioChannels = ConfigKey.integer("audio-channels", 1...2, default: 2, help: "Audio channels.")
     static let audioFormat = ConfigKey.choice("audio-format", AudioSampleFormat.allCases.map(\.description), default: "f32",
         help: "Audio sample format.")
+    static let appAudio = ConfigKey("app-audio", .string, default: .string("default"),
+        help: "App audio (what the computer plays), from PipeWire: default (the default sink's monitor), none, or a sink's node name or serial.")
+    static let mic = ConfigKey("mic", .string, default: .string("default"),
+        help: "Microphone audio, from PipeWire: default (the default source), none, or a source's node name or serial.")
     static let syncMarks = ConfigKey.boolean("sync-marks", default: false,
         help: "Synthetic source: a white frame and a 50 ms beep on both tones at the same instant, once per second (A/V sync test).")
     static let audioClockPPM = ConfigKey.integer("audio-clock-ppm", -5000...5000, default: 0,
@@ -52,7 +56,7 @@ enum DaemonKeys {
         help: "Log level.")
 
     static let all = [source, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
-                      audioChannels, audioFormat, syncMarks, audioClockPPM, memoryBudget, socket, handlersDir,
+                      audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, socket, handlersDir,
                       startTimeout, finishTimeout, handlerTimeout, logLevel]
 }
 
@@ -61,6 +65,9 @@ extension Configuration {
     func checkCombinations() throws(ConfigError) {
         if string("output") != nil && string("region") != nil {
             throw error(["region", "output"], "output and region cannot both be set")
+        }
+        if string("source") == "synthetic" && (string("app-audio") != "default" || string("mic") != "default") {
+            throw error(["app-audio", "mic"], "app-audio and mic choose PipeWire audio for a screen; the synthetic source makes its own tones")
         }
         if string("source") != "synthetic" && (boolean("sync-marks") || integer("audio-clock-ppm") != 0) {
             throw error(["sync-marks", "audio-clock-ppm"], "sync-marks and audio-clock-ppm are features of the synthetic source; set source to synthetic")

@@ -5,6 +5,7 @@ import BroadcastCore
 import BroadcastDaemon
 import BroadcastLogging
 import BroadcastProtocol
+import BroadcastPipeWire
 import BroadcastSystem
 import BroadcastX11
 import Logging
@@ -40,6 +41,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.pixelFormat.help)) var pixelFormat: String?
     @Option(help: ArgumentHelp(DaemonKeys.audioChannels.help)) var audioChannels: Int?
     @Option(help: ArgumentHelp(DaemonKeys.audioFormat.help)) var audioFormat: String?
+    @Option(help: ArgumentHelp(DaemonKeys.appAudio.help, valueName: "default|none|TARGET")) var appAudio: String?
+    @Option(help: ArgumentHelp(DaemonKeys.mic.help, valueName: "default|none|TARGET")) var mic: String?
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.syncMarks.help)) var syncMarks: Bool?
     @Option(name: .customLong("audio-clock-ppm"), parsing: .unconditional,
             help: ArgumentHelp(DaemonKeys.audioClockPPM.help, valueName: "N"))
@@ -63,7 +66,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         var values: [String: ConfigValue] = [:]
         for (key, value) in [("source", source), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
-                             ("audio-format", audioFormat), ("socket", socket), ("log-level", logLevel)] {
+                             ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
         }
         for (key, value) in [("fps", fps), ("audio-channels", audioChannels), ("audio-clock-ppm", audioClockPPM),
@@ -157,7 +160,17 @@ struct BroadcastDaemonCommand: ParsableCommand {
         x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
         x11.useDamage = settings.boolean("damage")
         x11.audio = audio
-        return X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
+        let screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
+        func target(_ key: String) -> AudioTarget? {
+            switch settings.string(key)! {
+            case "none": nil
+            case "default": .defaultDevice
+            case let name: .node(name)
+            }
+        }
+        let pipewire = PipeWireAudioSource.Configuration(app: target("app-audio"), mic: target("mic"), format: audio)
+        guard pipewire.app != nil || pipewire.mic != nil else { return screen }
+        return PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
     }
 }
 

@@ -1,4 +1,5 @@
 import BroadcastCapture
+import BroadcastClient
 import BroadcastCore
 import BroadcastPipeWire
 import BroadcastSystem
@@ -99,6 +100,45 @@ extension Integration {
         #expect(chunks.first?.presentationTime == start)
         #expect(mic.silentSince == start)
         pipewire.stop()
+    }
+
+    /// broadcastd on an X screen with PipeWire's audio, recorded: two Opus tracks, app audio and the
+    /// microphone, each with its own tone from start to end; the microphone unplugged midway leaves
+    /// silence in its track, not a gap, and the broadcast goes on.
+    @Test func aScreenBroadcastCarriesBothAudioStreamsAndSurvivesTheMicGoingAway() throws {
+        let pipewire = try PipeWireHarness()
+        let x = try XServer()
+        defer { x.stop() }
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30"],
+                                       environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let path = daemon.runtime + "/screen.mp4"
+        let id = try daemon.start(handler: "record", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(3_000_000)
+        pipewire.kill("pw-loopback") // the microphone goes away
+        usleep(2_000_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        #expect(daemon.logs("mic (default): nothing from PipeWire for 200 ms"), "\(daemon.log)")
+
+        let file = Recording(path: path, scratch: daemon.runtime)
+        let probe = try file.probe()
+        #expect(probe.streams.map(\.codec_name) == ["h264", "opus", "opus"], "\(probe.streams)")
+        let duration = Double(probe.format.duration ?? "") ?? 0
+        let app = try file.audio(track: 0), mic = try file.audio(track: 1)
+        for (name, samples) in [("app", app), ("mic", mic)] {
+            #expect(abs(Double(samples.count) / 48_000 - duration) < 0.1, "\(name): \(Double(samples.count) / 48_000) s of \(duration) s")
+        }
+        // From 1 s to 2.5 s both tones are there, each in its own track.
+        let steady = 48_000..<120_000
+        #expect(abs(dominantFrequency(app[steady]) - PipeWireHarness.appFrequency) < 10, "app: \(dominantFrequency(app[steady])) Hz")
+        #expect(abs(dominantFrequency(mic[steady]) - PipeWireHarness.micFrequency) < 10, "mic: \(dominantFrequency(mic[steady])) Hz")
+        // After the microphone went away: silence in its track; app audio goes on.
+        let after = (mic.count - 48_000)..<(mic.count - 4_800)
+        #expect(rms(mic[after]) < 0.001, "mic after unplugging: RMS \(rms(mic[after]))")
+        #expect(abs(dominantFrequency(app[after]) - PipeWireHarness.appFrequency) < 10)
     }
 }
 }

@@ -1,0 +1,121 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastSystem
+import Logging
+
+/// A screen source with PipeWire's audio: app audio (what a sink plays) and the microphone, as separate
+/// streams, never mixed. Video is the wrapped source's; the audio streams run while the broadcast is live.
+public final class PipeWireAudioSource: CaptureSource {
+    public struct Configuration: Sendable {
+        /// nil: no app audio.
+        public var app: AudioTarget?
+        /// nil: no microphone.
+        public var mic: AudioTarget?
+        public var format: AudioFormat
+        public init(app: AudioTarget?, mic: AudioTarget?, format: AudioFormat) {
+            self.app = app
+            self.mic = mic
+            self.format = format
+        }
+    }
+
+    private let video: CaptureSource
+    private let configuration: Configuration
+    private let logger: Logger
+    private var streams: [SampleType: PipeWireAudioStream] = [:]
+    /// How often the loop takes what PipeWire captured.
+    static let pollInterval: UInt64 = 10_000_000
+    private var silenceReported: Set<SampleType> = []
+
+    public init(video: CaptureSource, configuration: Configuration, logger: Logger) {
+        self.video = video
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public var description: String {
+        let audio = [("app audio", configuration.app), ("mic", configuration.mic)].compactMap { name, target in target.map { "\(name) \($0)" } }
+        return video.description + (audio.isEmpty ? "" : "; PipeWire " + audio.joined(separator: ", "))
+    }
+    public var videoFormat: VideoFormat { video.videoFormat }
+    public var audioFormat: AudioFormat { configuration.format }
+    public var audioStreams: [SampleType] {
+        (configuration.app == nil ? [] : [.audioApp]) + (configuration.mic == nil ? [] : [.audioMic])
+    }
+    public var frameInterval: UInt64 { video.frameInterval }
+    public var orientation: Orientation { video.orientation }
+    public var colorRange: ColorRange { video.colorRange }
+    public var cursor: CursorState? { video.cursor }
+    public var statistics: [String: UInt64] {
+        var figures = video.statistics
+        for (type, stream) in streams {
+            let f = stream.status.figures
+            figures["\(type)Buffers"] = f.buffers
+            figures["\(type)SilentChunks"] = f.silentChunks
+            figures["\(type)QueueDrops"] = f.dropped
+            figures["\(type)Resyncs"] = f.resyncs
+        }
+        return figures
+    }
+
+    public func open() throws(CaptureError) -> VideoFormat { try video.open() }
+    public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }
+    public func close() { video.close() }
+    public func checkForChanges() throws(CaptureError) -> FrameChange { try video.checkForChanges() }
+    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
+        try video.captureFrame(index: index, deadline: deadline, into: slot, previous: previous)
+    }
+
+    public func begin(at time: UInt64) throws(CaptureError) {
+        try video.begin(at: time)
+        silenceReported = []
+        for (type, target, capturesSink) in [(SampleType.audioApp, configuration.app, true), (.audioMic, configuration.mic, false)] {
+            guard let target else { continue }
+            let stream = PipeWireAudioStream(name: type == .audioApp ? "app audio" : "mic", target: target,
+                                             channels: configuration.format.channels, capturesSink: capturesSink)
+            do { try stream.start(at: time) } catch {
+                logger.warning("\(stream.name): \(error); sending silence")
+            }
+            streams[type] = stream
+        }
+    }
+
+    public func end() {
+        for stream in streams.values { stream.stop() }
+        streams = [:]
+        video.end()
+    }
+
+    public func nextAudioDeadline() -> UInt64? {
+        streams.isEmpty ? nil : MonotonicClock.now() + Self.pollInterval
+    }
+
+    public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {
+        guard let stream = streams[type], var chunk = stream.take(now: now) else { return nil }
+        // Said once per silent stretch: the device is missing, unplugged, or PipeWire is not running.
+        if stream.silentSince != nil {
+            if silenceReported.insert(type).inserted {
+                logger.warning("\(stream.name) (\(stream.target)): nothing from PipeWire for \(PipeWireAudioStream.silenceAfter / 1_000_000) ms (\(stream.status.state)); sending silence until it comes back")
+            }
+        } else if silenceReported.remove(type) != nil {
+            logger.notice("\(stream.name) (\(stream.target)): audio is back")
+        }
+        if configuration.format.sampleFormat == .s16 { chunk.bytes = Self.s16(fromFloat32: chunk.bytes) }
+        return chunk
+    }
+
+    /// Float32 samples to signed 16-bit, clipped.
+    static func s16(fromFloat32 bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: bytes.count / 2)
+        bytes.withUnsafeBytes { source in
+            out.withUnsafeMutableBytes { target in
+                for i in 0..<(bytes.count / 4) {
+                    let value = max(-1, min(1, source.loadUnaligned(fromByteOffset: i * 4, as: Float.self)))
+                    target.storeBytes(of: Int16(value * 32767).littleEndian, toByteOffset: i * 2, as: Int16.self)
+                }
+            }
+        }
+        return out
+    }
+}
