@@ -22,7 +22,8 @@ public final class PipeWireAudioSource: CaptureSource {
     private let video: CaptureSource
     private let configuration: Configuration
     private let logger: Logger
-    private var streams: [SampleType: PipeWireAudioStream] = [:]
+    private let streams: [SampleType: PipeWireAudioStream]
+    private var session: PipeWireSession?
     /// How often the loop takes what PipeWire captured.
     static let pollInterval: UInt64 = 10_000_000
     private var silenceReported: Set<SampleType> = []
@@ -31,6 +32,14 @@ public final class PipeWireAudioSource: CaptureSource {
         self.video = video
         self.configuration = configuration
         self.logger = logger
+        var streams: [SampleType: PipeWireAudioStream] = [:]
+        if let app = configuration.app {
+            streams[.audioApp] = PipeWireAudioStream(name: "app audio", target: app, channels: configuration.format.channels, capturesSink: true)
+        }
+        if let mic = configuration.mic {
+            streams[.audioMic] = PipeWireAudioStream(name: "mic", target: mic, channels: configuration.format.channels, capturesSink: false)
+        }
+        self.streams = streams
     }
 
     public var description: String {
@@ -70,29 +79,25 @@ public final class PipeWireAudioSource: CaptureSource {
     public func begin(at time: UInt64) throws(CaptureError) {
         try video.begin(at: time)
         silenceReported = []
-        for (type, target, capturesSink) in [(SampleType.audioApp, configuration.app, true), (.audioMic, configuration.mic, false)] {
-            guard let target else { continue }
-            let stream = PipeWireAudioStream(name: type == .audioApp ? "app audio" : "mic", target: target,
-                                             channels: configuration.format.channels, capturesSink: capturesSink)
-            do { try stream.start(at: time) } catch {
-                logger.warning("\(stream.name): \(error); sending silence")
-            }
-            streams[type] = stream
+        let session = PipeWireSession(streams: Array(streams.values))
+        do { try session.start(at: time) } catch {
+            logger.warning("\(error); app audio and the microphone will be silent")
         }
+        self.session = session
     }
 
     public func end() {
-        for stream in streams.values { stream.stop() }
-        streams = [:]
+        session?.stop()
+        session = nil
         video.end()
     }
 
     public func nextAudioDeadline() -> UInt64? {
-        streams.isEmpty ? nil : MonotonicClock.now() + Self.pollInterval
+        session == nil ? nil : MonotonicClock.now() + Self.pollInterval
     }
 
     public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {
-        guard let stream = streams[type], var chunk = stream.take(now: now) else { return nil }
+        guard session != nil, let stream = streams[type], var chunk = stream.take(now: now) else { return nil }
         // Said once per silent stretch: the device is missing, unplugged, or PipeWire is not running.
         if stream.silentSince != nil {
             if silenceReported.insert(type).inserted {

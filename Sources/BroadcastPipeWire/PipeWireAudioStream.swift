@@ -6,9 +6,10 @@ import Synchronization
 
 /// What a PipeWire audio stream captures.
 public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
-    /// The default device: for app audio the default sink's monitor, for the microphone the default source.
+    /// The default device, followed when it changes: for app audio the default sink (its monitor), for the
+    /// microphone the default source; only a real source counts as a microphone.
     case defaultDevice
-    /// A node by its name (`node.name`) or serial number, as `pw-cli ls Node` shows them.
+    /// A node by its name (`node.name`), as `pw-cli ls Node` or `wpctl status` show them.
     case node(String)
 
     public var description: String {
@@ -19,12 +20,14 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// One PipeWire capture stream of interleaved float32 audio at 48 kHz, stamped on CLOCK_MONOTONIC from
-/// PipeWire's own timing (the graph cycle's time less the delay from the device), not from when a
-/// callback ran. PipeWire's thread puts each buffer into a queue of at most `queueLimit` ns of audio
-/// (the oldest is dropped, and counted, past that); the daemon's loop takes chunks with `take(now:)`.
-/// When nothing arrives for `silenceAfter` ns (the device is missing, unplugged, or has not been linked
-/// yet), `take` carries the stream on with silence: never a gap.
+/// One audio stream of the broadcast (app audio or the microphone): interleaved float32 at 48 kHz on
+/// CLOCK_MONOTONIC, continuous whatever PipeWire does. A `PipeWireSession` connects it to a node and
+/// reconnects it when the node changes; each buffer is stamped from PipeWire's timing (the graph
+/// cycle's time less the delay from the device), not from when a callback ran, and placed where the
+/// last chunk ended unless that is more than 20 ms off. Chunks wait in a queue of at most `queueLimit`
+/// ns of audio (the oldest is dropped, and counted, past that) for the daemon's loop, which takes them
+/// with `take(now:)`. When nothing arrives for `silenceAfter` ns (no device, unplugged, PipeWire not
+/// running) `take` carries the stream on with silence: never a gap.
 public final class PipeWireAudioStream: @unchecked Sendable {
     public static let rate = 48_000
     public static let silenceAfter: UInt64 = 200_000_000
@@ -35,9 +38,13 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     public let name: String
     public let target: AudioTarget
     public let channels: Int
-    private let capturesSink: Bool
-    private var loop: OpaquePointer?
-    private var stream: OpaquePointer?
+    /// App audio: captures what a sink plays (its monitor), not a source.
+    let capturesSink: Bool
+
+    // Touched only on PipeWire's thread (or with it locked).
+    private(set) var stream: OpaquePointer?
+    /// The node the stream is connected to, by name.
+    private(set) var connectedTo: String?
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
@@ -52,46 +59,12 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     }
     private let shared = Mutex(Shared())
 
-    /// - Parameters:
-    ///   - capturesSink: true for app audio: capture what a sink plays (its monitor), not a source.
     public init(name: String, target: AudioTarget, channels: Int, capturesSink: Bool) {
         self.name = name
         self.target = target
         self.channels = channels
         self.capturesSink = capturesSink
         events.initialize(to: pw_stream_events())
-        listener.initialize(to: spa_hook())
-    }
-
-    deinit {
-        stop()
-        events.deallocate()
-        listener.deallocate()
-    }
-
-    /// Connects to PipeWire (`$PIPEWIRE_REMOTE`, else `$XDG_RUNTIME_DIR/pipewire-0`) and starts capturing;
-    /// the stream's time starts at `time`. Throws when PipeWire cannot be reached.
-    public func start(at time: UInt64) throws(CaptureError) {
-        PipeWireLibrary.initialize()
-        shared.withLock {
-            $0 = Shared()
-            $0.next = time
-        }
-        guard let loop = pw_thread_loop_new("broadcastd-\(name)", nil) else {
-            throw CaptureError(source: "pipewire", operation: "start \(name) capture", reason: "pw_thread_loop_new failed")
-        }
-        self.loop = loop
-        let properties = bd_pw_properties_new()
-        pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Audio")
-        pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
-        pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Production")
-        pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-" + name.split(separator: " ").joined(separator: "-"))
-        pw_properties_set(properties, PW_KEY_APP_NAME, "broadcastd")
-        if capturesSink { pw_properties_set(properties, "stream.capture.sink", "true") }
-        if case .node(let node) = target { pw_properties_set(properties, "target.object", node) }
-        // Don't follow a new default when a specific node was asked for.
-        if target != .defaultDevice { pw_properties_set(properties, "node.dont-reconnect", "true") }
-
         events.pointee.version = bd_pw_version_stream_events()
         events.pointee.process = { data in
             Unmanaged<PipeWireAudioStream>.fromOpaque(data!).takeUnretainedValue().process()
@@ -101,30 +74,57 @@ public final class PipeWireAudioStream: @unchecked Sendable {
             let text = String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
             me.shared.withLock { $0.state = text }
         }
-        pw_thread_loop_lock(loop)
-        defer { pw_thread_loop_unlock(loop) }
-        guard let stream = pw_stream_new_simple(pw_thread_loop_get_loop(loop), "broadcastd \(name)", properties, events,
-                                                Unmanaged.passUnretained(self).toOpaque()) else {
-            throw CaptureError(source: "pipewire", operation: "start \(name) capture", reason: "pw_stream_new_simple failed: \(String(cString: strerror(errno)))")
-        }
-        self.stream = stream
-        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(SPA_AUDIO_FORMAT_F32_LE.rawValue), UInt32(Self.rate), UInt32(channels))
-        guard result >= 0 else {
-            throw CaptureError(source: "pipewire", operation: "start \(name) capture", reason: "cannot connect to PipeWire: \(String(cString: strerror(-result)))")
-        }
-        guard pw_thread_loop_start(loop) >= 0 else {
-            throw CaptureError(source: "pipewire", operation: "start \(name) capture", reason: "cannot start PipeWire's thread")
+        listener.initialize(to: spa_hook())
+    }
+
+    deinit {
+        events.deallocate()
+        listener.deallocate()
+    }
+
+    /// The stream's time starts at `time`, with nothing queued.
+    func reset(at time: UInt64) {
+        shared.withLock {
+            $0 = Shared()
+            $0.next = time
         }
     }
 
-    /// Stops capturing and disconnects.
-    public func stop() {
-        guard let loop else { return }
-        pw_thread_loop_stop(loop)
+    /// On PipeWire's thread: captures from the node named `node`, or from nothing (silence).
+    /// WirePlumber is told never to move the stream elsewhere: following a device is the session's job.
+    func connect(core: OpaquePointer, to node: String?) {
+        guard node != connectedTo || (node != nil && stream == nil) else { return }
+        disconnect()
+        guard let node else { return }
+        let properties = bd_pw_properties_new()
+        pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Audio")
+        pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
+        pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Production")
+        pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-" + name.split(separator: " ").joined(separator: "-"))
+        pw_properties_set(properties, "target.object", node)
+        pw_properties_set(properties, "node.dont-reconnect", "true")
+        if capturesSink { pw_properties_set(properties, "stream.capture.sink", "true") }
+        guard let stream = pw_stream_new(core, "broadcastd \(name)", properties) else {
+            shared.withLock { $0.state = "error: pw_stream_new failed" }
+            return
+        }
+        pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
+        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(SPA_AUDIO_FORMAT_F32_LE.rawValue), UInt32(Self.rate), UInt32(channels))
+        guard result >= 0 else {
+            shared.withLock { $0.state = "error: cannot connect: \(String(cString: strerror(-result)))" }
+            pw_stream_destroy(stream)
+            return
+        }
+        self.stream = stream
+        connectedTo = node
+    }
+
+    /// On PipeWire's thread (or with it stopped).
+    func disconnect() {
         if let stream { pw_stream_destroy(stream) }
-        pw_thread_loop_destroy(loop)
         stream = nil
-        self.loop = nil
+        connectedTo = nil
+        shared.withLock { $0.state = "unconnected" }
     }
 
     /// The stream's state as PipeWire says it ("streaming", "paused", "error: ..."), and the figures so far.
@@ -150,11 +150,11 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         // The buffer's last sample left the device `delay` before the cycle began at `now`.
         var delay: Int64 = 0
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
-        let stamped = UInt64(max(0, time.now - delay)) &- duration
+        let stamped = time.now > 0 ? UInt64(max(0, time.now - delay)) &- duration : nil
         let bytes = [UInt8](UnsafeRawBufferPointer(start: base + offset, count: size))
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: time.now > 0 ? stamped : s.next)
+            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, channels: channels)
         }
     }
 
@@ -194,31 +194,29 @@ public struct AudioStreamFigures: Equatable, Sendable {
 
 extension PipeWireAudioStream.Shared {
     /// Places a captured buffer on the stream's timeline: where the last chunk ended, unless PipeWire's own
-    /// time is more than 20 ms away from that (a resync), and never before the end of what was sent.
-    mutating func enqueue(bytes: [UInt8], frames: Int, duration: UInt64, stamped: UInt64) {
-        var start = next
+    /// time is more than 20 ms later (a resync after a stretch without audio: silence fills the gap) or
+    /// earlier (it cannot go before what was already sent, so it goes at the end).
+    mutating func enqueue(bytes: [UInt8], frames: Int, duration: UInt64, stamped: UInt64, channels: Int) {
         let distance = stamped > next ? stamped - next : next - stamped
         if distance > 20_000_000 {
             figures.resyncs += 1
-            start = max(stamped, next)
+            if stamped > next {
+                let gap = Int((stamped - next) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
+                append(AudioChunk(presentationTime: next, duration: UInt64(gap) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate), frameCount: gap,
+                                  bytes: [UInt8](repeating: 0, count: gap * 4 * channels)))
+            }
         }
         silentSince = nil
-        chunks.append(AudioChunk(presentationTime: start, duration: duration, frameCount: frames, bytes: bytes))
-        queued += duration
-        next = start + duration
+        append(AudioChunk(presentationTime: next, duration: duration, frameCount: frames, bytes: bytes))
         while queued > PipeWireAudioStream.queueLimit, !chunks.isEmpty {
             queued -= chunks.removeFirst().duration
             figures.dropped += 1
         }
     }
-}
 
-/// pw_init, once per process.
-enum PipeWireLibrary {
-    private static let initialized: Bool = {
-        pw_init(nil, nil)
-        return true
-    }()
-
-    static func initialize() { _ = initialized }
+    private mutating func append(_ chunk: AudioChunk) {
+        chunks.append(chunk)
+        queued += chunk.duration
+        next = chunk.presentationTime + chunk.duration
+    }
 }

@@ -25,3 +25,30 @@ static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, u
 }
 
 static inline uint32_t bd_pw_version_stream_events(void) { return PW_VERSION_STREAM_EVENTS; }
+
+#include <pipewire/extensions/metadata.h>
+
+static inline uint32_t bd_pw_version_registry_events(void) { return PW_VERSION_REGISTRY_EVENTS; }
+static inline uint32_t bd_pw_version_metadata_events(void) { return PW_VERSION_METADATA_EVENTS; }
+static inline const char *bd_pw_type_node(void) { return PW_TYPE_INTERFACE_Node; }
+static inline const char *bd_pw_type_metadata(void) { return PW_TYPE_INTERFACE_Metadata; }
+
+static inline struct pw_registry *bd_pw_core_get_registry(struct pw_core *core) {
+    return pw_core_get_registry(core, PW_VERSION_REGISTRY, 0);
+}
+
+static inline int bd_pw_registry_add_listener(struct pw_registry *registry, struct spa_hook *hook,
+                                              const struct pw_registry_events *events, void *data) {
+    return pw_registry_add_listener(registry, hook, events, data);
+}
+
+static inline struct pw_metadata *bd_pw_registry_bind_metadata(struct pw_registry *registry, uint32_t id) {
+    return (struct pw_metadata *)pw_registry_bind(registry, id, PW_TYPE_INTERFACE_Metadata, PW_VERSION_METADATA, 0);
+}
+
+static inline int bd_pw_metadata_add_listener(struct pw_metadata *metadata, struct spa_hook *hook,
+                                              const struct pw_metadata_events *events, void *data) {
+    return pw_metadata_add_listener(metadata, hook, events, data);
+}
+
+static inline void bd_pw_proxy_destroy(void *proxy) { pw_proxy_destroy((struct pw_proxy *)proxy); }

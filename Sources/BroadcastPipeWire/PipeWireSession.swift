@@ -1,0 +1,165 @@
+import BroadcastCapture
+import CPipeWire
+import Glibc
+import Synchronization
+
+/// broadcastd's connection to PipeWire while a broadcast is live: one thread (pw_thread_loop) that
+/// watches the graph (nodes, and the `default` metadata that names the default sink and source) and
+/// keeps each audio stream connected to the node it should capture. A stream that asks for the default
+/// device follows it; only a sink counts for app audio and only a source for the microphone, so the
+/// microphone is silent, not app audio, when WirePlumber falls back to a sink's monitor as the default
+/// source. A named node is captured whenever it exists.
+public final class PipeWireSession: @unchecked Sendable {
+    public let streams: [PipeWireAudioStream]
+    private var loop: OpaquePointer?
+    private var context: OpaquePointer?
+    private var core: OpaquePointer?
+    private var registry: OpaquePointer?
+    private var metadata: OpaquePointer?
+    private let registryEvents = UnsafeMutablePointer<pw_registry_events>.allocate(capacity: 1)
+    private let registryListener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
+    private let metadataEvents = UnsafeMutablePointer<pw_metadata_events>.allocate(capacity: 1)
+    private let metadataListener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
+
+    /// On PipeWire's thread: the graph as far as it matters here.
+    private var nodes: [UInt32: (name: String, mediaClass: String)] = [:]
+    private var defaultSink: String?
+    private var defaultSource: String?
+
+    public init(streams: [PipeWireAudioStream]) {
+        self.streams = streams
+        registryEvents.initialize(to: pw_registry_events())
+        registryEvents.pointee.version = bd_pw_version_registry_events()
+        registryEvents.pointee.global = { data, id, _, type, _, props in
+            Unmanaged<PipeWireSession>.fromOpaque(data!).takeUnretainedValue().global(id, type.map { String(cString: $0) } ?? "", props)
+        }
+        registryEvents.pointee.global_remove = { data, id in
+            Unmanaged<PipeWireSession>.fromOpaque(data!).takeUnretainedValue().globalRemoved(id)
+        }
+        registryListener.initialize(to: spa_hook())
+        metadataEvents.initialize(to: pw_metadata_events())
+        metadataEvents.pointee.version = bd_pw_version_metadata_events()
+        metadataEvents.pointee.property = { data, subject, key, _, value in
+            Unmanaged<PipeWireSession>.fromOpaque(data!).takeUnretainedValue()
+                .metadataProperty(key.map { String(cString: $0) }, value.map { String(cString: $0) })
+            return 0
+        }
+        metadataListener.initialize(to: spa_hook())
+    }
+
+    deinit {
+        stop()
+        registryEvents.deallocate()
+        registryListener.deallocate()
+        metadataEvents.deallocate()
+        metadataListener.deallocate()
+    }
+
+    /// Connects to PipeWire (`$PIPEWIRE_REMOTE`, `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`); the streams'
+    /// time starts at `time`. Throws when PipeWire cannot be reached: the streams then carry silence.
+    public func start(at time: UInt64) throws(CaptureError) {
+        PipeWireLibrary.initialize()
+        for stream in streams { stream.reset(at: time) }
+        func failure(_ reason: String) -> CaptureError {
+            stop()
+            return CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
+        }
+        guard let loop = pw_thread_loop_new("broadcastd-pipewire", nil) else { throw failure("pw_thread_loop_new failed") }
+        self.loop = loop
+        guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else { throw failure("pw_context_new failed") }
+        self.context = context
+        pw_thread_loop_lock(loop)
+        guard let core = pw_context_connect(context, nil, 0) else {
+            let reason = String(cString: strerror(errno))
+            pw_thread_loop_unlock(loop)
+            throw failure("\(reason) (is PipeWire running?)")
+        }
+        self.core = core
+        let registry = bd_pw_core_get_registry(core)
+        self.registry = registry
+        bd_pw_registry_add_listener(registry, registryListener, registryEvents, Unmanaged.passUnretained(self).toOpaque())
+        pw_thread_loop_unlock(loop)
+        guard pw_thread_loop_start(loop) >= 0 else { throw failure("cannot start PipeWire's thread") }
+    }
+
+    /// Disconnects; the streams stop receiving (and carry silence if taken from).
+    public func stop() {
+        guard let loop else { return }
+        pw_thread_loop_stop(loop)
+        for stream in streams { stream.disconnect() }
+        if let metadata { bd_pw_proxy_destroy(UnsafeMutableRawPointer(metadata)) }
+        if let registry { bd_pw_proxy_destroy(UnsafeMutableRawPointer(registry)) }
+        if let core { pw_core_disconnect(core) }
+        if let context { pw_context_destroy(context) }
+        pw_thread_loop_destroy(loop)
+        (self.loop, self.context, self.core, self.registry, self.metadata) = (nil, nil, nil, nil, nil)
+        nodes = [:]
+        (defaultSink, defaultSource) = (nil, nil)
+    }
+
+    // MARK: - On PipeWire's thread
+
+    private func global(_ id: UInt32, _ type: String, _ props: UnsafePointer<spa_dict>?) {
+        func property(_ key: String) -> String? { spa_dict_lookup(props, key).map { String(cString: $0) } }
+        if type == String(cString: bd_pw_type_node()), let name = property("node.name"), let mediaClass = property("media.class") {
+            nodes[id] = (name, mediaClass)
+            follow()
+        } else if type == String(cString: bd_pw_type_metadata()), property("metadata.name") == "default", metadata == nil, let registry,
+                  let metadata = bd_pw_registry_bind_metadata(registry, id) {
+            self.metadata = metadata
+            bd_pw_metadata_add_listener(metadata, metadataListener, metadataEvents, Unmanaged.passUnretained(self).toOpaque())
+        }
+    }
+
+    private func globalRemoved(_ id: UInt32) {
+        guard nodes.removeValue(forKey: id) != nil else { return }
+        follow()
+    }
+
+    /// `default.audio.sink` and `default.audio.source` (values like `{"name":"alsa_output.pci-..."}`).
+    private func metadataProperty(_ key: String?, _ value: String?) {
+        let name = value.flatMap(Self.jsonName)
+        switch key {
+        case "default.audio.sink": defaultSink = name
+        case "default.audio.source": defaultSource = name
+        case nil: (defaultSink, defaultSource) = (nil, nil) // everything cleared
+        default: return
+        }
+        follow()
+    }
+
+    /// Connects each stream to the node it should capture now (nothing: it carries silence).
+    private func follow() {
+        guard let core else { return }
+        for stream in streams {
+            let wanted: String?
+            switch stream.target {
+            case .node(let name): wanted = name
+            case .defaultDevice: wanted = stream.capturesSink ? defaultSink : defaultSource
+            }
+            let node = nodes.values.first { $0.name == wanted }
+            let fits = node.map { stream.capturesSink ? $0.mediaClass == "Audio/Sink" : $0.mediaClass.hasPrefix("Audio/Source") } ?? false
+            stream.connect(core: core, to: fits ? wanted : nil)
+        }
+    }
+
+    /// The `name` of a small JSON object such as `{"name":"test_mic"}`.
+    static func jsonName(_ json: String) -> String? {
+        let text = Substring(json)
+        guard let key = text.indices.first(where: { text[$0...].hasPrefix("\"name\"") }) else { return nil }
+        let rest = text[text.index(key, offsetBy: 6)...].drop { $0 == " " || $0 == ":" }
+        guard rest.first == "\"" else { return nil }
+        let value = rest.dropFirst().prefix { $0 != "\"" }
+        return value.isEmpty ? nil : String(value)
+    }
+}
+
+/// pw_init, once per process.
+enum PipeWireLibrary {
+    private static let initialized: Bool = {
+        pw_init(nil, nil)
+        return true
+    }()
+
+    static func initialize() { _ = initialized }
+}
