@@ -15,7 +15,8 @@ BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
-    make man-db groff-base srt-tools nginx libnginx-mod-rtmp)
+    make man-db groff-base srt-tools nginx libnginx-mod-rtmp
+    libpipewire-0.3-dev pipewire pipewire-bin wireplumber dbus-daemon)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).
 free_display() {

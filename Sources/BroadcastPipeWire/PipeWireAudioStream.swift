@@ -9,7 +9,8 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
     /// The default device, followed when it changes: for app audio the default sink (its monitor), for the
     /// microphone the default source; only a real source counts as a microphone.
     case defaultDevice
-    /// A node by its name (`node.name`), as `pw-cli ls Node` or `wpctl status` show them.
+    /// A node by its name (`node.name`), as `pw-cli ls Node` or `wpctl status` show them; for app audio
+    /// also an application by its name (`application.name`): the first of its playback streams.
     case node(String)
 
     public var description: String {
@@ -38,12 +39,12 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     public let name: String
     public let target: AudioTarget
     public let channels: Int
-    /// App audio: captures what a sink plays (its monitor), not a source.
+    /// App audio: captures what a sink or an application plays, not a source.
     let capturesSink: Bool
 
     // Touched only on PipeWire's thread (or with it locked).
     private(set) var stream: OpaquePointer?
-    /// The node the stream is connected to, by name.
+    /// The node the stream is connected to, by serial number.
     private(set) var connectedTo: String?
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
@@ -90,9 +91,10 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         }
     }
 
-    /// On PipeWire's thread: captures from the node named `node`, or from nothing (silence).
-    /// WirePlumber is told never to move the stream elsewhere: following a device is the session's job.
-    func connect(core: OpaquePointer, to node: String?) {
+    /// On PipeWire's thread: captures from the node with serial number `node` (a sink's monitor when `monitor`), or from
+    /// nothing (silence). WirePlumber is told never to move the stream elsewhere: following a device is the
+    /// session's job.
+    func connect(core: OpaquePointer, to node: String?, monitor: Bool) {
         guard node != connectedTo || (node != nil && stream == nil) else { return }
         disconnect()
         guard let node else { return }
@@ -103,7 +105,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-" + name.split(separator: " ").joined(separator: "-"))
         pw_properties_set(properties, "target.object", node)
         pw_properties_set(properties, "node.dont-reconnect", "true")
-        if capturesSink { pw_properties_set(properties, "stream.capture.sink", "true") }
+        if monitor { pw_properties_set(properties, "stream.capture.sink", "true") }
         guard let stream = pw_stream_new(core, "broadcastd \(name)", properties) else {
             shared.withLock { $0.state = "error: pw_stream_new failed" }
             return

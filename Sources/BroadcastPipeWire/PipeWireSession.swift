@@ -6,9 +6,9 @@ import Synchronization
 /// broadcastd's connection to PipeWire while a broadcast is live: one thread (pw_thread_loop) that
 /// watches the graph (nodes, and the `default` metadata that names the default sink and source) and
 /// keeps each audio stream connected to the node it should capture. A stream that asks for the default
-/// device follows it; only a sink counts for app audio and only a source for the microphone, so the
-/// microphone is silent, not app audio, when WirePlumber falls back to a sink's monitor as the default
-/// source. A named node is captured whenever it exists.
+/// device follows it; only a sink (or an application's playback stream, named) counts for app audio and
+/// only a source for the microphone, so the microphone is silent, not app audio, when WirePlumber falls
+/// back to a sink's monitor as the default source. A named node is captured whenever it exists.
 public final class PipeWireSession: @unchecked Sendable {
     public let streams: [PipeWireAudioStream]
     private var loop: OpaquePointer?
@@ -22,7 +22,14 @@ public final class PipeWireSession: @unchecked Sendable {
     private let metadataListener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
     /// On PipeWire's thread: the graph as far as it matters here.
-    private var nodes: [UInt32: (name: String, mediaClass: String)] = [:]
+    private var nodes: [UInt32: Node] = [:]
+    struct Node {
+        /// Unique, unlike names (two players of one program share theirs): what streams target.
+        var serial: String
+        var name: String
+        var mediaClass: String
+        var application: String?
+    }
     private var defaultSink: String?
     private var defaultSource: String?
 
@@ -102,7 +109,8 @@ public final class PipeWireSession: @unchecked Sendable {
     private func global(_ id: UInt32, _ type: String, _ props: UnsafePointer<spa_dict>?) {
         func property(_ key: String) -> String? { spa_dict_lookup(props, key).map { String(cString: $0) } }
         if type == String(cString: bd_pw_type_node()), let name = property("node.name"), let mediaClass = property("media.class") {
-            nodes[id] = (name, mediaClass)
+            nodes[id] = Node(serial: property("object.serial") ?? "\(id)", name: name, mediaClass: mediaClass,
+                             application: property("application.name"))
             follow()
         } else if type == String(cString: bd_pw_type_metadata()), property("metadata.name") == "default", metadata == nil, let registry,
                   let metadata = bd_pw_registry_bind_metadata(registry, id) {
@@ -132,15 +140,31 @@ public final class PipeWireSession: @unchecked Sendable {
     private func follow() {
         guard let core else { return }
         for stream in streams {
-            let wanted: String?
-            switch stream.target {
-            case .node(let name): wanted = name
-            case .defaultDevice: wanted = stream.capturesSink ? defaultSink : defaultSource
-            }
-            let node = nodes.values.first { $0.name == wanted }
-            let fits = node.map { stream.capturesSink ? $0.mediaClass == "Audio/Sink" : $0.mediaClass.hasPrefix("Audio/Source") } ?? false
-            stream.connect(core: core, to: fits ? wanted : nil)
+            let node = stream.capturesSink ? appNode(stream.target) : micNode(stream.target)
+            stream.connect(core: core, to: node?.serial, monitor: node?.mediaClass == "Audio/Sink")
         }
+    }
+
+    /// A sink (its monitor), or an application's playback stream.
+    private func appNode(_ target: AudioTarget) -> Node? {
+        switch target {
+        case .defaultDevice:
+            return nodes.values.first { $0.name == defaultSink && $0.mediaClass == "Audio/Sink" }
+        case .node(let name):
+            let candidates = nodes.sorted { $0.key < $1.key }.map(\.value)
+            return candidates.first { $0.name == name && ($0.mediaClass == "Audio/Sink" || $0.mediaClass == "Stream/Output/Audio") }
+                ?? candidates.first { $0.application == name && $0.mediaClass == "Stream/Output/Audio" && !$0.name.hasPrefix("broadcastd-") }
+        }
+    }
+
+    /// A source: never a sink's monitor, which WirePlumber offers as the default source when there is none.
+    private func micNode(_ target: AudioTarget) -> Node? {
+        let name: String?
+        switch target {
+        case .defaultDevice: name = defaultSource
+        case .node(let node): name = node
+        }
+        return nodes.values.first { $0.name == name && $0.mediaClass.hasPrefix("Audio/Source") }
     }
 
     /// The `name` of a small JSON object such as `{"name":"test_mic"}`.

@@ -73,15 +73,42 @@ final class PipeWireHarness {
 
     private func log(_ name: String) -> String { runtime + "/\(name).log" }
 
-    /// Plays a sine at `frequency` (amplitude 1/8, stereo, 48 kHz) into `node`, for `seconds`.
-    func play(frequency: Double, into node: String, seconds: Int = 60) throws {
+    /// A null sink named `name`, like test_sink.
+    func createSink(_ name: String) throws {
+        let made = try runTool("/usr/bin/pw-cli", ["create-node", "adapter",
+            "{ factory.name=support.null-audio-sink node.name=\(name) media.class=Audio/Sink object.linger=true audio.position=[FL FR] }"],
+            environment: environment)
+        guard made.status == 0 else { throw HarnessError("pw-cli create-node: \(made.stderr)") }
+    }
+
+    /// Makes the node named `name` the default sink or source (`wpctl set-default`, by its id from pw-dump).
+    func setDefault(_ name: String) throws {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            let dump = try runTool("/usr/bin/pw-dump", [], environment: environment)
+            let objects = (try? JSONSerialization.jsonObject(with: Data(dump.stdout.utf8))) as? [[String: Any]] ?? []
+            let node = objects.first { (($0["info"] as? [String: Any])?["props"] as? [String: Any])?["node.name"] as? String == name }
+            if let id = node?["id"] as? Int {
+                let set = try runTool("/usr/bin/wpctl", ["set-default", "\(id)"], environment: environment)
+                guard set.status == 0 else { throw HarnessError("wpctl set-default: \(set.stderr)") }
+                return
+            }
+            usleep(50_000)
+        }
+        throw HarnessError("no node named \(name)")
+    }
+
+    /// Plays a sine at `frequency` (amplitude 1/8, stereo, 48 kHz) into `node` and nowhere else, for
+    /// `seconds`, as the application `application` (pw-play's own name by default).
+    func play(frequency: Double, into node: String, application: String? = nil, seconds: Int = 60) throws {
         let file = runtime + "/tone-\(Int(frequency)).wav"
         if !FileManager.default.fileExists(atPath: file) {
             let made = try runTool("/usr/bin/ffmpeg", ["-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=\(seconds)",
                                                        "-ac", "2", "-ar", "48000", file])
             guard made.status == 0 else { throw HarnessError("ffmpeg: \(made.stderr)") }
         }
-        try spawn("pw-play", ["--target", node, file])
+        // Pinned to its node: WirePlumber would otherwise move it when the default sink changes or its node goes.
+        try spawn("pw-play", ["--target", node, "-P", "{ node.dont-reconnect = true \(application.map { "application.name = \($0)" } ?? "") }", file])
     }
 
     /// Stops the first process named `name` (pw-loopback: the microphone goes away).

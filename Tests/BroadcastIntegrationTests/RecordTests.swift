@@ -308,13 +308,14 @@ extension Integration {
 
     /// An unchanging X11 screen: the repeats the daemon flags are not encoded (one frame a second
     /// still is, so fragments keep coming), the file stays the right length, and with no audio
-    /// from X11 the file has no audio track.
+    /// (--app-audio none --mic none) the file has no audio track.
     @Test func aStillScreenCostsAlmostNothing() throws {
         let x = try XServer(.xvfb, width: 640, height: 480)
         defer { x.stop() }
         let painter = try x.painter()
         try painter.bars()
-        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden"])
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden",
+                                        "--app-audio", "none", "--mic", "none"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/still.mp4"
         let (error, result) = try record(daemon, to: path, seconds: 3)
