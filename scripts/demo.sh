@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job: a demo broadcast of a real X11 screen. When there is no display (DISPLAY unset), a
-# private 1920x1080 Xvfb is started with a clock on it and a pointer that moves. broadcastd runs on a
+# The main job: a demo broadcast of a real X11 screen with app audio and the microphone from PipeWire.
+# When there is no display (DISPLAY unset), a private 1920x1080 Xvfb is started with a clock on it and
+# a pointer that moves; when no PipeWire runs, a private one playing two tones. broadcastd runs on a
 # private socket and captures it through XCB-SHM; the inspect handler receives 6 s of broadcast with
 # a pause in the middle, writes what it received to broadcastd-demo/summary.json, and
 # `broadcastctl snapshot` saves the frame on screen mid-broadcast as broadcastd-demo/frame.png. Then the record handler records 6 s,
-# again with a pause, to broadcastd-demo/recording.mp4 (H.264, fragmented MP4), which ffprobe describes.
+# again with a pause, to broadcastd-demo/recording.mp4 (H.264 and two Opus tracks, fragmented MP4), which
+# ffprobe describes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -20,10 +22,10 @@ mkdir -p "$out"
 runtime=$(mktemp -d)
 chmod 700 "$runtime"
 socket=$runtime/broadcastd.sock
-daemon= XVFB_PID= clients=()
+daemon= XVFB_PID= clients=() PIPEWIRE_PIDS=()
 cleanup() {
     [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-    for pid in "${clients[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${clients[@]}" "${PIPEWIRE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     [ -n "$XVFB_PID" ] && kill "$XVFB_PID" 2>/dev/null && wait "$XVFB_PID" 2>/dev/null
     rm -rf "$runtime"
 }
@@ -39,6 +41,13 @@ if [ -z "${DISPLAY:-}" ]; then
     clients+=($!)
 else
     echo "==> capturing your display $DISPLAY" >&2
+fi
+
+if [ -S "${PIPEWIRE_RUNTIME_DIR:-${XDG_RUNTIME_DIR:-/nonexistent}}/pipewire-0" ]; then
+    echo "==> app audio and the microphone from your PipeWire session" >&2
+else
+    start_pipewire "$runtime/pipewire"
+    echo "==> no PipeWire: started a private one; its default sink plays 440 Hz (app audio), its default source carries 880 Hz (the microphone)" >&2
 fi
 
 "$bin/broadcastd" --config /dev/null --source x11 --fps 30 --socket "$socket" \
@@ -78,7 +87,6 @@ for name, st in sorted(s["streams"].items()):
     print("%-9s %4d samples over %.2f s, dropped %d, gaps: %s, latency p50 %s µs p99 %s µs"
           % (name, st["count"], span, st["sequenceGaps"], gaps, lat.get("p50"), lat.get("p99")))
 print("video: %d of the frames repeated the one before (the screen did not change)" % s["repeatedFrames"])
-print("audio: none yet (PipeWire capture is the next backend)")
 PY
 
 echo "==> what ffprobe finds in the snapshot $out/frame.png"
@@ -97,3 +105,16 @@ wait $waiter
 echo "==> what ffprobe finds in $out/recording.mp4"
 ffprobe -v error -show_entries format=format_name,duration,size:stream=codec_name,width,height,avg_frame_rate \
     -of default=noprint_wrappers=1 "$out/recording.mp4"
+echo "==> the audio tracks of $out/recording.mp4, decoded by ffmpeg"
+for track in 0 1; do
+    ffmpeg -v error -i "$out/recording.mp4" -map "0:a:$track" -ac 1 -f f32le - | python3 -c '
+import array, math, sys
+name = sys.argv[1]
+samples = array.array("f", sys.stdin.buffer.read())[48000:]   # from the second second on
+if not samples:
+    print(f"{name}: no audio"); sys.exit()
+crossings = sum(1 for a, b in zip(samples, samples[1:]) if a < 0 <= b)
+rms = math.sqrt(sum(x * x for x in samples) / len(samples))
+level = "silent" if rms < 1e-4 else f"{20 * math.log10(rms):.1f} dBFS"
+print(f"{name}: {crossings * 48000 / len(samples):.0f} Hz, {level}")' "$([ $track = 0 ] && echo "app audio" || echo "microphone")"
+done

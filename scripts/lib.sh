@@ -37,6 +37,41 @@ start_xvfb() {
     return 1
 }
 
+# start_pipewire DIR: a private PipeWire stack (dbus-daemon, pipewire, wireplumber) in DIR, with a null
+# sink "demo_speakers" (the default sink) playing a 440 Hz tone and a microphone "demo_mic" (the default
+# source, pw-loopback fed from the sink demo_mic_in) carrying 880 Hz. Sets PIPEWIRE_PIDS (to kill) and
+# exports PIPEWIRE_RUNTIME_DIR for PipeWire clients.
+start_pipewire() {
+    local dir=$1
+    mkdir -p "$dir"; chmod 700 "$dir"
+    local env=(env XDG_RUNTIME_DIR="$dir" PIPEWIRE_RUNTIME_DIR="$dir" DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/bus"
+               XDG_CONFIG_HOME="$dir/config" XDG_STATE_HOME="$dir/state" HOME="$dir")
+    PIPEWIRE_PIDS=()
+    "${env[@]}" dbus-daemon --session --address="unix:path=$dir/bus" --nofork --nopidfile >"$dir/dbus.log" 2>&1 &
+    PIPEWIRE_PIDS+=($!)
+    for _ in $(seq 100); do [ -S "$dir/bus" ] && break; sleep 0.05; done
+    "${env[@]}" pipewire >"$dir/pipewire.log" 2>&1 &
+    PIPEWIRE_PIDS+=($!)
+    for _ in $(seq 100); do [ -S "$dir/pipewire-0" ] && break; sleep 0.05; done
+    [ -S "$dir/pipewire-0" ] || { echo "pipewire did not start:" >&2; cat "$dir/pipewire.log" >&2; return 1; }
+    "${env[@]}" wireplumber >"$dir/wireplumber.log" 2>&1 &
+    PIPEWIRE_PIDS+=($!)
+    "${env[@]}" pw-cli create-node adapter '{ factory.name=support.null-audio-sink node.name=demo_speakers
+        media.class=Audio/Sink object.linger=true audio.position=[FL FR] priority.session=2000 }' >/dev/null
+    "${env[@]}" pw-loopback --capture-props='media.class=Audio/Sink node.name=demo_mic_in audio.position=[FL FR] priority.session=100' \
+        --playback-props='media.class=Audio/Source node.name=demo_mic audio.position=[FL FR] priority.session=2000' \
+        >"$dir/loopback.log" 2>&1 &
+    PIPEWIRE_PIDS+=($!)
+    local f
+    for f in 440:demo_speakers 880:demo_mic_in; do
+        ffmpeg -loglevel error -y -f lavfi -i "sine=frequency=${f%%:*}:duration=600" -ac 2 -ar 48000 "$dir/tone-${f%%:*}.wav"
+        sleep 0.3
+        "${env[@]}" pw-play --target "${f#*:}" -P '{ node.dont-reconnect = true }' "$dir/tone-${f%%:*}.wav" >/dev/null 2>&1 &
+        PIPEWIRE_PIDS+=($!)
+    done
+    export PIPEWIRE_RUNTIME_DIR=$dir
+}
+
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
