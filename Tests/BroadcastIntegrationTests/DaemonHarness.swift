@@ -87,6 +87,9 @@ final class DaemonHarness {
         environment["XDG_DATA_DIRS"] = runtime + "/none"
         environment["XDG_CONFIG_HOME"] = runtime + "/config"
         environment["BROADCASTD_SOCKET"] = nil
+        // Never the user's own PipeWire: tests that want audio pass their private stack's.
+        environment["PIPEWIRE_REMOTE"] = nil
+        environment["PIPEWIRE_RUNTIME_DIR"] = nil
         environment.merge(extra) { _, new in new }
         process.environment = environment
         process.standardError = FileHandle(forWritingAtPath: logPath)

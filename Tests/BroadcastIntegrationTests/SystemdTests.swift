@@ -33,21 +33,8 @@ extension Integration {
         #expect(run.log.contains("socket activation: serving the socket systemd passed (\(socketPath))"), "\(run.log)")
 
         // A broadcast works as usual: the handler finds the daemon through the activated socket.
-        let controller = try ControllerClient(socketPath: socketPath, client: "test")
-        try controller.subscribe()
-        let id = try controller.start(handler: "inspect", maxDuration: 1)
-        let setup = try SetupClient(socketPath: socketPath, client: "test-setup")
-        try setup.complete(broadcast: id, url: run.runtime + "/summary.json", setupInfo: [:])
-        setup.close()
-        var finished = false
-        let deadline = Date().addingTimeInterval(20)
-        while !finished && Date() < deadline {
-            if case .finished(let f) = try controller.nextEvent(timeoutMilliseconds: 100) {
-                #expect(f.error == nil, "\(run.log)")
-                finished = true
-            }
-        }
-        #expect(finished, "the broadcast did not finish:\n\(run.log)")
+        let (controller, id) = try run.startInspect(socketPath, url: run.runtime + "/summary.json", maxDuration: 1)
+        #expect(try run.finishError(controller, id) == .some(nil), "\(run.log)")
         controller.close()
 
         #expect(try run.stop() == 0, "\(run.log)")
@@ -65,19 +52,14 @@ extension Integration {
         func started() -> [Int32] {
             run.log.split(separator: "\n").compactMap { $0.hasPrefix("service-manager: started ") ? Int32($0.split(separator: " ").last!) : nil }
         }
-        let controller = try ControllerClient(socketPath: socketPath, client: "test")
-        try controller.subscribe()
         let summary = run.runtime + "/killed.json"
-        let id = try controller.start(handler: "inspect", maxDuration: nil)
-        let setup = try SetupClient(socketPath: socketPath, client: "test-setup")
-        try setup.complete(broadcast: id, url: summary, setupInfo: [:])
-        setup.close()
-        func next(_ match: (ControllerClient.Event) -> Bool) throws -> Bool {
-            let deadline = Date().addingTimeInterval(20)
-            while Date() < deadline { if let event = try controller.nextEvent(timeoutMilliseconds: 100), match(event) { return true } }
-            return false
+        let (controller, _) = try run.startInspect(socketPath, url: summary, maxDuration: nil)
+        var live = false
+        let deadline = Date().addingTimeInterval(20)
+        while !live && Date() < deadline {
+            if case .stateChanged(let s) = try controller.nextEvent(timeoutMilliseconds: 100) { live = s.state == .live }
         }
-        #expect(try next { if case .stateChanged(let s) = $0 { s.state == .live } else { false } }, "\(run.log)")
+        #expect(live, "\(run.log)")
         usleep(300_000)
         let first = try #require(started().first)
         kill(first, SIGKILL)
@@ -92,17 +74,8 @@ extension Integration {
         // The handler of the killed daemon's broadcast finished its summary, with the reason.
         #expect(try InspectSummary.load(summary).finishError?.code == .shutdown)
 
-        let again = try ControllerClient(socketPath: socketPath, client: "test")
-        try again.subscribe()
-        let second = try again.start(handler: "inspect", maxDuration: 0.5)
-        let secondSetup = try SetupClient(socketPath: socketPath, client: "test-setup")
-        try secondSetup.complete(broadcast: second, url: run.runtime + "/after.json", setupInfo: [:])
-        secondSetup.close()
-        var error: BroadcastError?? = .none
-        let deadline = Date().addingTimeInterval(20)
-        while error == nil && Date() < deadline {
-            if case .finished(let f) = try again.nextEvent(timeoutMilliseconds: 100), f.broadcast == second { error = .some(f.error) }
-        }
+        let (again, second) = try run.startInspect(socketPath, url: run.runtime + "/after.json", maxDuration: 0.5)
+        let error = try run.finishError(again, second)
         #expect(error == .some(nil), "the restarted daemon's broadcast: \(String(describing: error))\n\(run.log)")
         again.close()
         #expect(try run.stop() == 0, "\(run.log)")
@@ -266,6 +239,26 @@ final class SystemdRun {
     }
 
     var isRunning: Bool { process.map { $0.reap() == nil } ?? false }
+
+    /// A broadcast to the inspect handler on the daemon at `socketPath`, set up; the controller is subscribed.
+    func startInspect(_ socketPath: String, url: String, maxDuration: Double?) throws -> (controller: ControllerClient, id: UInt32) {
+        let controller = try ControllerClient(socketPath: socketPath, client: "test")
+        try controller.subscribe()
+        let id = try controller.start(handler: "inspect", maxDuration: maxDuration)
+        let setup = try SetupClient(socketPath: socketPath, client: "test-setup")
+        try setup.complete(broadcast: id, url: url, setupInfo: [:])
+        setup.close()
+        return (controller, id)
+    }
+
+    /// How broadcast `id` finished: `.some(nil)` without an error; nil when it did not finish within `timeout`.
+    func finishError(_ controller: ControllerClient, _ id: UInt32, timeout: TimeInterval = 20) throws -> BroadcastError?? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if case .finished(let f) = try controller.nextEvent(timeoutMilliseconds: 100), f.broadcast == id { return .some(f.error) }
+        }
+        return nil
+    }
 
     func waitForFile(_ path: String, timeout: TimeInterval = 10) throws {
         let deadline = Date().addingTimeInterval(timeout)
