@@ -852,7 +852,7 @@ public final class Daemon {
         guard let handler, let current = machine.current, pool != nil else { return }
         announcePool(to: session)
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: setupInfo,
-                                                                video: VideoDescription(source.videoFormat),
+                                                                video: VideoDescription(source.videoFormat, colorRange: source.colorRange.rawValue),
                                                                 audio: AudioDescription(source.audioFormat),
                                                                 frameRate: Int((1e9 / Double(source.frameInterval)).rounded()),
                                                                 audioStreams: source.audioStreams.map(\.description))))
@@ -1020,7 +1020,7 @@ public final class Daemon {
             announcePool(to: session)
         }
         videoHeader = videoHeaderPrototype(pool: self.pool!, format: format)
-        session.enqueue(.json(.videoFormatChanged, VideoDescription(format)))
+        session.enqueue(.json(.videoFormatChanged, VideoDescription(format, colorRange: source.colorRange.rawValue)))
         discontinuous.insert(.video)
         logger.info("broadcast \(machine.current?.id ?? 0): video is now \(format)")
     }

@@ -23,6 +23,8 @@ open class BroadcastSampleHandler {
     public internal(set) var broadcastID: UInt32 = 0
     public internal(set) var broadcastURL: String?
     public internal(set) var videoFormat = VideoFormat(width: 0, height: 0)
+    /// NV12 and I420 frames use the full 0-255 range (`broadcastd --color-range full`), not BT.709's 16-235.
+    public internal(set) var videoFullRange = false
     public internal(set) var audioFormat = AudioFormat()
     /// The capture frame rate: one video sample per `1/framesPerSecond` s (repeats included, unless
     /// the manifest asks for a variable frame rate).

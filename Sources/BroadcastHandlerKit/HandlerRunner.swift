@@ -83,6 +83,7 @@ struct HandlerRunner {
                 handler.broadcastID = start.broadcast
                 handler.broadcastURL = start.url
                 handler.videoFormat = video
+                handler.videoFullRange = start.video.colorRange == "full"
                 guard let sampleFormat = AudioSampleFormat(name: start.audio.format) else { throw .malformed(.broadcastStarted, "unknown audio format \(start.audio.format)") }
                 handler.audioFormat = AudioFormat(channels: start.audio.channels, sampleFormat: sampleFormat)
                 if let rate = start.frameRate, rate > 0 { handler.framesPerSecond = rate }
@@ -122,6 +123,7 @@ struct HandlerRunner {
                 let description = try message.decode(VideoDescription.self)
                 guard let format = description.videoFormat else { throw .malformed(.videoFormatChanged, "unknown pixel format \(description.format)") }
                 handler.videoFormat = format
+                handler.videoFullRange = description.colorRange == "full"
                 handler.broadcastVideoFormatChanged(format)
             case .broadcastFinished:
                 let end = try message.decode(BroadcastEnd.self)

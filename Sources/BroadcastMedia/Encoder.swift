@@ -15,6 +15,8 @@ public struct VideoEncoderSettings: Equatable, Sendable {
     public var keyframeInterval: Double
     /// 0: as many as x264 judges useful.
     public var threads: Int
+    /// The frames use the full 0-255 range rather than BT.709's 16-235 (signalled in the stream).
+    public var fullRange = false
 
     public init(width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int = 23, preset: String = "veryfast",
                 tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0) {
@@ -90,8 +92,8 @@ public final class Encoder {
             context.pointee.gop_size = Int32(max(1, (settings.keyframeInterval * Double(settings.framesPerSecond)).rounded()))
             context.pointee.max_b_frames = 0
             context.pointee.thread_count = Int32(settings.threads)
-            // The capture path converts with BT.709, limited range: say so in the stream.
-            context.pointee.color_range = AVCOL_RANGE_MPEG
+            // The capture path converts with BT.709, in the range broadcastd says: the stream says the same.
+            context.pointee.color_range = settings.fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
             context.pointee.colorspace = AVCOL_SPC_BT709
             context.pointee.color_primaries = AVCOL_PRI_BT709
             context.pointee.color_trc = AVCOL_TRC_BT709

@@ -191,14 +191,18 @@ public struct VideoDescription: Codable, Equatable, Sendable {
     public var fourcc: UInt32
     public var planes: [Plane]
     public var frameSize: Int
+    /// "limited" (16-235) or "full" (0-255): the BT.709 quantisation of NV12 and I420 frames; absent
+    /// from older daemons, which sent limited range.
+    public var colorRange: String?
 
-    public init(_ format: VideoFormat) {
+    public init(_ format: VideoFormat, colorRange: String? = nil) {
         width = format.width
         height = format.height
         self.format = format.pixelFormat.description
         fourcc = format.pixelFormat.rawValue
         planes = format.planes
         frameSize = format.frameByteCount
+        self.colorRange = colorRange
     }
 
     public var videoFormat: VideoFormat? {

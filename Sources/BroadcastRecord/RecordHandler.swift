@@ -55,6 +55,7 @@ public final class RecordHandler: BroadcastSampleHandler {
         settings.width = options.size?.width ?? videoFormat.width
         settings.height = options.size?.height ?? videoFormat.height
         settings.framesPerSecond = options.framesPerSecond ?? framesPerSecond
+        settings.fullRange = videoFullRange
         let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
         guard videoFormat.pixelFormat != .bgrx else {
             throw MediaError("record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")

@@ -42,6 +42,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         settings.width = videoFormat.width
         settings.height = videoFormat.height
         settings.framesPerSecond = framesPerSecond
+        settings.fullRange = videoFullRange
         let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
         let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
         let globalHeader = options.container == .flv

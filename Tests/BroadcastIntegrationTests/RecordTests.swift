@@ -17,6 +17,7 @@ struct Recording {
         var height: Int?
         var channels: Int?
         var sample_rate: String?
+        var color_range: String?
     }
     struct Probe: Decodable {
         struct Format: Decodable { var format_name: String; var duration: String? }
@@ -109,6 +110,7 @@ extension Integration {
         #expect(probe.format.format_name.contains("mp4"))
         #expect(probe.streams.map(\.codec_name) == ["h264", "opus", "opus"])
         #expect(probe.streams[0].width == Self.width && probe.streams[0].height == Self.height)
+        #expect(probe.streams[0].color_range == "tv", "limited range, as broadcastd converts by default")
 
         let duration = number(result["duration"])
         let times = try file.frameTimes()
@@ -335,6 +337,19 @@ extension Integration {
     }
 
     /// Scaled, at a lower frame rate, turned for display, to the default place when no URL is given.
+    /// broadcastd --color-range full: the handler is told, and the H.264 stream says full range.
+    @Test func fullRangeFramesMakeAFullRangeFile() throws {
+        let x = try XServer(.xvfb, width: 640, height: 480)
+        defer { x.stop() }
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--color-range", "full",
+                                        "--app-audio", "none", "--mic", "none"])
+        defer { _ = try? daemon.stop() }
+        let path = daemon.runtime + "/full.mp4"
+        let (error, _) = try record(daemon, to: path, seconds: 1)
+        #expect(error == nil, "\(error?.message ?? "")")
+        #expect(try Recording(path: path, scratch: daemon.runtime).probe().streams.first?.color_range == "pc")
+    }
+
     @Test func videoOptionsShapeTheFileAndTheDefaultPlaceIsTheVideosFolder() throws {
         let videos = FileManager.default.temporaryDirectory.appendingPathComponent("videos-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: videos) }
