@@ -1,0 +1,72 @@
+import BroadcastCapture
+@testable import BroadcastPipeWire
+import Testing
+
+/// The PipeWire audio path's pure logic: the stream timeline, the default-device metadata, s16.
+@Suite struct PipeWireLogicTests {
+    func buffer(_ frames: Int, value: UInt8 = 1) -> [UInt8] { [UInt8](repeating: value, count: frames * 8) }
+    let quantum: UInt64 = 1024 * 1_000_000_000 / 48_000
+
+    @Test func buffersFollowEachOtherWhateverTheirStampsJitter() {
+        var timeline = PipeWireAudioStream.Shared()
+        timeline.next = 1_000_000_000
+        // PipeWire's stamps wander by a few ms: the chunks stay back to back.
+        for (i, jitter) in [0, 3_000_000, -2_000_000, 15_000_000].enumerated() {
+            let stamped = UInt64(Int64(1_000_000_000 + UInt64(i) * quantum) + Int64(jitter))
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: stamped, channels: 2)
+        }
+        #expect(timeline.chunks.map(\.presentationTime) == (0..<4).map { 1_000_000_000 + UInt64($0) * quantum })
+        #expect(timeline.figures.resyncs == 0)
+    }
+
+    @Test func aLateBufferIsPrecededBySilenceNotAGap() {
+        var timeline = PipeWireAudioStream.Shared()
+        timeline.next = 1_000_000_000
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 1_100_000_000, channels: 2)
+        #expect(timeline.figures.resyncs == 1)
+        #expect(timeline.chunks.count == 2)
+        let silence = timeline.chunks[0]
+        #expect(silence.presentationTime == 1_000_000_000 && silence.frameCount == 4800 && silence.bytes.allSatisfy { $0 == 0 })
+        #expect(timeline.chunks[1].presentationTime == silence.presentationTime + silence.duration)
+        // An early stamp cannot go back before what was sent: it goes at the end.
+        let end = timeline.next
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 500_000_000, channels: 2)
+        #expect(timeline.chunks.last?.presentationTime == end && timeline.figures.resyncs == 2)
+    }
+
+    @Test func theQueueHoldsHalfASecondAndCountsWhatItDrops() {
+        var timeline = PipeWireAudioStream.Shared()
+        for i in 0..<40 {
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: UInt64(i) * quantum, channels: 2)
+        }
+        #expect(timeline.queued <= PipeWireAudioStream.queueLimit)
+        #expect(timeline.figures.dropped == UInt64(40 - timeline.chunks.count) && timeline.figures.dropped > 0)
+    }
+
+    @Test func nothingComingMeansSilenceBehindTheClock() {
+        let stream = PipeWireAudioStream(name: "mic", target: .defaultDevice, channels: 1, capturesSink: false)
+        stream.reset(at: 0)
+        #expect(stream.take(now: PipeWireAudioStream.silenceAfter) == nil)
+        var covered: UInt64 = 0
+        while let chunk = stream.take(now: 1_000_000_000) {
+            #expect(chunk.presentationTime == covered && chunk.bytes.count == chunk.frameCount * 4)
+            covered += chunk.duration
+        }
+        #expect(covered == 1_000_000_000 - PipeWireAudioStream.silenceAfter)
+        #expect(stream.silentSince == 0)
+    }
+
+    @Test func theDefaultDeviceIsReadFromTheMetadata() {
+        #expect(PipeWireSession.jsonName("{\"name\":\"alsa_input.usb-mic\"}") == "alsa_input.usb-mic")
+        #expect(PipeWireSession.jsonName("{ \"name\": \"test_sink\" }") == "test_sink")
+        #expect(PipeWireSession.jsonName("{}") == nil && PipeWireSession.jsonName("{\"name\":\"\"}") == nil)
+    }
+
+    @Test func float32BecomesS16Clipped() {
+        let floats: [Float] = [0, 0.5, -1, 2, -3]
+        let bytes = floats.flatMap { value in withUnsafeBytes(of: value) { Array($0) } }
+        let s16 = PipeWireAudioSource.s16(fromFloat32: bytes)
+        let values = stride(from: 0, to: s16.count, by: 2).map { Int16(bitPattern: UInt16(s16[$0]) | UInt16(s16[$0 + 1]) << 8) }
+        #expect(values == [0, 16383, -32767, 32767, -32767])
+    }
+}
