@@ -52,3 +52,60 @@ static inline int bd_pw_metadata_add_listener(struct pw_metadata *metadata, stru
 }
 
 static inline void bd_pw_proxy_destroy(void *proxy) { pw_proxy_destroy((struct pw_proxy *)proxy); }
+
+#include <spa/param/video/format-utils.h>
+#include <spa/buffer/meta.h>
+
+/// Connects `stream` for capture of raw video in shared memory (MemFd or MemPtr, mapped): BGRx or
+/// BGRA, any size, any rate up to 240 fps, preferring `width`x`height` at `fps`.
+static inline int bd_pw_stream_connect_video_capture(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps) {
+    uint8_t buffer[1024];
+    struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
+    struct spa_rectangle size = SPA_RECTANGLE(width, height), least = SPA_RECTANGLE(1, 1), most = SPA_RECTANGLE(16384, 16384);
+    struct spa_fraction rate = SPA_FRACTION(fps, 1), slowest = SPA_FRACTION(0, 1), fastest = SPA_FRACTION(240, 1);
+    const struct spa_pod *params[1];
+    params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat,
+        SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
+        SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
+        SPA_FORMAT_VIDEO_format, SPA_POD_CHOICE_ENUM_Id(3, SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRA),
+        SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&size, &least, &most),
+        SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &slowest, &fastest));
+    return pw_stream_connect(stream, PW_DIRECTION_INPUT, PW_ID_ANY,
+                             PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+}
+
+/// The size of a negotiated raw video format; -1 when `param` is not one.
+static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t *width, uint32_t *height) {
+    uint32_t media_type, media_subtype;
+    if (param == NULL || spa_format_parse(param, &media_type, &media_subtype) < 0) return -1;
+    if (media_type != SPA_MEDIA_TYPE_video || media_subtype != SPA_MEDIA_SUBTYPE_raw) return -1;
+    struct spa_video_info_raw info = { 0 };
+    if (spa_format_video_raw_parse(param, &info) < 0) return -1;
+    *width = info.size.width;
+    *height = info.size.height;
+    return 0;
+}
+
+/// Asks for buffers in shared memory (not DMA-BUF) with a header (timestamp, corrupted flag).
+static inline int bd_pw_stream_request_video_buffers(struct pw_stream *stream) {
+    uint8_t buffer[1024];
+    struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
+    const struct spa_pod *params[2];
+    params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
+        SPA_PARAM_BUFFERS_dataType, SPA_POD_CHOICE_FLAGS_Int((1 << SPA_DATA_MemFd) | (1 << SPA_DATA_MemPtr)));
+    params[1] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header),
+        SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_header)));
+    return pw_stream_update_params(stream, params, 2);
+}
+
+/// The buffer's header, when it has one: its flags (SPA_META_HEADER_FLAG_CORRUPTED) and pts.
+static inline int bd_pw_buffer_header(struct spa_buffer *buffer, uint32_t *flags, int64_t *pts) {
+    struct spa_meta_header *header = spa_buffer_find_meta_data(buffer, SPA_META_Header, sizeof(*header));
+    if (header == NULL) return -1;
+    *flags = header->flags;
+    *pts = header->pts;
+    return 0;
+}
+
+static inline uint32_t bd_spa_meta_header_flag_corrupted(void) { return SPA_META_HEADER_FLAG_CORRUPTED; }

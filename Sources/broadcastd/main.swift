@@ -29,6 +29,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             """)
 
     @Option(help: ArgumentHelp(DaemonKeys.source.help)) var source: String?
+    @Option(help: ArgumentHelp(DaemonKeys.pipewireNode.help, valueName: "NAME|SERIAL")) var pipewireNode: String?
     @Option(help: ArgumentHelp(DaemonKeys.display.help)) var display: String?
     @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
@@ -64,7 +65,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
+        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
                              ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
@@ -145,22 +146,32 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
         let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         let fps = settings.integer("fps")
-        guard source == "x11" else {
+        guard source == "x11" || source == "pipewire" else {
             let (width, height) = VideoFormat.parseSize(settings.string("size")!)!
             return SyntheticSource(.init(
                 video: VideoFormat(width: width, height: height, pixelFormat: pixelFormat), framesPerSecond: fps, audio: audio,
                 syncMarks: settings.boolean("sync-marks"), audioClockPPM: settings.integer("audio-clock-ppm")))
         }
-        var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
-        x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
-        x11.framesPerSecond = fps
-        x11.pixelFormat = pixelFormat
-        x11.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
-        x11.cursor = CursorMode(rawValue: settings.string("cursor")!)!
-        x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
-        x11.useDamage = settings.boolean("damage")
-        x11.audio = audio
-        let screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
+        let screen: CaptureSource
+        if source == "pipewire" {
+            var pipewire = PipeWireScreenSource.Configuration(node: settings.string("pipewire-node")!)
+            pipewire.framesPerSecond = fps
+            pipewire.pixelFormat = pixelFormat
+            pipewire.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
+            pipewire.audio = audio
+            screen = PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
+        } else {
+            var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
+            x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
+            x11.framesPerSecond = fps
+            x11.pixelFormat = pixelFormat
+            x11.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
+            x11.cursor = CursorMode(rawValue: settings.string("cursor")!)!
+            x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
+            x11.useDamage = settings.boolean("damage")
+            x11.audio = audio
+            screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
+        }
         func target(_ key: String) -> AudioTarget? {
             switch settings.string(key)! {
             case "none": nil
@@ -175,13 +186,14 @@ struct BroadcastDaemonCommand: ParsableCommand {
 }
 
 extension BroadcastDaemonCommand {
-    /// "x11" or "synthetic": what `source` asks for, with auto resolved from the session, and why when
+    /// "x11", "pipewire" or "synthetic": what `source` asks for, with auto resolved from the session, and why when
     /// auto chose the synthetic source (a warning when the session's screen cannot be captured).
     func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
         guard source == "auto" else { return (source, nil) }
+        if settings.string("pipewire-node") != nil { return ("pipewire", nil) }
         if Environment.get("WAYLAND_DISPLAY") != nil {
-            return ("synthetic", (.warning, "a Wayland session is running and Wayland capture (PipeWire) is not available yet; using the synthetic source"))
+            return ("synthetic", (.warning, "a Wayland session is running and screen capture through the portal is not available yet (--pipewire-node captures a PipeWire video node); using the synthetic source"))
         }
         if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
         return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))

@@ -111,6 +111,20 @@ final class PipeWireHarness {
         try spawn("pw-play", ["--target", node, "-P", "{ node.dont-reconnect = true \(application.map { "application.name = \($0)" } ?? "") }", file])
     }
 
+    /// A video source node named `name`: GStreamer's videotestsrc, BGRx at `width`x`height` and 30 fps, one
+    /// colour (0xRRGGBB), through pipewiresink. It serves its first consumer only: one per test.
+    func videoSource(_ name: String, width: Int, height: Int, color: UInt32) throws {
+        try spawn("gst-launch-1.0", ["-q", "videotestsrc", "is-live=true", "pattern=solid-color", "foreground-color=\(0xff00_0000 | color)", "!",
+                                     "video/x-raw,format=BGRx,width=\(width),height=\(height),framerate=30/1", "!",
+                                     "pipewiresink", "mode=provide", "stream-properties=p,media.class=Video/Source,node.name=\(name)"])
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try runTool("/usr/bin/pw-cli", ["ls", "Node"], environment: environment).stdout.contains("node.name = \"\(name)\"") { return }
+            usleep(50_000)
+        }
+        throw HarnessError("the video node \(name) did not appear:\n\(logs)")
+    }
+
     /// Stops the first process named `name` (pw-loopback: the microphone goes away).
     func kill(_ name: String) {
         guard let index = processes.firstIndex(where: { $0.name == name }) else { return }

@@ -1,0 +1,235 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastSystem
+import CPipeWire
+import Glibc
+import Logging
+import Synchronization
+
+/// Screen capture from a PipeWire video node (`broadcastd --pipewire-node NAME|SERIAL`): a screen a
+/// compositor shares, a kiosk's or headless server's video source. Raw BGRx or BGRA in shared memory
+/// (MemFd or MemPtr; DMA-BUF is not negotiated) arrives on PipeWire's thread, which keeps the newest
+/// frame; at each frame deadline the loop converts it into a pool slot, or repeats the last one when no
+/// new frame came. A frame PipeWire marks corrupted is skipped. The cursor is whatever the node draws.
+public final class PipeWireScreenSource: CaptureSource {
+    public struct Configuration: Sendable {
+        /// A node's name (`node.name`) or serial number (`object.serial`).
+        public var node: String
+        public var framesPerSecond = 30
+        public var pixelFormat: PixelFormat = .nv12
+        public var colorRange: ColorRange = .limited
+        public var audio = AudioFormat()
+        /// How long `open` waits for the node's first frame.
+        public var startTimeout: UInt64 = 5_000_000_000
+        public init(node: String) { self.node = node }
+    }
+
+    private let configuration: Configuration
+    private let logger: Logger
+    private var loop: OpaquePointer?
+    private var context: OpaquePointer?
+    private var core: OpaquePointer?
+    private var stream: OpaquePointer?
+    private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
+    private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
+
+    /// Written on PipeWire's thread, read by the loop.
+    struct Latest {
+        var width = 0
+        var height = 0
+        var pixels: [UInt8] = []
+        /// Frames received so far (a new one changes it).
+        var serial: UInt64 = 0
+        var capturedAt: UInt64 = 0
+        var state = "connecting"
+        var corrupted: UInt64 = 0
+    }
+    private let latest = Mutex(Latest())
+    private var seen: UInt64 = 0
+    private var format: VideoFormat
+    private var converter: FrameConverter
+
+    public init(_ configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        format = VideoFormat(width: 16, height: 16, pixelFormat: configuration.pixelFormat)
+        converter = FrameConverter(format: format, range: configuration.colorRange)
+        events.initialize(to: pw_stream_events())
+        listener.initialize(to: spa_hook())
+        events.pointee.version = bd_pw_version_stream_events()
+        events.pointee.process = { data in
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().process()
+        }
+        events.pointee.param_changed = { data, id, param in
+            guard id == SPA_PARAM_Format.rawValue else { return }
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().formatChanged(param)
+        }
+        events.pointee.state_changed = { data, _, state, error in
+            let me = Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue()
+            let text = String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
+            me.latest.withLock { $0.state = text }
+        }
+    }
+
+    deinit {
+        close()
+        events.deallocate()
+        listener.deallocate()
+    }
+
+    public var description: String {
+        "pipewire node \(configuration.node) @ \(configuration.framesPerSecond) fps"
+    }
+    public var videoFormat: VideoFormat { format }
+    public var audioFormat: AudioFormat { configuration.audio }
+    public var audioStreams: [SampleType] { [] }
+    public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
+    public var orientation: Orientation { Orientation(degrees: 0, mirrored: false) }
+    public var colorRange: ColorRange { configuration.colorRange }
+    public var cursor: CursorState? { nil }
+    public var statistics: [String: UInt64] {
+        latest.withLock { ["pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted] }
+    }
+
+    public func outputs() throws(CaptureError) -> CaptureOutputs {
+        CaptureOutputs(kind: "pipewire", screen: format.width > 16 ? ScreenRect(x: 0, y: 0, width: format.width, height: format.height) : nil, outputs: [])
+    }
+
+    /// Connects to the node and waits for its first frame, whose size becomes the format.
+    public func open() throws(CaptureError) -> VideoFormat {
+        if loop == nil { try connect() }
+        let deadline = MonotonicClock.now() + configuration.startTimeout
+        while true {
+            let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
+            if serial > 0, width > 0 {
+                format = VideoFormat(width: width & ~1, height: height & ~1, pixelFormat: configuration.pixelFormat)
+                converter = FrameConverter(format: format, range: configuration.colorRange)
+                return format
+            }
+            if state.hasPrefix("error") || MonotonicClock.now() > deadline {
+                let reason = state.hasPrefix("error") ? state : "no frame within \(configuration.startTimeout / 1_000_000_000) s (stream \(state))"
+                close()
+                throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'",
+                                   reason: "\(reason); is it there? `pw-cli ls Node` lists the nodes")
+            }
+            usleep(10_000)
+        }
+    }
+
+    private func connect() throws(CaptureError) {
+        PipeWireLibrary.initialize()
+        func failure(_ reason: String) -> CaptureError {
+            close()
+            return CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
+        }
+        guard let loop = pw_thread_loop_new("broadcastd-video", nil) else { throw failure("pw_thread_loop_new failed") }
+        self.loop = loop
+        guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else { throw failure("pw_context_new failed") }
+        self.context = context
+        pw_thread_loop_lock(loop)
+        var locked = true
+        defer { if locked { pw_thread_loop_unlock(loop) } }
+        guard let core = pw_context_connect(context, nil, 0) else { throw failure("\(String(cString: strerror(errno))) (is PipeWire running?)") }
+        self.core = core
+        let properties = bd_pw_properties_new()
+        pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
+        pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
+        pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Screen")
+        pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-screen")
+        pw_properties_set(properties, "target.object", configuration.node)
+        pw_properties_set(properties, "node.dont-reconnect", "true")
+        guard let stream = pw_stream_new(core, "broadcastd screen", properties) else { throw failure("pw_stream_new failed") }
+        self.stream = stream
+        pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
+        let result = bd_pw_stream_connect_video_capture(stream, 1920, 1080, UInt32(configuration.framesPerSecond))
+        guard result >= 0 else { throw failure("cannot connect the stream: \(String(cString: strerror(-result)))") }
+        pw_thread_loop_unlock(loop)
+        locked = false
+        guard pw_thread_loop_start(loop) >= 0 else { throw failure("cannot start PipeWire's thread") }
+    }
+
+    public func close() {
+        guard let loop else { return }
+        pw_thread_loop_stop(loop)
+        if let stream { pw_stream_destroy(stream) }
+        if let core { pw_core_disconnect(core) }
+        if let context { pw_context_destroy(context) }
+        pw_thread_loop_destroy(loop)
+        (self.loop, self.context, self.core, self.stream) = (nil, nil, nil, nil)
+        latest.withLock { $0 = Latest() }
+        seen = 0
+    }
+
+    public func begin(at time: UInt64) throws(CaptureError) {}
+    public func end() {}
+
+    public func checkForChanges() throws(CaptureError) -> FrameChange {
+        let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
+        if state.hasPrefix("error") || state == "unconnected" {
+            throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'", reason: "the stream is \(state) (the node went away?)")
+        }
+        if width & ~1 != format.width || height & ~1 != format.height, width > 0 {
+            format = VideoFormat(width: width & ~1, height: height & ~1, pixelFormat: configuration.pixelFormat)
+            converter = FrameConverter(format: format, range: configuration.colorRange)
+            return .resized(format)
+        }
+        return serial == seen ? .unchanged : .changed
+    }
+
+    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
+        let format = format, converter = converter
+        return latest.withLock { frame in
+            seen = frame.serial
+            guard frame.width & ~1 == format.width, frame.height & ~1 == format.height, !frame.pixels.isEmpty else { return deadline }
+            frame.pixels.withUnsafeBytes { pixels in
+                converter.convert(bgrx: pixels.baseAddress!, sourceStride: frame.width * 4, firstRow: 0, rowCount: format.height, into: slot)
+            }
+            return frame.capturedAt
+        }
+    }
+
+    public func nextAudioDeadline() -> UInt64? { nil }
+    public func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk? { nil }
+
+    // MARK: - On PipeWire's thread
+
+    private func formatChanged(_ param: UnsafePointer<spa_pod>?) {
+        var width: UInt32 = 0, height: UInt32 = 0
+        guard let stream, bd_pw_parse_video_format(param, &width, &height) == 0 else { return }
+        bd_pw_stream_request_video_buffers(stream)
+        latest.withLock {
+            $0.width = Int(width)
+            $0.height = Int(height)
+        }
+    }
+
+    private func process() {
+        guard let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
+        defer { pw_stream_queue_buffer(stream, buffer) }
+        guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
+              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return }
+        var flags: UInt32 = 0, pts: Int64 = 0
+        let hasHeader = bd_pw_buffer_header(spaBuffer, &flags, &pts) == 0
+        if hasHeader && flags & bd_spa_meta_header_flag_corrupted() != 0 {
+            latest.withLock { $0.corrupted += 1 }
+            return
+        }
+        let now = MonotonicClock.now()
+        latest.withLock { frame in
+            let rowBytes = frame.width * 4
+            let stride = chunk.pointee.stride > 0 ? Int(chunk.pointee.stride) : rowBytes
+            let offset = Int(chunk.pointee.offset)
+            guard frame.width > 0, frame.height > 0, offset + stride * (frame.height - 1) + rowBytes <= Int(data.pointee.maxsize) else { return }
+            if frame.pixels.count != rowBytes * frame.height { frame.pixels = [UInt8](repeating: 0, count: rowBytes * frame.height) }
+            frame.pixels.withUnsafeMutableBytes { target in
+                for row in 0..<frame.height {
+                    (target.baseAddress! + row * rowBytes).copyMemory(from: base + offset + row * stride, byteCount: rowBytes)
+                }
+            }
+            frame.serial += 1
+            // The producer's own timestamp when it is on our clock (PipeWire's are CLOCK_MONOTONIC ns), else now.
+            frame.capturedAt = hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
+        }
+    }
+}
