@@ -16,7 +16,8 @@ BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
     make man-db groff-base srt-tools nginx libnginx-mod-rtmp
-    libpipewire-0.3-dev pipewire pipewire-bin wireplumber dbus-daemon)
+    libpipewire-0.3-dev pipewire pipewire-bin wireplumber dbus-daemon
+    gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).
 free_display() {
