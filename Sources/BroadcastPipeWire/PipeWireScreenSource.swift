@@ -3,7 +3,6 @@ import BroadcastCore
 import BroadcastSystem
 import CPipeWire
 import Glibc
-import Logging
 import Synchronization
 
 /// Screen capture from a PipeWire video node (`broadcastd --pipewire-node NAME|SERIAL`): a screen a
@@ -25,7 +24,6 @@ public final class PipeWireScreenSource: CaptureSource {
     }
 
     private let configuration: Configuration
-    private let logger: Logger
     private var loop: OpaquePointer?
     private var context: OpaquePointer?
     private var core: OpaquePointer?
@@ -49,9 +47,8 @@ public final class PipeWireScreenSource: CaptureSource {
     private var format: VideoFormat
     private var converter: FrameConverter
 
-    public init(_ configuration: Configuration, logger: Logger) {
+    public init(_ configuration: Configuration) {
         self.configuration = configuration
-        self.logger = logger
         format = VideoFormat(width: 16, height: 16, pixelFormat: configuration.pixelFormat)
         converter = FrameConverter(format: format, range: configuration.colorRange)
         events.initialize(to: pw_stream_events())

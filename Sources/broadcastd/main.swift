@@ -159,7 +159,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             pipewire.pixelFormat = pixelFormat
             pipewire.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
             pipewire.audio = audio
-            screen = PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
+            screen = PipeWireScreenSource(pipewire)
         } else {
             var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
             x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
