@@ -24,9 +24,7 @@ public final class PipeWireScreenSource: CaptureSource {
     }
 
     private let configuration: Configuration
-    private var loop: OpaquePointer?
-    private var context: OpaquePointer?
-    private var core: OpaquePointer?
+    private var connection: PipeWireConnection?
     private var stream: OpaquePointer?
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
@@ -94,7 +92,7 @@ public final class PipeWireScreenSource: CaptureSource {
 
     /// Connects to the node and waits for its first frame, whose size becomes the format.
     public func open() throws(CaptureError) -> VideoFormat {
-        if loop == nil { try connect() }
+        if connection == nil { try connect() }
         let deadline = MonotonicClock.now() + configuration.startTimeout
         while true {
             let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
@@ -114,45 +112,34 @@ public final class PipeWireScreenSource: CaptureSource {
     }
 
     private func connect() throws(CaptureError) {
-        PipeWireLibrary.initialize()
-        func failure(_ reason: String) -> CaptureError {
-            close()
-            return CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
+        connection = try PipeWireConnection(threadName: "broadcastd-video") { core throws(CaptureError) in
+            let properties = bd_pw_properties_new()
+            pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
+            pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
+            pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Screen")
+            pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-screen")
+            pw_properties_set(properties, "target.object", configuration.node)
+            pw_properties_set(properties, "node.dont-reconnect", "true")
+            guard let stream = pw_stream_new(core, "broadcastd screen", properties) else {
+                throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'", reason: "pw_stream_new failed")
+            }
+            self.stream = stream
+            pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
+            let result = bd_pw_stream_connect_video_capture(stream, 1920, 1080, UInt32(configuration.framesPerSecond))
+            guard result >= 0 else {
+                pw_stream_destroy(stream)
+                self.stream = nil
+                throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'",
+                                   reason: "cannot connect the stream: \(String(cString: strerror(-result)))")
+            }
         }
-        guard let loop = pw_thread_loop_new("broadcastd-video", nil) else { throw failure("pw_thread_loop_new failed") }
-        self.loop = loop
-        guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else { throw failure("pw_context_new failed") }
-        self.context = context
-        pw_thread_loop_lock(loop)
-        var locked = true
-        defer { if locked { pw_thread_loop_unlock(loop) } }
-        guard let core = pw_context_connect(context, nil, 0) else { throw failure("\(String(cString: strerror(errno))) (is PipeWire running?)") }
-        self.core = core
-        let properties = bd_pw_properties_new()
-        pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
-        pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
-        pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Screen")
-        pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-screen")
-        pw_properties_set(properties, "target.object", configuration.node)
-        pw_properties_set(properties, "node.dont-reconnect", "true")
-        guard let stream = pw_stream_new(core, "broadcastd screen", properties) else { throw failure("pw_stream_new failed") }
-        self.stream = stream
-        pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
-        let result = bd_pw_stream_connect_video_capture(stream, 1920, 1080, UInt32(configuration.framesPerSecond))
-        guard result >= 0 else { throw failure("cannot connect the stream: \(String(cString: strerror(-result)))") }
-        pw_thread_loop_unlock(loop)
-        locked = false
-        guard pw_thread_loop_start(loop) >= 0 else { throw failure("cannot start PipeWire's thread") }
     }
 
     public func close() {
-        guard let loop else { return }
-        pw_thread_loop_stop(loop)
-        if let stream { pw_stream_destroy(stream) }
-        if let core { pw_core_disconnect(core) }
-        if let context { pw_context_destroy(context) }
-        pw_thread_loop_destroy(loop)
-        (self.loop, self.context, self.core, self.stream) = (nil, nil, nil, nil)
+        connection?.close {
+            if let stream { pw_stream_destroy(stream) }
+        }
+        (connection, stream) = (nil, nil)
         latest.withLock { $0 = Latest() }
         seen = 0
     }

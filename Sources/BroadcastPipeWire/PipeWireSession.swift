@@ -11,8 +11,8 @@ import Synchronization
 /// back to a sink's monitor as the default source. A named node is captured whenever it exists.
 public final class PipeWireSession: @unchecked Sendable {
     public let streams: [PipeWireAudioStream]
-    private var loop: OpaquePointer?
-    private var context: OpaquePointer?
+    private var connection: PipeWireConnection?
+    /// On PipeWire's thread, while connected.
     private var core: OpaquePointer?
     private var registry: OpaquePointer?
     private var metadata: OpaquePointer?
@@ -65,41 +65,23 @@ public final class PipeWireSession: @unchecked Sendable {
     /// Connects to PipeWire (`$PIPEWIRE_REMOTE`, `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`); the streams'
     /// time starts at `time`. Throws when PipeWire cannot be reached: the streams then carry silence.
     public func start(at time: UInt64) throws(CaptureError) {
-        PipeWireLibrary.initialize()
         for stream in streams { stream.reset(at: time) }
-        func failure(_ reason: String) -> CaptureError {
-            stop()
-            return CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
+        connection = try PipeWireConnection(threadName: "broadcastd-audio") { core in
+            self.core = core
+            let registry = bd_pw_core_get_registry(core)
+            self.registry = registry
+            bd_pw_registry_add_listener(registry, registryListener, registryEvents, Unmanaged.passUnretained(self).toOpaque())
         }
-        guard let loop = pw_thread_loop_new("broadcastd-pipewire", nil) else { throw failure("pw_thread_loop_new failed") }
-        self.loop = loop
-        guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else { throw failure("pw_context_new failed") }
-        self.context = context
-        pw_thread_loop_lock(loop)
-        guard let core = pw_context_connect(context, nil, 0) else {
-            let reason = String(cString: strerror(errno))
-            pw_thread_loop_unlock(loop)
-            throw failure("\(reason) (is PipeWire running?)")
-        }
-        self.core = core
-        let registry = bd_pw_core_get_registry(core)
-        self.registry = registry
-        bd_pw_registry_add_listener(registry, registryListener, registryEvents, Unmanaged.passUnretained(self).toOpaque())
-        pw_thread_loop_unlock(loop)
-        guard pw_thread_loop_start(loop) >= 0 else { throw failure("cannot start PipeWire's thread") }
     }
 
     /// Disconnects; the streams stop receiving (and carry silence if taken from).
     public func stop() {
-        guard let loop else { return }
-        pw_thread_loop_stop(loop)
-        for stream in streams { stream.disconnect() }
-        if let metadata { bd_pw_proxy_destroy(UnsafeMutableRawPointer(metadata)) }
-        if let registry { bd_pw_proxy_destroy(UnsafeMutableRawPointer(registry)) }
-        if let core { pw_core_disconnect(core) }
-        if let context { pw_context_destroy(context) }
-        pw_thread_loop_destroy(loop)
-        (self.loop, self.context, self.core, self.registry, self.metadata) = (nil, nil, nil, nil, nil)
+        connection?.close {
+            for stream in streams { stream.disconnect() }
+            if let metadata { bd_pw_proxy_destroy(UnsafeMutableRawPointer(metadata)) }
+            if let registry { bd_pw_proxy_destroy(UnsafeMutableRawPointer(registry)) }
+        }
+        (connection, core, registry, metadata) = (nil, nil, nil, nil)
         nodes = [:]
         (defaultSink, defaultSource) = (nil, nil)
     }
@@ -176,14 +158,4 @@ public final class PipeWireSession: @unchecked Sendable {
         let value = rest.dropFirst().prefix { $0 != "\"" }
         return value.isEmpty ? nil : String(value)
     }
-}
-
-/// pw_init, once per process.
-enum PipeWireLibrary {
-    private static let initialized: Bool = {
-        pw_init(nil, nil)
-        return true
-    }()
-
-    static func initialize() { _ = initialized }
 }

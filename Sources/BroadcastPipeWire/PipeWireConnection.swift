@@ -1,0 +1,65 @@
+import BroadcastCapture
+import CPipeWire
+import Glibc
+
+/// A connection to PipeWire with a thread of its own (`pw_thread_loop`): `$PIPEWIRE_REMOTE`, else
+/// `pipewire-0` in `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`. `setUp` runs with the loop locked
+/// before the thread starts, to create what lives on it; `close` stops the thread first, so what it
+/// created can then be destroyed from any thread.
+final class PipeWireConnection {
+    let loop: OpaquePointer
+    private let context: OpaquePointer
+    let core: OpaquePointer
+
+    init(threadName: String, setUp: (OpaquePointer) throws(CaptureError) -> Void) throws(CaptureError) {
+        PipeWireLibrary.initialize()
+        func failure(_ reason: String) -> CaptureError {
+            CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
+        }
+        guard let loop = pw_thread_loop_new(threadName, nil) else { throw failure("pw_thread_loop_new failed") }
+        guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else {
+            pw_thread_loop_destroy(loop)
+            throw failure("pw_context_new failed")
+        }
+        pw_thread_loop_lock(loop)
+        guard let core = pw_context_connect(context, nil, 0) else {
+            let reason = String(cString: strerror(errno))
+            pw_thread_loop_unlock(loop)
+            pw_context_destroy(context)
+            pw_thread_loop_destroy(loop)
+            throw failure("\(reason) (is PipeWire running?)")
+        }
+        (self.loop, self.context, self.core) = (loop, context, core)
+        do {
+            try setUp(core)
+        } catch {
+            pw_thread_loop_unlock(loop)
+            close()
+            throw error
+        }
+        pw_thread_loop_unlock(loop)
+        guard pw_thread_loop_start(loop) >= 0 else {
+            close()
+            throw failure("cannot start PipeWire's thread")
+        }
+    }
+
+    /// Stops the thread; `destroy` then lets go of what lives on the loop before the core and context go.
+    func close(destroy: () -> Void = {}) {
+        pw_thread_loop_stop(loop)
+        destroy()
+        pw_core_disconnect(core)
+        pw_context_destroy(context)
+        pw_thread_loop_destroy(loop)
+    }
+}
+
+/// pw_init, once per process.
+enum PipeWireLibrary {
+    private static let initialized: Bool = {
+        pw_init(nil, nil)
+        return true
+    }()
+
+    static func initialize() { _ = initialized }
+}
