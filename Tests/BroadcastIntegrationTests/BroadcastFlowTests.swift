@@ -16,6 +16,10 @@ extension Integration {
         let id = try daemon.start(handler: "inspect", url: "file://" + path + "?token=sekrit", maxDuration: 3, on: controller)
         #expect(try daemon.awaitFinish(controller, id) == nil)
         daemon.expectNoChildren()
+        // A debug build on two cores can miss a frame's deadline now and then; broadcastd says so (late),
+        // and the handler must see exactly those frames missing, flagged, and no others.
+        let late = Int(try controller.status().streams?["video"]?.late ?? 0)
+        #expect(late <= 2, "\(late) frames late in 3 s")
 
         let summary = try InspectSummary.load(path)
         #expect(summary.broadcast == id)
@@ -28,10 +32,11 @@ extension Integration {
         #expect(abs(Int(app.count) - 300) <= 9, "audioApp count \(app.count)")
         #expect(abs(Int(mic.count) - 300) <= 9, "audioMic count \(mic.count)")
         for (name, s) in summary.streams {
+            let missed = name == "video" ? late : 0
             #expect(s.nonMonotonic == 0, "\(name) timestamps went backwards")
-            #expect(s.gaps.isEmpty, "\(name) has gaps without a pause: \(s.gaps.map(\.seconds))")
-            #expect(s.sequenceGaps == 0, "\(name) dropped samples")
-            #expect(s.discontinuities == 1, "\(name): only the first sample is a discontinuity")
+            #expect(s.gaps.count <= missed && s.gaps.allSatisfy(\.discontinuity), "\(name) has gaps without a pause: \(s.gaps.map(\.seconds))")
+            #expect(Int(s.sequenceGaps) == missed, "\(name) dropped samples (\(missed) late)")
+            #expect(s.discontinuities == 1 + s.gaps.count, "\(name): only the first sample and those after a late frame are discontinuities")
         }
         // All three streams on one clock: they start within a frame of each other.
         let starts = [video.firstPts!, app.firstPts!, mic.firstPts!]

@@ -173,9 +173,16 @@ final class DaemonHarness {
     }
 
     /// Descriptors the daemon holds open.
-    func openDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+    /// What the daemon's descriptors refer to, but for the /proc files it reads for a moment (its own
+    /// memory figures, once a second), which would make counts race with it.
+    func descriptorTargets() -> [String] {
+        let folder = "/proc/\(pid)/fd"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + $0)
+        }.filter { !$0.hasPrefix("/proc/") }
     }
+
+    func openDescriptors() -> Int { descriptorTargets().count }
 
     /// Waits (briefly) until the daemon has no child process left.
     func expectNoChildren(sourceLocation: SourceLocation = #_sourceLocation) {

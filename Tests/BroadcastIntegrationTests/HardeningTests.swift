@@ -91,10 +91,8 @@ extension Integration {
     /// What the daemon holds: descriptors, memfd mappings, memfds among its descriptors.
     func holdings(_ daemon: DaemonHarness) -> (fds: Int, mappings: Int, memfds: Int) {
         let maps = (try? String(contentsOfFile: "/proc/\(daemon.pid)/maps", encoding: .utf8)) ?? ""
-        let fdDirectory = "/proc/\(daemon.pid)/fd"
-        let fds = (try? FileManager.default.contentsOfDirectory(atPath: fdDirectory)) ?? []
-        let memfds = fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: fdDirectory + "/" + $0)) ?? "").hasPrefix("/memfd:") }
-        return (fds.count, maps.split(separator: "\n").filter { $0.contains("/memfd:") }.count, memfds.count)
+        let targets = daemon.descriptorTargets()
+        return (targets.count, maps.split(separator: "\n").filter { $0.contains("/memfd:") }.count, targets.filter { $0.hasPrefix("/memfd:") }.count)
     }
 
     @Test func nothingLeaksAcrossAHundredBroadcasts() throws {
