@@ -26,6 +26,7 @@ daemon= XVFB_PID= clients=() PIPEWIRE_PIDS=()
 cleanup() {
     [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
     for pid in "${clients[@]}" "${PIPEWIRE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${clients[@]}" "${PIPEWIRE_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     [ -n "$XVFB_PID" ] && kill "$XVFB_PID" 2>/dev/null && wait "$XVFB_PID" 2>/dev/null
     rm -rf "$runtime"
 }
