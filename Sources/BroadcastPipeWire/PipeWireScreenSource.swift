@@ -8,8 +8,8 @@ import Synchronization
 /// Screen capture from a PipeWire video node (`broadcastd --pipewire-node NAME|SERIAL`): a screen a
 /// compositor shares, a kiosk's or headless server's video source. Raw BGRx or BGRA in shared memory
 /// (MemFd or MemPtr; DMA-BUF is not negotiated) arrives on PipeWire's thread, which keeps the newest
-/// frame; at each frame deadline the loop converts it into a pool slot, or repeats the last one when no
-/// new frame came. A frame PipeWire marks corrupted is skipped. The cursor is whatever the node draws.
+/// buffer (not a copy of it); at each frame deadline the loop converts it into a pool slot, or repeats
+/// the last one when no new frame came. A frame PipeWire marks corrupted is skipped. The cursor is whatever the node draws.
 public final class PipeWireScreenSource: CaptureSource {
     public struct Configuration: Sendable {
         /// A node's name (`node.name`) or serial number (`object.serial`).
@@ -29,16 +29,23 @@ public final class PipeWireScreenSource: CaptureSource {
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
-    /// Written on PipeWire's thread, read by the loop.
+    /// Written on PipeWire's thread, read by the loop. The newest frame is read where PipeWire put it:
+    /// its buffer stays dequeued until a newer one replaces it (then it goes back to the producer).
     struct Latest {
         var width = 0
         var height = 0
-        var pixels: [UInt8] = []
+        var held: HeldBuffer?
         /// Frames received so far (a new one changes it).
         var serial: UInt64 = 0
         var capturedAt: UInt64 = 0
         var state = "connecting"
         var corrupted: UInt64 = 0
+    }
+    /// A dequeued buffer and where its pixels are. Only the loop reads them, under `latest`'s lock.
+    struct HeldBuffer: @unchecked Sendable {
+        let buffer: UnsafeMutablePointer<pw_buffer>
+        let pixels: UnsafeRawPointer
+        let stride: Int
     }
     private let latest = Mutex(Latest())
     private var seen: UInt64 = 0
@@ -54,6 +61,12 @@ public final class PipeWireScreenSource: CaptureSource {
         events.pointee.version = bd_pw_version_stream_events()
         events.pointee.process = { data in
             Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().process()
+        }
+        events.pointee.remove_buffer = { data, buffer in
+            let removed = UInt(bitPattern: buffer)
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock {
+                if let held = $0.held, UInt(bitPattern: held.buffer) == removed { $0.held = nil }
+            }
         }
         events.pointee.param_changed = { data, id, param in
             guard id == SPA_PARAM_Format.rawValue else { return }
@@ -165,10 +178,8 @@ public final class PipeWireScreenSource: CaptureSource {
         let format = format, converter = converter
         return latest.withLock { frame in
             seen = frame.serial
-            guard frame.width & ~1 == format.width, frame.height & ~1 == format.height, !frame.pixels.isEmpty else { return deadline }
-            frame.pixels.withUnsafeBytes { pixels in
-                converter.convert(bgrx: pixels.baseAddress!, sourceStride: frame.width * 4, firstRow: 0, rowCount: format.height, into: slot)
-            }
+            guard frame.width & ~1 == format.width, frame.height & ~1 == format.height, let held = frame.held else { return deadline }
+            converter.convert(bgrx: held.pixels, sourceStride: held.stride, firstRow: 0, rowCount: format.height, into: slot)
             return frame.capturedAt
         }
     }
@@ -190,30 +201,31 @@ public final class PipeWireScreenSource: CaptureSource {
 
     private func process() {
         guard let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
-        defer { pw_stream_queue_buffer(stream, buffer) }
         guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
-              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return }
-        var flags: UInt32 = 0, pts: Int64 = 0
-        let hasHeader = bd_pw_buffer_header(spaBuffer, &flags, &pts) == 0
-        if hasHeader && flags & bd_spa_meta_header_flag_corrupted() != 0 {
-            latest.withLock { $0.corrupted += 1 }
+              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else {
+            pw_stream_queue_buffer(stream, buffer)
             return
         }
+        var flags: UInt32 = 0, pts: Int64 = 0
+        let hasHeader = bd_pw_buffer_header(spaBuffer, &flags, &pts) == 0
+        let corrupted = hasHeader && flags & bd_spa_meta_header_flag_corrupted() != 0
+        let stride = Int(chunk.pointee.stride), offset = Int(chunk.pointee.offset), size = Int(data.pointee.maxsize)
+        let candidate = HeldBuffer(buffer: buffer, pixels: UnsafeRawPointer(base + offset), stride: stride)
+        // The producer's own timestamp when it is on our clock (PipeWire's are CLOCK_MONOTONIC ns), else now.
         let now = MonotonicClock.now()
-        latest.withLock { frame in
+        let capturedAt = hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
+        // What goes back to the producer: the frame it replaces, or this one when it is not usable.
+        let giveBack: HeldBuffer? = latest.withLock { frame in
+            if corrupted { frame.corrupted += 1 }
             let rowBytes = frame.width * 4
-            let stride = chunk.pointee.stride > 0 ? Int(chunk.pointee.stride) : rowBytes
-            let offset = Int(chunk.pointee.offset)
-            guard frame.width > 0, frame.height > 0, offset + stride * (frame.height - 1) + rowBytes <= Int(data.pointee.maxsize) else { return }
-            if frame.pixels.count != rowBytes * frame.height { frame.pixels = [UInt8](repeating: 0, count: rowBytes * frame.height) }
-            frame.pixels.withUnsafeMutableBytes { target in
-                for row in 0..<frame.height {
-                    (target.baseAddress! + row * rowBytes).copyMemory(from: base + offset + row * stride, byteCount: rowBytes)
-                }
-            }
+            let held = HeldBuffer(buffer: candidate.buffer, pixels: candidate.pixels, stride: stride > 0 ? stride : rowBytes)
+            guard !corrupted, frame.width > 0, frame.height > 0, offset + held.stride * (frame.height - 1) + rowBytes <= size else { return candidate }
+            let previous = frame.held
+            frame.held = held
             frame.serial += 1
-            // The producer's own timestamp when it is on our clock (PipeWire's are CLOCK_MONOTONIC ns), else now.
-            frame.capturedAt = hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
+            frame.capturedAt = capturedAt
+            return previous
         }
+        if let giveBack { pw_stream_queue_buffer(stream, giveBack.buffer) }
     }
 }
