@@ -149,13 +149,11 @@ public final class PipeWireSession: @unchecked Sendable {
         return nodes.values.first { $0.name == name && $0.mediaClass.hasPrefix("Audio/Source") }
     }
 
-    /// The `name` of a small JSON object such as `{"name":"test_mic"}`.
+    /// The `name` in a metadata value such as `{"name":"test_mic"}`; nil when there is none.
     static func jsonName(_ json: String) -> String? {
-        let text = Substring(json)
-        guard let key = text.indices.first(where: { text[$0...].hasPrefix("\"name\"") }) else { return nil }
-        let rest = text[text.index(key, offsetBy: 6)...].drop { $0 == " " || $0 == ":" }
-        guard rest.first == "\"" else { return nil }
-        let value = rest.dropFirst().prefix { $0 != "\"" }
-        return value.isEmpty ? nil : String(value)
+        var value = [CChar](repeating: 0, count: 1024)
+        guard bd_spa_json_object_string(json, "name", &value, Int32(value.count)) == 0 else { return nil }
+        let name = String(decoding: value.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? nil : name
     }
 }

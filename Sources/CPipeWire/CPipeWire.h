@@ -109,3 +109,20 @@ static inline int bd_pw_buffer_header(struct spa_buffer *buffer, uint32_t *flags
 }
 
 static inline uint32_t bd_spa_meta_header_flag_corrupted(void) { return SPA_META_HEADER_FLAG_CORRUPTED; }
+
+#include <spa/utils/json.h>
+
+/// The string value of `key` in the SPA-JSON object `json` (how PipeWire's metadata values are written,
+/// e.g. `{"name":"alsa_output.pci-0000_00_1f.3"}`), parsed by PipeWire's own reader; -1 when absent.
+static inline int bd_spa_json_object_string(const char *json, const char *key, char *value, int size) {
+    struct spa_json it[2];
+    char found[256];
+    const char *skipped;
+    spa_json_init(&it[0], json, strlen(json));
+    if (spa_json_enter_object(&it[0], &it[1]) <= 0) return -1;
+    while (spa_json_get_string(&it[1], found, sizeof(found)) > 0) {
+        if (strcmp(found, key) == 0) return spa_json_get_string(&it[1], value, size) > 0 ? 0 : -1;
+        if (spa_json_next(&it[1], &skipped) <= 0) break;
+    }
+    return -1;
+}
