@@ -34,10 +34,10 @@ public final class PipeWireAudioSource: CaptureSource {
         self.logger = logger
         var streams: [SampleType: PipeWireAudioStream] = [:]
         if let app = configuration.app {
-            streams[.audioApp] = PipeWireAudioStream(name: "app audio", target: app, channels: configuration.format.channels, capturesSink: true)
+            streams[.audioApp] = PipeWireAudioStream(name: "app audio", target: app, format: configuration.format, capturesSink: true)
         }
         if let mic = configuration.mic {
-            streams[.audioMic] = PipeWireAudioStream(name: "mic", target: mic, channels: configuration.format.channels, capturesSink: false)
+            streams[.audioMic] = PipeWireAudioStream(name: "mic", target: mic, format: configuration.format, capturesSink: false)
         }
         self.streams = streams
     }
@@ -97,7 +97,7 @@ public final class PipeWireAudioSource: CaptureSource {
     }
 
     public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {
-        guard session != nil, let stream = streams[type], var chunk = stream.take(now: now) else { return nil }
+        guard session != nil, let stream = streams[type], let chunk = stream.take(now: now) else { return nil }
         // Said once per silent stretch: the device is missing, unplugged, or PipeWire is not running.
         if stream.silentSince != nil {
             if silenceReported.insert(type).inserted {
@@ -106,21 +106,6 @@ public final class PipeWireAudioSource: CaptureSource {
         } else if silenceReported.remove(type) != nil {
             logger.notice("\(stream.name) (\(stream.target)): audio is back")
         }
-        if configuration.format.sampleFormat == .s16 { chunk.bytes = Self.s16(fromFloat32: chunk.bytes) }
         return chunk
-    }
-
-    /// Float32 samples to signed 16-bit, clipped.
-    static func s16(fromFloat32 bytes: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: bytes.count / 2)
-        bytes.withUnsafeBytes { source in
-            out.withUnsafeMutableBytes { target in
-                for i in 0..<(bytes.count / 4) {
-                    let value = max(-1, min(1, source.loadUnaligned(fromByteOffset: i * 4, as: Float.self)))
-                    target.storeBytes(of: Int16(value * 32767).littleEndian, toByteOffset: i * 2, as: Int16.self)
-                }
-            }
-        }
-        return out
     }
 }

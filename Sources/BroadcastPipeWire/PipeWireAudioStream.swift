@@ -21,7 +21,7 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// One audio stream of the broadcast (app audio or the microphone): interleaved float32 at 48 kHz on
+/// One audio stream of the broadcast (app audio or the microphone): interleaved float32 or s16 at 48 kHz on
 /// CLOCK_MONOTONIC, continuous whatever PipeWire does. A `PipeWireSession` connects it to a node and
 /// reconnects it when the node changes; each buffer is stamped from PipeWire's timing (the graph
 /// cycle's time less the delay from the device), not from when a callback ran, and placed where the
@@ -38,7 +38,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
 
     public let name: String
     public let target: AudioTarget
-    public let channels: Int
+    /// What PipeWire delivers (it converts): the broadcast's channels and sample format, 48 kHz.
+    public let format: AudioFormat
     /// App audio: captures what a sink or an application plays, not a source.
     let capturesSink: Bool
 
@@ -60,10 +61,10 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     }
     private let shared = Mutex(Shared())
 
-    public init(name: String, target: AudioTarget, channels: Int, capturesSink: Bool) {
+    public init(name: String, target: AudioTarget, format: AudioFormat, capturesSink: Bool) {
         self.name = name
         self.target = target
-        self.channels = channels
+        self.format = format
         self.capturesSink = capturesSink
         events.initialize(to: pw_stream_events())
         events.pointee.version = bd_pw_version_stream_events()
@@ -111,7 +112,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
             return
         }
         pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
-        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(SPA_AUDIO_FORMAT_F32_LE.rawValue), UInt32(Self.rate), UInt32(channels))
+        let sampleFormat = format.sampleFormat == .s16 ? SPA_AUDIO_FORMAT_S16_LE : SPA_AUDIO_FORMAT_F32_LE
+        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(sampleFormat.rawValue), UInt32(Self.rate), UInt32(format.channels))
         guard result >= 0 else {
             shared.withLock { $0.state = "error: cannot connect: \(String(cString: strerror(-result)))" }
             pw_stream_destroy(stream)
@@ -142,7 +144,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
               let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return }
         let maximum = Int(data.pointee.maxsize)
         let offset = min(Int(chunk.pointee.offset), maximum)
-        let frameBytes = 4 * channels
+        let frameBytes = format.bytesPerFrame
         let size = (min(Int(chunk.pointee.size), maximum - offset) / frameBytes) * frameBytes
         guard size > 0 else { return }
         var time = pw_time()
@@ -156,7 +158,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         let bytes = [UInt8](UnsafeRawBufferPointer(start: base + offset, count: size))
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, channels: channels)
+            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, bytesPerFrame: frameBytes)
         }
     }
 
@@ -173,7 +175,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
             if s.silentSince == nil { s.silentSince = s.next }
             let frames = Int(Self.silenceChunk * UInt64(Self.rate) / 1_000_000_000)
             let chunk = AudioChunk(presentationTime: s.next, duration: Self.silenceChunk, frameCount: frames,
-                                   bytes: [UInt8](repeating: 0, count: frames * 4 * channels))
+                                   bytes: [UInt8](repeating: 0, count: frames * format.bytesPerFrame))
             s.next += Self.silenceChunk
             s.figures.silentChunks += 1
             return chunk
@@ -198,14 +200,14 @@ extension PipeWireAudioStream.Shared {
     /// Places a captured buffer on the stream's timeline: where the last chunk ended, unless PipeWire's own
     /// time is more than 20 ms later (a resync after a stretch without audio: silence fills the gap) or
     /// earlier (it cannot go before what was already sent, so it goes at the end).
-    mutating func enqueue(bytes: [UInt8], frames: Int, duration: UInt64, stamped: UInt64, channels: Int) {
+    mutating func enqueue(bytes: [UInt8], frames: Int, duration: UInt64, stamped: UInt64, bytesPerFrame: Int) {
         let distance = stamped > next ? stamped - next : next - stamped
         if distance > 20_000_000 {
             figures.resyncs += 1
             if stamped > next {
                 let gap = Int((stamped - next) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
                 append(AudioChunk(presentationTime: next, duration: UInt64(gap) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate), frameCount: gap,
-                                  bytes: [UInt8](repeating: 0, count: gap * 4 * channels)))
+                                  bytes: [UInt8](repeating: 0, count: gap * bytesPerFrame)))
             }
         }
         silentSince = nil

@@ -41,8 +41,8 @@ extension Integration {
         let pipewire = try PipeWireHarness()
         setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
         defer { unsetenv("PIPEWIRE_REMOTE") }
-        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, channels: 2, capturesSink: true)
-        let mic = PipeWireAudioStream(name: "mic", target: .defaultDevice, channels: 2, capturesSink: false)
+        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
+        let mic = PipeWireAudioStream(name: "mic", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: false)
         let session = PipeWireSession(streams: [app, mic])
         try session.start(at: MonotonicClock.now())
         // Both taken from every 10 ms, as the daemon's loop does. Linking takes a moment: from the second
@@ -90,7 +90,7 @@ extension Integration {
         try pipewire.play(frequency: 660, into: "test_sink", application: "tone-660")
         setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
         defer { unsetenv("PIPEWIRE_REMOTE") }
-        let app = PipeWireAudioStream(name: "app audio", target: .node("tone-660"), channels: 2, capturesSink: true)
+        let app = PipeWireAudioStream(name: "app audio", target: .node("tone-660"), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
         let session = PipeWireSession(streams: [app])
         try session.start(at: MonotonicClock.now())
         _ = collect(app, seconds: 1)
@@ -109,7 +109,7 @@ extension Integration {
         try pipewire.play(frequency: 660, into: "other_sink")
         setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
         defer { unsetenv("PIPEWIRE_REMOTE") }
-        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, channels: 2, capturesSink: true)
+        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
         let session = PipeWireSession(streams: [app])
         try session.start(at: MonotonicClock.now())
         _ = collect(app, seconds: 1)
@@ -126,11 +126,32 @@ extension Integration {
         pipewire.stop()
     }
 
+    /// Asked for s16 (broadcastd --audio-format s16), PipeWire converts: the same tone at the same level.
+    @Test func s16IsWhatPipeWireDeliversWhenAskedFor() throws {
+        let pipewire = try PipeWireHarness()
+        setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
+        defer { unsetenv("PIPEWIRE_REMOTE") }
+        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, format: AudioFormat(channels: 1, sampleFormat: .s16), capturesSink: true)
+        let session = PipeWireSession(streams: [app])
+        try session.start(at: MonotonicClock.now())
+        _ = collect(app, seconds: 1)
+        let chunks = collect(app, seconds: 1)
+        session.stop()
+        #expect(chunks.allSatisfy { $0.bytes.count == $0.frameCount * 2 }, "two bytes a frame")
+        let samples = chunks.flatMap { chunk in
+            chunk.bytes.withUnsafeBytes { raw in (0..<chunk.frameCount).map { Float(raw.loadUnaligned(fromByteOffset: $0 * 2, as: Int16.self)) / 32767 } }
+        }
+        let (frequency, rms) = analyse(samples)
+        #expect(abs(frequency - PipeWireHarness.appFrequency) < 9, "\(frequency) Hz")
+        #expect(abs(20 * log10(rms / 0.0884)) < 4, "RMS \(rms)")
+        pipewire.stop()
+    }
+
     @Test func aMissingMicrophoneGivesSilenceNotAGap() throws {
         let pipewire = try PipeWireHarness(tones: false)
         setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
         defer { unsetenv("PIPEWIRE_REMOTE") }
-        let mic = PipeWireAudioStream(name: "mic", target: .node("no_such_microphone"), channels: 1, capturesSink: false)
+        let mic = PipeWireAudioStream(name: "mic", target: .node("no_such_microphone"), format: AudioFormat(channels: 1, sampleFormat: .float32), capturesSink: false)
         let session = PipeWireSession(streams: [mic])
         let start = MonotonicClock.now()
         try session.start(at: start)

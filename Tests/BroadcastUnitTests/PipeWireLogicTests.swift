@@ -1,8 +1,9 @@
 import BroadcastCapture
+import BroadcastCore
 @testable import BroadcastPipeWire
 import Testing
 
-/// The PipeWire audio path's pure logic: the stream timeline, the default-device metadata, s16.
+/// The PipeWire audio path's pure logic: the stream timeline and the default-device metadata.
 @Suite struct PipeWireLogicTests {
     func buffer(_ frames: Int, value: UInt8 = 1) -> [UInt8] { [UInt8](repeating: value, count: frames * 8) }
     let quantum: UInt64 = 1024 * 1_000_000_000 / 48_000
@@ -13,7 +14,7 @@ import Testing
         // PipeWire's stamps wander by a few ms: the chunks stay back to back.
         for (i, jitter) in [0, 3_000_000, -2_000_000, 15_000_000].enumerated() {
             let stamped = UInt64(Int64(1_000_000_000 + UInt64(i) * quantum) + Int64(jitter))
-            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: stamped, channels: 2)
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: stamped, bytesPerFrame: 8)
         }
         #expect(timeline.chunks.map(\.presentationTime) == (0..<4).map { 1_000_000_000 + UInt64($0) * quantum })
         #expect(timeline.figures.resyncs == 0)
@@ -22,7 +23,7 @@ import Testing
     @Test func aLateBufferIsPrecededBySilenceNotAGap() {
         var timeline = PipeWireAudioStream.Shared()
         timeline.next = 1_000_000_000
-        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 1_100_000_000, channels: 2)
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 1_100_000_000, bytesPerFrame: 8)
         #expect(timeline.figures.resyncs == 1)
         #expect(timeline.chunks.count == 2)
         let silence = timeline.chunks[0]
@@ -30,21 +31,21 @@ import Testing
         #expect(timeline.chunks[1].presentationTime == silence.presentationTime + silence.duration)
         // An early stamp cannot go back before what was sent: it goes at the end.
         let end = timeline.next
-        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 500_000_000, channels: 2)
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 500_000_000, bytesPerFrame: 8)
         #expect(timeline.chunks.last?.presentationTime == end && timeline.figures.resyncs == 2)
     }
 
     @Test func theQueueHoldsHalfASecondAndCountsWhatItDrops() {
         var timeline = PipeWireAudioStream.Shared()
         for i in 0..<40 {
-            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: UInt64(i) * quantum, channels: 2)
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: UInt64(i) * quantum, bytesPerFrame: 8)
         }
         #expect(timeline.queued <= PipeWireAudioStream.queueLimit)
         #expect(timeline.figures.dropped == UInt64(40 - timeline.chunks.count) && timeline.figures.dropped > 0)
     }
 
     @Test func nothingComingMeansSilenceBehindTheClock() {
-        let stream = PipeWireAudioStream(name: "mic", target: .defaultDevice, channels: 1, capturesSink: false)
+        let stream = PipeWireAudioStream(name: "mic", target: .defaultDevice, format: AudioFormat(channels: 1, sampleFormat: .float32), capturesSink: false)
         stream.reset(at: 0)
         #expect(stream.take(now: PipeWireAudioStream.silenceAfter) == nil)
         var covered: UInt64 = 0
@@ -60,13 +61,5 @@ import Testing
         #expect(PipeWireSession.jsonName("{\"name\":\"alsa_input.usb-mic\"}") == "alsa_input.usb-mic")
         #expect(PipeWireSession.jsonName("{ \"name\": \"test_sink\" }") == "test_sink")
         #expect(PipeWireSession.jsonName("{}") == nil && PipeWireSession.jsonName("{\"name\":\"\"}") == nil)
-    }
-
-    @Test func float32BecomesS16Clipped() {
-        let floats: [Float] = [0, 0.5, -1, 2, -3]
-        let bytes = floats.flatMap { value in withUnsafeBytes(of: value) { Array($0) } }
-        let s16 = PipeWireAudioSource.s16(fromFloat32: bytes)
-        let values = stride(from: 0, to: s16.count, by: 2).map { Int16(bitPattern: UInt16(s16[$0]) | UInt16(s16[$0 + 1]) << 8) }
-        #expect(values == [0, 16383, -32767, 32767, -32767])
     }
 }
