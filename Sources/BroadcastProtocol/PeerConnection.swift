@@ -102,11 +102,7 @@ public final class PeerConnection: @unchecked Sendable {
     /// Sends HELLO and waits for WELCOME; a version mismatch or refusal becomes `.refused`.
     @discardableResult
     public func hello(role: PeerRole, client: String) throws(ProtocolError) -> Welcome {
-        do { try send(.json(.hello, seq: nextSequence(), Hello(role: role, client: client))) } catch {
-            // broadcastd may have refused the connection (ERROR, then closed it) before reading HELLO.
-            if error == .closed, let said = try? receive(), said.opcode == .error { throw .refused(try said.decode(BroadcastError.self)) }
-            throw error
-        }
+        try sendRequest(.json(.hello, seq: nextSequence(), Hello(role: role, client: client)))
         let reply = try receive()
         switch reply.opcode {
         case .welcome: return try reply.decode(Welcome.self)
@@ -119,7 +115,7 @@ public final class PeerConnection: @unchecked Sendable {
     /// Messages that are not the reply (events) are kept for later `receive` calls.
     public func request(_ opcode: Opcode, _ body: some Encodable = Empty()) throws(ProtocolError) -> Message {
         let seq = nextSequence()
-        try send(.json(opcode, seq: seq, body))
+        try sendRequest(.json(opcode, seq: seq, body))
         // Messages queued earlier arrived before this request, so its reply is not among them.
         var others: [Message] = []
         defer { queued += others }
@@ -133,6 +129,15 @@ public final class PeerConnection: @unchecked Sendable {
                 return reply
             }
             others.append(reply)
+        }
+    }
+
+    /// Sends a request on the receiving thread. When broadcastd has already closed the connection, what it
+    /// said before closing (an ERROR: a refusal, say, of one connection too many) is what throws.
+    private func sendRequest(_ message: Message) throws(ProtocolError) {
+        do { try send(message) } catch {
+            if error == .closed, let said = try? receive(), said.opcode == .error { throw .refused(try said.decode(BroadcastError.self)) }
+            throw error
         }
     }
 
