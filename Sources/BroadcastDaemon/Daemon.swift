@@ -147,17 +147,18 @@ public final class Daemon {
                 (listener.raw, .readable), (signals.descriptor.raw, .readable), (timer.descriptor.raw, .readable),
             ]
             let ids = Array(sessions.keys)
+            // A peer whose messages wait in its decoder is served again at once, after everything else.
+            var backlog = false
             for id in ids {
                 let s = sessions[id]!
                 var interest: Poller.Interest = []
                 if s.wantsRead { interest.insert(.readable) }
                 if s.wantsWrite { interest.insert(.writable) }
                 entries.append((s.socket.raw, interest))
+                backlog = backlog || (s.wantsRead && s.hasBacklog)
             }
             let handlerIndex = entries.count
             if let handler { entries.append((handler.process.pidDescriptor.raw, .readable)) }
-            // A peer whose messages wait in its decoder is served again at once, after everything else.
-            let backlog = ids.contains { sessions[$0]!.hasBacklog && sessions[$0]!.wantsRead }
             let events: [Poller.Event]
             do { events = try Poller.wait(entries, timeoutMilliseconds: backlog ? 0 : -1) } catch { throw DaemonError("poll", error) }
 
