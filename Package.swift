@@ -9,6 +9,8 @@ import PackageDescription
 //   BroadcastProtocol    the wire protocol of docs/protocol.md: framing, messages, a blocking peer connection
 //   BroadcastCapture     the capture source interface, the synthetic source, BGRx → NV12/I420 conversion
 //   BroadcastX11         X11 screen capture: XCB-SHM grabs in bands, XDamage, XFixes cursor, RandR outputs
+//   BroadcastPortal      xdg-desktop-portal's ScreenCast over D-Bus (libdbus-1): the share dialog, restore tokens, the PipeWire remote
+//   BroadcastPipeWire    PipeWire (libpipewire): app audio and the microphone, and screens shared as video nodes
 //   BroadcastDaemon      broadcastd's core: event loop, frame pool, handler supervisor, controller sessions
 //   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
@@ -42,6 +44,7 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
         .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
@@ -56,8 +59,11 @@ let package = Package(
         .target(name: "BroadcastX11", dependencies: [
             "CXCB", "BroadcastCore", "BroadcastSystem", "BroadcastCapture", .product(name: "Logging", package: "swift-log"),
         ]),
+        .target(name: "BroadcastPortal", dependencies: [
+            "CDBus", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "BroadcastPipeWire", dependencies: [
-            "CPipeWire", "BroadcastCore", "BroadcastCapture", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+            "CPipeWire", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BroadcastDaemon", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture", "BroadcastLogging",
@@ -79,7 +85,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastX11", "BroadcastPipeWire", "BroadcastLogging",
+            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastX11", "BroadcastPipeWire", "BroadcastPortal", "BroadcastLogging",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -11,12 +11,14 @@
 #   install    make, and man-db/groff-base to check that the man pages render (`make install` test)
 #   servers    srt-live-transmit (srt-tools) and nginx with its RTMP module, for the stream handler's tests
 #   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
+#   PipeWire   libpipewire and libdbus-1 (the portal) to build; pipewire, wireplumber, dbus-daemon, GStreamer's
+#              pipewiresink (a video node) for the demo and tests; python3-dbus and python3-gi run the tests' stand-in portal
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
     make man-db groff-base srt-tools nginx libnginx-mod-rtmp
-    libpipewire-0.3-dev pipewire pipewire-bin wireplumber dbus-daemon
+    libpipewire-0.3-dev libdbus-1-dev pipewire pipewire-bin wireplumber dbus-daemon python3-dbus python3-gi
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).

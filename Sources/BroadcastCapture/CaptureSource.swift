@@ -1,4 +1,5 @@
 import BroadcastCore
+import BroadcastSystem
 
 /// The error type of BroadcastCapture and the capture backends: which source failed, doing what, and why.
 public struct CaptureError: Error, CustomStringConvertible, Sendable {
@@ -7,12 +8,15 @@ public struct CaptureError: Error, CustomStringConvertible, Sendable {
     public var reason: String
     /// Only this frame was lost (the screen changed size under the grab, say); the next may succeed.
     public var transient: Bool
+    /// Not a failure yet: `open` is waiting for the user (the portal's share dialog); see `CaptureSource.openAnswered`.
+    public var pending: Bool
 
-    public init(source: String, operation: String, reason: String, transient: Bool = false) {
+    public init(source: String, operation: String, reason: String, transient: Bool = false, pending: Bool = false) {
         self.source = source
         self.operation = operation
         self.reason = reason
         self.transient = transient
+        self.pending = pending
     }
 
     public var description: String { "\(source) capture: \(operation): \(reason)" }
@@ -132,6 +136,18 @@ public protocol CaptureSource: AnyObject {
     func nextAudioDeadline() -> UInt64?
     /// The next chunk of `stream` (`.audioApp` or `.audioMic`) that is complete by `now`, or nil.
     func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk?
+
+    /// Set for a source whose `open` asks the user what to capture (the desktop portal's share dialog):
+    /// while the question is open `open` throws a `pending` error, and this descriptor becomes readable
+    /// when it is answered, for `open` to be called again. Such a source is not opened before it is needed.
+    var openAnswered: Descriptor? { get }
+    /// Withdraws the question a pending `open` asked (the dialog closes); `open` then fails with `reason`.
+    func cancelOpen(_ reason: String)
+}
+
+extension CaptureSource {
+    public var openAnswered: Descriptor? { nil }
+    public func cancelOpen(_ reason: String) {}
 }
 
 /// A run of interleaved PCM samples in the source's audio format.

@@ -45,6 +45,8 @@ public final class Daemon {
     /// What the handler last sent with SET_RESULT during the current broadcast: FINISHED and the finished status carry it.
     private var handlerResult: [String: JSONValue]?
     private var shuttingDown = false
+    /// A START waiting for the source to open (the desktop portal's share dialog is up): answered when the source is.
+    private var pendingStart: (sessionID: Int, seq: UInt32, request: StartRequest)?
 
     // Capture and timing; all times are CLOCK_MONOTONIC nanoseconds.
     private var counters: [SampleType: StreamCounters] = [:]
@@ -77,9 +79,9 @@ public final class Daemon {
         self.logger = logger
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
         var plan: FramePoolPlan?
-        switch Self.open(source, budget: configuration.memoryBudget) {
+        switch source.openAnswered == nil ? Self.open(source, budget: configuration.memoryBudget) : .success(nil) {
         case .success(let opened):
-            source.close()
+            if opened != nil { source.close() } else { logger.info("the screen is chosen in the desktop portal's share dialog when a broadcast starts") }
             plan = opened
         case .failure(let error) where error.code == .captureFailed:
             logger.warning("\(error.message); broadcasts cannot start until this is resolved")
@@ -117,9 +119,12 @@ public final class Daemon {
     }
 
     /// Opens `source` and plans the frame pool for its frames; the source is left closed when either fails.
-    private static func open(_ source: CaptureSource, budget: Int) -> Result<FramePoolPlan, BroadcastError> {
+    /// nil: the source is waiting for the user (`openAnswered` becomes readable when it is worth asking again).
+    private static func open(_ source: CaptureSource, budget: Int) -> Result<FramePoolPlan?, BroadcastError> {
         let format: VideoFormat
-        do { format = try source.open() } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        do { format = try source.open() } catch {
+            return error.pending ? .success(nil) : .failure(BroadcastError(.captureFailed, error.description))
+        }
         do { return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget)) } catch {
             source.close()
             return .failure(error)
@@ -141,7 +146,7 @@ public final class Daemon {
             nextWatchdogAt = MonotonicClock.now() + interval
         }
         while true {
-            if shuttingDown && handler == nil && !isActive(machine.phase) { break }
+            if shuttingDown && handler == nil && !isActive(machine.phase) && pendingStart == nil { break }
             do { try timer.arm(at: nextDeadline()) } catch { throw DaemonError("arm timer", error) }
             var entries: [(fd: Int32, interest: Poller.Interest)] = [
                 (listener.raw, .readable), (signals.descriptor.raw, .readable), (timer.descriptor.raw, .readable),
@@ -159,6 +164,8 @@ public final class Daemon {
             }
             let handlerIndex = entries.count
             if let handler { entries.append((handler.process.pidDescriptor.raw, .readable)) }
+            let answeredIndex = entries.count
+            if pendingStart != nil, let answered = source.openAnswered { entries.append((answered.raw, .readable)) }
             let events: [Poller.Event]
             do { events = try Poller.wait(entries, timeoutMilliseconds: backlog ? 0 : -1) } catch { throw DaemonError("poll", error) }
 
@@ -175,6 +182,7 @@ public final class Daemon {
                 if e.writable { session.flush() }
             }
             if handler != nil && events.count > handlerIndex && events[handlerIndex].readable { reapHandler() }
+            if pendingStart != nil && events.count > answeredIndex && events[answeredIndex].readable { startAnswered() }
             if events[2].readable { timer.acknowledge() }
             runDueWork(now: MonotonicClock.now())
             closeFinishedSessions()
@@ -264,6 +272,7 @@ public final class Daemon {
             if isActive(machine.phase) && machine.phase != .finishing {
                 transition(.fail(BroadcastError(.shutdown, "broadcastd was stopped")))
             }
+            if pendingStart != nil { source.cancelOpen("broadcastd was stopped") }
         }
         return false
     }
@@ -388,6 +397,9 @@ public final class Daemon {
                 transition(.fail(BroadcastError(.handlerFailed, "handler '\(handler.manifest.name)' was disconnected: \(reason)")))
             }
         }
+        if pendingStart?.sessionID == session.id {
+            source.cancelOpen("the controller that asked for the broadcast went away")
+        }
         if let broadcast = session.setupFor, machine.phase == .awaitingSetup, machine.current?.id == broadcast {
             transition(.setupCancelled(BroadcastError(.setupCancelled, "the setup UI went away without completing the request")))
         }
@@ -460,8 +472,10 @@ public final class Daemon {
         case .listHandlers:
             reply(session, seq, .success(.json(.handlers, seq: seq, HandlerList(handlers: registry.load(logger: logger).map(\.manifest)))))
         case .start:
-            let request = try message.decode(StartRequest.self)
-            reply(session, seq, start(request).map { .json(.ok, seq: seq, BroadcastReference(broadcast: $0)) })
+            answerStart((session.id, seq, try message.decode(StartRequest.self)))
+        case .finish where pendingStart != nil:
+            source.cancelOpen("the broadcast was finished before the screen was chosen")
+            reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
         case .pause, .resume, .finish:
             let event: BroadcastEvent = message.opcode == .pause ? .pause : message.opcode == .resume ? .resume : .finish
             reply(session, seq, transition(event).map { _ in .json(.ok, seq: seq, BroadcastReference(broadcast: machine.current?.id)) })
@@ -481,8 +495,12 @@ public final class Daemon {
         }
     }
 
-    private func start(_ request: StartRequest) -> Result<UInt32, BroadcastError> {
+    /// The new broadcast's id, or nil when the source is waiting for the user (the START is then answered by `startAnswered`).
+    private func start(_ request: StartRequest) -> Result<UInt32?, BroadcastError> {
         if shuttingDown { return .failure(BroadcastError(.shutdown, "broadcastd is shutting down")) }
+        if pendingStart != nil {
+            return .failure(BroadcastError(.busy, "another broadcast is being requested: the screen-share dialog is open"))
+        }
         let entries = registry.load(logger: logger)
         guard let entry = entries.first(where: { $0.manifest.name == request.handler }) else {
             let names = entries.map(\.manifest.name)
@@ -495,6 +513,7 @@ public final class Daemon {
         if !isActive(machine.phase) {
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
             switch Self.open(source, budget: configuration.memoryBudget) {
+            case .success(nil): return .success(nil)
             case .success(let plan): poolPlan = plan
             case .failure(let error): return .failure(error)
             }
@@ -510,6 +529,25 @@ public final class Daemon {
             logger.info("broadcast \(id) requested with handler '\(entry.manifest.name)'; waiting for setup")
             return id
         }
+    }
+
+    /// Answers a START, or keeps it pending while the source waits for the user; then `startAnswered`
+    /// tries again when the source has its answer (the share dialog was answered, cancelled or withdrawn).
+    private func answerStart(_ request: (sessionID: Int, seq: UInt32, request: StartRequest)) {
+        let result = start(request.request)
+        if case .success(nil) = result {
+            if pendingStart == nil { logger.info("broadcast requested with handler '\(request.request.handler)'; waiting for the screen-share dialog") }
+            pendingStart = request
+        } else if let session = sessions[request.sessionID] {
+            reply(session, request.seq, result.map { .json(.ok, seq: request.seq, BroadcastReference(broadcast: $0)) })
+        }
+        updateStatus()
+    }
+
+    private func startAnswered() {
+        guard let pending = pendingStart else { return }
+        pendingStart = nil
+        answerStart(pending)
     }
 
     private func setupRequest(_ message: Message, from session: PeerSession) throws(ProtocolError) {
@@ -716,6 +754,9 @@ public final class Daemon {
             }
         }
         let wasOpen = isActive(machine.phase)
+        if !wasOpen && source.openAnswered != nil {
+            return .failure(BroadcastError(.captureFailed, "the screen is shared through the desktop portal only while a broadcast runs; start one first"))
+        }
         if !wasOpen {
             do { _ = try source.open() } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         }
@@ -781,6 +822,7 @@ public final class Daemon {
     /// One line: "idle", "live: broadcast 3 to record, 00:12:03", "paused: ...", "stopping".
     func statusLine(now: UInt64) -> String {
         if shuttingDown { return isActive(machine.phase) ? "stopping: finishing broadcast \(machine.current?.id ?? 0)" : "stopping" }
+        if let pending = pendingStart { return "requested: a broadcast to \(pending.request.handler), waiting for the screen-share dialog" }
         guard let current = machine.current else { return "idle" }
         let seconds = elapsed(now: now) / 1_000_000_000
         let clock = [seconds / 3600, seconds / 60 % 60, seconds % 60].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")

@@ -68,6 +68,8 @@ public final class PipeWireAudioSource: CaptureSource {
     }
 
     public func open() throws(CaptureError) -> VideoFormat { try video.open() }
+    public var openAnswered: Descriptor? { video.openAnswered }
+    public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }
     public func close() { video.close() }
     public func checkForChanges() throws(CaptureError) -> FrameChange { try video.checkForChanges() }

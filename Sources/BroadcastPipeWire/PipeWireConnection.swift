@@ -2,8 +2,9 @@ import BroadcastCapture
 import CPipeWire
 import Glibc
 
-/// A connection to PipeWire with a thread of its own (`pw_thread_loop`): `$PIPEWIRE_REMOTE`, else
-/// `pipewire-0` in `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`. `setUp` runs with the loop locked
+/// A connection to PipeWire with a thread of its own (`pw_thread_loop`): over `remote` (a socket the
+/// portal opened, which the connection then owns) or to `$PIPEWIRE_REMOTE`, else `pipewire-0` in
+/// `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`. `setUp` runs with the loop locked
 /// before the thread starts, to create what lives on it; `close` stops the thread first, so what it
 /// created can then be destroyed from any thread.
 final class PipeWireConnection {
@@ -11,18 +12,22 @@ final class PipeWireConnection {
     private let context: OpaquePointer
     let core: OpaquePointer
 
-    init(threadName: String, setUp: (OpaquePointer) throws(CaptureError) -> Void) throws(CaptureError) {
+    init(threadName: String, remote: Int32? = nil, setUp: (OpaquePointer) throws(CaptureError) -> Void) throws(CaptureError) {
         PipeWireLibrary.initialize()
         func failure(_ reason: String) -> CaptureError {
             CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
         }
-        guard let loop = pw_thread_loop_new(threadName, nil) else { throw failure("pw_thread_loop_new failed") }
+        guard let loop = pw_thread_loop_new(threadName, nil) else {
+            if let remote { Glibc.close(remote) }
+            throw failure("pw_thread_loop_new failed")
+        }
         guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else {
+            if let remote { Glibc.close(remote) }
             pw_thread_loop_destroy(loop)
             throw failure("pw_context_new failed")
         }
         pw_thread_loop_lock(loop)
-        guard let core = pw_context_connect(context, nil, 0) else {
+        guard let core = remote.map({ pw_context_connect_fd(context, $0, nil, 0) }) ?? pw_context_connect(context, nil, 0) else {
             let reason = String(cString: strerror(errno))
             pw_thread_loop_unlock(loop)
             pw_context_destroy(context)

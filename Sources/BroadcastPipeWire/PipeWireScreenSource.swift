@@ -1,26 +1,41 @@
 import BroadcastCapture
 import BroadcastCore
+import BroadcastPortal
 import BroadcastSystem
 import CPipeWire
 import Glibc
+import Logging
 import Synchronization
 
-/// Screen capture from a PipeWire video node (`broadcastd --pipewire-node NAME|SERIAL`): a screen a
-/// compositor shares, a kiosk's or headless server's video source. Raw BGRx or BGRA in shared memory
-/// (MemFd or MemPtr; DMA-BUF is not negotiated) arrives on PipeWire's thread, which keeps the newest
-/// buffer (not a copy of it); at each frame deadline the loop converts it into a pool slot, or repeats
-/// the last one when no new frame came. A frame PipeWire marks corrupted is skipped. The cursor is whatever the node draws.
+/// Screen capture from a PipeWire video node: the stream a user shares through the desktop portal's
+/// ScreenCast dialog (`broadcastd --source pipewire`, Wayland), or a node named directly
+/// (`--pipewire-node NAME|SERIAL`: a kiosk's or headless server's video source). Raw BGRx or BGRA in
+/// shared memory (MemFd or MemPtr; DMA-BUF is not negotiated) arrives on PipeWire's thread, which keeps
+/// the newest buffer (not a copy of it); at each frame deadline the loop converts it into a pool slot,
+/// or repeats the last one when no new frame came. A frame PipeWire marks corrupted is skipped. The
+/// cursor is whatever the node draws.
+///
+/// Through the portal, `open` runs the portal's conversation on a thread of its own and throws a
+/// `pending` error until it is answered (`openAnswered` becomes readable): the dialog may stay open for
+/// minutes, and the daemon's loop goes on meanwhile. The restore token the portal returns is stored
+/// after every session, so the next broadcast starts without the dialog.
 public final class PipeWireScreenSource: CaptureSource {
+    public enum Target: Sendable {
+        /// A node by name (`node.name`) or serial number (`object.serial`).
+        case node(String)
+        /// The stream the user chooses in the portal's share dialog; `tokens` keeps the grant between broadcasts.
+        case portal(ScreenCastRequest, tokens: RestoreTokenStore?)
+    }
+
     public struct Configuration: Sendable {
-        /// A node's name (`node.name`) or serial number (`object.serial`).
-        public var node: String
+        public var target: Target
         public var framesPerSecond = 30
         public var pixelFormat: PixelFormat = .nv12
         public var colorRange: ColorRange = .limited
         public var audio = AudioFormat()
         /// How long `open` waits for the node's first frame.
         public var startTimeout: UInt64 = 5_000_000_000
-        public init(node: String) { self.node = node }
+        public init(target: Target) { self.target = target }
     }
 
     private let configuration: Configuration
@@ -48,12 +63,41 @@ public final class PipeWireScreenSource: CaptureSource {
         let stride: Int
     }
     private let latest = Mutex(Latest())
+    private let logger: Logger
+    /// The portal's conversation, shared with the thread that holds it: in flight, or its answer.
+    private final class PortalQuestion: Sendable {
+        enum State: Sendable {
+            case idle
+            case asking(Cancellation)
+            case answered(Result<ScreenCastPortal, PortalError>)
+        }
+        let state = Mutex(State.idle)
+        /// Signalled when the answer is in.
+        let answered: Wakeup
+        init() throws(SystemError) { answered = try Wakeup() }
+    }
+    private let question: PortalQuestion?
+    /// The portal's session while the screen is shared.
+    private var portal: ScreenCastPortal?
+    /// What the stream targets: the configured node, or the node the portal shared.
+    private var node: String
     private var seen: UInt64 = 0
     private var format: VideoFormat
     private var converter: FrameConverter
 
-    public init(_ configuration: Configuration) {
+    public init(_ configuration: Configuration, logger: Logger) throws(CaptureError) {
         self.configuration = configuration
+        self.logger = logger
+        switch configuration.target {
+        case .node(let name):
+            node = name
+            question = nil
+        case .portal:
+            node = "from the portal"
+            do { question = try PortalQuestion() } catch {
+                throw CaptureError(source: "pipewire", operation: "prepare the portal", reason: error.description)
+            }
+        }
         format = VideoFormat(width: 16, height: 16, pixelFormat: configuration.pixelFormat)
         converter = FrameConverter(format: format, range: configuration.colorRange)
         events.initialize(to: pw_stream_events())
@@ -86,8 +130,15 @@ public final class PipeWireScreenSource: CaptureSource {
     }
 
     public var description: String {
-        "pipewire node \(configuration.node) @ \(configuration.framesPerSecond) fps"
+        switch configuration.target {
+        case .node(let name): "pipewire node \(name) @ \(configuration.framesPerSecond) fps"
+        case .portal(let request, _):
+            "pipewire \(request.sources.rawValue) shared through the desktop portal\(portal.map { " (node \($0.cast?.node ?? 0))" } ?? "")"
+                + (question?.state.withLock { if case .asking = $0 { true } else { false } } == true ? " (share dialog open)" : "")
+                + " @ \(configuration.framesPerSecond) fps"
+        }
     }
+    public var openAnswered: Descriptor? { question?.answered.descriptor }
     public var videoFormat: VideoFormat { format }
     public var audioFormat: AudioFormat { configuration.audio }
     public var audioStreams: [SampleType] { [] }
@@ -103,9 +154,16 @@ public final class PipeWireScreenSource: CaptureSource {
         CaptureOutputs(kind: "pipewire", screen: format.width > 16 ? ScreenRect(x: 0, y: 0, width: format.width, height: format.height) : nil, outputs: [])
     }
 
-    /// Connects to the node and waits for its first frame, whose size becomes the format.
+    /// Connects to the node and waits for its first frame, whose size becomes the format; through the
+    /// portal, first asks for the node (pending until the user has answered).
     public func open() throws(CaptureError) -> VideoFormat {
-        if connection == nil { try connect() }
+        if connection == nil {
+            if case .portal(let request, let tokens) = configuration.target, portal == nil { try askPortal(request, tokens) }
+            do { try connect() } catch {
+                close()
+                throw error
+            }
+        }
         let deadline = MonotonicClock.now() + configuration.startTimeout
         while true {
             let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
@@ -117,24 +175,77 @@ public final class PipeWireScreenSource: CaptureSource {
             if state.hasPrefix("error") || MonotonicClock.now() > deadline {
                 let reason = state.hasPrefix("error") ? state : "no frame within \(configuration.startTimeout / 1_000_000_000) s (stream \(state))"
                 close()
-                throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'",
+                throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
                                    reason: "\(reason); is it there? `pw-cli ls Node` lists the nodes")
             }
             usleep(10_000)
         }
     }
 
+    /// The portal's part of `open`: starts the conversation on a thread, or takes its answer.
+    private func askPortal(_ request: ScreenCastRequest, _ tokens: RestoreTokenStore?) throws(CaptureError) {
+        func failure(_ reason: String, pending: Bool = false) -> CaptureError {
+            CaptureError(source: "pipewire", operation: "share the screen through the desktop portal", reason: reason, pending: pending)
+        }
+        let question = question!
+        question.answered.acknowledge()
+        let state = question.state.withLock { state in
+            defer { if case .answered = state { state = .idle } }
+            return state
+        }
+        switch state {
+        case .asking:
+            throw failure("waiting for the screen-share dialog", pending: true)
+        case .answered(.failure(let error)):
+            throw failure(error.cancelled ? error.reason : error.description)
+        case .answered(.success(let portal)):
+            self.portal = portal
+            let cast = portal.cast!
+            if cast.persistence, let tokens {
+                do { try tokens.save(cast.restoreToken) } catch {
+                    logger.warning("cannot keep the portal's restore token in \(tokens.path) (\(error)); the share dialog will come back next time")
+                }
+            }
+        case .idle:
+            var ask = request
+            ask.restoreToken = tokens?.load()
+            let cancellation = Cancellation(), logger = logger
+            question.state.withLock { $0 = .asking(cancellation) }
+            do {
+                try BackgroundThread.start { [ask] in
+                    let result = Result { () throws(PortalError) in try ScreenCastPortal(ask, cancellation: cancellation, logger: logger) }
+                    question.state.withLock { $0 = .answered(result) }
+                    question.answered.signal()
+                }
+            } catch {
+                question.state.withLock { $0 = .idle }
+                throw failure(error.description)
+            }
+            throw failure("waiting for the screen-share dialog", pending: true)
+        }
+    }
+
+    public func cancelOpen(_ reason: String) {
+        question?.state.withLock { if case .asking(let cancellation) = $0 { cancellation.cancel(reason) } }
+    }
+
     private func connect() throws(CaptureError) {
-        connection = try PipeWireConnection(threadName: "broadcastd-video") { core throws(CaptureError) in
+        var remote: Int32?
+        if let cast = portal?.cast {
+            remote = fcntl(cast.remote, F_DUPFD_CLOEXEC, 0)
+            node = String(cast.node)
+        }
+        connection = try PipeWireConnection(threadName: "broadcastd-video", remote: remote) { core throws(CaptureError) in
             let properties = bd_pw_properties_new()
             pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
             pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
             pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Screen")
             pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-screen")
-            pw_properties_set(properties, "target.object", configuration.node)
+            // The portal's node is known by its id (what pw_stream_connect's deprecated target id sets), a direct one by name or serial.
+            pw_properties_set(properties, portal == nil ? "target.object" : "node.target", node)
             pw_properties_set(properties, "node.dont-reconnect", "true")
             guard let stream = pw_stream_new(core, "broadcastd screen", properties) else {
-                throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'", reason: "pw_stream_new failed")
+                throw CaptureError(source: "pipewire", operation: "capture node '\(node)'", reason: "pw_stream_new failed")
             }
             self.stream = stream
             pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
@@ -142,7 +253,7 @@ public final class PipeWireScreenSource: CaptureSource {
             guard result >= 0 else {
                 pw_stream_destroy(stream)
                 self.stream = nil
-                throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'",
+                throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
                                    reason: "cannot connect the stream: \(String(cString: strerror(-result)))")
             }
         }
@@ -155,6 +266,11 @@ public final class PipeWireScreenSource: CaptureSource {
         (connection, stream) = (nil, nil)
         latest.withLock { $0 = Latest() }
         seen = 0
+        // The share ends with the broadcast; the next one asks again (without the dialog, given a restore token).
+        portal?.close()
+        portal = nil
+        cancelOpen("the broadcast request was withdrawn")
+        question?.state.withLock { if case .answered(.success(let granted)) = $0 { granted.close(); $0 = .idle } }
     }
 
     public func begin(at time: UInt64) throws(CaptureError) {}
@@ -163,7 +279,8 @@ public final class PipeWireScreenSource: CaptureSource {
     public func checkForChanges() throws(CaptureError) -> FrameChange {
         let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
         if state.hasPrefix("error") || state == "unconnected" {
-            throw CaptureError(source: "pipewire", operation: "capture node '\(configuration.node)'", reason: "the stream is \(state) (the node went away?)")
+            throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
+                               reason: "the stream is \(state) (\(portal == nil ? "the node went away?" : "the screen is no longer shared?"))")
         }
         if width & ~1 != format.width || height & ~1 != format.height, width > 0 {
             format = VideoFormat(width: width & ~1, height: height & ~1, pixelFormat: configuration.pixelFormat)

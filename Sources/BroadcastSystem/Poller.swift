@@ -75,3 +75,42 @@ public final class DeadlineTimer {
         _ = Glibc.read(descriptor.raw, &count, 8)
     }
 }
+
+/// An eventfd another thread signals to wake the poll loop: readable from `signal` until `acknowledge`.
+public final class Wakeup: @unchecked Sendable {
+    public let descriptor: Descriptor
+
+    public init() throws(SystemError) {
+        descriptor = Descriptor(adopting: try syscallRetrying("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) })
+    }
+
+    /// Safe from any thread.
+    public func signal() {
+        var one: UInt64 = 1
+        _ = Glibc.write(descriptor.raw, &one, 8)
+    }
+
+    public func acknowledge() {
+        var count: UInt64 = 0
+        _ = Glibc.read(descriptor.raw, &count, 8)
+    }
+}
+
+/// A detached thread of its own for work that blocks (a D-Bus conversation, say), so the loop does not.
+public enum BackgroundThread {
+    public static func start(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
+        final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        let result = pthread_create(&thread, nil, { context in
+            let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
+            box.body()
+            return nil
+        }, context)
+        guard result == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            throw SystemError("pthread_create", errno: result)
+        }
+        pthread_detach(thread)
+    }
+}

@@ -1,15 +1,18 @@
 import BroadcastCapture
 import BroadcastConfig
 import BroadcastCore
+import BroadcastPortal
 import BroadcastX11
 import Logging
 
 /// Every broadcastd setting: its configuration-file key is its long option without the dashes.
 enum DaemonKeys {
     static let source = ConfigKey.choice("source", ["auto", "x11", "pipewire", "synthetic"], default: "auto",
-        help: "Capture source: auto picks pipewire when pipewire-node is set, else x11 when DISPLAY is set and no Wayland session runs, else synthetic.")
+        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else synthetic.")
     static let pipewireNode = ConfigKey("pipewire-node", .string,
-        help: "Capture this PipeWire video node, by node name or serial (`pw-cli ls Node`), with source pipewire: a screen shared by a compositor, a kiosk's or headless server's video source.")
+        help: "With source pipewire, capture this PipeWire video node, by node name or serial (`pw-cli ls Node`), instead of asking the portal: a kiosk's or headless server's video source.")
+    static let portalSource = ConfigKey.choice("portal-source", ScreenCastRequest.Sources.allCases.map(\.rawValue), default: "monitor",
+        help: "What the portal's share dialog offers: a monitor, a window, or any.")
     static let display = ConfigKey("display", .string, help: "X display to capture; unset: $DISPLAY.")
     static let output = ConfigKey("output", .string,
         help: "Capture one RandR monitor or output by name (see `broadcastctl sources`); unset: the whole screen.")
@@ -57,7 +60,7 @@ enum DaemonKeys {
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
-    static let all = [source, pipewireNode, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
+    static let all = [source, pipewireNode, portalSource, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, socket, handlersDir,
                       startTimeout, finishTimeout, handlerTimeout, logLevel]
 }
@@ -67,9 +70,6 @@ extension Configuration {
     func checkCombinations() throws(ConfigError) {
         if string("output") != nil && string("region") != nil {
             throw error(["region", "output"], "output and region cannot both be set")
-        }
-        if string("source") == "pipewire" && string("pipewire-node") == nil {
-            throw error(["source", "pipewire-node"], "source pipewire needs pipewire-node (a video node's name or serial): the xdg-desktop-portal ScreenCast path is not implemented yet")
         }
         if string("source") == "synthetic" && (string("app-audio") != "default" || string("mic") != "default") {
             throw error(["app-audio", "mic"], "app-audio and mic choose PipeWire audio for a screen; the synthetic source makes its own tones")

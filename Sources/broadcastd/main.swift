@@ -6,6 +6,7 @@ import BroadcastDaemon
 import BroadcastLogging
 import BroadcastProtocol
 import BroadcastPipeWire
+import BroadcastPortal
 import BroadcastSystem
 import BroadcastX11
 import Logging
@@ -30,6 +31,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp(DaemonKeys.source.help)) var source: String?
     @Option(help: ArgumentHelp(DaemonKeys.pipewireNode.help, valueName: "NAME|SERIAL")) var pipewireNode: String?
+    @Option(help: ArgumentHelp(DaemonKeys.portalSource.help)) var portalSource: String?
     @Option(help: ArgumentHelp(DaemonKeys.display.help)) var display: String?
     @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
@@ -65,7 +67,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
+        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
                              ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
@@ -142,7 +144,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         return configuration
     }
 
-    func captureSource(_ source: String, _ settings: Configuration) -> CaptureSource {
+    func captureSource(_ source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
         let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
         let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         let fps = settings.integer("fps")
@@ -154,12 +156,12 @@ struct BroadcastDaemonCommand: ParsableCommand {
         }
         let screen: CaptureSource
         if source == "pipewire" {
-            var pipewire = PipeWireScreenSource.Configuration(node: settings.string("pipewire-node")!)
+            var pipewire = PipeWireScreenSource.Configuration(target: settings.string("pipewire-node").map { .node($0) } ?? portalTarget(settings))
             pipewire.framesPerSecond = fps
             pipewire.pixelFormat = pixelFormat
             pipewire.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
             pipewire.audio = audio
-            screen = PipeWireScreenSource(pipewire)
+            screen = try PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
         } else {
             var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
             x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
@@ -183,6 +185,18 @@ struct BroadcastDaemonCommand: ParsableCommand {
         guard pipewire.app != nil || pipewire.mic != nil else { return screen }
         return PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
     }
+
+    /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says
+    /// (cursor metadata is not read from PipeWire: the pointer is then drawn in), remembered between broadcasts.
+    func portalTarget(_ settings: Configuration) -> PipeWireScreenSource.Target {
+        var request = ScreenCastRequest()
+        request.sources = ScreenCastRequest.Sources(rawValue: settings.string("portal-source")!)!
+        request.cursor = settings.string("cursor") == "hidden" ? .hidden : .embedded
+        if settings.string("cursor") == "metadata" {
+            Logger(label: "broadcastd").warning("cursor metadata is not read from PipeWire streams yet: the portal is asked to draw the pointer into the frames")
+        }
+        return .portal(request, tokens: RestoreTokenStore.defaultPath(environment: Environment.all).map(RestoreTokenStore.init))
+    }
 }
 
 extension BroadcastDaemonCommand {
@@ -191,10 +205,7 @@ extension BroadcastDaemonCommand {
     func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
         guard source == "auto" else { return (source, nil) }
-        if settings.string("pipewire-node") != nil { return ("pipewire", nil) }
-        if Environment.get("WAYLAND_DISPLAY") != nil {
-            return ("synthetic", (.warning, "a Wayland session is running and screen capture through the portal is not available yet (--pipewire-node captures a PipeWire video node); using the synthetic source"))
-        }
+        if settings.string("pipewire-node") != nil || Environment.get("WAYLAND_DISPLAY") != nil { return ("pipewire", nil) }
         if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
         return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
     }

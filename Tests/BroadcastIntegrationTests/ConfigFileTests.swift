@@ -72,10 +72,11 @@ extension Integration {
         #expect(combination.stderr.contains("\(path):2: sync-marks and audio-clock-ppm are features of the synthetic source"), "\(combination.stderr)")
         // The option that fixes it wins over the file.
         #expect(try broadcastd(["--source", "synthetic", "--print-config"]).status == 0)
-        _ = try write("source = \"pipewire\"\n")
-        let noNode = try broadcastd(["--socket", socket])
-        #expect(noNode.status == 78 && noNode.stderr.contains("source pipewire needs pipewire-node"), "\(noNode.stderr)")
-        #expect(try broadcastd(["--pipewire-node", "screen", "--print-config"]).status == 0)
+        _ = try write("source = \"pipewire\"\nportal-source = \"screen\"\n")
+        let badChoice = try broadcastd(["--socket", socket])
+        #expect(badChoice.status == 78 && badChoice.stderr.contains("\(path):2:") && badChoice.stderr.contains("monitor, window, any"), "\(badChoice.stderr)")
+        _ = try write("source = \"pipewire\"\nportal-source = \"window\"\n")
+        #expect(try broadcastd(["--print-config"]).status == 0)
 
         let missing = try broadcastd(["--config", directory + "/nope.toml"])
         #expect(missing.status == 78)

@@ -125,6 +125,33 @@ final class PipeWireHarness {
         throw HarnessError("the video node \(name) did not appear:\n\(logs)")
     }
 
+    /// The stand-in xdg-desktop-portal (Tests/fixtures/portal/screencast_portal.py) on this stack's session
+    /// bus, sharing the video node `node`; its conversation is logged, one JSON object a line, to `portalLog`.
+    func portal(node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0) throws {
+        for module in ["dbus", "gi"] where try runTool("/usr/bin/python3", ["-c", "import \(module)"]).status != 0 {
+            throw HarnessError("python3 cannot import \(module): install python3-dbus and python3-gi (scripts/lib.sh does)")
+        }
+        try spawn("python3", [Paths.root + "/Tests/fixtures/portal/screencast_portal.py", "--node", node, "--log", portalLog,
+                              "--version", "\(version)", "--dialog-seconds", "\(dialogSeconds)"] + (cancel ? ["--cancel"] : []))
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let owner = try runTool("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                           "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.portal.Desktop"], environment: environment)
+            if owner.stdout.contains("boolean true") { return }
+            usleep(50_000)
+        }
+        throw HarnessError("the stand-in portal did not take its name on the bus:\n\(logs)")
+    }
+
+    var portalLog: String { runtime + "/portal.jsonl" }
+
+    /// What the stand-in portal was asked, in order.
+    func portalCalls() -> [[String: Any]] {
+        ((try? String(contentsOfFile: portalLog, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+    }
+
     /// Stops the first process named `name` (pw-loopback: the microphone goes away).
     func kill(_ name: String) {
         guard let index = processes.firstIndex(where: { $0.name == name }) else { return }

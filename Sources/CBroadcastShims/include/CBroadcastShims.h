@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <sys/timerfd.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <fcntl.h>
 

@@ -1,0 +1,227 @@
+import BroadcastSystem
+import Glibc
+import Logging
+import Synchronization
+
+/// The error type of BroadcastPortal: what failed in the conversation with the portal, and why.
+public struct PortalError: Error, CustomStringConvertible, Sendable {
+    public var operation: String
+    public var reason: String
+    /// The D-Bus error name, when the bus or the portal answered with one.
+    public var name: String?
+    /// The user closed the share dialog without choosing, or the request was withdrawn.
+    public var cancelled = false
+
+    public init(_ operation: String, _ reason: String, name: String? = nil, cancelled: Bool = false) {
+        self.operation = operation
+        self.reason = reason
+        self.name = name
+        self.cancelled = cancelled
+    }
+
+    public var description: String { "\(operation): \(reason)" }
+}
+
+/// What broadcastd asks the portal for.
+public struct ScreenCastRequest: Sendable {
+    /// Which kinds of source the share dialog offers (the portal's source types: 1 monitor, 2 window).
+    public enum Sources: String, Sendable, CaseIterable {
+        case monitor, window, any
+        var mask: UInt32 { self == .monitor ? 1 : self == .window ? 2 : 3 }
+    }
+    /// How the pointer comes (the portal's cursor modes: 1 hidden, 2 embedded, 4 metadata).
+    public enum Cursor: String, Sendable {
+        case hidden, embedded, metadata
+        var mask: UInt32 { self == .hidden ? 1 : self == .embedded ? 2 : 4 }
+    }
+
+    public var sources: Sources = .monitor
+    public var cursor: Cursor = .embedded
+    /// The token of the last session, which lets the portal skip the dialog (single use).
+    public var restoreToken: String?
+    /// How long the share dialog may stay open before the request is withdrawn.
+    public var dialogTimeout: UInt64 = 300_000_000_000
+
+    public init() {}
+}
+
+/// What the portal granted: a PipeWire connection that can see the shared stream, and the stream's node.
+public struct ScreenCast: Sendable {
+    /// A descriptor for pw_context_connect_fd; whoever connects with it owns it.
+    public var remote: Int32
+    /// The PipeWire node id of the shared stream.
+    public var node: UInt32
+    /// The stream's size as the portal reports it, when it does.
+    public var width: Int?
+    public var height: Int?
+    /// The token for the next session (nil: the portal does not persist, or chose not to).
+    public var restoreToken: String?
+    /// True when the portal reused the previous grant without showing the dialog.
+    public var persistence: Bool
+    /// The cursor mode that was asked for (the requested one when the portal offers it).
+    public var cursor: ScreenCastRequest.Cursor
+}
+
+/// A ScreenCast session of xdg-desktop-portal (org.freedesktop.portal.ScreenCast) on the session bus:
+/// CreateSession, SelectSources, Start (the share dialog, skipped with a valid restore token) and
+/// OpenPipeWireRemote. The session lasts as long as this object: `close` (or deinit) ends the share.
+/// Every step waits for its Request's Response signal; `cancellation` withdraws the request in flight.
+public final class ScreenCastPortal: @unchecked Sendable {
+    static let service = "org.freedesktop.portal.Desktop"
+    static let objectPath = "/org/freedesktop/portal/desktop"
+    static let interface = "org.freedesktop.portal.ScreenCast"
+
+    private let bus: DBusConnection
+    private var sessionPath: String?
+    public private(set) var cast: ScreenCast?
+    private let logger: Logger
+    private var tokens = 0
+
+    /// Runs the whole flow; blocks until the share is granted, refused, withdrawn or timed out.
+    public init(_ request: ScreenCastRequest, cancellation: Cancellation, logger: Logger) throws(PortalError) {
+        self.logger = logger
+        bus = try DBusConnection()
+        do {
+            cast = try start(request, cancellation)
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Ends the session: the portal stops the stream and takes back the PipeWire access.
+    public func close() {
+        guard let sessionPath else { return }
+        self.sessionPath = nil
+        _ = try? bus.call(Self.service, sessionPath, "org.freedesktop.portal.Session", "Close", timeoutMilliseconds: 2_000)
+    }
+
+    private func start(_ request: ScreenCastRequest, _ cancellation: Cancellation) throws(PortalError) -> ScreenCast {
+        let version: UInt32, sourceTypes: UInt32, cursorModes: UInt32
+        do {
+            version = try property("version") ?? 1
+            sourceTypes = try property("AvailableSourceTypes") ?? 1
+            cursorModes = try property("AvailableCursorModes") ?? 0
+        } catch where error.name == "org.freedesktop.DBus.Error.ServiceUnknown" || error.name == "org.freedesktop.DBus.Error.UnknownInterface"
+                    || error.name == "org.freedesktop.DBus.Error.InvalidArgs" || error.name == "org.freedesktop.DBus.Error.UnknownMethod" {
+            throw PortalError("find the ScreenCast portal",
+                              "no xdg-desktop-portal with ScreenCast on the session bus (\(error.reason)); install xdg-desktop-portal and the backend for your desktop (-gnome, -kde or -wlr), or capture a node directly with --pipewire-node")
+        }
+        guard sourceTypes & request.sources.mask != 0 else {
+            throw PortalError("choose what to share", "the portal cannot share a \(request.sources.rawValue) (it offers source types \(sourceTypes)); set portal-source to one it offers")
+        }
+        var cursor = request.cursor
+        if cursorModes & cursor.mask == 0 {
+            let fallback: ScreenCastRequest.Cursor = cursorModes & 2 != 0 ? .embedded : .hidden
+            logger.warning("the portal does not offer cursor mode \(cursor.rawValue) (it offers \(cursorModes)); using \(fallback.rawValue)")
+            cursor = fallback
+        }
+        try bus.addMatch("type='signal',interface='org.freedesktop.portal.Request',member='Response'")
+
+        let created = try ask("CreateSession", [], [("session_handle_token", .string(nextToken()))], cancellation, timeout: 10_000_000_000)
+        guard let session = created["session_handle"]?.string else {
+            throw PortalError("create a ScreenCast session", "the portal's answer has no session_handle")
+        }
+        sessionPath = session
+
+        var options: [(String, DBusOption)] = [("types", .uint32(request.sources.mask)), ("multiple", .boolean(false))]
+        if cursorModes != 0 { options.append(("cursor_mode", .uint32(cursor.mask))) }
+        // Persistence came with version 4; an older portal refuses options it does not know.
+        if version >= 4 {
+            options.append(("persist_mode", .uint32(2)))
+            if let token = request.restoreToken { options.append(("restore_token", .string(token))) }
+        }
+        _ = try ask("SelectSources", [.objectPath(session)], options, cancellation, timeout: 10_000_000_000)
+
+        let started = try ask("Start", [.objectPath(session), .string("")], [], cancellation, timeout: request.dialogTimeout)
+        guard let stream = started["streams"]?.items?.first?.items, stream.count == 2, let node = stream[0].uint32 else {
+            throw PortalError("start the ScreenCast session", "the portal's answer has no stream")
+        }
+        let properties = stream[1].dictionary ?? [:]
+        let size = properties["size"]?.items?.compactMap { $0.int32 }
+
+        let remote = try bus.call(Self.service, Self.objectPath, Self.interface, "OpenPipeWireRemote", [.objectPath(session), .options([])])
+        guard case .descriptor(let fd)? = remote.first, fd >= 0 else {
+            throw PortalError("open the PipeWire remote", "the portal's answer has no descriptor")
+        }
+        let token = started["restore_token"]?.string
+        logger.info("portal: sharing PipeWire node \(node)\(size.map { " (\($0.map(String.init).joined(separator: "x")))" } ?? ""), portal version \(version), \(version >= 4 ? (token != nil ? "grant kept for next time" : "grant not kept") : "no persistence")")
+        return ScreenCast(remote: fd, node: node, width: size.flatMap { $0.count == 2 ? Int($0[0]) : nil }, height: size.flatMap { $0.count == 2 ? Int($0[1]) : nil },
+                          restoreToken: token, persistence: version >= 4, cursor: cursor)
+    }
+
+    /// Calls a ScreenCast method that answers through a Request, and waits for the Response's results.
+    private func ask(_ method: String, _ arguments: [DBusArgument], _ options: [(String, DBusOption)],
+                     _ cancellation: Cancellation, timeout: UInt64) throws(PortalError) -> [String: DBusValue] {
+        let handleToken = nextToken()
+        let sender = String(bus.uniqueName.dropFirst().map { $0 == "." ? "_" : $0 })
+        let expected = "\(Self.objectPath)/request/\(sender)/\(handleToken)"
+        let reply = try bus.call(Self.service, Self.objectPath, Self.interface, method,
+                                 arguments + [.options([("handle_token", .string(handleToken))] + options)])
+        // Portals before 0.9 made up their own path; the one returned is the one that answers.
+        let request = reply.first?.string ?? expected
+        let deadline = MonotonicClock.now() + timeout
+        while true {
+            for signal in try bus.signals(timeoutMilliseconds: 100) where signal.path == request {
+                guard signal.arguments.count == 2, let code = signal.arguments[0].uint32 else { continue }
+                switch code {
+                case 0: return signal.arguments[1].dictionary ?? [:]
+                case 1: throw PortalError(method, "the user cancelled the screen-share dialog", cancelled: true)
+                default: throw PortalError(method, "the portal ended the request (response \(code))")
+                }
+            }
+            let withdrawn = cancellation.isCancelled
+            if withdrawn || MonotonicClock.now() > deadline {
+                _ = try? bus.call(Self.service, request, "org.freedesktop.portal.Request", "Close", timeoutMilliseconds: 2_000)
+                throw withdrawn ? PortalError(method, cancellation.reason, cancelled: true)
+                    : PortalError(method, "no answer from the screen-share dialog within \(timeout / 1_000_000_000) s")
+            }
+        }
+    }
+
+    private func property(_ name: String) throws(PortalError) -> UInt32? {
+        try bus.call(Self.service, Self.objectPath, "org.freedesktop.DBus.Properties", "Get", [.string(Self.interface), .string(name)]).first?.uint32
+    }
+
+    private func nextToken() -> String {
+        tokens += 1
+        return "broadcastd_\(getpid())_\(tokens)"
+    }
+}
+
+/// Set from another thread to withdraw a portal request in flight.
+public final class Cancellation: Sendable {
+    private let state = Mutex<String?>(nil)
+    public init() {}
+    public func cancel(_ reason: String) { state.withLock { if $0 == nil { $0 = reason } } }
+    public var isCancelled: Bool { state.withLock { $0 != nil } }
+    var reason: String { state.withLock { $0 ?? "withdrawn" } }
+}
+
+/// The restore token of the last ScreenCast session, kept in a file of its own (mode 0600) so the share
+/// dialog does not come back every broadcast. A token is good for one session: each new one replaces it.
+public struct RestoreTokenStore: Sendable {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    /// The default place: $XDG_STATE_HOME/broadcastd/portal-restore-token (~/.local/state/...).
+    public static func defaultPath(environment: [String: String]) -> String? {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/broadcastd/portal-restore-token" }
+        return environment["HOME"].map { $0 + "/.local/state/broadcastd/portal-restore-token" }
+    }
+
+    public func load() -> String? {
+        guard let bytes = try? FileSystem.readFile(path, limit: 4096) else { return nil }
+        return String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace).first.map(String.init)
+    }
+
+    /// Stores `token`, or forgets the old one when there is none (a used token is no good).
+    public func save(_ token: String?) throws(SystemError) {
+        guard let token else { return FileSystem.remove(path) }
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex { try FileSystem.makeDirectories(String(path[..<slash]), mode: 0o700) }
+        try FileSystem.writeFile(path, Array((token + "\n").utf8), mode: 0o600)
+    }
+}

@@ -1,0 +1,166 @@
+import BroadcastClient
+import BroadcastCore
+import Foundation
+import Testing
+
+/// broadcastd --source pipewire on a Wayland-like session: the screen comes through xdg-desktop-portal's
+/// ScreenCast conversation, here with the stand-in portal of Tests/fixtures/portal on a private session
+/// bus, which shares a GStreamer video node of a private PipeWire.
+@Suite(.serialized) struct PortalTests {
+    static let color: UInt32 = 0x3060d0
+
+    /// A PipeWire stack with the video node `shared-screen`, the stand-in portal, and broadcastd asking it.
+    func stack(version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, portal: Bool = true) throws -> (PipeWireHarness, DaemonHarness) {
+        let pipewire = try PipeWireHarness(tones: false)
+        // 320x180: a debug build converts larger frames too slowly for 30 fps.
+        try pipewire.videoSource("shared-screen", width: 320, height: 180, color: Self.color)
+        if portal { try pipewire.portal(node: "shared-screen", version: version, cancel: cancel, dialogSeconds: dialogSeconds) }
+        let daemon = try DaemonHarness(["--source", "pipewire", "--fps", "30", "--app-audio", "none", "--mic", "none"],
+                                       environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime,
+                                                     "DBUS_SESSION_BUS_ADDRESS": pipewire.environment["DBUS_SESSION_BUS_ADDRESS"]!,
+                                                     "XDG_STATE_HOME": pipewire.runtime + "/state"])
+        return (pipewire, daemon)
+    }
+
+    /// One broadcast of about 1.5 s to inspect; returns its frames' count and the last frame.
+    func broadcast(_ daemon: DaemonHarness, _ name: String) throws -> (frames: Int, frame: RGBFrame) {
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath(name)
+        let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/\(name).frame"], on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(1_500_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        let summary = try InspectSummary.load(path)
+        return (Int(summary.streams["video"]?.count ?? 0), try RGBFrame(dump: try #require(summary.lastFrame)))
+    }
+
+    /// `broadcastctl start` run in the background (it waits for START's answer while the dialog is up).
+    func startInBackground(_ daemon: DaemonHarness) throws -> (Process, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastctl"))
+        process.arguments = ["start", "--handler", "inspect", "--url", daemon.summaryPath("pending"), "--socket", daemon.socketPath]
+        let output = daemon.runtime + "/broadcastctl-start.log"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: output)
+        process.standardError = FileHandle(forWritingAtPath: output)
+        try process.run()
+        return (process, output)
+    }
+
+    func waitFor(_ call: String, in pipewire: PipeWireHarness) -> Bool {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if pipewire.portalCalls().contains(where: { $0["call"] as? String == call }) { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+
+    /// The first broadcast goes through the share dialog and asks for a grant that lasts (persist_mode 2);
+    /// the token the portal returns is kept (mode 0600) and brings the next broadcast up without the
+    /// dialog, which returns a new token that replaces it. The frames are the shared node's.
+    @Test func theSharedScreenIsCapturedAndTheGrantIsKeptForTheNextBroadcast() throws {
+        let (pipewire, daemon) = try stack()
+        defer { _ = try? daemon.stop() }
+        #expect(pipewire.portalCalls().isEmpty, "broadcastd asked the portal before any broadcast: \(pipewire.portalCalls())")
+
+        let first = try broadcast(daemon, "first")
+        #expect(first.frames >= 40, "\(first.frames) frames in 1.5 s at 30 fps")
+        #expect(first.frame.width == 320 && first.frame.height == 180)
+        let psnr = first.frame.psnr { _, _ in (0x30, 0x60, 0xd0) }
+        #expect(psnr >= 35, "PSNR \(psnr) dB against the shared node's colour")
+
+        var calls = pipewire.portalCalls()
+        #expect(calls.map { $0["call"] as? String ?? "" } == ["CreateSession", "SelectSources", "Start", "Start.answer", "OpenPipeWireRemote", "Session.Close"],
+                "\(calls)")
+        let select = try #require(calls.first { $0["call"] as? String == "SelectSources" })
+        #expect(select["types"] as? Int == 1 && select["cursor_mode"] as? Int == 2 && select["persist_mode"] as? Int == 2)
+        #expect(select["restore_token"] is NSNull)
+        #expect(calls.first { $0["call"] as? String == "Start" }?["dialog"] as? Bool == true)
+        let firstToken = try #require(calls.first { $0["call"] as? String == "Start.answer" }?["restore_token"] as? String)
+        let tokenFile = pipewire.runtime + "/state/broadcastd/portal-restore-token"
+        #expect(try String(contentsOfFile: tokenFile, encoding: .utf8) == firstToken + "\n")
+        let mode = try FileManager.default.attributesOfItem(atPath: tokenFile)[.posixPermissions] as? Int
+        #expect(mode == 0o600, "token file mode \(String(mode ?? 0, radix: 8))")
+
+        let second = try broadcast(daemon, "second")
+        #expect(second.frames >= 40, "\(second.frames) frames in 1.5 s at 30 fps")
+        calls = Array(pipewire.portalCalls().dropFirst(6))
+        let restore = try #require(calls.first { $0["call"] as? String == "SelectSources" })
+        #expect(restore["restore_token"] as? String == firstToken && restore["restored"] as? Bool == true, "\(restore)")
+        #expect(calls.first { $0["call"] as? String == "Start" }?["dialog"] as? Bool == false, "the dialog came back: \(calls)")
+        let secondToken = try #require(calls.first { $0["call"] as? String == "Start.answer" }?["restore_token"] as? String)
+        #expect(secondToken != firstToken)
+        #expect(try String(contentsOfFile: tokenFile, encoding: .utf8) == secondToken + "\n")
+        #expect(calls.last?["call"] as? String == "Session.Close")
+    }
+
+    /// While the dialog is up, broadcastd answers at once and says what it waits for; a cancelled dialog
+    /// refuses the START with the reason, and the next request asks again.
+    @Test func aCancelledDialogRefusesTheBroadcastWhileBroadcastdKeepsAnswering() throws {
+        let (pipewire, daemon) = try stack(cancel: true, dialogSeconds: 2)
+        defer { _ = try? daemon.stop() }
+        let (start, output) = try startInBackground(daemon)
+        defer { if start.isRunning { start.terminate() } }
+        #expect(waitFor("Start", in: pipewire), "the portal was not asked: \(pipewire.portalCalls())\n\(daemon.log)")
+        let controller = try daemon.controller()
+        let asked = Date()
+        let status = try controller.status()
+        #expect(Date().timeIntervalSince(asked) < 0.5, "status took \(Date().timeIntervalSince(asked)) s while the dialog was up")
+        #expect(status.state == .idle && status.source.contains("share dialog open"), "\(status.source)")
+        // A second request meanwhile is refused, not queued behind the dialog.
+        let busy = #expect(throws: (any Error).self) { _ = try controller.start(handler: "inspect", maxDuration: 1) }
+        #expect("\(String(describing: busy))".contains("screen-share dialog is open"), "\(String(describing: busy))")
+
+        start.waitUntilExit()
+        let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        #expect(start.terminationStatus != 0 && said.contains("the user cancelled the screen-share dialog"), "exit \(start.terminationStatus): \(said)")
+        #expect(try controller.status().state == .idle)
+        #expect(waitFor("Session.Close", in: pipewire), "the cancelled session was left open: \(pipewire.portalCalls())")
+        #expect(!FileManager.default.fileExists(atPath: pipewire.runtime + "/state/broadcastd/portal-restore-token"))
+    }
+
+    /// FINISH while the dialog is up withdraws the request (the portal's Request.Close closes the dialog).
+    @Test func finishingWhileTheDialogIsUpWithdrawsTheRequest() throws {
+        let (pipewire, daemon) = try stack(dialogSeconds: 60)
+        defer { _ = try? daemon.stop() }
+        let (start, output) = try startInBackground(daemon)
+        defer { if start.isRunning { start.terminate() } }
+        #expect(waitFor("Start", in: pipewire), "the portal was not asked: \(pipewire.portalCalls())\n\(daemon.log)")
+        try daemon.controller().finish()
+        start.waitUntilExit()
+        let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        #expect(start.terminationStatus != 0 && said.contains("finished before the screen was chosen"), "exit \(start.terminationStatus): \(said)")
+        #expect(waitFor("Request.Close", in: pipewire), "\(pipewire.portalCalls())")
+        #expect(waitFor("Session.Close", in: pipewire), "\(pipewire.portalCalls())")
+    }
+
+    /// A portal older than version 4 knows no persistence: nothing is asked to persist, no token is kept,
+    /// and the share works.
+    @Test func aPortalWithoutPersistenceStillWorks() throws {
+        let (pipewire, daemon) = try stack(version: 3)
+        defer { _ = try? daemon.stop() }
+        let shared = try broadcast(daemon, "old")
+        #expect(shared.frames >= 40 && shared.frame.width == 320)
+        let select = try #require(pipewire.portalCalls().first { $0["call"] as? String == "SelectSources" })
+        #expect(select["persist_mode"] as? Int == 0 && select["restore_token"] is NSNull, "\(select)")
+        #expect(!FileManager.default.fileExists(atPath: pipewire.runtime + "/state/broadcastd/portal-restore-token"))
+    }
+
+    /// No portal on the bus, then no bus at all: the broadcast is refused with what is missing; the daemon goes on.
+    @Test func withoutAPortalTheBroadcastIsRefusedWithWhatIsMissing() throws {
+        let (pipewire, daemon) = try stack(portal: false)
+        defer { _ = try? daemon.stop() }
+        func refusal() -> String {
+            let refused = #expect(throws: (any Error).self) { _ = try daemon.controller().start(handler: "inspect", maxDuration: 1) }
+            return "\(String(describing: refused))"
+        }
+        let noPortal = refusal()
+        #expect(noPortal.contains("no xdg-desktop-portal with ScreenCast") && noPortal.contains("--pipewire-node"), "\(noPortal)")
+        pipewire.stop() // the session bus goes too
+        let noBus = refusal()
+        #expect(noBus.contains("connect to the D-Bus session bus") && noBus.contains("DBUS_SESSION_BUS_ADDRESS"), "\(noBus)")
+        #expect(try daemon.controller().status().state == .idle)
+    }
+}
