@@ -143,10 +143,14 @@ public protocol CaptureSource: AnyObject {
     var openAnswered: Descriptor? { get }
     /// Withdraws the question a pending `open` asked (the dialog closes); `open` then fails with `reason`.
     func cancelOpen(_ reason: String)
+    /// The audio streams sending silence because nothing comes from their device (missing, unplugged,
+    /// no PipeWire), each with why.
+    var silentAudio: [SampleType: String] { get }
 }
 
 extension CaptureSource {
     public var openAnswered: Descriptor? { nil }
+    public var silentAudio: [SampleType: String] { [:] }
     public func cancelOpen(_ reason: String) {}
 }
 

@@ -31,6 +31,9 @@ public struct StatusLine: Sendable {
         var parts = ["\(status.state)"]
         if let id = status.broadcast { parts.append("broadcast \(id)" + (status.handler.map { " (\($0))" } ?? "")) }
         if let error = status.error { parts.append("error: \(error.message)") }
+        if let silent = status.silentAudio, !silent.isEmpty {
+            parts.append("silent: " + silent.keys.sorted().map { $0 == "audioApp" ? "app audio" : $0 == "audioMic" ? "mic" : $0 }.joined(separator: ", "))
+        }
         guard let info, info.broadcast == status.broadcast else { return parts.joined(separator: "  ") }
         parts.append(Self.clock(info.elapsed))
         if let framesPerSecond { parts.append(String(format1: framesPerSecond) + " fps") }

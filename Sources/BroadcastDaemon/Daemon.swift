@@ -52,6 +52,8 @@ public final class Daemon {
     private var counters: [SampleType: StreamCounters] = [:]
     private var sequences: [SampleType: UInt64] = [:]
     private var discontinuous: Set<SampleType> = []
+    /// The audio streams last published as silent (a STATE_CHANGED goes out when this changes).
+    private var silentAudio: Set<SampleType> = []
     private var nextFrameAt: UInt64?
     private var nextAudioAt: UInt64?
     private var nextServiceInfoAt: UInt64?
@@ -724,6 +726,8 @@ public final class Daemon {
             s.error = machine.error
             s.streams = Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) })
             s.capture = source.statistics
+            let silent = source.silentAudio
+            if !silent.isEmpty { s.silentAudio = Dictionary(uniqueKeysWithValues: silent.map { ($0.key.description, $0.value) }) }
             if machine.phase == .finished { s.result = handlerResult }
         }
         return s
@@ -926,6 +930,7 @@ public final class Daemon {
         nextFrameAt = now
         nextAudioAt = source.nextAudioDeadline()
         cursorSpriteSent = nil
+        silentAudio = []
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
         handlerProgress = (handlerSession()?.bytesSent ?? 0, now, pool?.releases ?? 0, now)
         discontinuous = Set(SampleType.allCases)
@@ -1105,6 +1110,11 @@ public final class Daemon {
             }
         }
         session?.flush()
+        let silent = Set(source.silentAudio.keys)
+        if silent != silentAudio {
+            silentAudio = silent
+            publish(.json(.stateChanged, status()))
+        }
     }
 }
 

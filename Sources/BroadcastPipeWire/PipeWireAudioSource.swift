@@ -98,6 +98,11 @@ public final class PipeWireAudioSource: CaptureSource {
         session == nil ? nil : MonotonicClock.now() + Self.pollInterval
     }
 
+    public var silentAudio: [SampleType: String] {
+        guard session != nil else { return [:] }
+        return streams.filter { $0.value.silentSince != nil }.mapValues { "\($0.name) (\($0.target)): nothing from PipeWire (stream \($0.status.state))" }
+    }
+
     public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {
         guard session != nil, let stream = streams[type], let chunk = stream.take(now: now) else { return nil }
         // Said once per silent stretch: the device is missing, unplugged, or PipeWire is not running.

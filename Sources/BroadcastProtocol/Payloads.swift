@@ -96,6 +96,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var capture: [String: UInt64]?
     /// broadcastd's resident memory in bytes.
     public var daemonMemory: Int?
+    /// Audio streams sending silence because nothing comes from their device, by stream, with why.
+    public var silentAudio: [String: String]?
     /// Once finished: what the handler last reported with SET_RESULT.
     public var result: [String: JSONValue]?
 

@@ -181,7 +181,11 @@ extension Integration {
         try daemon.awaitState(controller, .live)
         usleep(3_000_000)
         pipewire.kill("pw-loopback") // the microphone goes away
-        usleep(2_000_000)
+        // Subscribers hear of it: a STATE_CHANGED whose status names the silent stream, and only that one.
+        let silent = try daemon.waitFor(controller, timeout: 2) { if case .stateChanged(let s) = $0, let silent = s.silentAudio { silent } else { nil } }
+        #expect(Array(silent.keys) == ["audioMic"] && silent["audioMic"]!.contains("nothing from PipeWire"), "\(silent)")
+        #expect(try daemon.controller().status().silentAudio?.keys.sorted() == ["audioMic"])
+        usleep(1_500_000)
         try controller.finish()
         #expect(try daemon.awaitFinish(controller, id) == nil)
         #expect(daemon.logs("mic (default): nothing from PipeWire for 200 ms"), "\(daemon.log)")

@@ -68,6 +68,10 @@ import Testing
         #expect(line.text == "live  broadcast 4 (record)  0:01.0  29.0 fps  2450 kbit/s  dropped video 2, app 0, mic 1  daemon 23.2 MB  segment 1")
         line.update(info(2.0, 59, late: 1))
         #expect(line.text.contains("0:02.0  30.0 fps") && line.text.contains("dropped video 2 (1 late), app 0"))
+        status.silentAudio = ["audioMic": "mic (default): nothing from PipeWire (stream unconnected)"]
+        line.update(status)
+        #expect(line.text.hasPrefix("live  broadcast 4 (record)  silent: mic  0:02.0"), "\(line.text)")
+        status.silentAudio = nil
         status.state = .paused
         line.update(status)
         #expect(line.text.hasPrefix("paused  broadcast 4 (record)  0:02.0"))
