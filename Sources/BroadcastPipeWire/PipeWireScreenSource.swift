@@ -278,6 +278,10 @@ public final class PipeWireScreenSource: CaptureSource {
 
     public func checkForChanges() throws(CaptureError) -> FrameChange {
         let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
+        if portal?.endedByTheDesktop() == true {
+            throw CaptureError(source: "pipewire", operation: "capture the screen shared through the desktop portal",
+                               reason: "the desktop ended the screen share (its portal session was closed)")
+        }
         if state.hasPrefix("error") || state == "unconnected" {
             throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
                                reason: "the stream is \(state) (\(portal == nil ? "the node went away?" : "the screen is no longer shared?"))")

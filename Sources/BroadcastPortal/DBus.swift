@@ -118,7 +118,7 @@ final class DBusConnection: @unchecked Sendable {
             }
         }
         drain()
-        if result.isEmpty {
+        if result.isEmpty && timeoutMilliseconds >= 0 {
             guard dbus_connection_read_write(connection, Int32(timeoutMilliseconds)) != 0 else {
                 throw PortalError("read from the session bus", "the bus closed the connection")
             }

@@ -76,6 +76,9 @@ public final class ScreenCastPortal: @unchecked Sendable {
     public private(set) var cast: ScreenCast?
     private let logger: Logger
     private var tokens = 0
+    /// When the bus was last read for the session's Closed signal.
+    private var checkedAt: UInt64 = 0
+    private var ended = false
 
     /// Runs the whole flow; blocks until the share is granted, refused, withdrawn or timed out.
     public init(_ request: ScreenCastRequest, cancellation: Cancellation, logger: Logger) throws(PortalError) {
@@ -96,6 +99,20 @@ public final class ScreenCastPortal: @unchecked Sendable {
         guard let sessionPath else { return }
         self.sessionPath = nil
         _ = try? bus.call(Self.service, sessionPath, "org.freedesktop.portal.Session", "Close", timeoutMilliseconds: 2_000)
+    }
+
+    /// Whether the desktop has ended the share (the session's Closed signal: the user pressed "stop
+    /// sharing", say). Reads the bus at most every 250 ms, without waiting.
+    public func endedByTheDesktop() -> Bool {
+        let now = MonotonicClock.now()
+        guard !ended, let sessionPath, now - checkedAt >= 250_000_000 else { return ended }
+        checkedAt = now
+        guard let signals = try? bus.signals(timeoutMilliseconds: 0) else {
+            ended = true // the bus went away, and the portal session with it
+            return true
+        }
+        ended = signals.contains { $0.path == sessionPath && $0.interface == "org.freedesktop.portal.Session" && $0.member == "Closed" }
+        return ended
     }
 
     private func start(_ request: ScreenCastRequest, _ cancellation: Cancellation) throws(PortalError) -> ScreenCast {
@@ -119,6 +136,7 @@ public final class ScreenCastPortal: @unchecked Sendable {
             cursor = fallback
         }
         try bus.addMatch("type='signal',interface='org.freedesktop.portal.Request',member='Response'")
+        try bus.addMatch("type='signal',interface='org.freedesktop.portal.Session',member='Closed'")
 
         let created = try ask("CreateSession", [], [("session_handle_token", .string(nextToken()))], cancellation, timeout: 10_000_000_000)
         guard let session = created["session_handle"]?.string else {

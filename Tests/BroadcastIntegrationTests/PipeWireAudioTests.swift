@@ -234,6 +234,15 @@ extension Integration {
         let psnr = frame.psnr { _, _ in (32, 192, 64) }
         #expect(psnr >= 35, "PSNR \(psnr) dB against the node's colour")
 
+        // The node goes away mid-broadcast: the broadcast finishes with the reason.
+        let again = try daemon.start(handler: "inspect", url: daemon.summaryPath("gone"), on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(500_000)
+        pipewire.kill("gst-launch-1.0")
+        let gone = try daemon.awaitFinish(controller, again, timeout: 10)
+        #expect(gone?.code == .captureFailed && gone?.message.contains("node 'test-video'") == true && gone?.message.contains("went away") == true,
+                "\(String(describing: gone))")
+
         let missing = try DaemonHarness(["--source", "pipewire", "--pipewire-node", "no-such-node", "--app-audio", "none", "--mic", "none"],
                                         environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
         defer { _ = try? missing.stop() }

@@ -10,11 +10,12 @@ import Testing
     static let color: UInt32 = 0x3060d0
 
     /// A PipeWire stack with the video node `shared-screen`, the stand-in portal, and broadcastd asking it.
-    func stack(version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, portal: Bool = true) throws -> (PipeWireHarness, DaemonHarness) {
+    func stack(version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
+               portal: Bool = true) throws -> (PipeWireHarness, DaemonHarness) {
         let pipewire = try PipeWireHarness(tones: false)
         // 320x180: a debug build converts larger frames too slowly for 30 fps.
         try pipewire.videoSource("shared-screen", width: 320, height: 180, color: Self.color)
-        if portal { try pipewire.portal(node: "shared-screen", version: version, cancel: cancel, dialogSeconds: dialogSeconds) }
+        if portal { try pipewire.portal(node: "shared-screen", version: version, cancel: cancel, dialogSeconds: dialogSeconds, closeAfter: closeAfter) }
         let daemon = try DaemonHarness(["--source", "pipewire", "--fps", "30", "--app-audio", "none", "--mic", "none"],
                                        environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime,
                                                      "DBUS_SESSION_BUS_ADDRESS": pipewire.environment["DBUS_SESSION_BUS_ADDRESS"]!,
@@ -134,6 +135,21 @@ import Testing
         #expect(start.terminationStatus != 0 && said.contains("finished before the screen was chosen"), "exit \(start.terminationStatus): \(said)")
         #expect(waitFor("Request.Close", in: pipewire), "\(pipewire.portalCalls())")
         #expect(waitFor("Session.Close", in: pipewire), "\(pipewire.portalCalls())")
+    }
+
+    /// The desktop ends the share mid-broadcast ("stop sharing"): the broadcast finishes with that reason,
+    /// and broadcastd serves the next request.
+    @Test func theDesktopEndingTheShareFinishesTheBroadcastWithTheReason() throws {
+        let (pipewire, daemon) = try stack(closeAfter: 1.5)
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("ended"), on: controller)
+        try daemon.awaitState(controller, .live)
+        let error = try daemon.awaitFinish(controller, id, timeout: 10)
+        #expect(error?.code == .captureFailed && error?.message.contains("the desktop ended the screen share") == true, "\(String(describing: error))")
+        let summary = try InspectSummary.load(daemon.summaryPath("ended"))
+        #expect((summary.streams["video"]?.count ?? 0) >= 20, "frames before the end: \(summary.streams["video"]?.count ?? 0)")
+        #expect(pipewire.portalCalls().contains { $0["call"] as? String == "Session.Closed" })
     }
 
     /// A portal older than version 4 knows no persistence: nothing is asked to persist, no token is kept,
