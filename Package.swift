@@ -53,6 +53,8 @@ let package = Package(
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
         .target(name: "BroadcastProtocolFuzzing", dependencies: ["BroadcastProtocol", "BroadcastCore", "BroadcastSystem"]),
         .executableTarget(name: "broadcast-fuzz-protocol", dependencies: ["BroadcastProtocolFuzzing"]),
+        // The tests' PipeWire video source: frames with crop and damage metadata, as a compositor sends them.
+        .executableTarget(name: "pipewire-test-video-source", dependencies: ["CPipeWire"]),
         .target(name: "BroadcastCapture", dependencies: [
             "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -146,11 +146,15 @@ public protocol CaptureSource: AnyObject {
     /// The audio streams sending silence because nothing comes from their device (missing, unplugged,
     /// no PipeWire), each with why.
     var silentAudio: [SampleType: String] { get }
+    /// Memory the open source maps besides the frame pool (PipeWire's buffers, shared with the producer),
+    /// which the pool's plan leaves room for within the budget.
+    var mappedBytes: Int { get }
 }
 
 extension CaptureSource {
     public var openAnswered: Descriptor? { nil }
     public var silentAudio: [SampleType: String] { [:] }
+    public var mappedBytes: Int { 0 }
     public func cancelOpen(_ reason: String) {}
 }
 

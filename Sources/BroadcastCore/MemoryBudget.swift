@@ -19,13 +19,15 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
         "\(slotCount) slots of \(megabytes(slotSize)) (\(megabytes(poolBytes)))"
     }
 
-    /// The plan for `format` within `budgetBytes`, or an error that says what would fit.
-    public static func plan(format: VideoFormat, budgetBytes: Int) throws(BroadcastError) -> FramePoolPlan {
+    /// The plan for `format` within `budgetBytes`, of which the capture source maps `sourceBytes` of
+    /// its own (PipeWire's buffers), or an error that says what would fit.
+    public static func plan(format: VideoFormat, budgetBytes: Int, sourceBytes: Int = 0) throws(BroadcastError) -> FramePoolPlan {
         let slotSize = (format.frameByteCount + 4095) / 4096 * 4096
-        let available = budgetBytes - daemonOverhead
+        let overhead = daemonOverhead + sourceBytes
+        let available = budgetBytes - overhead
         let slots = min(maximumSlots, max(0, available) / slotSize)
         if slots >= minimumSlots { return FramePoolPlan(slotCount: slots, slotSize: slotSize) }
-        let needed = daemonOverhead + minimumSlots * slotSize
+        let needed = overhead + minimumSlots * slotSize
         var alternatives = ["use --memory-budget \((needed + (1 << 20) - 1) >> 20)"]
         func fits(_ f: VideoFormat) -> Bool { minimumSlots * f.frameByteCount <= available }
         if let size = commonSizes.first(where: { $0.width < format.width && fits(VideoFormat(width: $0.width, height: $0.height, pixelFormat: format.pixelFormat)) }) {
@@ -35,7 +37,8 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
             alternatives.append("--pixel-format nv12")
         }
         throw BroadcastError(.budget,
-            "\(format) needs \(minimumSlots) frame slots of \(megabytes(slotSize)) plus \(megabytes(daemonOverhead)) for the daemon: " +
+            "\(format) needs \(minimumSlots) frame slots of \(megabytes(slotSize)) plus \(megabytes(daemonOverhead)) for the daemon" +
+            (sourceBytes > 0 ? " and \(megabytes(sourceBytes)) of the source's buffers: " : ": ") +
             "\(megabytes(needed)) in all, more than the memory budget of \(megabytes(budgetBytes)); " +
             alternatives.joined(separator: ", or "))
     }

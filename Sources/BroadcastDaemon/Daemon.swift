@@ -127,7 +127,7 @@ public final class Daemon {
         do { format = try source.open() } catch {
             return error.pending ? .success(nil) : .failure(BroadcastError(.captureFailed, error.description))
         }
-        do { return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget)) } catch {
+        do { return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes)) } catch {
             source.close()
             return .failure(error)
         }
@@ -1058,7 +1058,7 @@ public final class Daemon {
         pool.setLatest(nil)
         if format.frameByteCount > pool.plan.slotSize {
             let plan: FramePoolPlan
-            do { plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget) } catch {
+            do { plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget, sourceBytes: source.mappedBytes) } catch {
                 throw BroadcastError(.budget, "the screen was resized: \(error.message)")
             }
             // The old pool goes first, so that the daemon never maps both; the handler drops its mapping on POOL.

@@ -69,6 +69,7 @@ public final class PipeWireAudioSource: CaptureSource {
 
     public func open() throws(CaptureError) -> VideoFormat { try video.open() }
     public var openAnswered: Descriptor? { video.openAnswered }
+    public var mappedBytes: Int { video.mappedBytes }
     public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }
     public func close() { video.close() }

@@ -10,10 +10,13 @@ import Synchronization
 /// Screen capture from a PipeWire video node: the stream a user shares through the desktop portal's
 /// ScreenCast dialog (`broadcastd --source pipewire`, Wayland), or a node named directly
 /// (`--pipewire-node NAME|SERIAL`: a kiosk's or headless server's video source). Raw BGRx or BGRA in
-/// shared memory (MemFd or MemPtr; DMA-BUF is not negotiated) arrives on PipeWire's thread, which keeps
-/// the newest buffer (not a copy of it); at each frame deadline the loop converts it into a pool slot,
-/// or repeats the last one when no new frame came. A frame PipeWire marks corrupted is skipped. The
-/// cursor is whatever the node draws.
+/// shared memory (MemFd or MemPtr; DMA-BUF is not negotiated) arrives on PipeWire's thread, which
+/// converts it at once into the picture (the broadcast's pixel format, kept by this source) and gives
+/// the buffer straight back, so two buffers keep the producer at its full rate; at each frame deadline
+/// the loop copies the picture into a pool slot, or repeats the last one when no new frame came. A
+/// frame PipeWire marks corrupted is skipped. A crop region (a window within a larger buffer, say) is
+/// the picture; damage metadata limits the conversion to the rows that changed. The cursor is whatever
+/// the node draws.
 ///
 /// Through the portal, `open` runs the portal's conversation on a thread of its own and throws a
 /// `pending` error until it is answered (`openAnswered` becomes readable): the dialog may stay open for
@@ -44,23 +47,42 @@ public final class PipeWireScreenSource: CaptureSource {
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
-    /// Written on PipeWire's thread, read by the loop. The newest frame is read where PipeWire put it:
-    /// its buffer stays dequeued until a newer one replaces it (then it goes back to the producer).
+    /// Written on PipeWire's thread, read by the loop.
     struct Latest {
         var width = 0
         var height = 0
-        var held: HeldBuffer?
+        /// The newest picture, converted, in `pictureFormat`.
+        var picture: Picture?
         /// Frames received so far (a new one changes it).
         var serial: UInt64 = 0
         var capturedAt: UInt64 = 0
         var state = "connecting"
         var corrupted: UInt64 = 0
+        /// The picture within the buffer, when the newest buffer has a crop region.
+        var crop: (x: Int, y: Int, width: Int, height: Int)?
+        /// What changed since the last conversion.
+        var damage = FrameDamage()
+        /// The bytes of the stream's buffers, mapped (MAP_BUFFERS) from the producer.
+        var mapped = 0
+        var rowsConverted: UInt64 = 0
+        var rowsCopied: UInt64 = 0
+        /// The picture's size: the crop region's, or the buffer's, less an odd last row or column.
+        var pictureSize: (width: Int, height: Int) {
+            let size = crop.map { ($0.width, $0.height) } ?? (width, height)
+            return (size.0 & ~1, size.1 & ~1)
+        }
     }
-    /// A dequeued buffer and where its pixels are. Only the loop reads them, under `latest`'s lock.
-    struct HeldBuffer: @unchecked Sendable {
-        let buffer: UnsafeMutablePointer<pw_buffer>
-        let pixels: UnsafeRawPointer
-        let stride: Int
+    /// The picture in the broadcast's pixel format, and its converter.
+    final class Picture: @unchecked Sendable {
+        let format: VideoFormat
+        let converter: FrameConverter
+        let bytes: UnsafeMutableRawPointer
+        init(_ format: VideoFormat, range: ColorRange) {
+            self.format = format
+            converter = FrameConverter(format: format, range: range)
+            bytes = .allocate(byteCount: format.frameByteCount, alignment: 64)
+        }
+        deinit { bytes.deallocate() }
     }
     private let latest = Mutex(Latest())
     private let logger: Logger
@@ -83,7 +105,6 @@ public final class PipeWireScreenSource: CaptureSource {
     private var node: String
     private var seen: UInt64 = 0
     private var format: VideoFormat
-    private var converter: FrameConverter
 
     public init(_ configuration: Configuration, logger: Logger) throws(CaptureError) {
         self.configuration = configuration
@@ -99,17 +120,20 @@ public final class PipeWireScreenSource: CaptureSource {
             }
         }
         format = VideoFormat(width: 16, height: 16, pixelFormat: configuration.pixelFormat)
-        converter = FrameConverter(format: format, range: configuration.colorRange)
         events.initialize(to: pw_stream_events())
         listener.initialize(to: spa_hook())
         events.pointee.version = bd_pw_version_stream_events()
         events.pointee.process = { data in
             Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().process()
         }
+        events.pointee.add_buffer = { data, buffer in
+            let bytes = PipeWireScreenSource.bytes(of: buffer)
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock { $0.mapped += bytes }
+        }
         events.pointee.remove_buffer = { data, buffer in
-            let removed = UInt(bitPattern: buffer)
+            let bytes = PipeWireScreenSource.bytes(of: buffer)
             Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock {
-                if let held = $0.held, UInt(bitPattern: held.buffer) == removed { $0.held = nil }
+                $0.mapped -= bytes
             }
         }
         events.pointee.param_changed = { data, id, param in
@@ -139,6 +163,13 @@ public final class PipeWireScreenSource: CaptureSource {
         }
     }
     public var openAnswered: Descriptor? { question?.answered.descriptor }
+    /// PipeWire's buffers and the converted picture.
+    public var mappedBytes: Int { latest.withLock { $0.mapped + ($0.picture?.format.frameByteCount ?? 0) } }
+
+    private static func bytes(of buffer: UnsafeMutablePointer<pw_buffer>?) -> Int {
+        guard let spa = buffer?.pointee.buffer, let datas = spa.pointee.datas else { return 0 }
+        return (0..<Int(spa.pointee.n_datas)).reduce(0) { $0 + Int(datas[$1].maxsize) }
+    }
     public var videoFormat: VideoFormat { format }
     public var audioFormat: AudioFormat { configuration.audio }
     public var audioStreams: [SampleType] { [] }
@@ -147,7 +178,9 @@ public final class PipeWireScreenSource: CaptureSource {
     public var colorRange: ColorRange { configuration.colorRange }
     public var cursor: CursorState? { nil }
     public var statistics: [String: UInt64] {
-        latest.withLock { ["pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted] }
+        latest.withLock {
+            ["pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted, "pipewireRowsConverted": $0.rowsConverted, "pipewireRowsKept": $0.rowsCopied]
+        }
     }
 
     public func outputs() throws(CaptureError) -> CaptureOutputs {
@@ -166,10 +199,9 @@ public final class PipeWireScreenSource: CaptureSource {
         }
         let deadline = MonotonicClock.now() + configuration.startTimeout
         while true {
-            let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
-            if serial > 0, width > 0 {
-                format = VideoFormat(width: width & ~1, height: height & ~1, pixelFormat: configuration.pixelFormat)
-                converter = FrameConverter(format: format, range: configuration.colorRange)
+            let (picture, state) = latest.withLock { ($0.picture, $0.state) }
+            if let picture {
+                format = picture.format
                 return format
             }
             if state.hasPrefix("error") || MonotonicClock.now() > deadline {
@@ -277,7 +309,7 @@ public final class PipeWireScreenSource: CaptureSource {
     public func end() {}
 
     public func checkForChanges() throws(CaptureError) -> FrameChange {
-        let (width, height, serial, state) = latest.withLock { ($0.width, $0.height, $0.serial, $0.state) }
+        let (picture, serial, state) = latest.withLock { ($0.picture, $0.serial, $0.state) }
         if portal?.endedByTheDesktop() == true {
             throw CaptureError(source: "pipewire", operation: "capture the screen shared through the desktop portal",
                                reason: "the desktop ended the screen share (its portal session was closed)")
@@ -286,9 +318,8 @@ public final class PipeWireScreenSource: CaptureSource {
             throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
                                reason: "the stream is \(state) (\(portal == nil ? "the node went away?" : "the screen is no longer shared?"))")
         }
-        if width & ~1 != format.width || height & ~1 != format.height, width > 0 {
-            format = VideoFormat(width: width & ~1, height: height & ~1, pixelFormat: configuration.pixelFormat)
-            converter = FrameConverter(format: format, range: configuration.colorRange)
+        if let picture, picture.format != format {
+            format = picture.format
             return .resized(format)
         }
         return serial == seen ? .unchanged : .changed
@@ -296,11 +327,11 @@ public final class PipeWireScreenSource: CaptureSource {
 
     public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
                              previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
-        let format = format, converter = converter
+        let format = format
         return latest.withLock { frame in
             seen = frame.serial
-            guard frame.width & ~1 == format.width, frame.height & ~1 == format.height, let held = frame.held else { return deadline }
-            converter.convert(bgrx: held.pixels, sourceStride: held.stride, firstRow: 0, rowCount: format.height, into: slot)
+            guard let picture = frame.picture, picture.format == format else { return deadline }
+            slot.copyMemory(from: picture.bytes, byteCount: format.frameByteCount)
             return frame.capturedAt
         }
     }
@@ -331,22 +362,45 @@ public final class PipeWireScreenSource: CaptureSource {
         let hasHeader = bd_pw_buffer_header(spaBuffer, &flags, &pts) == 0
         let corrupted = hasHeader && flags & bd_spa_meta_header_flag_corrupted() != 0
         let stride = Int(chunk.pointee.stride), offset = Int(chunk.pointee.offset), size = Int(data.pointee.maxsize)
-        let candidate = HeldBuffer(buffer: buffer, pixels: UnsafeRawPointer(base + offset), stride: stride)
+        defer { pw_stream_queue_buffer(stream, buffer) }
+        var region = spa_region()
+        let crop = bd_pw_buffer_crop(spaBuffer, &region) == 0
+            ? (x: Int(region.position.x), y: Int(region.position.y), width: Int(region.size.width), height: Int(region.size.height)) : nil
+        let damage = withUnsafeTemporaryAllocation(of: spa_region.self, capacity: 16) { regions in
+            let count = Int(bd_pw_buffer_damage(spaBuffer, regions.baseAddress, 16))
+            return count > 0 ? regions[..<count].map { (y: Int($0.position.y), height: Int($0.size.height)) } : nil
+        }
         // The producer's own timestamp when it is on our clock (PipeWire's are CLOCK_MONOTONIC ns), else now.
         let now = MonotonicClock.now()
         let capturedAt = hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
-        // What goes back to the producer: the frame it replaces, or this one when it is not usable.
-        let giveBack: HeldBuffer? = latest.withLock { frame in
+        let (pixelFormat, range) = (configuration.pixelFormat, configuration.colorRange)
+        latest.withLock { frame in
             if corrupted { frame.corrupted += 1 }
-            let rowBytes = frame.width * 4
-            let held = HeldBuffer(buffer: candidate.buffer, pixels: candidate.pixels, stride: stride > 0 ? stride : rowBytes)
-            guard !corrupted, frame.width > 0, frame.height > 0, offset + held.stride * (frame.height - 1) + rowBytes <= size else { return candidate }
-            let previous = frame.held
-            frame.held = held
+            let rowBytes = frame.width * 4, stride = stride > 0 ? stride : rowBytes
+            guard !corrupted, frame.width > 1, frame.height > 1, offset + stride * (frame.height - 1) + rowBytes <= size else { return }
+            // A crop region outside the buffer is ignored: the whole buffer is the picture.
+            let picture = crop.flatMap { c in
+                c.x >= 0 && c.y >= 0 && c.width >= 2 && c.height >= 2 && c.x + c.width <= frame.width && c.y + c.height <= frame.height ? c : nil
+            }
+            if picture.map({ [$0.x, $0.y, $0.width, $0.height] }) != frame.crop.map({ [$0.x, $0.y, $0.width, $0.height] }) {
+                frame.crop = picture
+                frame.damage.invalidate()
+            }
+            let size = frame.pictureSize
+            if frame.picture?.format.width != size.width || frame.picture?.format.height != size.height {
+                frame.picture = Picture(VideoFormat(width: size.width, height: size.height, pixelFormat: pixelFormat), range: range)
+                frame.damage.invalidate()
+            }
+            frame.damage.add(damage, pictureTop: picture?.y ?? 0, pictureHeight: size.height)
+            let rows = frame.damage.changedRows(height: size.height)
+            frame.damage.reset()
+            frame.rowsCopied += UInt64(size.height - rows.count)
+            guard !rows.isEmpty, let target = frame.picture else { return }
+            let origin = UnsafeRawPointer(base + offset) + (picture.map { $0.y * stride + $0.x * 4 } ?? 0)
+            target.converter.convert(bgrx: origin + rows.lowerBound * stride, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: target.bytes)
+            frame.rowsConverted += UInt64(rows.count)
             frame.serial += 1
             frame.capturedAt = capturedAt
-            return previous
         }
-        if let giveBack { pw_stream_queue_buffer(stream, giveBack.buffer) }
     }
 }

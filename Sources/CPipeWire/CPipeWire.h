@@ -86,17 +86,28 @@ static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t
     return 0;
 }
 
-/// Asks for buffers in shared memory (not DMA-BUF) with a header (timestamp, corrupted flag).
+/// Asks for buffers in shared memory (not DMA-BUF) with a header (timestamp, corrupted flag), and the
+/// crop region and damage (up to 16 rectangles) when the producer offers them.
 static inline int bd_pw_stream_request_video_buffers(struct pw_stream *stream) {
     uint8_t buffer[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
-    const struct spa_pod *params[2];
+    const struct spa_pod *params[4];
+    // Two or three buffers: each frame is converted and given back at once. Each buffer is a whole
+    // frame mapped into broadcastd (8.3 MB at 1080p), counted against its memory budget.
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
+        SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(2, 2, 3),
         SPA_PARAM_BUFFERS_dataType, SPA_POD_CHOICE_FLAGS_Int((1 << SPA_DATA_MemFd) | (1 << SPA_DATA_MemPtr)));
     params[1] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
         SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header),
         SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_header)));
-    return pw_stream_update_params(stream, params, 2);
+    params[2] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoCrop),
+        SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_region)));
+    params[3] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoDamage),
+        SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(sizeof(struct spa_meta_region) * 16,
+                                                      sizeof(struct spa_meta_region), sizeof(struct spa_meta_region) * 16));
+    return pw_stream_update_params(stream, params, 4);
 }
 
 /// The buffer's header, when it has one: its flags (SPA_META_HEADER_FLAG_CORRUPTED) and pts.
@@ -106,6 +117,82 @@ static inline int bd_pw_buffer_header(struct spa_buffer *buffer, uint32_t *flags
     *flags = header->flags;
     *pts = header->pts;
     return 0;
+}
+
+/// The buffer's crop region, when it has one that is set (a size above zero); -1 otherwise.
+static inline int bd_pw_buffer_crop(struct spa_buffer *buffer, struct spa_region *crop) {
+    struct spa_meta_region *region = spa_buffer_find_meta_data(buffer, SPA_META_VideoCrop, sizeof(*region));
+    if (region == NULL || !spa_meta_region_is_valid(region)) return -1;
+    *crop = region->region;
+    return 0;
+}
+
+/// The buffer's damage rectangles (up to `capacity`, until the first empty one); -1 when it has no damage meta.
+static inline int bd_pw_buffer_damage(struct spa_buffer *buffer, struct spa_region *regions, int capacity) {
+    struct spa_meta *meta = spa_buffer_find_meta(buffer, SPA_META_VideoDamage);
+    if (meta == NULL) return -1;
+    int count = 0;
+    struct spa_meta_region *region;
+    spa_meta_for_each(region, meta) {
+        if (!spa_meta_region_is_valid(region) || count == capacity) break;
+        regions[count++] = region->region;
+    }
+    return count;
+}
+
+// The producer's side, for the tests' video source (pipewire-test-video-source).
+
+/// Connects `stream` as a driving BGRx video source of `width`x`height` at `fps`.
+static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps) {
+    uint8_t buffer[1024];
+    struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
+    struct spa_rectangle size = SPA_RECTANGLE(width, height);
+    struct spa_fraction rate = SPA_FRACTION(fps, 1);
+    const struct spa_pod *params[1];
+    params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat,
+        SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
+        SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
+        SPA_FORMAT_VIDEO_format, SPA_POD_Id(SPA_VIDEO_FORMAT_BGRx),
+        SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size),
+        SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&rate));
+    return pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,
+                             PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+}
+
+/// The source's buffers: MemFd, `stride` x `height` bytes, with a header, a crop region and 16 damage rectangles.
+static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int32_t stride, int32_t height) {
+    uint8_t buffer[1024];
+    struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
+    const struct spa_pod *params[4];
+    params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
+        SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(4, 2, 8),
+        SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
+        SPA_PARAM_BUFFERS_size, SPA_POD_Int(stride * height),
+        SPA_PARAM_BUFFERS_stride, SPA_POD_Int(stride),
+        SPA_PARAM_BUFFERS_dataType, SPA_POD_CHOICE_FLAGS_Int(1 << SPA_DATA_MemFd));
+    params[1] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header), SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_header)));
+    params[2] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoCrop), SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_region)));
+    params[3] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoDamage),
+        SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(sizeof(struct spa_meta_region) * 16,
+                                                      sizeof(struct spa_meta_region), sizeof(struct spa_meta_region) * 16));
+    return pw_stream_update_params(stream, params, 4);
+}
+
+/// Sets the buffer's crop region (a zero size: none) and its damage (`count` rectangles, then an empty one).
+static inline void bd_pw_buffer_set_video_meta(struct spa_buffer *buffer, struct spa_region crop,
+                                               const struct spa_region *damage, int count) {
+    struct spa_meta_region *region = spa_buffer_find_meta_data(buffer, SPA_META_VideoCrop, sizeof(*region));
+    if (region != NULL) region->region = crop;
+    struct spa_meta *meta = spa_buffer_find_meta(buffer, SPA_META_VideoDamage);
+    if (meta == NULL) return;
+    int i = 0;
+    spa_meta_for_each(region, meta) {
+        region->region = i < count ? damage[i] : SPA_REGION(0, 0, 0, 0);
+        if (i++ == count) break;
+    }
 }
 
 static inline uint32_t bd_spa_meta_header_flag_corrupted(void) { return SPA_META_HEADER_FLAG_CORRUPTED; }
@@ -125,4 +212,12 @@ static inline int bd_spa_json_object_string(const char *json, const char *key, c
         if (spa_json_next(&it[1], &skipped) <= 0) break;
     }
     return -1;
+}
+
+/// A timer on `loop` (pw_loop_add_timer and pw_loop_update_timer are macros) firing every `interval` ns.
+static inline struct spa_source *bd_pw_loop_add_periodic_timer(struct pw_loop *loop, spa_source_timer_func_t func, void *data, uint64_t interval) {
+    struct spa_source *timer = pw_loop_add_timer(loop, func, data);
+    struct timespec first = { 0, 1 }, every = { (time_t)(interval / SPA_NSEC_PER_SEC), (long)(interval % SPA_NSEC_PER_SEC) };
+    if (timer != NULL) pw_loop_update_timer(loop, timer, &first, &every, false);
+    return timer;
 }

@@ -51,6 +51,7 @@ final class PipeWireHarness {
 
     /// A program of the PipeWire packages; missing, the test fails (scripts/lib.sh installs them).
     private func program(_ name: String) throws -> String {
+        if name.hasPrefix("/") { return name }
         for folder in ["/usr/bin", "/usr/local/bin"] where FileManager.default.isExecutableFile(atPath: folder + "/" + name) {
             return folder + "/" + name
         }
@@ -71,7 +72,7 @@ final class PipeWireHarness {
         return process
     }
 
-    private func log(_ name: String) -> String { runtime + "/\(name).log" }
+    private func log(_ name: String) -> String { runtime + "/\(name.split(separator: "/").last!).log" }
 
     /// A null sink named `name`, like test_sink.
     func createSink(_ name: String) throws {
@@ -151,6 +152,18 @@ final class PipeWireHarness {
         ((try? String(contentsOfFile: portalLog, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
         }
+    }
+
+    /// The tests' own video source (pipewire-test-video-source, built with the package): a node named
+    /// `name` that drives the graph like a compositor and writes crop and damage metadata as `arguments` say.
+    func testVideoSource(_ name: String, _ arguments: [String]) throws {
+        try spawn(Paths.binary("pipewire-test-video-source"), ["--name", name] + arguments)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try runTool("/usr/bin/pw-cli", ["ls", "Node"], environment: environment).stdout.contains("node.name = \"\(name)\"") { return }
+            usleep(50_000)
+        }
+        throw HarnessError("the video node \(name) did not appear:\n\(logs)")
     }
 
     /// Stops the first process named `name` (pw-loopback: the microphone goes away).

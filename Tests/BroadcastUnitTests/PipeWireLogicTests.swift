@@ -63,3 +63,28 @@ import Testing
         #expect(PipeWireSession.jsonName("{}") == nil && PipeWireSession.jsonName("{\"name\":\"\"}") == nil)
     }
 }
+
+@Suite struct FrameDamageTests {
+    @Test func damageAddsUpInRowsUntilAConversionAndTheFirstFrameIsWhole() {
+        var damage = FrameDamage()
+        #expect(damage.changedRows(height: 100) == 0..<100)
+        damage.reset()
+        #expect(damage.changedRows(height: 100).isEmpty)
+        // Two buffers' rectangles, in buffer coordinates with the picture starting at row 10: rows widen to even bounds.
+        damage.add([(y: 31, height: 4)], pictureTop: 10, pictureHeight: 100)
+        damage.add([(y: 50, height: 3), (y: 0, height: 5)], pictureTop: 10, pictureHeight: 100)
+        #expect(damage.changedRows(height: 100) == 20..<44)
+        // Rectangles outside the picture are clipped away.
+        damage.reset()
+        damage.add([(y: 200, height: 10)], pictureTop: 10, pictureHeight: 100)
+        #expect(damage.changedRows(height: 100).isEmpty)
+        damage.add([(y: 105, height: 20)], pictureTop: 10, pictureHeight: 100)
+        #expect(damage.changedRows(height: 100) == 94..<100)
+        // A buffer that says nothing makes it all changed.
+        damage.add(nil, pictureTop: 0, pictureHeight: 100)
+        #expect(damage.changedRows(height: 100) == 0..<100)
+        damage.reset()
+        damage.add([], pictureTop: 0, pictureHeight: 100)
+        #expect(damage.whole)
+    }
+}

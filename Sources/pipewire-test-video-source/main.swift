@@ -1,0 +1,124 @@
+// A PipeWire video source for the tests: what a compositor's screen cast sends, with the buffer
+// metadata gst's pipewiresink does not write. BGRx frames of --size at --fps; with --crop X,Y,WxH only
+// that region is the picture (the rest of the buffer is red, and each buffer's crop region says so);
+// inside the picture, the base colour --color with a band of --band rows halfway down that alternates
+// between green and white every frame. With --damage each buffer's damage names only that band.
+//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
+import CPipeWire
+import Glibc
+
+func fail(_ message: String, status: Int32 = 1) -> Never {
+    let line = "pipewire-test-video-source: \(message)\n"
+    _ = write(2, line, line.utf8.count)
+    exit(status)
+}
+
+struct Options {
+    var name = "test-video-source"
+    var width: Int32 = 320, height: Int32 = 180
+    var fps: UInt32 = 30
+    var color: UInt32 = 0x3060d0
+    var crop: spa_region?
+    var band: Int32 = 16
+    var damage = false
+
+    init(_ arguments: [String]) {
+        var it = arguments.makeIterator()
+        func numbers(_ text: String?) -> [Int32] {
+            (text ?? "").split(whereSeparator: { $0 == "x" || $0 == "," }).compactMap { Int32($0) }
+        }
+        while let argument = it.next() {
+            switch argument {
+            case "--name": name = it.next() ?? name
+            case "--size": let n = numbers(it.next()); (width, height) = (n[0], n[1])
+            case "--fps": fps = UInt32(it.next() ?? "") ?? fps
+            case "--color": color = UInt32(it.next() ?? "", radix: 16) ?? color
+            case "--crop":
+                let n = numbers(it.next())
+                crop = spa_region(position: spa_point(x: n[0], y: n[1]), size: spa_rectangle(width: UInt32(n[2]), height: UInt32(n[3])))
+            case "--band": band = Int32(it.next() ?? "") ?? band
+            case "--damage": damage = true
+            default:
+                fail("unknown argument \(argument)", status: 64)
+            }
+        }
+    }
+}
+
+final class Source {
+    let options: Options
+    let loop: OpaquePointer
+    var stream: OpaquePointer?
+    var events = pw_stream_events()
+    var listener = spa_hook()
+    var frame: UInt64 = 0
+    var streaming = false
+
+    init(_ options: Options) {
+        self.options = options
+        pw_init(nil, nil)
+        loop = pw_main_loop_new(nil)
+    }
+
+    func run() -> Int32 {
+        let context = pw_context_new(pw_main_loop_get_loop(loop), nil, 0)
+        guard let core = pw_context_connect(context, nil, 0) else {
+            fail("cannot connect to PipeWire")
+        }
+        let properties = bd_pw_properties_new()
+        pw_properties_set(properties, PW_KEY_MEDIA_CLASS, "Video/Source")
+        pw_properties_set(properties, PW_KEY_NODE_NAME, options.name)
+        stream = pw_stream_new(core, options.name, properties)
+        events.version = bd_pw_version_stream_events()
+        events.param_changed = { data, id, param in
+            let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
+            guard id == SPA_PARAM_Format.rawValue, param != nil, let stream = me.stream else { return }
+            bd_pw_stream_offer_video_buffers(stream, me.options.width * 4, me.options.height)
+        }
+        events.state_changed = { data, _, state, _ in
+            Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue().streaming = state == PW_STREAM_STATE_STREAMING
+        }
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        pw_stream_add_listener(stream, &listener, &events, me)
+        guard bd_pw_stream_connect_video_source(stream, UInt32(options.width), UInt32(options.height), options.fps) >= 0 else {
+            fail("cannot connect the stream")
+        }
+        _ = bd_pw_loop_add_periodic_timer(pw_main_loop_get_loop(loop), { data, _ in
+            Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue().produce()
+        }, me, 1_000_000_000 / UInt64(options.fps))
+        pw_main_loop_run(loop)
+        return 0
+    }
+
+    func produce() {
+        guard streaming, let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
+        defer { pw_stream_queue_buffer(stream, buffer) }
+        guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas, let base = data.pointee.data else { return }
+        let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.width) * 4)
+        let crop = options.crop ?? spa_region(position: spa_point(x: 0, y: 0), size: spa_rectangle(width: UInt32(width), height: UInt32(height)))
+        let (cx, cy, cw, ch) = (Int(crop.position.x), Int(crop.position.y), Int(crop.size.width), Int(crop.size.height))
+        let bandTop = cy + ch / 2 - Int(options.band) / 2
+        let bandColor: UInt32 = frame % 2 == 0 ? 0x20c040 : 0xffffff
+        let pixels = base.assumingMemoryBound(to: UInt32.self)
+        for y in 0..<height {
+            let row = pixels + y * width
+            let inside = y >= cy && y < cy + ch
+            let color = !inside ? 0xff0000 : (y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color)
+            if !inside {
+                row.update(repeating: 0xff00_0000 | 0xff0000, count: width)
+            } else {
+                row.update(repeating: 0xff00_0000 | 0xff0000, count: cx)
+                (row + cx).update(repeating: 0xff00_0000 | color, count: cw)
+                (row + cx + cw).update(repeating: 0xff00_0000 | 0xff0000, count: width - cx - cw)
+            }
+        }
+        var damage = spa_region(position: spa_point(x: Int32(cx), y: Int32(bandTop)), size: spa_rectangle(width: UInt32(cw), height: UInt32(options.band)))
+        bd_pw_buffer_set_video_meta(spaBuffer, options.crop ?? spa_region(), &damage, options.damage && frame > 0 ? 1 : 0)
+        data.pointee.chunk.pointee.offset = 0
+        data.pointee.chunk.pointee.size = UInt32(stride * height)
+        data.pointee.chunk.pointee.stride = Int32(stride)
+        frame += 1
+    }
+}
+
+exit(Source(Options(Array(CommandLine.arguments.dropFirst()))).run())
