@@ -118,12 +118,7 @@ final class PipeWireHarness {
         try spawn("gst-launch-1.0", ["-q", "videotestsrc", "is-live=true", "pattern=solid-color", "foreground-color=\(0xff00_0000 | color)", "!",
                                      "video/x-raw,format=BGRx,width=\(width),height=\(height),framerate=30/1", "!",
                                      "pipewiresink", "mode=provide", "stream-properties=p,media.class=Video/Source,node.name=\(name)"])
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if try runTool("/usr/bin/pw-cli", ["ls", "Node"], environment: environment).stdout.contains("node.name = \"\(name)\"") { return }
-            usleep(50_000)
-        }
-        throw HarnessError("the video node \(name) did not appear:\n\(logs)")
+        try waitForNode(name)
     }
 
     /// The stand-in xdg-desktop-portal (Tests/fixtures/portal/screencast_portal.py) on this stack's session
@@ -158,6 +153,10 @@ final class PipeWireHarness {
     /// `name` that drives the graph like a compositor and writes crop and damage metadata as `arguments` say.
     func testVideoSource(_ name: String, _ arguments: [String]) throws {
         try spawn(Paths.binary("pipewire-test-video-source"), ["--name", name] + arguments)
+        try waitForNode(name)
+    }
+
+    private func waitForNode(_ name: String) throws {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if try runTool("/usr/bin/pw-cli", ["ls", "Node"], environment: environment).stdout.contains("node.name = \"\(name)\"") { return }
