@@ -116,7 +116,7 @@ let package = Package(
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
             "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
-            "BroadcastProtocolFuzzing", "BroadcastPipeWire",
+            "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

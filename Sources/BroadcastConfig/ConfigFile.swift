@@ -15,9 +15,7 @@ public struct ConfigFile: Sendable {
 
     /// `$XDG_CONFIG_HOME/broadcastd/broadcastd.toml`, else `~/.config/broadcastd/broadcastd.toml`.
     public static func defaultPath(environment: [String: String]) -> String? {
-        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/broadcastd/broadcastd.toml" }
-        guard let home = environment["HOME"], !home.isEmpty else { return nil }
-        return home + "/.config/broadcastd/broadcastd.toml"
+        Environment.baseDirectory("XDG_CONFIG_HOME", fallback: ".config", in: environment).map { $0 + "/broadcastd/broadcastd.toml" }
     }
 
     /// Reads and checks the file at `path`; nil when it does not exist and `required` is false.

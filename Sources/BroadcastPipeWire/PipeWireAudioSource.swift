@@ -99,9 +99,12 @@ public final class PipeWireAudioSource: CaptureSource {
         session == nil ? nil : MonotonicClock.now() + Self.pollInterval
     }
 
+    /// The streams `nextAudioChunk` last found silent: nothing is built while none is (the daemon asks at every poll).
     public var silentAudio: [SampleType: String] {
-        guard session != nil else { return [:] }
-        return streams.filter { $0.value.silentSince != nil }.mapValues { "\($0.name) (\($0.target)): nothing from PipeWire (stream \($0.status.state))" }
+        guard session != nil, !silenceReported.isEmpty else { return [:] }
+        return Dictionary(uniqueKeysWithValues: silenceReported.compactMap { type in
+            streams[type].map { (type, "\($0.name) (\($0.target)): nothing from PipeWire (stream \($0.status.state))") }
+        })
     }
 
     public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {

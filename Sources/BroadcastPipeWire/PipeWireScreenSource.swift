@@ -59,7 +59,7 @@ public final class PipeWireScreenSource: CaptureSource {
         var state = "connecting"
         var corrupted: UInt64 = 0
         /// The picture within the buffer, when the newest buffer has a crop region.
-        var crop: (x: Int, y: Int, width: Int, height: Int)?
+        var crop: CropRegion?
         /// What changed since the last conversion.
         var damage = FrameDamage()
         /// The bytes of the stream's buffers, mapped (MAP_BUFFERS) from the producer.
@@ -71,6 +71,9 @@ public final class PipeWireScreenSource: CaptureSource {
             let size = crop.map { ($0.width, $0.height) } ?? (width, height)
             return (size.0 & ~1, size.1 & ~1)
         }
+    }
+    struct CropRegion: Equatable {
+        var x, y, width, height: Int
     }
     /// The picture in the broadcast's pixel format, and its converter.
     final class Picture: @unchecked Sendable {
@@ -365,7 +368,7 @@ public final class PipeWireScreenSource: CaptureSource {
         defer { pw_stream_queue_buffer(stream, buffer) }
         var region = spa_region()
         let crop = bd_pw_buffer_crop(spaBuffer, &region) == 0
-            ? (x: Int(region.position.x), y: Int(region.position.y), width: Int(region.size.width), height: Int(region.size.height)) : nil
+            ? CropRegion(x: Int(region.position.x), y: Int(region.position.y), width: Int(region.size.width), height: Int(region.size.height)) : nil
         let damage = withUnsafeTemporaryAllocation(of: spa_region.self, capacity: 16) { regions in
             let count = Int(bd_pw_buffer_damage(spaBuffer, regions.baseAddress, 16))
             return count > 0 ? regions[..<count].map { (y: Int($0.position.y), height: Int($0.size.height)) } : nil
@@ -382,7 +385,7 @@ public final class PipeWireScreenSource: CaptureSource {
             let picture = crop.flatMap { c in
                 c.x >= 0 && c.y >= 0 && c.width >= 2 && c.height >= 2 && c.x + c.width <= frame.width && c.y + c.height <= frame.height ? c : nil
             }
-            if picture.map({ [$0.x, $0.y, $0.width, $0.height] }) != frame.crop.map({ [$0.x, $0.y, $0.width, $0.height] }) {
+            if picture != frame.crop {
                 frame.crop = picture
                 frame.damage.invalidate()
             }

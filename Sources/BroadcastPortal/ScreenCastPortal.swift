@@ -227,8 +227,7 @@ public struct RestoreTokenStore: Sendable {
 
     /// The default place: $XDG_STATE_HOME/broadcastd/portal-restore-token (~/.local/state/...).
     public static func defaultPath(environment: [String: String]) -> String? {
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/broadcastd/portal-restore-token" }
-        return environment["HOME"].map { $0 + "/.local/state/broadcastd/portal-restore-token" }
+        Environment.baseDirectory("XDG_STATE_HOME", fallback: ".local/state", in: environment).map { $0 + "/broadcastd/portal-restore-token" }
     }
 
     public func load() -> String? {

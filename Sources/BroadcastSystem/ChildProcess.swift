@@ -146,6 +146,15 @@ public enum Environment {
         getenv(name).map { String(cString: $0) }
     }
 
+    /// An XDG base directory (`XDG_CONFIG_HOME`, `XDG_STATE_HOME`, ...) in `environment`: the variable when it
+    /// is an absolute path (the specification ignores others), else `fallback` (e.g. ".config") under
+    /// HOME; nil without either.
+    public static func baseDirectory(_ variable: String, fallback: String, in environment: [String: String]) -> String? {
+        if let value = environment[variable], value.hasPrefix("/") { return value }
+        guard let home = environment["HOME"], !home.isEmpty else { return nil }
+        return home + "/" + fallback
+    }
+
     /// Removes `name`, so that programs this process starts do not inherit it.
     public static func unset(_ name: String) { unsetenv(name) }
 

@@ -1,4 +1,5 @@
 @testable import BroadcastConfig
+import BroadcastPortal
 import Testing
 
 /// Configuration files: TOML checked against a program's keys, layered under the command line.
@@ -63,6 +64,8 @@ import Testing
         #expect(ConfigFile.defaultPath(environment: ["XDG_CONFIG_HOME": "/x", "HOME": "/h"]) == "/x/broadcastd/broadcastd.toml")
         #expect(ConfigFile.defaultPath(environment: ["XDG_CONFIG_HOME": "relative", "HOME": "/h"]) == "/h/.config/broadcastd/broadcastd.toml")
         #expect(ConfigFile.defaultPath(environment: [:]) == nil)
+        #expect(RestoreTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"]) == "/s/broadcastd/portal-restore-token")
+        #expect(RestoreTokenStore.defaultPath(environment: ["HOME": "/h"]) == "/h/.local/state/broadcastd/portal-restore-token")
     }
 
     @Test func theCommandLineOverridesTheFileWhichOverridesTheDefaults() throws {
