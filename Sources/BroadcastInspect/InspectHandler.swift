@@ -38,8 +38,15 @@ public final class InspectHandler: BroadcastSampleHandler {
         public var x: Int32 = 0
         public var y: Int32 = 0
         public var visible = false
+        /// How many said the pointer was not over the captured area.
+        public var invisible = 0
+        /// The last sprite's.
         public var spriteWidth: Int?
         public var spriteHeight: Int?
+        public var hotspotX: Int?
+        public var hotspotY: Int?
+        /// The last sprite's middle pixel, premultiplied ARGB.
+        public var spriteMiddle: UInt32?
     }
 
     public struct FrameDump: Codable, Equatable, Sendable {
@@ -101,10 +108,14 @@ public final class InspectHandler: BroadcastSampleHandler {
         c.x = cursor.x
         c.y = cursor.y
         c.visible = cursor.visible
+        if !cursor.visible { c.invisible += 1 }
         if let sprite = cursor.sprite {
             c.sprites += 1
             c.spriteWidth = Int(sprite.width)
             c.spriteHeight = Int(sprite.height)
+            c.hotspotX = Int(sprite.hotspotX)
+            c.hotspotY = Int(sprite.hotspotY)
+            c.spriteMiddle = sprite.pixels.isEmpty ? nil : sprite.pixels[Int(sprite.height) / 2 * Int(sprite.width) + Int(sprite.width) / 2]
         }
         summary.cursor = c
     }

@@ -15,8 +15,10 @@ import Synchronization
 /// the buffer straight back, so two buffers keep the producer at its full rate; at each frame deadline
 /// the loop copies the picture into a pool slot, or repeats the last one when no new frame came. A
 /// frame PipeWire marks corrupted is skipped. A crop region (a window within a larger buffer, say) is
-/// the picture; damage metadata limits the conversion to the rows that changed. The cursor is whatever
-/// the node draws.
+/// the picture; damage metadata limits the conversion to the rows that changed. The pointer is what the
+/// node draws in, except in the metadata cursor mode: then it comes from the buffers' cursor metadata (the
+/// portal is asked for that mode), and a buffer with no picture (size 0: mutter's when only the pointer
+/// moved) updates the pointer alone.
 ///
 /// Through the portal, `open` runs the portal's conversation on a thread of its own and throws a
 /// `pending` error until it is answered (`openAnswered` becomes readable): the dialog may stay open for
@@ -35,6 +37,8 @@ public final class PipeWireScreenSource: CaptureSource {
         public var framesPerSecond = 30
         public var pixelFormat: PixelFormat = .nv12
         public var colorRange: ColorRange = .limited
+        /// In the metadata mode, the pointer is read from the buffers' metadata.
+        public var cursor: CursorMode = .embedded
         public var audio = AudioFormat()
         /// How long `open` waits for the node's first frame.
         public var startTimeout: UInt64 = 5_000_000_000
@@ -66,6 +70,11 @@ public final class PipeWireScreenSource: CaptureSource {
         var mapped = 0
         var rowsConverted: UInt64 = 0
         var rowsCopied: UInt64 = 0
+        /// Buffers that carried only the pointer.
+        var cursorOnly: UInt64 = 0
+        var cursor = PipeWireCursor()
+        /// A buffer had cursor metadata.
+        var cursorSeen = false
         /// The picture's size: the crop region's, or the buffer's, less an odd last row or column.
         var pictureSize: (width: Int, height: Int) {
             let size = crop.map { ($0.width, $0.height) } ?? (width, height)
@@ -108,6 +117,8 @@ public final class PipeWireScreenSource: CaptureSource {
     private var node: String
     private var seen: UInt64 = 0
     private var format: VideoFormat
+    /// The pointer comes as metadata (set before the stream connects).
+    private var readsCursor = false
 
     public init(_ configuration: Configuration, logger: Logger) throws(CaptureError) {
         self.configuration = configuration
@@ -169,9 +180,11 @@ public final class PipeWireScreenSource: CaptureSource {
     /// PipeWire's buffers and the converted picture.
     public var mappedBytes: Int { latest.withLock { $0.mapped + ($0.picture?.format.frameByteCount ?? 0) } }
 
+    /// A buffer's data and metadata (the cursor's image may be 590 KB: mutter's 384x384).
     private static func bytes(of buffer: UnsafeMutablePointer<pw_buffer>?) -> Int {
         guard let spa = buffer?.pointee.buffer, let datas = spa.pointee.datas else { return 0 }
-        return (0..<Int(spa.pointee.n_datas)).reduce(0) { $0 + Int(datas[$1].maxsize) }
+        let metas = spa.pointee.metas.map { metas in (0..<Int(spa.pointee.n_metas)).reduce(0) { $0 + Int(metas[$1].size) } } ?? 0
+        return (0..<Int(spa.pointee.n_datas)).reduce(metas) { $0 + Int(datas[$1].maxsize) }
     }
     public var videoFormat: VideoFormat { format }
     public var audioFormat: AudioFormat { configuration.audio }
@@ -179,10 +192,11 @@ public final class PipeWireScreenSource: CaptureSource {
     public var frameInterval: UInt64 { 1_000_000_000 / UInt64(configuration.framesPerSecond) }
     public var orientation: Orientation { Orientation(degrees: 0, mirrored: false) }
     public var colorRange: ColorRange { configuration.colorRange }
-    public var cursor: CursorState? { nil }
+    public var cursor: CursorState? { readsCursor ? latest.withLock { $0.cursor.state } : nil }
     public var statistics: [String: UInt64] {
         latest.withLock {
-            ["pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted, "pipewireRowsConverted": $0.rowsConverted, "pipewireRowsKept": $0.rowsCopied]
+            ["pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted, "pipewireCursorOnly": $0.cursorOnly,
+             "pipewireRowsConverted": $0.rowsConverted, "pipewireRowsKept": $0.rowsCopied]
         }
     }
 
@@ -202,8 +216,11 @@ public final class PipeWireScreenSource: CaptureSource {
         }
         let deadline = MonotonicClock.now() + configuration.startTimeout
         while true {
-            let (picture, state) = latest.withLock { ($0.picture, $0.state) }
+            let (picture, state, cursorSeen) = latest.withLock { ($0.picture, $0.state, $0.cursorSeen) }
             if let picture {
+                if readsCursor && !cursorSeen {
+                    logger.warning("node '\(node)' sends no cursor metadata: no CURSOR messages, and the pointer is as the node draws it")
+                }
                 format = picture.format
                 return format
             }
@@ -270,6 +287,8 @@ public final class PipeWireScreenSource: CaptureSource {
             remote = fcntl(cast.remote, F_DUPFD_CLOEXEC, 0)
             node = String(cast.node)
         }
+        // Through the portal, only when it granted the metadata mode (it may offer only embedded).
+        readsCursor = configuration.cursor == .metadata && (portal?.cast?.cursor ?? .metadata) == .metadata
         connection = try PipeWireConnection(threadName: "broadcastd-video", remote: remote) { core throws(CaptureError) in
             let properties = bd_pw_properties_new()
             pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
@@ -347,7 +366,7 @@ public final class PipeWireScreenSource: CaptureSource {
     private func formatChanged(_ param: UnsafePointer<spa_pod>?) {
         var width: UInt32 = 0, height: UInt32 = 0
         guard let stream, bd_pw_parse_video_format(param, &width, &height) == 0 else { return }
-        bd_pw_stream_request_video_buffers(stream)
+        bd_pw_stream_request_video_buffers(stream, readsCursor)
         latest.withLock {
             $0.width = Int(width)
             $0.height = Int(height)
@@ -376,34 +395,61 @@ public final class PipeWireScreenSource: CaptureSource {
         // The producer's own timestamp when it is on our clock (PipeWire's are CLOCK_MONOTONIC ns), else now.
         let now = MonotonicClock.now()
         let capturedAt = hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
-        let (pixelFormat, range) = (configuration.pixelFormat, configuration.colorRange)
+        // A buffer without a picture (size 0) may still move the pointer.
+        let hasPicture = chunk.pointee.size > 0
+        var pointer = bd_pw_cursor()
+        let hasCursor = readsCursor ? bd_pw_buffer_cursor(spaBuffer, &pointer) : -1
         latest.withLock { frame in
-            if corrupted { frame.corrupted += 1 }
-            let rowBytes = frame.width * 4, stride = stride > 0 ? stride : rowBytes
-            guard !corrupted, frame.width > 1, frame.height > 1, offset + stride * (frame.height - 1) + rowBytes <= size else { return }
-            // A crop region outside the buffer is ignored: the whole buffer is the picture.
-            let picture = crop.flatMap { c in
-                c.x >= 0 && c.y >= 0 && c.width >= 2 && c.height >= 2 && c.x + c.width <= frame.width && c.y + c.height <= frame.height ? c : nil
+            if corrupted {
+                frame.corrupted += 1
+                return
             }
-            if picture != frame.crop {
-                frame.crop = picture
-                frame.damage.invalidate()
+            guard frame.width > 1, frame.height > 1 else { return }
+            let stride = stride > 0 ? stride : frame.width * 4
+            if !hasPicture {
+                frame.cursorOnly += 1
+            } else if offset + stride * (frame.height - 1) + frame.width * 4 <= size {
+                frame.convert(UnsafeRawPointer(base + offset), stride: stride, crop: crop, damage: damage, capturedAt: capturedAt,
+                              pixelFormat: configuration.pixelFormat, range: configuration.colorRange)
             }
+            guard hasCursor >= 0 else { return }
+            frame.cursorSeen = true
+            guard hasCursor == 1 else { return frame.cursor.away() }
+            let image = pointer.format == 0 ? nil : PipeWireCursor.Image(
+                format: pointer.format, width: Int(pointer.width), height: Int(pointer.height), stride: Int(pointer.stride),
+                hotspotX: Int(pointer.hotspot_x), hotspotY: Int(pointer.hotspot_y), pixels: pointer.pixels)
             let size = frame.pictureSize
-            if frame.picture?.format.width != size.width || frame.picture?.format.height != size.height {
-                frame.picture = Picture(VideoFormat(width: size.width, height: size.height, pixelFormat: pixelFormat), range: range)
-                frame.damage.invalidate()
-            }
-            frame.damage.add(damage, pictureTop: picture?.y ?? 0, pictureHeight: size.height)
-            let rows = frame.damage.changedRows(height: size.height)
-            frame.damage.reset()
-            frame.rowsCopied += UInt64(size.height - rows.count)
-            guard !rows.isEmpty, let target = frame.picture else { return }
-            let origin = UnsafeRawPointer(base + offset) + (picture.map { $0.y * stride + $0.x * 4 } ?? 0)
-            target.converter.convert(bgrx: origin + rows.lowerBound * stride, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: target.bytes)
-            frame.rowsConverted += UInt64(rows.count)
-            frame.serial += 1
-            frame.capturedAt = capturedAt
+            frame.cursor.move(x: pointer.x, y: pointer.y, image: image, picture: (frame.crop?.x ?? 0, frame.crop?.y ?? 0, size.width, size.height))
         }
+    }
+}
+
+extension PipeWireScreenSource.Latest {
+    /// Converts the buffer's picture (its crop region, or all of it) into `picture`, as far as damage says it changed.
+    mutating func convert(_ buffer: UnsafeRawPointer, stride: Int, crop: PipeWireScreenSource.CropRegion?, damage: [(y: Int, height: Int)]?,
+                          capturedAt: UInt64, pixelFormat: PixelFormat, range: ColorRange) {
+        // A crop region outside the buffer is ignored: the whole buffer is the picture.
+        let region = crop.flatMap { c in
+            c.x >= 0 && c.y >= 0 && c.width >= 2 && c.height >= 2 && c.x + c.width <= width && c.y + c.height <= height ? c : nil
+        }
+        if region != self.crop {
+            self.crop = region
+            self.damage.invalidate()
+        }
+        let size = pictureSize
+        if picture?.format.width != size.width || picture?.format.height != size.height {
+            picture = PipeWireScreenSource.Picture(VideoFormat(width: size.width, height: size.height, pixelFormat: pixelFormat), range: range)
+            self.damage.invalidate()
+        }
+        self.damage.add(damage, pictureTop: region?.y ?? 0, pictureHeight: size.height)
+        let rows = self.damage.changedRows(height: size.height)
+        self.damage.reset()
+        rowsCopied += UInt64(size.height - rows.count)
+        guard !rows.isEmpty, let target = picture else { return }
+        let origin = buffer + (region.map { $0.y * stride + $0.x * 4 } ?? 0)
+        target.converter.convert(bgrx: origin + rows.lowerBound * stride, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: target.bytes)
+        rowsConverted += UInt64(rows.count)
+        serial += 1
+        self.capturedAt = capturedAt
     }
 }

@@ -86,12 +86,16 @@ static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t
     return 0;
 }
 
+/// The room for a `w`x`h` cursor image (4 bytes a pixel) in a buffer's cursor metadata.
+#define BD_CURSOR_META_SIZE(w, h) ((int)(sizeof(struct spa_meta_cursor) + sizeof(struct spa_meta_bitmap) + (w) * (h) * 4))
+
 /// Asks for buffers in shared memory (not DMA-BUF) with a header (timestamp, corrupted flag), and the
-/// crop region and damage (up to 16 rectangles) when the producer offers them.
-static inline int bd_pw_stream_request_video_buffers(struct pw_stream *stream) {
-    uint8_t buffer[1024];
+/// crop region and damage (up to 16 rectangles) when the producer offers them; with `cursor`, the
+/// pointer's metadata too (its image up to 1024x1024; mutter offers 384x384, the PipeWire examples 64x64).
+static inline int bd_pw_stream_request_video_buffers(struct pw_stream *stream, bool cursor) {
+    uint8_t buffer[1280];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
-    const struct spa_pod *params[4];
+    const struct spa_pod *params[5];
     // Two or three buffers: each frame is converted and given back at once. Each buffer is a whole
     // frame mapped into broadcastd (8.3 MB at 1080p), counted against its memory budget.
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
@@ -107,7 +111,11 @@ static inline int bd_pw_stream_request_video_buffers(struct pw_stream *stream) {
         SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoDamage),
         SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(sizeof(struct spa_meta_region) * 16,
                                                       sizeof(struct spa_meta_region), sizeof(struct spa_meta_region) * 16));
-    return pw_stream_update_params(stream, params, 4);
+    params[4] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Cursor),
+        SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(BD_CURSOR_META_SIZE(64, 64), BD_CURSOR_META_SIZE(1, 1),
+                                                      BD_CURSOR_META_SIZE(1024, 1024)));
+    return pw_stream_update_params(stream, params, cursor ? 5 : 4);
 }
 
 /// The buffer's header, when it has one: its flags (SPA_META_HEADER_FLAG_CORRUPTED) and pts.
@@ -140,6 +148,48 @@ static inline int bd_pw_buffer_damage(struct spa_buffer *buffer, struct spa_regi
     return count;
 }
 
+/// The pointer as a buffer's cursor metadata describes it.
+struct bd_pw_cursor {
+    /// The hotspot's position in the buffer.
+    int32_t x, y;
+    /// The image's SPA_VIDEO_FORMAT_*, when the buffer brings a new one; 0 otherwise.
+    uint32_t format;
+    /// The new image: 0x0 (and no pixels) when the pointer has none, i.e. is invisible.
+    uint32_t width, height;
+    int32_t stride;
+    int32_t hotspot_x, hotspot_y;
+    const void *pixels;
+};
+
+/// Reads the buffer's cursor metadata: -1 when it has none, 0 when the pointer is not over the stream
+/// (or hidden: the cursor id is 0), 1 when `cursor` says where it is and, with a format, what it looks like.
+/// An image that does not fit in the metadata is no new image.
+static inline int bd_pw_buffer_cursor(struct spa_buffer *buffer, struct bd_pw_cursor *cursor) {
+    struct spa_meta *meta = spa_buffer_find_meta(buffer, SPA_META_Cursor);
+    if (meta == NULL || meta->size < sizeof(struct spa_meta_cursor)) return -1;
+    const struct spa_meta_cursor *c = meta->data;
+    if (!spa_meta_cursor_is_valid(c)) return 0;
+    *cursor = (struct bd_pw_cursor){ .x = c->position.x, .y = c->position.y };
+    if (c->bitmap_offset < sizeof(*c) || (uint64_t)c->bitmap_offset + sizeof(struct spa_meta_bitmap) > meta->size) return 1;
+    const struct spa_meta_bitmap *b = SPA_PTROFF(c, c->bitmap_offset, const struct spa_meta_bitmap);
+    if (!spa_meta_bitmap_is_valid(b)) return 1;
+    uint64_t room = meta->size - c->bitmap_offset, width = b->size.width, height = b->size.height;
+    if (b->offset == 0 || width == 0 || height == 0) {
+        cursor->format = b->format;
+        return 1;
+    }
+    if (b->offset < sizeof(*b) || b->stride < 0 || (uint64_t)b->stride < width * 4 || width > 1024 || height > 1024
+        || b->offset + (uint64_t)b->stride * (height - 1) + width * 4 > room) return 1;
+    cursor->format = b->format;
+    cursor->width = b->size.width;
+    cursor->height = b->size.height;
+    cursor->stride = b->stride;
+    cursor->hotspot_x = c->hotspot.x;
+    cursor->hotspot_y = c->hotspot.y;
+    cursor->pixels = SPA_PTROFF(b, b->offset, const void);
+    return 1;
+}
+
 // The producer's side, for the tests' video source (pipewire-test-video-source).
 
 /// Connects `stream` as a driving BGRx video source of `width`x`height` at `fps`.
@@ -159,11 +209,12 @@ static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, ui
                              PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
 }
 
-/// The source's buffers: MemFd, `stride` x `height` bytes, with a header, a crop region and 16 damage rectangles.
-static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int32_t stride, int32_t height) {
-    uint8_t buffer[1024];
+/// The source's buffers: MemFd, `stride` x `height` bytes, with a header, a crop region, 16 damage
+/// rectangles and, with `cursor`, the pointer (an image up to 64x64).
+static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int32_t stride, int32_t height, bool cursor) {
+    uint8_t buffer[1280];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
-    const struct spa_pod *params[4];
+    const struct spa_pod *params[5];
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
         SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(4, 2, 8),
         SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
@@ -178,7 +229,9 @@ static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int
         SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoDamage),
         SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(sizeof(struct spa_meta_region) * 16,
                                                       sizeof(struct spa_meta_region), sizeof(struct spa_meta_region) * 16));
-    return pw_stream_update_params(stream, params, 4);
+    params[4] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Cursor), SPA_PARAM_META_size, SPA_POD_Int(BD_CURSOR_META_SIZE(64, 64)));
+    return pw_stream_update_params(stream, params, cursor ? 5 : 4);
 }
 
 /// Sets the buffer's crop region (a zero size: none) and its damage (`count` rectangles, then an empty one).
@@ -193,6 +246,27 @@ static inline void bd_pw_buffer_set_video_meta(struct spa_buffer *buffer, struct
         region->region = i < count ? damage[i] : SPA_REGION(0, 0, 0, 0);
         if (i++ == count) break;
     }
+}
+
+/// Sets the buffer's cursor metadata: the pointer hidden (`visible` false), or its hotspot at `x`,`y`
+/// with, when `pixels` is given, a new `width`x`height` RGBA image (premultiplied, as mutter sends it).
+static inline void bd_pw_buffer_set_cursor(struct spa_buffer *buffer, bool visible, int32_t x, int32_t y,
+                                           const uint32_t *pixels, uint32_t width, uint32_t height, int32_t hotspot_x, int32_t hotspot_y) {
+    struct spa_meta *meta = spa_buffer_find_meta(buffer, SPA_META_Cursor);
+    if (meta == NULL || (int)meta->size < BD_CURSOR_META_SIZE(width, height)) return;
+    struct spa_meta_cursor *c = meta->data;
+    c->id = visible ? 1 : 0;
+    c->position = SPA_POINT(x, y);
+    c->bitmap_offset = 0;
+    if (!visible || pixels == NULL) return;
+    c->hotspot = SPA_POINT(hotspot_x, hotspot_y);
+    c->bitmap_offset = sizeof(*c);
+    struct spa_meta_bitmap *b = SPA_PTROFF(c, c->bitmap_offset, struct spa_meta_bitmap);
+    b->format = SPA_VIDEO_FORMAT_RGBA;
+    b->size = SPA_RECTANGLE(width, height);
+    b->stride = width * 4;
+    b->offset = sizeof(*b);
+    memcpy(SPA_PTROFF(b, b->offset, void), pixels, width * height * 4);
 }
 
 static inline uint32_t bd_spa_meta_header_flag_corrupted(void) { return SPA_META_HEADER_FLAG_CORRUPTED; }

@@ -160,6 +160,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             pipewire.framesPerSecond = fps
             pipewire.pixelFormat = pixelFormat
             pipewire.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
+            pipewire.cursor = CursorMode(rawValue: settings.string("cursor")!)!
             pipewire.audio = audio
             screen = try PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
         } else {
@@ -186,15 +187,12 @@ struct BroadcastDaemonCommand: ParsableCommand {
         return PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
     }
 
-    /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says
-    /// (cursor metadata is not read from PipeWire: the pointer is then drawn in), remembered between broadcasts.
+    /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says,
+    /// remembered between broadcasts.
     func portalTarget(_ settings: Configuration) -> PipeWireScreenSource.Target {
         var request = ScreenCastRequest()
         request.sources = ScreenCastRequest.Sources(rawValue: settings.string("portal-source")!)!
-        request.cursor = settings.string("cursor") == "hidden" ? .hidden : .embedded
-        if settings.string("cursor") == "metadata" {
-            Logger(label: "broadcastd").warning("cursor metadata is not read from PipeWire streams yet: the portal is asked to draw the pointer into the frames")
-        }
+        request.cursor = ScreenCastRequest.Cursor(rawValue: settings.string("cursor")!)!
         return .portal(request, tokens: RestoreTokenStore.defaultPath(environment: Environment.all).map(RestoreTokenStore.init))
     }
 }

@@ -3,7 +3,12 @@
 // that region is the picture (the rest of the buffer is red, and each buffer's crop region says so);
 // inside the picture, the base colour --color with a band of --band rows halfway down that alternates
 // between green and white every frame. With --damage each buffer's damage names only that band.
-//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
+// With --cursor, cursor metadata as mutter writes it, and every other buffer carries only that (size 0,
+// its pixels magenta, no crop region): the pointer's hotspot moves along the row 50 rows down the picture
+// (x 40 to 99 in picture coordinates, a pixel a buffer); its image is a 16x16 opaque yellow square with
+// hotspot (2, 3) for 60 buffers, then a 24x24 half-transparent blue one with hotspot (12, 12) for 60, and so
+// on, sent again every 5 buffers; the last 6 buffers of every 60 say the pointer is not over the stream.
+//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage] [--cursor]
 import CPipeWire
 import Glibc
 
@@ -21,6 +26,7 @@ struct Options {
     var crop: spa_region?
     var band: Int32 = 16
     var damage = false
+    var cursor = false
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -38,6 +44,7 @@ struct Options {
                 crop = spa_region(position: spa_point(x: n[0], y: n[1]), size: spa_rectangle(width: UInt32(n[2]), height: UInt32(n[3])))
             case "--band": band = Int32(it.next() ?? "") ?? band
             case "--damage": damage = true
+            case "--cursor": cursor = true
             default:
                 fail("unknown argument \(argument)", status: 64)
             }
@@ -53,6 +60,11 @@ final class Source {
     var listener = spa_hook()
     var frame: UInt64 = 0
     var streaming = false
+    /// The pointer's two images, premultiplied RGBA (in memory order R, G, B, A).
+    let sprites: [(size: UInt32, hotspot: (x: Int32, y: Int32), pixels: [UInt32])] = [
+        (16, (2, 3), Array(repeating: UInt32(littleEndian: 0xff00_d0ff), count: 16 * 16)),
+        (24, (12, 12), Array(repeating: UInt32(littleEndian: 0x8080_0000), count: 24 * 24)),
+    ]
 
     init(_ options: Options) {
         self.options = options
@@ -73,7 +85,7 @@ final class Source {
         events.param_changed = { data, id, param in
             let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
             guard id == SPA_PARAM_Format.rawValue, param != nil, let stream = me.stream else { return }
-            bd_pw_stream_offer_video_buffers(stream, me.options.width * 4, me.options.height)
+            bd_pw_stream_offer_video_buffers(stream, me.options.width * 4, me.options.height, me.options.cursor)
         }
         events.state_changed = { data, _, state, _ in
             Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue().streaming = state == PW_STREAM_STATE_STREAMING
@@ -100,6 +112,20 @@ final class Source {
         let bandTop = cy + ch / 2 - Int(options.band) / 2
         let bandColor: UInt32 = frame % 2 == 0 ? 0x20c040 : 0xffffff
         let pixels = base.assumingMemoryBound(to: UInt32.self)
+        if options.cursor {
+            let n = Int(frame % 60), sprite = sprites[Int(frame / 60 % 2)]
+            sprite.pixels.withUnsafeBufferPointer { image in
+                bd_pw_buffer_set_cursor(spaBuffer, n < 54, Int32(cx + 40 + n), Int32(cy + 50), n % 5 == 0 ? image.baseAddress : nil,
+                                        sprite.size, sprite.size, sprite.hotspot.x, sprite.hotspot.y)
+            }
+            if frame % 2 == 1 {
+                pixels.update(repeating: 0xffff_00ff, count: width * height)
+                bd_pw_buffer_set_video_meta(spaBuffer, spa_region(), nil, 0)
+                data.pointee.chunk.pointee.size = 0
+                frame += 1
+                return
+            }
+        }
         for y in 0..<height {
             let row = pixels + y * width
             let inside = y >= cy && y < cy + ch

@@ -123,12 +123,14 @@ final class PipeWireHarness {
 
     /// The stand-in xdg-desktop-portal (Tests/fixtures/portal/screencast_portal.py) on this stack's session
     /// bus, sharing the video node `node`; its conversation is logged, one JSON object a line, to `portalLog`.
-    func portal(node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil) throws {
+    func portal(node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
+                cursorModes: Int = 7) throws {
         for module in ["dbus", "gi"] where try runTool("/usr/bin/python3", ["-c", "import \(module)"]).status != 0 {
             throw HarnessError("python3 cannot import \(module): install python3-dbus and python3-gi (scripts/lib.sh does)")
         }
         try spawn("python3", [Paths.root + "/Tests/fixtures/portal/screencast_portal.py", "--node", node, "--log", portalLog,
-                              "--version", "\(version)", "--dialog-seconds", "\(dialogSeconds)"] + (cancel ? ["--cancel"] : [])
+                              "--version", "\(version)", "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)"]
+                              + (cancel ? ["--cancel"] : [])
                               + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {

@@ -33,4 +33,39 @@ import Testing
         #expect(frames >= 40, "\(frames) frames from a 30 fps source in 2 s")
         #expect(copied > 4 * converted && converted > 0, "rows converted \(converted), copied from the previous frame \(copied)")
     }
+
+    /// In the metadata cursor mode the pointer comes from the buffers' cursor metadata, in picture
+    /// coordinates (the crop region's origin taken off): a position every frame, the image only when it
+    /// changed (not each time the node sends it again), and invisible while the node says the pointer is
+    /// elsewhere. The buffers that carry only the pointer (size 0, magenta) never reach the picture.
+    @Test func cursorMetadataComesAsCursorMessages() throws {
+        let pipewire = try PipeWireHarness(tones: false)
+        try pipewire.testVideoSource("cursor-video", ["--size", "320x240", "--crop", "40,30,240x180", "--fps", "60", "--cursor"])
+        let daemon = try DaemonHarness(["--source", "pipewire", "--pipewire-node", "cursor-video", "--fps", "30", "--cursor", "metadata",
+                                        "--app-audio", "none", "--mic", "none"], environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath("cursor")
+        let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/cursor.frame"], on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(2_500_000)
+        let capture = try #require(try daemon.controller().status().capture)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+
+        let summary = try InspectSummary.load(path)
+        let cursor = try #require(summary.cursor, "no CURSOR messages:\n\(daemon.log)")
+        #expect(cursor.count >= 50, "\(cursor.count) CURSOR messages in 2.5 s at 30 fps: one a frame")
+        #expect(cursor.y == 50 && (40..<100).contains(cursor.x), "hotspot at (\(cursor.x), \(cursor.y)) in picture coordinates")
+        #expect((2...5).contains(cursor.sprites), "\(cursor.sprites) sprites: the image changes every second and is sent again every 5 buffers")
+        #expect(cursor.invisible > 0 && cursor.invisible < cursor.count / 3, "\(cursor.invisible) of \(cursor.count) said invisible")
+        let sprite = (cursor.spriteWidth ?? 0, cursor.spriteHeight ?? 0, cursor.hotspotX ?? -1, cursor.hotspotY ?? -1, cursor.spriteMiddle ?? 0)
+        #expect(sprite == (16, 16, 2, 3, 0xffff_d000) || sprite == (24, 24, 12, 12, 0x8000_0080), "last sprite \(sprite)")
+        let frame = try RGBFrame(dump: try #require(summary.lastFrame))
+        #expect(frame.width == 240 && frame.height == 180)
+        let psnr = frame.psnr { _, y in y >= 82 && y < 98 ? (0x20, 0xc0, 0x40) : (0x30, 0x60, 0xd0) }
+        #expect(psnr >= 30, "PSNR \(psnr) dB: buffers with no picture were converted?")
+        let pictures = Double(capture["pipewireFrames"] ?? 0), pointerOnly = Double(capture["pipewireCursorOnly"] ?? 0)
+        #expect(pointerOnly > 50 && abs(pictures / pointerOnly - 1) < 0.2, "\(pictures) pictures, \(pointerOnly) buffers with only the pointer: half each")
+    }
 }

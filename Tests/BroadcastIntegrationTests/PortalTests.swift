@@ -10,21 +10,30 @@ import Testing
     static let color: UInt32 = 0x3060d0
 
     /// A PipeWire stack with the video node `shared-screen`, the stand-in portal, and broadcastd asking it.
+    /// With `cursorModes` the node is the tests' own source writing cursor metadata, and broadcastd asks for it.
     func stack(version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
-               portal: Bool = true) throws -> (PipeWireHarness, DaemonHarness) {
+               portal: Bool = true, cursorModes: Int? = nil) throws -> (PipeWireHarness, DaemonHarness) {
         let pipewire = try PipeWireHarness(tones: false)
         // 320x180: a debug build converts larger frames too slowly for 30 fps.
-        try pipewire.videoSource("shared-screen", width: 320, height: 180, color: Self.color)
-        if portal { try pipewire.portal(node: "shared-screen", version: version, cancel: cancel, dialogSeconds: dialogSeconds, closeAfter: closeAfter) }
-        let daemon = try DaemonHarness(["--source", "pipewire", "--fps", "30", "--app-audio", "none", "--mic", "none"],
+        if cursorModes != nil {
+            try pipewire.testVideoSource("shared-screen", ["--size", "320x180", "--fps", "60", "--color", String(Self.color, radix: 16), "--cursor"])
+        } else {
+            try pipewire.videoSource("shared-screen", width: 320, height: 180, color: Self.color)
+        }
+        if portal {
+            try pipewire.portal(node: "shared-screen", version: version, cancel: cancel, dialogSeconds: dialogSeconds, closeAfter: closeAfter,
+                                cursorModes: cursorModes ?? 7)
+        }
+        let daemon = try DaemonHarness(["--source", "pipewire", "--fps", "30", "--app-audio", "none", "--mic", "none"]
+                                       + (cursorModes != nil ? ["--cursor", "metadata"] : []),
                                        environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime,
                                                      "DBUS_SESSION_BUS_ADDRESS": pipewire.environment["DBUS_SESSION_BUS_ADDRESS"]!,
                                                      "XDG_STATE_HOME": pipewire.runtime + "/state"])
         return (pipewire, daemon)
     }
 
-    /// One broadcast of about 1.5 s to inspect; returns its frames' count and the last frame.
-    func broadcast(_ daemon: DaemonHarness, _ name: String) throws -> (frames: Int, frame: RGBFrame) {
+    /// One broadcast of about 1.5 s to inspect; returns its frames' count, the last frame and the summary.
+    func broadcast(_ daemon: DaemonHarness, _ name: String) throws -> (frames: Int, frame: RGBFrame, summary: InspectSummary) {
         let controller = try daemon.subscribedController()
         let path = daemon.summaryPath(name)
         let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/\(name).frame"], on: controller)
@@ -33,7 +42,7 @@ import Testing
         try controller.finish()
         #expect(try daemon.awaitFinish(controller, id) == nil)
         let summary = try InspectSummary.load(path)
-        return (Int(summary.streams["video"]?.count ?? 0), try RGBFrame(dump: try #require(summary.lastFrame)))
+        return (Int(summary.streams["video"]?.count ?? 0), try RGBFrame(dump: try #require(summary.lastFrame)), summary)
     }
 
     /// `broadcastctl start` run in the background (it waits for START's answer while the dialog is up).
@@ -162,6 +171,26 @@ import Testing
         let select = try #require(pipewire.portalCalls().first { $0["call"] as? String == "SelectSources" })
         #expect(select["persist_mode"] as? Int == 0 && select["restore_token"] is NSNull, "\(select)")
         #expect(!FileManager.default.fileExists(atPath: pipewire.runtime + "/state/broadcastd/portal-restore-token"))
+    }
+
+    /// `--cursor metadata` asks the portal for cursor mode 4, and the pointer comes from the shared stream's
+    /// metadata; a portal that offers only hidden and embedded (mask 3) is asked for embedded, with a
+    /// warning, and no CURSOR messages come.
+    @Test(arguments: [7, 3]) func cursorMetadataIsAskedOfThePortalWhenItOffersIt(modes: Int) throws {
+        let (pipewire, daemon) = try stack(cursorModes: modes)
+        defer { _ = try? daemon.stop() }
+        let shared = try broadcast(daemon, "cursor")
+        #expect(shared.frames >= 40 && shared.frame.width == 320)
+        let select = try #require(pipewire.portalCalls().first { $0["call"] as? String == "SelectSources" })
+        if modes & 4 != 0 {
+            #expect(select["cursor_mode"] as? Int == 4, "\(select)")
+            let cursor = try #require(shared.summary.cursor, "no CURSOR messages:\n\(daemon.log)")
+            #expect(cursor.count >= 40 && cursor.sprites >= 1 && cursor.y == 50, "\(cursor)")
+        } else {
+            #expect(select["cursor_mode"] as? Int == 2, "\(select)")
+            #expect(shared.summary.cursor == nil)
+            #expect(daemon.log.contains("the portal does not offer cursor mode metadata (it offers 3); using embedded"), "\(daemon.log)")
+        }
     }
 
     /// No portal on the bus, then no bus at all: the broadcast is refused with what is missing; the daemon goes on.

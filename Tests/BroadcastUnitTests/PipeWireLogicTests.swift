@@ -1,5 +1,6 @@
 import BroadcastCapture
 import BroadcastCore
+import CPipeWire
 @testable import BroadcastPipeWire
 import Testing
 
@@ -86,5 +87,59 @@ import Testing
         damage.reset()
         damage.add([], pictureTop: 0, pictureHeight: 100)
         #expect(damage.whole)
+    }
+}
+
+@Suite struct PipeWireCursorTests {
+    /// One pixel of each 32-bit order, red 0x30, green 0x60, blue 0x90, alpha 0xa0, as bytes in memory.
+    @Test func everyByteOrderBecomesPremultipliedARGB() {
+        let cases: [(spa_video_format, [UInt8], UInt32)] = [
+            (SPA_VIDEO_FORMAT_RGBA, [0x30, 0x60, 0x90, 0xa0], 0xa030_6090), (SPA_VIDEO_FORMAT_BGRA, [0x90, 0x60, 0x30, 0xa0], 0xa030_6090),
+            (SPA_VIDEO_FORMAT_ARGB, [0xa0, 0x30, 0x60, 0x90], 0xa030_6090), (SPA_VIDEO_FORMAT_ABGR, [0xa0, 0x90, 0x60, 0x30], 0xa030_6090),
+            (SPA_VIDEO_FORMAT_RGBx, [0x30, 0x60, 0x90, 0x00], 0xff30_6090), (SPA_VIDEO_FORMAT_BGRx, [0x90, 0x60, 0x30, 0x00], 0xff30_6090),
+            (SPA_VIDEO_FORMAT_xRGB, [0x00, 0x30, 0x60, 0x90], 0xff30_6090), (SPA_VIDEO_FORMAT_xBGR, [0x00, 0x90, 0x60, 0x30], 0xff30_6090),
+        ]
+        for (format, bytes, argb) in cases {
+            let pixels = bytes.withUnsafeBytes { PipeWireCursor.premultipliedARGB(image(format, 1, 1, $0.baseAddress)) }
+            #expect(pixels == [argb], "\(format)")
+        }
+        #expect([UInt8](repeating: 0, count: 4).withUnsafeBytes { PipeWireCursor.premultipliedARGB(image(SPA_VIDEO_FORMAT_NV12, 1, 1, $0.baseAddress)) } == nil)
+    }
+
+    @Test func theStrideSkipsPaddingBetweenRows() {
+        // 2x2 BGRA with 12-byte rows: the last 4 bytes of each row are padding.
+        let bytes: [UInt8] = [1, 0, 0, 255, 2, 0, 0, 255, 9, 9, 9, 9, 3, 0, 0, 255, 4, 0, 0, 255, 9, 9, 9, 9]
+        let pixels = bytes.withUnsafeBytes { PipeWireCursor.premultipliedARGB(image(SPA_VIDEO_FORMAT_BGRA, 2, 2, $0.baseAddress, stride: 12)) }
+        #expect(pixels == [0xff00_0001, 0xff00_0002, 0xff00_0003, 0xff00_0004])
+    }
+
+    /// Positions are taken into picture coordinates; the same image again keeps its serial; no image, or
+    /// the pointer elsewhere, is invisible (the last position kept); a hotspot outside the picture too.
+    @Test func thePointerIsFollowedBufferAfterBuffer() {
+        var cursor = PipeWireCursor()
+        #expect(cursor.state == nil)
+        let picture = (x: 40, y: 30, width: 240, height: 180)
+        let yellow: [UInt8] = [0xff, 0xd0, 0x00, 0xff]
+        yellow.withUnsafeBytes { cursor.move(x: 140, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture) }
+        #expect(cursor.state == CursorState(x: 100, y: 50, visible: true,
+                                            sprite: CursorSprite(width: 1, height: 1, hotspotX: 0, hotspotY: 0, pixels: [0xffff_d000], serial: 1)))
+        yellow.withUnsafeBytes { cursor.move(x: 141, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture) }
+        #expect(cursor.state?.sprite?.serial == 1 && cursor.state?.x == 101)
+        [UInt8]([0, 0, 0x80, 0x80]).withUnsafeBytes { cursor.move(x: 141, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture) }
+        #expect(cursor.state?.sprite?.serial == 2 && cursor.state?.sprite?.pixels == [0x8000_0080])
+        cursor.move(x: 150, y: 90, image: nil, picture: picture)
+        #expect(cursor.state?.x == 110 && cursor.state?.visible == true && cursor.state?.sprite?.serial == 2)
+        cursor.away()
+        #expect(cursor.state?.x == 110 && cursor.state?.y == 60 && cursor.state?.visible == false)
+        cursor.move(x: 10, y: 90, image: nil, picture: picture)
+        #expect(cursor.state?.x == -30 && cursor.state?.visible == false)
+        cursor.move(x: 150, y: 90, image: image(SPA_VIDEO_FORMAT_RGBA, 0, 0, nil), picture: picture)
+        #expect(cursor.state?.visible == false, "an empty image: nothing to see")
+        cursor.move(x: 150, y: 90, image: nil, picture: picture)
+        #expect(cursor.state?.visible == false, "still no image")
+    }
+
+    func image(_ format: spa_video_format, _ width: Int, _ height: Int, _ pixels: UnsafeRawPointer?, stride: Int? = nil) -> PipeWireCursor.Image {
+        PipeWireCursor.Image(format: format.rawValue, width: width, height: height, stride: stride ?? width * 4, hotspotX: 0, hotspotY: 0, pixels: pixels)
     }
 }
