@@ -32,6 +32,19 @@ import Testing
         #expect(plan.slotCount == 3)
     }
 
+    /// The daemon's measured resident set counts when it is more than its estimate (libraries a source loads).
+    @Test func poolPlanCountsTheMeasuredResidentSetWhenItIsMore() throws {
+        let format = VideoFormat(width: 1920, height: 1080), slot = (format.frameByteCount + 4095) / 4096 * 4096
+        let estimated = try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 19 << 20, residentBytes: 12 << 20)
+        #expect(estimated.slotCount == ((50 - 14 - 19) << 20) / slot)
+        let measured = try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 19 << 20, residentBytes: 38 << 20)
+        #expect(measured.slotCount == (12 << 20) / slot && measured.slotCount >= FramePoolPlan.minimumSlots)
+        let error = #expect(throws: BroadcastError.self) {
+            try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 19 << 20, residentBytes: 45 << 20)
+        }
+        #expect(error?.message.contains("plus 45.0 MB for the daemon (19.0 MB of it the source's buffers)") == true, "\(error?.message ?? "")")
+    }
+
     @Test func poolPlanRefusalSaysWhatWouldFit() {
         let error = #expect(throws: BroadcastError.self) {
             try FramePoolPlan.plan(format: VideoFormat(width: 3840, height: 2160, pixelFormat: .bgrx), budgetBytes: 50 << 20)
