@@ -5,24 +5,31 @@ import Testing
 
 /// A PipeWire video node that writes the buffer metadata a compositor does (the tests' own source).
 @Suite(.serialized) struct PipeWireVideoTests {
-    /// The crop region is the picture (the red around it never shows), and damage metadata limits the
-    /// conversion to the rows that changed: the rest is copied from the previous frame and still right.
-    @Test func theCropRegionIsThePictureAndDamageLimitsTheConversion() throws {
+    /// Broadcasts the tests' video source (started with `source` arguments) to inspect for `seconds`, with
+    /// broadcastd given `arguments` too; the summary, the last frame, the capture figures read just before the finish, and the daemon's log.
+    func broadcast(source: [String], _ arguments: [String] = [], seconds: Double) throws
+        -> (summary: InspectSummary, frame: RGBFrame, capture: [String: UInt64], log: String) {
         let pipewire = try PipeWireHarness(tones: false)
-        try pipewire.testVideoSource("meta-video", ["--size", "320x240", "--crop", "40,30,240x180", "--band", "16", "--damage", "--fps", "30"])
-        let daemon = try DaemonHarness(["--source", "pipewire", "--pipewire-node", "meta-video", "--fps", "30", "--app-audio", "none", "--mic", "none"],
+        try pipewire.testVideoSource("test-video", source)
+        let daemon = try DaemonHarness(["--source", "pipewire", "--pipewire-node", "test-video", "--fps", "30", "--app-audio", "none", "--mic", "none"] + arguments,
                                        environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
         defer { _ = try? daemon.stop() }
         let controller = try daemon.subscribedController()
-        let path = daemon.summaryPath("meta")
-        let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/meta.frame"], on: controller)
+        let path = daemon.summaryPath("video")
+        let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/video.frame"], on: controller)
         try daemon.awaitState(controller, .live)
-        usleep(2_000_000)
+        usleep(UInt32(seconds * 1_000_000))
         let capture = try #require(try daemon.controller().status().capture)
         try controller.finish()
         #expect(try daemon.awaitFinish(controller, id) == nil)
+        let summary = try InspectSummary.load(path)
+        return (summary, try RGBFrame(dump: try #require(summary.lastFrame)), capture, daemon.log)
+    }
 
-        let frame = try RGBFrame(dump: try #require(try InspectSummary.load(path).lastFrame))
+    /// The crop region is the picture (the red around it never shows), and damage metadata limits the
+    /// conversion to the rows that changed: the rest is copied from the previous frame and still right.
+    @Test func theCropRegionIsThePictureAndDamageLimitsTheConversion() throws {
+        let (_, frame, capture, _) = try broadcast(source: ["--size", "320x240", "--crop", "40,30,240x180", "--band", "16", "--damage", "--fps", "30"], seconds: 2)
         #expect(frame.width == 240 && frame.height == 180, "\(frame.width)x\(frame.height): the crop region's size")
         // The band (picture rows 82..<98) alternates green and white; the rest is the base colour.
         let band: (r: Double, g: Double, b: Double) = frame[120, 90].g > 220 && frame[120, 90].r > 220 ? (255, 255, 255) : (0x20, 0xc0, 0x40)
@@ -39,29 +46,15 @@ import Testing
     /// changed (not each time the node sends it again), and invisible while the node says the pointer is
     /// elsewhere. The buffers that carry only the pointer (size 0, magenta) never reach the picture.
     @Test func cursorMetadataComesAsCursorMessages() throws {
-        let pipewire = try PipeWireHarness(tones: false)
-        try pipewire.testVideoSource("cursor-video", ["--size", "320x240", "--crop", "40,30,240x180", "--fps", "60", "--cursor"])
-        let daemon = try DaemonHarness(["--source", "pipewire", "--pipewire-node", "cursor-video", "--fps", "30", "--cursor", "metadata",
-                                        "--app-audio", "none", "--mic", "none"], environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
-        defer { _ = try? daemon.stop() }
-        let controller = try daemon.subscribedController()
-        let path = daemon.summaryPath("cursor")
-        let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/cursor.frame"], on: controller)
-        try daemon.awaitState(controller, .live)
-        usleep(2_500_000)
-        let capture = try #require(try daemon.controller().status().capture)
-        try controller.finish()
-        #expect(try daemon.awaitFinish(controller, id) == nil)
-
-        let summary = try InspectSummary.load(path)
-        let cursor = try #require(summary.cursor, "no CURSOR messages:\n\(daemon.log)")
+        let (summary, frame, capture, log) = try broadcast(source: ["--size", "320x240", "--crop", "40,30,240x180", "--fps", "60", "--cursor"],
+                                                    ["--cursor", "metadata"], seconds: 2.5)
+        let cursor = try #require(summary.cursor, "no CURSOR messages:\n\(log)")
         #expect(cursor.count >= 50, "\(cursor.count) CURSOR messages in 2.5 s at 30 fps: one a frame")
         #expect(cursor.y == 50 && (40..<100).contains(cursor.x), "hotspot at (\(cursor.x), \(cursor.y)) in picture coordinates")
         #expect((2...5).contains(cursor.sprites), "\(cursor.sprites) sprites: the image changes every second and is sent again every 5 buffers")
         #expect(cursor.invisible > 0 && cursor.invisible < cursor.count / 3, "\(cursor.invisible) of \(cursor.count) said invisible")
         let sprite = (cursor.spriteWidth ?? 0, cursor.spriteHeight ?? 0, cursor.hotspotX ?? -1, cursor.hotspotY ?? -1, cursor.spriteMiddle ?? 0)
         #expect(sprite == (16, 16, 2, 3, 0xffff_d000) || sprite == (24, 24, 12, 12, 0x8000_0080), "last sprite \(sprite)")
-        let frame = try RGBFrame(dump: try #require(summary.lastFrame))
         #expect(frame.width == 240 && frame.height == 180)
         let psnr = frame.psnr { _, y in y >= 82 && y < 98 ? (0x20, 0xc0, 0x40) : (0x30, 0x60, 0xd0) }
         #expect(psnr >= 30, "PSNR \(psnr) dB: buffers with no picture were converted?")
