@@ -114,10 +114,10 @@ broadcastd against GStreamer: {med(col("broadcastd", 3)) / med(col("gstreamer", 
 {med(bd_cpu) / med(gst_cpu):.2f}× the CPU for the same capture and conversion (broadcastd also keeps
 a frame pool and hands every frame to a handler). broadcastd converts each frame as it arrives and
 gives its buffer straight back, so it asks for two or three buffers, and plans its frame pool with
-what they take (8.3 MB each at 1080p) and the converted picture counted against the 50 MB budget, or with
-its resident set measured as the broadcast starts when that is more (libpipewire and its plugins weigh
-about 6 MB beyond the 14 MB the plan assumes for the daemon): here four slots of 3 MB. The producer
-itself (drawing 1080p60) shares the two cores.
+what they take (8.3 MB each at 1080p), the converted picture and 5 MB for libpipewire (its plugins and
+thread: file-backed and anonymous memory less the picture come to 17.1 MB, against 12.2 MB for X11)
+counted against the 50 MB budget: here four slots of 3 MB. The producer itself (drawing 1080p60)
+shares the two cores.
 <!-- pipewire-video-end -->
 """
 write_section(doc, "<!-- pipewire-video-begin -->", "<!-- pipewire-video-end -->", section)

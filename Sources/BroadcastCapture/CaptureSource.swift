@@ -146,8 +146,8 @@ public protocol CaptureSource: AnyObject {
     /// The audio streams sending silence because nothing comes from their device (missing, unplugged,
     /// no PipeWire), each with why.
     var silentAudio: [SampleType: String] { get }
-    /// Memory the open source maps besides the frame pool (PipeWire's buffers, shared with the producer),
-    /// which the pool's plan leaves room for within the budget.
+    /// Memory the open source maps besides the frame pool and the daemon's own (PipeWire's buffers, shared
+    /// with the producer, and the libraries it loads), which the pool's plan leaves room for within the budget.
     var mappedBytes: Int { get }
 }
 

@@ -20,12 +20,10 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The plan for `format` within `budgetBytes`, of which the capture source maps `sourceBytes` of
-    /// its own (PipeWire's buffers), or an error that says what would fit. `residentBytes`, the daemon's
-    /// resident set measured before the pool exists (with the source open), counts when it is more than
-    /// that estimate: the libraries a source loads (libpipewire's plugins, say) weigh too.
-    public static func plan(format: VideoFormat, budgetBytes: Int, sourceBytes: Int = 0, residentBytes: Int? = nil) throws(BroadcastError) -> FramePoolPlan {
+    /// its own (PipeWire's buffers and libraries), or an error that says what would fit.
+    public static func plan(format: VideoFormat, budgetBytes: Int, sourceBytes: Int = 0) throws(BroadcastError) -> FramePoolPlan {
         let slotSize = (format.frameByteCount + 4095) / 4096 * 4096
-        let overhead = max(daemonOverhead + sourceBytes, residentBytes ?? 0)
+        let overhead = daemonOverhead + sourceBytes
         let available = budgetBytes - overhead
         let slots = min(maximumSlots, max(0, available) / slotSize)
         if slots >= minimumSlots { return FramePoolPlan(slotCount: slots, slotSize: slotSize) }
@@ -39,8 +37,8 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
             alternatives.append("--pixel-format nv12")
         }
         throw BroadcastError(.budget,
-            "\(format) needs \(minimumSlots) frame slots of \(megabytes(slotSize)) plus \(megabytes(overhead)) for the daemon" +
-            (sourceBytes > 0 ? " (\(megabytes(sourceBytes)) of it the source's buffers): " : ": ") +
+            "\(format) needs \(minimumSlots) frame slots of \(megabytes(slotSize)) plus \(megabytes(daemonOverhead)) for the daemon" +
+            (sourceBytes > 0 ? " and \(megabytes(sourceBytes)) for the source (its buffers and libraries): " : ": ") +
             "\(megabytes(needed)) in all, more than the memory budget of \(megabytes(budgetBytes)); " +
             alternatives.joined(separator: ", or "))
     }

@@ -127,10 +127,7 @@ public final class Daemon {
         do { format = try source.open() } catch {
             return error.pending ? .success(nil) : .failure(BroadcastError(.captureFailed, error.description))
         }
-        do {
-            return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes,
-                                                   residentBytes: ProcessMemory.residentBytes()))
-        } catch {
+        do { return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes)) } catch {
             source.close()
             return .failure(error)
         }

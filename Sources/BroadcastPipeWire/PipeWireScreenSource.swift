@@ -177,8 +177,11 @@ public final class PipeWireScreenSource: CaptureSource {
         }
     }
     public var openAnswered: Descriptor? { question?.answered.descriptor }
-    /// PipeWire's buffers and the converted picture.
-    public var mappedBytes: Int { latest.withLock { $0.mapped + ($0.picture?.format.frameByteCount ?? 0) } }
+    /// PipeWire's buffers, the converted picture, and what libpipewire, its plugins and its thread add to
+    /// the daemon's resident set (about 5 MB: RssFile and RssAnon without the picture, 17.1 MB against
+    /// 12.2 MB for X11, in docs/benchmarks.md).
+    public var mappedBytes: Int { latest.withLock { $0.mapped + ($0.picture?.format.frameByteCount ?? 0) } + Self.libraryBytes }
+    static let libraryBytes = 5 << 20
 
     /// A buffer's data and metadata (the cursor's image may be 590 KB: mutter's 384x384).
     private static func bytes(of buffer: UnsafeMutablePointer<pw_buffer>?) -> Int {

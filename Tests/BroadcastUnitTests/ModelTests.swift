@@ -32,17 +32,13 @@ import Testing
         #expect(plan.slotCount == 3)
     }
 
-    /// The daemon's measured resident set counts when it is more than its estimate (libraries a source loads).
-    @Test func poolPlanCountsTheMeasuredResidentSetWhenItIsMore() throws {
+    /// What the source maps (PipeWire's buffers and libraries) leaves fewer slots, and is named when nothing fits.
+    @Test func poolPlanLeavesRoomForTheSource() throws {
         let format = VideoFormat(width: 1920, height: 1080), slot = (format.frameByteCount + 4095) / 4096 * 4096
-        let estimated = try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 19 << 20, residentBytes: 12 << 20)
-        #expect(estimated.slotCount == ((50 - 14 - 19) << 20) / slot)
-        let measured = try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 19 << 20, residentBytes: 38 << 20)
-        #expect(measured.slotCount == (12 << 20) / slot && measured.slotCount >= FramePoolPlan.minimumSlots)
-        let error = #expect(throws: BroadcastError.self) {
-            try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 19 << 20, residentBytes: 45 << 20)
-        }
-        #expect(error?.message.contains("plus 45.0 MB for the daemon (19.0 MB of it the source's buffers)") == true, "\(error?.message ?? "")")
+        let plan = try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 24 << 20)
+        #expect(plan.slotCount == ((50 - 14 - 24) << 20) / slot && plan.slotCount >= FramePoolPlan.minimumSlots)
+        let error = #expect(throws: BroadcastError.self) { try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 30 << 20) }
+        #expect(error?.message.contains("plus 14.0 MB for the daemon and 30.0 MB for the source (its buffers and libraries)") == true, "\(error?.message ?? "")")
     }
 
     @Test func poolPlanRefusalSaysWhatWouldFit() {
