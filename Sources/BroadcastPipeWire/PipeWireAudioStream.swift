@@ -9,8 +9,10 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
     /// The default device, followed when it changes: for app audio the default sink (its monitor), for the
     /// microphone the default source; only a real source counts as a microphone.
     case defaultDevice
-    /// A node by its name (`node.name`), as `pw-cli ls Node` or `wpctl status` show them; for app audio
-    /// also an application by its name (`application.name`): the first of its playback streams.
+    /// A node by its name (`node.name`) or serial number (`object.serial`), as `pw-cli ls Node` or
+    /// `wpctl status` show them; for app audio
+    /// also an application by its name (`application.name`, in any case): all of its playback streams,
+    /// mixed, as they come and go.
     case node(String)
 
     public var description: String {
@@ -43,10 +45,21 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     /// App audio: captures what a sink or an application plays, not a source.
     let capturesSink: Bool
 
+    /// What a stream captures from.
+    enum Source: Equatable {
+        /// A node, by serial number, linked by the session manager: a source, or a sink's monitor.
+        case node(serial: String, monitor: Bool)
+        /// Ports the session links to the stream itself (an application's playback streams, which PipeWire
+        /// mixes): always stereo, front left and right, so the ports can be linked channel by channel; a
+        /// mono broadcast gets the two averaged.
+        case linked(String)
+    }
+
     // Touched only on PipeWire's thread (or with it locked).
     private(set) var stream: OpaquePointer?
-    /// The node the stream is connected to, by serial number.
-    private(set) var connectedTo: String?
+    private(set) var connectedTo: Source?
+    /// The channels PipeWire delivers: the format's, or 2 for a linked stream (averaged for a mono format).
+    private var deliveredChannels = 0
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
@@ -92,35 +105,49 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         }
     }
 
-    /// On PipeWire's thread: captures from the node with serial number `node` (a sink's monitor when `monitor`), or from
-    /// nothing (silence). WirePlumber is told never to move the stream elsewhere: following a device is the
-    /// session's job.
-    func connect(core: OpaquePointer, to node: String?, monitor: Bool) {
-        guard node != connectedTo || (node != nil && stream == nil) else { return }
+    /// On PipeWire's thread: captures from `source`, or from nothing (silence). WirePlumber is told never to
+    /// move the stream elsewhere: following a device is the session's job.
+    func connect(core: OpaquePointer, to source: Source?) {
+        guard source != connectedTo || (source != nil && stream == nil) else { return }
         disconnect()
-        guard let node else { return }
+        guard let source else { return }
         let properties = bd_pw_properties_new()
         pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Audio")
         pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
         pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Production")
         pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-" + name.split(separator: " ").joined(separator: "-"))
-        pw_properties_set(properties, "target.object", node)
         pw_properties_set(properties, "node.dont-reconnect", "true")
-        if monitor { pw_properties_set(properties, "stream.capture.sink", "true") }
+        var channels = format.channels
+        switch source {
+        case .node(let serial, let monitor):
+            pw_properties_set(properties, "target.object", serial)
+            if monitor { pw_properties_set(properties, "stream.capture.sink", "true") }
+        case .linked:
+            channels = 2
+        }
         guard let stream = pw_stream_new(core, "broadcastd \(name)", properties) else {
             shared.withLock { $0.state = "error: pw_stream_new failed" }
             return
         }
         pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
         let sampleFormat = format.sampleFormat == .s16 ? SPA_AUDIO_FORMAT_S16_LE : SPA_AUDIO_FORMAT_F32_LE
-        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(sampleFormat.rawValue), UInt32(Self.rate), UInt32(format.channels))
+        let autoconnect = if case .node = source { true } else { false }
+        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(sampleFormat.rawValue), UInt32(Self.rate), UInt32(channels), autoconnect)
         guard result >= 0 else {
             shared.withLock { $0.state = "error: cannot connect: \(String(cString: strerror(-result)))" }
             pw_stream_destroy(stream)
             return
         }
         self.stream = stream
-        connectedTo = node
+        connectedTo = source
+        deliveredChannels = channels
+    }
+
+    /// On PipeWire's thread: the stream's node, once PipeWire has it (what the session links ports to).
+    var nodeID: UInt32? {
+        guard let stream else { return nil }
+        let id = pw_stream_get_node_id(stream)
+        return id == UInt32.max ? nil : id
     }
 
     /// On PipeWire's thread (or with it stopped).
@@ -144,7 +171,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
               let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return }
         let maximum = Int(data.pointee.maxsize)
         let offset = min(Int(chunk.pointee.offset), maximum)
-        let frameBytes = format.bytesPerFrame
+        let frameBytes = format.bytesPerFrame * deliveredChannels / format.channels
         let size = (min(Int(chunk.pointee.size), maximum - offset) / frameBytes) * frameBytes
         guard size > 0 else { return }
         var time = pw_time()
@@ -155,10 +182,30 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         var delay: Int64 = 0
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
         let stamped = time.now > 0 ? UInt64(max(0, time.now - delay)) &- duration : nil
-        let bytes = [UInt8](UnsafeRawBufferPointer(start: base + offset, count: size))
+        let captured = UnsafeRawBufferPointer(start: base + offset, count: size)
+        let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, bytesPerFrame: frameBytes)
+            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
+        }
+    }
+
+    /// Interleaved stereo made mono: each frame's two samples averaged.
+    static func averagePairs(_ stereo: UnsafeRawBufferPointer, sampleFormat: AudioSampleFormat) -> [UInt8] {
+        let width = sampleFormat.bytesPerSample, frames = stereo.count / (2 * width)
+        return [UInt8](unsafeUninitializedCapacity: frames * width) { mono, count in
+            let out = UnsafeMutableRawBufferPointer(mono)
+            for i in 0..<frames {
+                switch sampleFormat {
+                case .float32:
+                    let sum = stereo.loadUnaligned(fromByteOffset: 8 * i, as: Float.self) + stereo.loadUnaligned(fromByteOffset: 8 * i + 4, as: Float.self)
+                    out.storeBytes(of: sum / 2, toByteOffset: 4 * i, as: Float.self)
+                case .s16:
+                    let sum = Int32(stereo.loadUnaligned(fromByteOffset: 4 * i, as: Int16.self)) + Int32(stereo.loadUnaligned(fromByteOffset: 4 * i + 2, as: Int16.self))
+                    out.storeBytes(of: Int16(sum / 2), toByteOffset: 2 * i, as: Int16.self)
+                }
+            }
+            count = frames * width
         }
     }
 

@@ -8,7 +8,9 @@ import Synchronization
 /// keeps each audio stream connected to the node it should capture. A stream that asks for the default
 /// device follows it; only a sink (or an application's playback stream, named) counts for app audio and
 /// only a source for the microphone, so the microphone is silent, not app audio, when WirePlumber falls
-/// back to a sink's monitor as the default source. A named node is captured whenever it exists.
+/// back to a sink's monitor as the default source. A named node is captured whenever it exists. An
+/// application's playback streams are linked port by port to the app-audio stream itself, where
+/// PipeWire mixes them: every stream of the application, as they come and go, and nothing else.
 public final class PipeWireSession: @unchecked Sendable {
     public let streams: [PipeWireAudioStream]
     private var connection: PipeWireConnection?
@@ -29,6 +31,29 @@ public final class PipeWireSession: @unchecked Sendable {
         var name: String
         var mediaClass: String
         var application: String?
+
+        /// Named `name` (`node.name`), or with that serial number.
+        func isNamed(_ name: String) -> Bool { self.name == name || serial == name }
+
+        /// A playback stream of the application (or the node) named `name`; never broadcastd's own.
+        func plays(_ name: String) -> Bool {
+            mediaClass == "Stream/Output/Audio" && !self.name.hasPrefix("broadcastd-")
+                && (isNamed(name) || application?.lowercased() == name.lowercased())
+        }
+    }
+    /// On PipeWire's thread: the ports of the nodes, as far as linking needs them.
+    private var ports: [UInt32: Port] = [:]
+    struct Port {
+        var node: UInt32
+        var input: Bool
+        /// `audio.channel`: FL, FR, MONO, ...
+        var channel: String
+    }
+    /// On PipeWire's thread: the links this session made, by the ports they join.
+    private var links: [PortPair: OpaquePointer] = [:]
+    struct PortPair: Hashable {
+        var output: UInt32
+        var input: UInt32
     }
     private var defaultSink: String?
     private var defaultSource: String?
@@ -77,12 +102,13 @@ public final class PipeWireSession: @unchecked Sendable {
     /// Disconnects; the streams stop receiving (and carry silence if taken from).
     public func stop() {
         connection?.close {
+            for link in links.values { bd_pw_proxy_destroy(UnsafeMutableRawPointer(link)) }
             for stream in streams { stream.disconnect() }
             if let metadata { bd_pw_proxy_destroy(UnsafeMutableRawPointer(metadata)) }
             if let registry { bd_pw_proxy_destroy(UnsafeMutableRawPointer(registry)) }
         }
         (connection, core, registry, metadata) = (nil, nil, nil, nil)
-        nodes = [:]
+        (nodes, ports, links) = ([:], [:], [:])
         (defaultSink, defaultSource) = (nil, nil)
     }
 
@@ -94,6 +120,10 @@ public final class PipeWireSession: @unchecked Sendable {
             nodes[id] = Node(serial: property("object.serial") ?? "\(id)", name: name, mediaClass: mediaClass,
                              application: property("application.name"))
             follow()
+        } else if type == String(cString: bd_pw_type_port()), let node = property("node.id").flatMap(UInt32.init),
+                  let direction = property("port.direction") {
+            ports[id] = Port(node: node, input: direction == "in", channel: property("audio.channel") ?? "MONO")
+            follow()
         } else if type == String(cString: bd_pw_type_metadata()), property("metadata.name") == "default", metadata == nil, let registry,
                   let metadata = bd_pw_registry_bind_metadata(registry, id) {
             self.metadata = metadata
@@ -102,7 +132,7 @@ public final class PipeWireSession: @unchecked Sendable {
     }
 
     private func globalRemoved(_ id: UInt32) {
-        guard nodes.removeValue(forKey: id) != nil else { return }
+        guard nodes.removeValue(forKey: id) != nil || ports.removeValue(forKey: id) != nil else { return }
         follow()
     }
 
@@ -118,35 +148,74 @@ public final class PipeWireSession: @unchecked Sendable {
         follow()
     }
 
-    /// Connects each stream to the node it should capture now (nothing: it carries silence).
+    /// Connects each stream to what it should capture now (nothing: it carries silence), then links the
+    /// applications' ports to the streams that capture them.
     private func follow() {
         guard let core else { return }
         for stream in streams {
-            let node = stream.capturesSink ? appNode(stream.target) : micNode(stream.target)
-            stream.connect(core: core, to: node?.serial, monitor: node?.mediaClass == "Audio/Sink")
+            let source: PipeWireAudioStream.Source? = stream.capturesSink
+                ? appSource(stream.target)
+                : micNode(stream.target).map { .node(serial: $0.serial, monitor: false) }
+            stream.connect(core: core, to: source)
+        }
+        linkApplications(core)
+    }
+
+    /// A sink (its monitor), or an application's playback streams.
+    private func appSource(_ target: AudioTarget) -> PipeWireAudioStream.Source? {
+        switch target {
+        case .defaultDevice:
+            return nodes.values.first { $0.name == defaultSink && $0.mediaClass == "Audio/Sink" }.map { .node(serial: $0.serial, monitor: true) }
+        case .node(let name):
+            if let sink = nodes.values.first(where: { $0.isNamed(name) && $0.mediaClass == "Audio/Sink" }) {
+                return .node(serial: sink.serial, monitor: true)
+            }
+            return nodes.values.contains { $0.plays(name) } ? .linked(name) : nil
         }
     }
 
-    /// A sink (its monitor), or an application's playback stream.
-    private func appNode(_ target: AudioTarget) -> Node? {
-        switch target {
-        case .defaultDevice:
-            return nodes.values.first { $0.name == defaultSink && $0.mediaClass == "Audio/Sink" }
-        case .node(let name):
-            let candidates = nodes.sorted { $0.key < $1.key }.map(\.value)
-            return candidates.first { $0.name == name && ($0.mediaClass == "Audio/Sink" || $0.mediaClass == "Stream/Output/Audio") }
-                ?? candidates.first { $0.application == name && $0.mediaClass == "Stream/Output/Audio" && !$0.name.hasPrefix("broadcastd-") }
+    /// Links every output port of the applications' playback streams to the input port of the same
+    /// channel of the stream that captures them (see `stereoChannels`), and takes away links no longer wanted.
+    private func linkApplications(_ core: OpaquePointer) {
+        var wanted: Set<PortPair> = []
+        for stream in streams {
+            guard case .linked(let name) = stream.connectedTo, let capture = stream.nodeID else { continue }
+            let inputs = ports.filter { $0.value.node == capture && $0.value.input }
+            let players = Set(nodes.filter { $0.value.plays(name) }.keys)
+            for (id, port) in ports where !port.input && players.contains(port.node) {
+                for channel in Self.stereoChannels(port.channel) {
+                    if let input = inputs.first(where: { $0.value.channel == channel }) { wanted.insert(PortPair(output: id, input: input.key)) }
+                }
+            }
+        }
+        for (pair, link) in links where !wanted.contains(pair) {
+            bd_pw_proxy_destroy(UnsafeMutableRawPointer(link))
+            links[pair] = nil
+        }
+        for pair in wanted where links[pair] == nil {
+            guard let output = ports[pair.output], let input = ports[pair.input] else { continue }
+            links[pair] = bd_pw_core_link_ports(core, output.node, pair.output, input.node, pair.input)
+        }
+    }
+
+    /// The stereo channels (FL, FR) an application's channel goes to: itself, its side for surround
+    /// channels, both for mono, centre and what is unknown, neither for the LFE.
+    static func stereoChannels(_ channel: String) -> [String] {
+        switch channel {
+        case "FL", "RL", "SL", "FLC", "RLC", "TFL", "TRL": ["FL"]
+        case "FR", "RR", "SR", "FRC", "RRC", "TFR", "TRR": ["FR"]
+        case "LFE", "LFE2": []
+        default: ["FL", "FR"]
         }
     }
 
     /// A source: never a sink's monitor, which WirePlumber offers as the default source when there is none.
     private func micNode(_ target: AudioTarget) -> Node? {
-        let name: String?
+        let sources = nodes.values.filter { $0.mediaClass.hasPrefix("Audio/Source") }
         switch target {
-        case .defaultDevice: name = defaultSource
-        case .node(let node): name = node
+        case .defaultDevice: return sources.first { $0.name == defaultSource }
+        case .node(let name): return sources.first { $0.isNamed(name) }
         }
-        return nodes.values.first { $0.name == name && $0.mediaClass.hasPrefix("Audio/Source") }
     }
 
     /// The `name` in a metadata value such as `{"name":"test_mic"}`; nil when there is none.

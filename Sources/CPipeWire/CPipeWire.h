@@ -1,5 +1,6 @@
 // libpipewire for Swift: the headers, plus inline functions for what Swift cannot import from them
 // (function-like and compound-literal macros, variadic functions).
+#include <stdio.h>
 #include <pipewire/pipewire.h>
 #include <spa/param/audio/format-utils.h>
 
@@ -8,8 +9,10 @@ static inline struct pw_properties *bd_pw_properties_new(void) {
 }
 
 /// Connects `stream` for capture of interleaved audio: `format` an SPA_AUDIO_FORMAT_*, `channels` 1
-/// (mono) or 2 (front left, front right). Returns pw_stream_connect's result.
-static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, uint32_t format, uint32_t rate, uint32_t channels) {
+/// (mono) or 2 (front left, front right); without `autoconnect` the session manager leaves it unlinked
+/// (its caller links ports to it). Returns pw_stream_connect's result.
+static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, uint32_t format, uint32_t rate, uint32_t channels,
+                                                     bool autoconnect) {
     uint8_t buffer[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     struct spa_audio_info_raw info = { .format = format, .rate = rate, .channels = channels };
@@ -21,7 +24,7 @@ static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, u
     }
     const struct spa_pod *params[1] = { spa_format_audio_raw_build(&builder, SPA_PARAM_EnumFormat, &info) };
     return pw_stream_connect(stream, PW_DIRECTION_INPUT, PW_ID_ANY,
-                             PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+                             (autoconnect ? PW_STREAM_FLAG_AUTOCONNECT : 0) | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
 }
 
 static inline uint32_t bd_pw_version_stream_events(void) { return PW_VERSION_STREAM_EVENTS; }
@@ -32,6 +35,25 @@ static inline uint32_t bd_pw_version_registry_events(void) { return PW_VERSION_R
 static inline uint32_t bd_pw_version_metadata_events(void) { return PW_VERSION_METADATA_EVENTS; }
 static inline const char *bd_pw_type_node(void) { return PW_TYPE_INTERFACE_Node; }
 static inline const char *bd_pw_type_metadata(void) { return PW_TYPE_INTERFACE_Metadata; }
+static inline const char *bd_pw_type_port(void) { return PW_TYPE_INTERFACE_Port; }
+
+/// Links output port `out_port` of node `out_node` to input port `in_port` of node `in_node`; the link
+/// lasts as long as its proxy (or this client). NULL when it cannot be asked for.
+static inline struct pw_proxy *bd_pw_core_link_ports(struct pw_core *core, uint32_t out_node, uint32_t out_port,
+                                                     uint32_t in_node, uint32_t in_port) {
+    char values[4][12];
+    snprintf(values[0], sizeof(values[0]), "%u", out_node);
+    snprintf(values[1], sizeof(values[1]), "%u", out_port);
+    snprintf(values[2], sizeof(values[2]), "%u", in_node);
+    snprintf(values[3], sizeof(values[3]), "%u", in_port);
+    const struct spa_dict_item items[] = {
+        SPA_DICT_ITEM_INIT(PW_KEY_LINK_OUTPUT_NODE, values[0]), SPA_DICT_ITEM_INIT(PW_KEY_LINK_OUTPUT_PORT, values[1]),
+        SPA_DICT_ITEM_INIT(PW_KEY_LINK_INPUT_NODE, values[2]), SPA_DICT_ITEM_INIT(PW_KEY_LINK_INPUT_PORT, values[3]),
+        SPA_DICT_ITEM_INIT(PW_KEY_OBJECT_LINGER, "false"),
+    };
+    const struct spa_dict dict = SPA_DICT_INIT_ARRAY(items);
+    return (struct pw_proxy *)pw_core_create_object(core, "link-factory", PW_TYPE_INTERFACE_Link, PW_VERSION_LINK, &dict, 0);
+}
 
 static inline struct pw_registry *bd_pw_core_get_registry(struct pw_core *core) {
     return pw_core_get_registry(core, PW_VERSION_REGISTRY, 0);

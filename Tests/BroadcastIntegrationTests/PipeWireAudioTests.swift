@@ -103,6 +103,70 @@ extension Integration {
         pipewire.stop()
     }
 
+    /// The amplitude of the `frequency` Hz component of `samples` (a sine of amplitude a gives a).
+    func amplitude(_ frequency: Double, in samples: [Float]) -> Double {
+        let step = 2 * Double.pi * frequency / 48_000
+        var (re, im) = (0.0, 0.0)
+        for (n, x) in samples.enumerated() {
+            re += Double(x) * cos(step * Double(n))
+            im -= Double(x) * sin(step * Double(n))
+        }
+        return 2 * (re * re + im * im).squareRoot() / Double(max(1, samples.count))
+    }
+
+    /// An application by name, in any case: every one of its playback streams, mixed by PipeWire, as they
+    /// come and go, and nothing else (not the sink's other tone, not another application); mono averages
+    /// the two channels rather than adding them.
+    @Test func everyStreamOfAnApplicationIsCapturedAsTheyComeAndGo() throws {
+        let pipewire = try PipeWireHarness()
+        let first = try pipewire.play(frequency: 660, into: "test_sink", application: "Tone-App")
+        try pipewire.play(frequency: 1320, into: "test_sink", application: "other-app")
+        setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
+        defer { unsetenv("PIPEWIRE_REMOTE") }
+        let app = PipeWireAudioStream(name: "app audio", target: .node("tone-app"), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
+        let mono = PipeWireAudioStream(name: "mono", target: .node("tone-app"), format: AudioFormat(channels: 1, sampleFormat: .float32), capturesSink: true)
+        let session = PipeWireSession(streams: [app, mono])
+        try session.start(at: MonotonicClock.now())
+        var chunks: [AudioChunk] = []
+        var monoChunks: [AudioChunk] = []
+        /// The stereo stream's first channel over the next `seconds`, after `settle` seconds.
+        func window(settle: Double, seconds: Double) -> [Float] {
+            var taken: [AudioChunk] = []
+            let end = MonotonicClock.now() + UInt64((settle + seconds) * 1e9), from = MonotonicClock.now() + UInt64(settle * 1e9)
+            while MonotonicClock.now() < end {
+                let now = MonotonicClock.now()
+                while let chunk = app.take(now: now) {
+                    chunks.append(chunk)
+                    if now >= from { taken.append(chunk) }
+                }
+                while let chunk = mono.take(now: now) { monoChunks.append(chunk) }
+                usleep(10_000)
+            }
+            return firstChannel(taken, channels: 2)
+        }
+        let one = window(settle: 1, seconds: 1)
+        let monoOne = firstChannel(Array(monoChunks.suffix(50)), channels: 1)
+        try pipewire.play(frequency: 1000, into: "test_sink", application: "Tone-App")
+        let two = window(settle: 0.5, seconds: 1)
+        pipewire.kill(first)
+        let last = window(settle: 0.5, seconds: 1)
+        session.stop()
+        func levels(_ samples: [Float]) -> [Int: Double] {
+            Dictionary(uniqueKeysWithValues: [440, 660, 1000, 1320].map { ($0, amplitude(Double($0), in: samples)) })
+        }
+        // A sine of amplitude 1/8 played; what is not that application's is not there.
+        let (l1, l2, l3) = (levels(one), levels(two), levels(last))
+        #expect(l1[660]! > 0.08 && l1[1000]! < 0.01 && l1[440]! < 0.01 && l1[1320]! < 0.01, "one stream: \(l1) (\(app.status))")
+        #expect(l2[660]! > 0.08 && l2[1000]! > 0.08 && l2[440]! < 0.01 && l2[1320]! < 0.01, "two streams: \(l2)")
+        #expect(l3[660]! < 0.01 && l3[1000]! > 0.08 && l3[440]! < 0.01 && l3[1320]! < 0.01, "the first gone: \(l3)")
+        let monoLevel = amplitude(660, in: monoOne)
+        #expect(abs(20 * log10(monoLevel / l1[660]!)) < 1, "mono \(monoLevel) against stereo \(l1[660]!): averaged, not added")
+        let gaps = zip(chunks, chunks.dropFirst()).filter { $0.presentationTime + $0.duration != $1.presentationTime }.count
+        #expect(gaps == 0, "\(gaps) gaps as streams came and went")
+        #expect(app.status.figures.silentChunks == 0, "\(app.status)")
+        pipewire.stop()
+    }
+
     @Test func appAudioFollowsTheDefaultSinkWithoutAGap() throws {
         let pipewire = try PipeWireHarness()
         try pipewire.createSink("other_sink")

@@ -101,7 +101,8 @@ final class PipeWireHarness {
 
     /// Plays a sine at `frequency` (amplitude 1/8, stereo, 48 kHz) into `node` and nowhere else, for
     /// `seconds`, as the application `application` (pw-play's own name by default).
-    func play(frequency: Double, into node: String, application: String? = nil, seconds: Int = 60) throws {
+    @discardableResult
+    func play(frequency: Double, into node: String, application: String? = nil, seconds: Int = 60) throws -> Process {
         let file = runtime + "/tone-\(Int(frequency)).wav"
         if !FileManager.default.fileExists(atPath: file) {
             let made = try runTool("/usr/bin/ffmpeg", ["-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=\(seconds)",
@@ -109,7 +110,7 @@ final class PipeWireHarness {
             guard made.status == 0 else { throw HarnessError("ffmpeg: \(made.stderr)") }
         }
         // Pinned to its node: WirePlumber would otherwise move it when the default sink changes or its node goes.
-        try spawn("pw-play", ["--target", node, "-P", "{ node.dont-reconnect = true \(application.map { "application.name = \($0)" } ?? "") }", file])
+        return try spawn("pw-play", ["--target", node, "-P", "{ node.dont-reconnect = true \(application.map { "application.name = \($0)" } ?? "") }", file])
     }
 
     /// A video source node named `name`: GStreamer's videotestsrc, BGRx at `width`x`height` and 30 fps, one
@@ -169,8 +170,13 @@ final class PipeWireHarness {
 
     /// Stops the first process named `name` (pw-loopback: the microphone goes away).
     func kill(_ name: String) {
-        guard let index = processes.firstIndex(where: { $0.name == name }) else { return }
-        let process = processes.remove(at: index).process
+        guard let process = processes.first(where: { $0.name == name })?.process else { return }
+        kill(process)
+    }
+
+    /// Stops `process`, one this harness started.
+    func kill(_ process: Process) {
+        processes.removeAll { $0.process === process }
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }

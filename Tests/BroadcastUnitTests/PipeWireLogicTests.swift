@@ -139,6 +139,23 @@ import Testing
         #expect(cursor.state?.visible == false, "still no image")
     }
 
+    /// An application's channels onto the stereo stream that captures it: same side, both for what has none.
+    @Test func applicationChannelsGoToTheirSide() {
+        #expect(PipeWireSession.stereoChannels("FL") == ["FL"] && PipeWireSession.stereoChannels("RR") == ["FR"])
+        #expect(PipeWireSession.stereoChannels("MONO") == ["FL", "FR"] && PipeWireSession.stereoChannels("FC") == ["FL", "FR"])
+        #expect(PipeWireSession.stereoChannels("LFE").isEmpty && PipeWireSession.stereoChannels("AUX3") == ["FL", "FR"])
+    }
+
+    /// A linked stream is stereo; a mono broadcast gets each frame's two samples averaged, in either format.
+    @Test func stereoIsAveragedToMono() {
+        let floats: [Float] = [0.5, 0.25, -1, 1, 0.125, 0.125]
+        let mono = floats.withUnsafeBytes { PipeWireAudioStream.averagePairs($0, sampleFormat: .float32) }
+        #expect(mono.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) } == [0.375, 0, 0.125])
+        let shorts: [Int16] = [32767, 32767, -32768, -32768, 100, -301]
+        let monoS16 = shorts.withUnsafeBytes { PipeWireAudioStream.averagePairs($0, sampleFormat: .s16) }
+        #expect(monoS16.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) } == [32767, -32768, -100])
+    }
+
     func image(_ format: spa_video_format, _ width: Int, _ height: Int, _ pixels: UnsafeRawPointer?, stride: Int? = nil) -> PipeWireCursor.Image {
         PipeWireCursor.Image(format: format.rawValue, width: width, height: height, stride: stride ?? width * 4, hotspotX: 0, hotspotY: 0, pixels: pixels)
     }
