@@ -227,8 +227,10 @@ public final class PipeWireScreenSource: CaptureSource {
                 format = picture.format
                 return format
             }
-            if state.hasPrefix("error") || MonotonicClock.now() > deadline {
-                let reason = state.hasPrefix("error") ? state : "no frame within \(configuration.startTimeout / 1_000_000_000) s (stream \(state))"
+            // The session manager drops a stream whose target is not there (unconnected, or an error) at once.
+            let dropped = state.hasPrefix("error") || state == "unconnected"
+            if dropped || MonotonicClock.now() > deadline {
+                let reason = dropped ? "the stream is \(state)" : "no frame within \(configuration.startTimeout / 1_000_000_000) s (stream \(state))"
                 close()
                 throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
                                    reason: "\(reason); is it there? `pw-cli ls Node` lists the nodes")

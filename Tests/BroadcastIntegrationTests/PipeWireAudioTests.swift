@@ -307,10 +307,13 @@ extension Integration {
         #expect(gone?.code == .captureFailed && gone?.message.contains("node 'test-video'") == true && gone?.message.contains("went away") == true,
                 "\(String(describing: gone))")
 
+        // At once, not after the 5 s wait for a first frame: WirePlumber drops a stream whose target is missing.
+        let asked = MonotonicClock.now()
         let missing = try DaemonHarness(["--source", "pipewire", "--pipewire-node", "no-such-node", "--app-audio", "none", "--mic", "none"],
                                         environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
         defer { _ = try? missing.stop() }
         let refused = #expect(throws: (any Error).self) { _ = try missing.controller().start(handler: "inspect", maxDuration: 1) }
+        #expect(MonotonicClock.now() - asked < 3_000_000_000, "started and refused in \(Double(MonotonicClock.now() - asked) / 1e9) s")
         #expect("\(String(describing: refused))".contains("node 'no-such-node'") && "\(String(describing: refused))".contains("pw-cli ls Node"),
                 "\(String(describing: refused))")
     }
