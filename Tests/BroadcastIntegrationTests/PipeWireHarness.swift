@@ -10,9 +10,10 @@ final class PipeWireHarness {
     private var processes: [(name: String, process: Process)] = []
     static let appFrequency = 440.0, micFrequency = 880.0
 
-    /// What a PipeWire client of this stack needs.
+    /// What a PipeWire client of this stack needs. `PIPEWIRE_REMOTE` too: tests that capture in-process set it
+    /// in the test process, whose environment every child inherits, and may run beside another stack.
     var environment: [String: String] {
-        ["XDG_RUNTIME_DIR": runtime, "PIPEWIRE_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(runtime)/bus",
+        ["XDG_RUNTIME_DIR": runtime, "PIPEWIRE_RUNTIME_DIR": runtime, "PIPEWIRE_REMOTE": socketPath, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(runtime)/bus",
          "XDG_CONFIG_HOME": runtime + "/config", "XDG_STATE_HOME": runtime + "/state", "HOME": runtime]
     }
 
