@@ -134,6 +134,9 @@ public protocol CaptureSource: AnyObject {
                       previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64
     /// When the next audio chunk will be complete, so the loop can wake exactly then; nil when the source has no audio.
     func nextAudioDeadline() -> UInt64?
+    /// For a source whose audio arrives on another thread: signalled when some has, so the loop takes it at
+    /// once (acknowledging first) rather than waiting for `nextAudioDeadline`; nil for a source with none.
+    var audioArrival: Wakeup? { get }
     /// The next chunk of `stream` (`.audioApp` or `.audioMic`) that is complete by `now`, or nil.
     func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk?
 
@@ -153,6 +156,7 @@ public protocol CaptureSource: AnyObject {
 
 extension CaptureSource {
     public var openAnswered: Descriptor? { nil }
+    public var audioArrival: Wakeup? { nil }
     public var silentAudio: [SampleType: String] { [:] }
     public var mappedBytes: Int { 0 }
     public func cancelOpen(_ reason: String) {}

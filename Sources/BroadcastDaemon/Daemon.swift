@@ -168,6 +168,9 @@ public final class Daemon {
             if let handler { entries.append((handler.process.pidDescriptor.raw, .readable)) }
             let answeredIndex = entries.count
             if pendingStart != nil, let answered = source.openAnswered { entries.append((answered.raw, .readable)) }
+            let audioIndex = entries.count
+            let audioArrival = nextAudioAt == nil ? nil : source.audioArrival
+            if let audioArrival { entries.append((audioArrival.descriptor.raw, .readable)) }
             let events: [Poller.Event]
             do { events = try Poller.wait(entries, timeoutMilliseconds: backlog ? 0 : -1) } catch { throw DaemonError("poll", error) }
 
@@ -185,6 +188,10 @@ public final class Daemon {
             }
             if handler != nil && events.count > handlerIndex && events[handlerIndex].readable { reapHandler() }
             if pendingStart != nil && events.count > answeredIndex && events[answeredIndex].readable { startAnswered() }
+            if let audioArrival, events[audioIndex].readable {
+                audioArrival.acknowledge()
+                captureAudio(now: MonotonicClock.now())
+            }
             if events[2].readable { timer.acknowledge() }
             runDueWork(now: MonotonicClock.now())
             closeFinishedSessions()

@@ -24,7 +24,9 @@ public final class PipeWireAudioSource: CaptureSource {
     private let logger: Logger
     private let streams: [SampleType: PipeWireAudioStream]
     private var session: PipeWireSession?
-    /// How often the loop takes what PipeWire captured.
+    /// Signalled by PipeWire's thread when a stream has queued audio; without it (no eventfd to be had)
+    /// the loop takes what PipeWire captured every `pollInterval`.
+    private let arrival: Wakeup?
     static let pollInterval: UInt64 = 10_000_000
     private var silenceReported: Set<SampleType> = []
 
@@ -32,12 +34,16 @@ public final class PipeWireAudioSource: CaptureSource {
         self.video = video
         self.configuration = configuration
         self.logger = logger
+        do { arrival = try Wakeup() } catch {
+            logger.warning("\(error); PipeWire's audio is taken every \(Self.pollInterval / 1_000_000) ms instead of as it comes")
+            arrival = nil
+        }
         var streams: [SampleType: PipeWireAudioStream] = [:]
         if let app = configuration.app {
-            streams[.audioApp] = PipeWireAudioStream(name: "app audio", target: app, format: configuration.format, capturesSink: true)
+            streams[.audioApp] = PipeWireAudioStream(name: "app audio", target: app, format: configuration.format, capturesSink: true, arrival: arrival)
         }
         if let mic = configuration.mic {
-            streams[.audioMic] = PipeWireAudioStream(name: "mic", target: mic, format: configuration.format, capturesSink: false)
+            streams[.audioMic] = PipeWireAudioStream(name: "mic", target: mic, format: configuration.format, capturesSink: false, arrival: arrival)
         }
         self.streams = streams
     }
@@ -95,8 +101,13 @@ public final class PipeWireAudioSource: CaptureSource {
         video.end()
     }
 
+    public var audioArrival: Wakeup? { arrival }
+
+    /// With `arrival`, when a stream falls due for silence (audio itself signals); else the next poll.
     public func nextAudioDeadline() -> UInt64? {
-        session == nil ? nil : MonotonicClock.now() + Self.pollInterval
+        guard session != nil else { return nil }
+        guard arrival != nil else { return MonotonicClock.now() + Self.pollInterval }
+        return streams.values.map(\.silenceDue).min()
     }
 
     /// The streams `nextAudioChunk` last found silent: nothing is built while none is (the daemon asks at every poll).

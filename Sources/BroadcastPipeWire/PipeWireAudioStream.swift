@@ -1,5 +1,6 @@
 import BroadcastCapture
 import BroadcastCore
+import BroadcastSystem
 import CPipeWire
 import Glibc
 import Synchronization
@@ -44,6 +45,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     public let format: AudioFormat
     /// App audio: captures what a sink or an application plays, not a source.
     let capturesSink: Bool
+    /// Signalled whenever a buffer is queued.
+    private let arrival: Wakeup?
 
     /// What a stream captures from.
     enum Source: Equatable {
@@ -74,11 +77,12 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     }
     private let shared = Mutex(Shared())
 
-    public init(name: String, target: AudioTarget, format: AudioFormat, capturesSink: Bool) {
+    public init(name: String, target: AudioTarget, format: AudioFormat, capturesSink: Bool, arrival: Wakeup? = nil) {
         self.name = name
         self.target = target
         self.format = format
         self.capturesSink = capturesSink
+        self.arrival = arrival
         events.initialize(to: pw_stream_events())
         events.pointee.version = bd_pw_version_stream_events()
         events.pointee.process = { data in
@@ -188,6 +192,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
             s.figures.buffers += 1
             s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
         }
+        arrival?.signal()
     }
 
     /// Interleaved stereo made mono: each frame's two samples averaged.
@@ -227,6 +232,11 @@ public final class PipeWireAudioStream: @unchecked Sendable {
             s.figures.silentChunks += 1
             return chunk
         }
+    }
+
+    /// When `take` next has something without new audio: now, if chunks wait; else when silence is due.
+    public var silenceDue: UInt64 {
+        shared.withLock { $0.chunks.isEmpty ? $0.next + Self.silenceAfter + 1 : 0 }
     }
 
     /// Since when the stream has been carried on with silence, if it is now.

@@ -41,24 +41,36 @@ extension Integration {
         let pipewire = try PipeWireHarness()
         setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
         defer { unsetenv("PIPEWIRE_REMOTE") }
-        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
-        let mic = PipeWireAudioStream(name: "mic", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: false)
+        let arrival = try Wakeup()
+        let app = PipeWireAudioStream(name: "app audio", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32),
+                                      capturesSink: true, arrival: arrival)
+        let mic = PipeWireAudioStream(name: "mic", target: .defaultDevice, format: AudioFormat(channels: 2, sampleFormat: .float32),
+                                      capturesSink: false, arrival: arrival)
         let session = PipeWireSession(streams: [app, mic])
         try session.start(at: MonotonicClock.now())
-        // Both taken from every 10 ms, as the daemon's loop does. Linking takes a moment: from the second
-        // second on, both tones must be there.
-        func collectBoth(seconds: Double) -> (app: [AudioChunk], mic: [AudioChunk]) {
+        // Both taken as the daemon's loop does: when PipeWire's thread signals that audio came, or when a
+        // stream falls due for silence. Linking takes a moment: from the second second on, both tones must be there.
+        var wakes = 0
+        func collectBoth(seconds: Double) throws -> (app: [AudioChunk], mic: [AudioChunk]) {
             var chunks: (app: [AudioChunk], mic: [AudioChunk]) = ([], [])
             let end = MonotonicClock.now() + UInt64(seconds * 1e9)
             while MonotonicClock.now() < end {
+                let due = min(app.silenceDue, mic.silenceDue), now = MonotonicClock.now()
+                let wait = due > now ? Int32(min((due - now) / 1_000_000 + 1, 100)) : 0
+                if try Poller.wait([(arrival.descriptor.raw, .readable)], timeoutMilliseconds: wait)[0].readable {
+                    arrival.acknowledge()
+                    wakes += 1
+                }
                 while let chunk = app.take(now: MonotonicClock.now()) { chunks.app.append(chunk) }
                 while let chunk = mic.take(now: MonotonicClock.now()) { chunks.mic.append(chunk) }
-                usleep(10_000)
             }
             return chunks
         }
-        _ = collectBoth(seconds: 1)
-        let (appChunks, micChunks) = collectBoth(seconds: 2)
+        _ = try collectBoth(seconds: 1)
+        wakes = 0
+        let (appChunks, micChunks) = try collectBoth(seconds: 2)
+        // A PipeWire cycle is 21 ms here: about 47 buffers a second per stream, each signalled.
+        #expect(wakes > 40, "\(wakes) wake-ups in 2 s")
         let taken = MonotonicClock.now()
         session.stop()
         for (name, chunks, expected, stream) in [("app", appChunks, PipeWireHarness.appFrequency, app), ("mic", micChunks, PipeWireHarness.micFrequency, mic)] {
