@@ -72,6 +72,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         /// Where the next chunk starts: the end of the last one, real or silent.
         var next: UInt64 = 0
         var silentSince: UInt64?
+        /// Whether the last chunk was captured audio (not silence, nor nothing yet): the next follows it within 20 ms.
+        var inStep = false
         var figures = AudioStreamFigures()
         var state = "unconnected"
     }
@@ -190,7 +192,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: frames, duration: duration, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
+            s.enqueue(bytes: bytes, frames: frames, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
         }
         arrival?.signal()
     }
@@ -217,21 +219,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     /// The next chunk due by `now`: captured audio in order, or, when nothing has come for
     /// `silenceAfter`, silence up to `now - silenceAfter`.
     public func take(now: UInt64) -> AudioChunk? {
-        shared.withLock { s in
-            if !s.chunks.isEmpty {
-                let chunk = s.chunks.removeFirst()
-                s.queued -= chunk.duration
-                return chunk
-            }
-            guard now > s.next + Self.silenceAfter else { return nil }
-            if s.silentSince == nil { s.silentSince = s.next }
-            let frames = Int(Self.silenceChunk * UInt64(Self.rate) / 1_000_000_000)
-            let chunk = AudioChunk(presentationTime: s.next, duration: Self.silenceChunk, frameCount: frames,
-                                   bytes: [UInt8](repeating: 0, count: frames * format.bytesPerFrame))
-            s.next += Self.silenceChunk
-            s.figures.silentChunks += 1
-            return chunk
-        }
+        shared.withLock { $0.take(now: now, bytesPerFrame: format.bytesPerFrame) }
     }
 
     /// When `take` next has something without new audio: now, if chunks wait; else when silence is due.
@@ -254,28 +242,57 @@ public struct AudioStreamFigures: Equatable, Sendable {
 }
 
 extension PipeWireAudioStream.Shared {
-    /// Places a captured buffer on the stream's timeline: where the last chunk ended, unless PipeWire's own
-    /// time is more than 20 ms later (a resync after a stretch without audio: silence fills the gap) or
-    /// earlier (it cannot go before what was already sent, so it goes at the end).
-    mutating func enqueue(bytes: [UInt8], frames: Int, duration: UInt64, stamped: UInt64, bytesPerFrame: Int) {
-        let distance = stamped > next ? stamped - next : next - stamped
-        if distance > 20_000_000 {
-            figures.resyncs += 1
-            if stamped > next {
-                let gap = Int((stamped - next) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
-                append(AudioChunk(presentationTime: next, duration: UInt64(gap) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate), frameCount: gap,
-                                  bytes: [UInt8](repeating: 0, count: gap * bytesPerFrame)))
-            }
+    /// Places a captured buffer on the stream's timeline, at PipeWire's own time for its first sample. The
+    /// first buffer, and the first after silence, goes exactly there; after that, buffers follow each other
+    /// back to back while their stamps stay within 20 ms of where they go (stamp jitter, the device clock's
+    /// drift) and are put back in place the same way when they stray further (a new device, say). In place
+    /// means: silence fills the gap before a later stamp; the samples of an earlier one that overlap what is
+    /// already on the timeline (from before the broadcast began, at the start) are cut.
+    mutating func enqueue(bytes: [UInt8], frames: Int, stamped: UInt64, bytesPerFrame: Int) {
+        let rate = UInt64(PipeWireAudioStream.rate)
+        let tolerance: UInt64 = inStep ? 20_000_000 : 0
+        var bytes = bytes, frames = frames
+        if stamped > next + tolerance {
+            let gap = Int((stamped - next) * rate / 1_000_000_000)
+            if inStep { figures.resyncs += 1 }
+            if gap > 0 { append(frames: gap, bytes: [UInt8](repeating: 0, count: gap * bytesPerFrame)) }
+        } else if stamped + tolerance < next {
+            let overlap = Int((next - stamped) * rate / 1_000_000_000)
+            if inStep { figures.resyncs += 1 }
+            guard overlap < frames else { return }
+            bytes.removeFirst(overlap * bytesPerFrame)
+            frames -= overlap
         }
+        inStep = true
         silentSince = nil
-        append(AudioChunk(presentationTime: next, duration: duration, frameCount: frames, bytes: bytes))
+        append(frames: frames, bytes: bytes)
         while queued > PipeWireAudioStream.queueLimit, !chunks.isEmpty {
             queued -= chunks.removeFirst().duration
             figures.dropped += 1
         }
     }
 
-    private mutating func append(_ chunk: AudioChunk) {
+    /// See `PipeWireAudioStream.take`.
+    mutating func take(now: UInt64, bytesPerFrame: Int) -> AudioChunk? {
+        if !chunks.isEmpty {
+            let chunk = chunks.removeFirst()
+            queued -= chunk.duration
+            return chunk
+        }
+        guard now > next + PipeWireAudioStream.silenceAfter else { return nil }
+        if silentSince == nil { silentSince = next }
+        inStep = false
+        let frames = Int(PipeWireAudioStream.silenceChunk * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
+        let chunk = AudioChunk(presentationTime: next, duration: PipeWireAudioStream.silenceChunk, frameCount: frames,
+                               bytes: [UInt8](repeating: 0, count: frames * bytesPerFrame))
+        next += PipeWireAudioStream.silenceChunk
+        figures.silentChunks += 1
+        return chunk
+    }
+
+    private mutating func append(frames: Int, bytes: [UInt8]) {
+        let chunk = AudioChunk(presentationTime: next, duration: UInt64(frames) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate),
+                               frameCount: frames, bytes: bytes)
         chunks.append(chunk)
         queued += chunk.duration
         next = chunk.presentationTime + chunk.duration

@@ -15,31 +15,64 @@ import Testing
         // PipeWire's stamps wander by a few ms: the chunks stay back to back.
         for (i, jitter) in [0, 3_000_000, -2_000_000, 15_000_000].enumerated() {
             let stamped = UInt64(Int64(1_000_000_000 + UInt64(i) * quantum) + Int64(jitter))
-            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: stamped, bytesPerFrame: 8)
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: stamped, bytesPerFrame: 8)
         }
         #expect(timeline.chunks.map(\.presentationTime) == (0..<4).map { 1_000_000_000 + UInt64($0) * quantum })
         #expect(timeline.figures.resyncs == 0)
     }
 
-    @Test func aLateBufferIsPrecededBySilenceNotAGap() {
+    /// A buffer whose frame i carries the byte i % 256.
+    func numbered(_ frames: Int) -> [UInt8] { (0..<frames).flatMap { [UInt8](repeating: UInt8($0 % 256), count: 8) } }
+
+    @Test func theFirstBufferGoesExactlyWhereItsStampSays() {
+        // 5 ms (240 frames) after the timeline's end: silence before it, not a 5 ms error kept for good.
+        var late = PipeWireAudioStream.Shared()
+        late.next = 1_000_000_000
+        late.enqueue(bytes: buffer(1024), frames: 1024, stamped: 1_005_000_000, bytesPerFrame: 8)
+        #expect(late.chunks.map(\.frameCount) == [240, 1024] && late.chunks[0].bytes.allSatisfy { $0 == 0 })
+        #expect(late.chunks[1].presentationTime == 1_005_000_000)
+        // 5 ms before (from before the broadcast began): those 240 frames are cut.
+        var early = PipeWireAudioStream.Shared()
+        early.next = 1_000_000_000
+        early.enqueue(bytes: numbered(1024), frames: 1024, stamped: 995_000_000, bytesPerFrame: 8)
+        #expect(early.chunks.map(\.frameCount) == [784] && early.chunks[0].presentationTime == 1_000_000_000)
+        #expect(early.chunks[0].bytes.first == 240)
+        #expect(late.figures.resyncs == 0 && early.figures.resyncs == 0)
+    }
+
+    @Test func aStrayBufferIsPutBackInPlace() {
         var timeline = PipeWireAudioStream.Shared()
         timeline.next = 1_000_000_000
-        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 1_100_000_000, bytesPerFrame: 8)
-        #expect(timeline.figures.resyncs == 1)
-        #expect(timeline.chunks.count == 2)
-        let silence = timeline.chunks[0]
-        #expect(silence.presentationTime == 1_000_000_000 && silence.frameCount == 4800 && silence.bytes.allSatisfy { $0 == 0 })
-        #expect(timeline.chunks[1].presentationTime == silence.presentationTime + silence.duration)
-        // An early stamp cannot go back before what was sent: it goes at the end.
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: 1_000_000_000, bytesPerFrame: 8)
+        // 100 ms later than where it would go: 4800 frames of silence first.
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: timeline.next + 100_000_000, bytesPerFrame: 8)
+        #expect(timeline.chunks.map(\.frameCount) == [1024, 4800, 1024] && timeline.figures.resyncs == 1)
+        // 25 ms earlier: its first 1200 frames overlap what is there and are cut.
         let end = timeline.next
-        timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: 500_000_000, bytesPerFrame: 8)
-        #expect(timeline.chunks.last?.presentationTime == end && timeline.figures.resyncs == 2)
+        timeline.enqueue(bytes: numbered(2048), frames: 2048, stamped: end - 25_000_000, bytesPerFrame: 8)
+        #expect(timeline.chunks.last?.presentationTime == end && timeline.chunks.last?.frameCount == 848)
+        #expect(timeline.chunks.last?.bytes.first == UInt8(1200 % 256) && timeline.figures.resyncs == 2)
+        // All of it before the end: nothing to place.
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: 500_000_000, bytesPerFrame: 8)
+        #expect(timeline.chunks.count == 4 && timeline.figures.resyncs == 3)
+    }
+
+    @Test func afterSilenceTheNextBufferIsPlacedExactly() {
+        var timeline = PipeWireAudioStream.Shared()
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: 0, bytesPerFrame: 8)
+        while timeline.take(now: 1_000_000_000, bytesPerFrame: 8) != nil {}
+        let end = timeline.next
+        #expect(end >= 800_000_000 && timeline.silentSince == quantum)
+        // Audio comes back 5 ms after the silence's end: within 20 ms, but no longer in step.
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: end + 5_000_000, bytesPerFrame: 8)
+        #expect(timeline.chunks.map(\.frameCount) == [240, 1024] && timeline.chunks[1].presentationTime == end + 5_000_000)
+        #expect(timeline.silentSince == nil && timeline.figures.resyncs == 0)
     }
 
     @Test func theQueueHoldsHalfASecondAndCountsWhatItDrops() {
         var timeline = PipeWireAudioStream.Shared()
         for i in 0..<40 {
-            timeline.enqueue(bytes: buffer(1024), frames: 1024, duration: quantum, stamped: UInt64(i) * quantum, bytesPerFrame: 8)
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: UInt64(i) * quantum, bytesPerFrame: 8)
         }
         #expect(timeline.queued <= PipeWireAudioStream.queueLimit)
         #expect(timeline.figures.dropped == UInt64(40 - timeline.chunks.count) && timeline.figures.dropped > 0)
