@@ -115,6 +115,30 @@ extension Integration {
         pipewire.stop()
     }
 
+    /// A sink or a source named by its object.serial, as `pw-cli ls Node` shows it: `mic_in`, a sink that
+    /// is not the default, whose 880 Hz becomes the app audio instead of the default sink's 440 Hz; and
+    /// `test_mic`, the source.
+    @Test func aSinkOrSourceIsFoundByItsSerial() throws {
+        let pipewire = try PipeWireHarness()
+        setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
+        defer { unsetenv("PIPEWIRE_REMOTE") }
+        let nodes = try pipewire.nodes()
+        let (sink, source) = (try #require(nodes["mic_in"]).serial, try #require(nodes["test_mic"]).serial)
+        let app = PipeWireAudioStream(name: "app audio", target: .node(sink), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
+        let mic = PipeWireAudioStream(name: "mic", target: .node(source), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: false)
+        let session = PipeWireSession(streams: [app, mic])
+        try session.start(at: MonotonicClock.now())
+        _ = collect(app, seconds: 1)
+        let appChunks = collect(app, seconds: 1), micChunks = collect(mic, seconds: 1)
+        session.stop()
+        // Not found, either would carry silence.
+        for (chunks, stream) in [(appChunks, app), (micChunks, mic)] {
+            let (frequency, _) = analyse(firstChannel(chunks, channels: 2))
+            #expect(abs(frequency - PipeWireHarness.micFrequency) < PipeWireHarness.micFrequency * 0.02, "\(stream.name): \(frequency) Hz (\(stream.status))")
+        }
+        pipewire.stop()
+    }
+
     /// The amplitude of the `frequency` Hz component of `samples` (a sine of amplitude a gives a).
     func amplitude(_ frequency: Double, in samples: [Float]) -> Double {
         let step = 2 * Double.pi * frequency / 48_000

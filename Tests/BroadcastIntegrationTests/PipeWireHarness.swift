@@ -83,14 +83,24 @@ final class PipeWireHarness {
         guard made.status == 0 else { throw HarnessError("pw-cli create-node: \(made.stderr)") }
     }
 
-    /// Makes the node named `name` the default sink or source (`wpctl set-default`, by its id from pw-dump).
+    /// The nodes there are now, by name: their id and object.serial (from pw-dump).
+    func nodes() throws -> [String: (id: Int, serial: String)] {
+        let dump = try runTool("/usr/bin/pw-dump", [], environment: environment)
+        let objects = (try? JSONSerialization.jsonObject(with: Data(dump.stdout.utf8))) as? [[String: Any]] ?? []
+        var nodes: [String: (id: Int, serial: String)] = [:]
+        for object in objects {
+            guard let props = (object["info"] as? [String: Any])?["props"] as? [String: Any], let name = props["node.name"] as? String,
+                  let id = object["id"] as? Int, let serial = props["object.serial"] else { continue }
+            nodes[name] = (id, "\(serial)")
+        }
+        return nodes
+    }
+
+    /// Makes the node named `name` the default sink or source (`wpctl set-default`, by its id).
     func setDefault(_ name: String) throws {
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline {
-            let dump = try runTool("/usr/bin/pw-dump", [], environment: environment)
-            let objects = (try? JSONSerialization.jsonObject(with: Data(dump.stdout.utf8))) as? [[String: Any]] ?? []
-            let node = objects.first { (($0["info"] as? [String: Any])?["props"] as? [String: Any])?["node.name"] as? String == name }
-            if let id = node?["id"] as? Int {
+            if let id = try nodes()[name]?.id {
                 let set = try runTool("/usr/bin/wpctl", ["set-default", "\(id)"], environment: environment)
                 guard set.status == 0 else { throw HarnessError("wpctl set-default: \(set.stderr)") }
                 return
