@@ -79,11 +79,14 @@ def cpu(kind):  # % of one core, per run
 def rss(kind):
     return [int(r[3]) / 1024 for r in rows if r[1] == kind and r[3] != "NA"]
 latency = {"audioApp": [], "audioMic": []}
+chunk = []  # ms: the app audio's mean chunk length, PipeWire's quantum
 for r in rows:
     if r[1] == "audio":
         streams = json.load(open(r[4]))["streams"]
         for name in latency:
             latency[name].append(streams[name]["latencyMicroseconds"])
+        app = streams["audioApp"]
+        chunk.append((app["lastPts"] - app["firstPts"]) / max(1, app["count"] - 1) / 1e6)
 audio, video, gst = cpu("audio"), cpu("video-only"), cpu("gstreamer")
 extra = [a - v for a, v in zip(audio, video)]
 med = statistics.median
@@ -99,6 +102,7 @@ runs; CPU is broadcastd's own (utime+stime), in % of one core.
 |---|---|---|
 | app audio, capture to handler, p50 / p99 | {med([l["p50"] for l in latency["audioApp"]]) / 1000:.1f} / {med([l["p99"] for l in latency["audioApp"]]) / 1000:.1f} ms | {", ".join(f'{l["p50"] / 1000:.1f}/{l["p99"] / 1000:.1f}' for l in latency["audioApp"])} |
 | microphone, capture to handler, p50 / p99 | {med([l["p50"] for l in latency["audioMic"]]) / 1000:.1f} / {med([l["p99"] for l in latency["audioMic"]]) / 1000:.1f} ms | {", ".join(f'{l["p50"] / 1000:.1f}/{l["p99"] / 1000:.1f}' for l in latency["audioMic"])} |
+| chunk length (PipeWire's quantum), mean | {med(chunk):.1f} ms | {", ".join(f"{x:.1f}" for x in chunk)} |
 | broadcastd CPU with both audio streams | {med(audio):.2f} % | {", ".join(f"{x:.2f}" for x in audio)} |
 | broadcastd CPU without audio | {med(video):.2f} % | {", ".join(f"{x:.2f}" for x in video)} |
 | what the two audio streams cost broadcastd | {med(extra):.2f} % | {", ".join(f"{x:.2f}" for x in extra)} |
@@ -106,10 +110,11 @@ runs; CPU is broadcastd's own (utime+stime), in % of one core.
 | broadcastd RSS with audio / without | {med(rss("audio")):.1f} / {med(rss("video-only")):.1f} MB | |
 
 The latency is measured in the handler: its receive time less the chunk's first-sample timestamp, so
-it includes the chunk's own length (PipeWire's quantum, 1024 samples = 21.3 ms here) and the 10 ms
-at which broadcastd's loop takes what PipeWire captured. broadcastd with audio against GStreamer:
+it includes the chunk's own length (PipeWire's quantum, which the graph sets from what its clients
+ask for) and the wait for broadcastd's loop, which PipeWire's thread wakes through an eventfd as it
+queues each buffer: {med([l["p50"] for l in latency["audioApp"]]) / 1000 - med(chunk):.1f} ms beyond the chunk's length at the median. broadcastd with audio against GStreamer:
 {med(extra) / med(gst) if med(gst) else float("nan"):.2f}× the CPU for the same two streams (GStreamer only drops them; broadcastd
-also stamps, queues and sends them to a handler). Not measured yet: PipeWire screen capture (Wayland).
+also stamps, queues and sends them to a handler). PipeWire screen capture is measured in its own section.
 <!-- audio-end -->
 """
 write_section(doc, "<!-- audio-begin -->", "<!-- audio-end -->", section)

@@ -184,10 +184,11 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         pw_stream_get_time_n(stream, &time, MemoryLayout<pw_time>.size)
         let frames = size / frameBytes
         let duration = UInt64(frames) * 1_000_000_000 / UInt64(Self.rate)
-        // The buffer's last sample left the device `delay` before the cycle began at `now`.
+        // A device's buffer was captured until `delay` before the cycle began at `now`; what a sink plays (its
+        // monitor, or an application's output) is played from the cycle's start on, after any filter's `delay`.
         var delay: Int64 = 0
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
-        let stamped = time.now > 0 ? UInt64(max(0, time.now - delay)) &- duration : nil
+        let stamped = time.now > 0 ? UInt64(max(0, time.now - delay)) &- (capturesSink ? 0 : duration) : nil
         let captured = UnsafeRawBufferPointer(start: base + offset, count: size)
         let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
