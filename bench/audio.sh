@@ -109,10 +109,12 @@ runs; CPU is broadcastd's own (utime+stime), in % of one core.
 | GStreamer capturing the same two streams (pipewiresrc ! fakesink, two processes) | {med(gst):.2f} % | {", ".join(f"{x:.2f}" for x in gst)} |
 | broadcastd RSS with audio / without | {med(rss("audio")):.1f} / {med(rss("video-only")):.1f} MB | |
 
-The latency is measured in the handler: its receive time less the chunk's first-sample timestamp, so
-it includes the chunk's own length (PipeWire's quantum, which the graph sets from what its clients
-ask for) and the wait for broadcastd's loop, which PipeWire's thread wakes through an eventfd as it
-queues each buffer: {med([l["p50"] for l in latency["audioApp"]]) / 1000 - med(chunk):.1f} ms beyond the chunk's length at the median. broadcastd with audio against GStreamer:
+The latency is measured in the handler: its receive time less the chunk's first-sample timestamp.
+For the microphone that includes the chunk's own length (PipeWire's quantum, which the graph sets from
+what its clients ask for): {med([l["p50"] for l in latency["audioMic"]]) / 1000 - med(chunk):.1f} ms beyond it at the median. App audio is stamped with when
+the sink plays the chunk's first sample, the cycle's start, so its latency is only the wait for
+broadcastd's loop (which PipeWire's thread wakes through an eventfd as it queues each buffer) and the
+way to the handler. broadcastd with audio against GStreamer:
 {med(extra) / med(gst) if med(gst) else float("nan"):.2f}× the CPU for the same two streams (GStreamer only drops them; broadcastd
 also stamps, queues and sends them to a handler). PipeWire screen capture is measured in its own section.
 <!-- audio-end -->
