@@ -42,8 +42,13 @@ extension Integration {
     /// A UDP or TCP port on loopback that nothing is bound to now.
     /// The first of `count` consecutive free ports.
     static func freePort(udp: Bool, count: Int = 1) throws -> Int {
+        // Below the kernel's ephemeral ports, which any outgoing connection may take (even one of the
+        // stream handler's own attempts at this port while its server is away): then a server restarted
+        // on it cannot bind.
+        let ephemeral = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
         for _ in 0..<50 {
-            let first = Int.random(in: 20000...45000)
+            let first = Int.random(in: 10000...max(10001, ephemeral - count - 1))
             if (0..<count).allSatisfy({ (try? freePort(udp: udp, candidate: first + $0)) != nil }) { return first }
         }
         throw HarnessError("no free loopback port found")
@@ -65,10 +70,12 @@ extension Integration {
         return (streams, duration)
     }
 
+    /// Until `port` is bound (UDP) or accepts connections (TCP: a bind could fail on a crashed server's
+    /// connections alone).
     func waitForListening(_ server: Server, port: Int, tcp: Bool) throws {
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline {
-            if (try? Self.freePort(udp: !tcp, candidate: port)) == nil { return }
+            if tcp ? Self.accepts(port: port) : (try? Self.freePort(udp: true, candidate: port)) == nil { return }
             usleep(20_000)
         }
         throw HarnessError("the server did not listen on \(port):\n\((try? String(contentsOfFile: server.log, encoding: .utf8)) ?? "")")
@@ -211,14 +218,26 @@ extension Integration {
 }
 
 extension Integration.StreamTests {
+    static func loopback(_ port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = loopback(port)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+    }
+
     /// Throws when `candidate` cannot be bound (something listens there).
     static func freePort(udp: Bool, candidate: Int) throws -> Int {
         let fd = socket(AF_INET, udp ? Int32(SOCK_DGRAM.rawValue) : Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(candidate).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var address = loopback(candidate)
         let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard bound == 0 else { throw HarnessError("port \(candidate) is taken") }
         return candidate
