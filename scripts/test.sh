@@ -17,11 +17,15 @@ swift test --skip-build 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One plain closing line for CI, from Swift Testing's own summary.
-summary=$(grep -E "Test run with [0-9]+ tests? .* (passed|failed)" "$log" | tail -1)
+summary=$(grep -E "Test run with [0-9]+ tests? .* (passed|failed)" "$log" | tail -1 || true)
+if [ -z "$summary" ]; then
+    echo "swift test ended (exit status $status) without Swift Testing's summary: the test process crashed or was killed; its output above ends where it stopped" >&2
+    exit 1
+fi
 total=$(sed -E 's/.*Test run with ([0-9]+) tests?.*/\1/' <<<"$summary")
 failed=$(grep -E "^✘ Test .* failed after" "$log" | grep -vc "^✘ Test run" || true)
-if [ -n "$total" ]; then echo "$((total - failed)) passed, $failed failed"; fi
-if [ -z "$total" ] || [ "$total" -eq 0 ]; then echo "no tests ran" >&2; exit 1; fi
+echo "$((total - failed)) passed, $failed failed"
+if [ "$total" -eq 0 ]; then echo "no tests ran" >&2; exit 1; fi
 [ "$status" -eq 0 ] || exit "$status"
 # The message decoder under libFuzzer, for a bounded time (scripts/fuzz.sh SECONDS runs it longer).
 scripts/fuzz.sh "${BROADCASTD_FUZZ_SECONDS:-30}"
