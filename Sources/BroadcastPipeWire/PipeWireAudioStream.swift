@@ -188,7 +188,9 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         // monitor, or an application's output) is played from the cycle's start on, after any filter's `delay`.
         var delay: Int64 = 0
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
-        let stamped = time.now > 0 ? UInt64(max(0, time.now - delay)) &- (capturesSink ? 0 : duration) : nil
+        // A stamp more than a second from the clock is not believed (the buffer follows the last one).
+        let first = time.now - delay - (capturesSink ? 0 : Int64(duration))
+        let stamped = time.now > 0 && abs(first - Int64(MonotonicClock.now())) < 1_000_000_000 ? UInt64(first) : nil
         let captured = UnsafeRawBufferPointer(start: base + offset, count: size)
         let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
