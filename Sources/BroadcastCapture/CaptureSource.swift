@@ -8,7 +8,8 @@ public struct CaptureError: Error, CustomStringConvertible, Sendable {
     public var reason: String
     /// Only this frame was lost (the screen changed size under the grab, say); the next may succeed.
     public var transient: Bool
-    /// Not a failure yet: `open` is waiting for the user (the portal's share dialog); see `CaptureSource.openAnswered`.
+    /// Not a failure yet: `open` is waiting, for the user (the portal's share dialog) or the screen's first
+    /// frame; `reason` says which. See `CaptureSource.openAnswered`.
     public var pending: Bool
 
     public init(source: String, operation: String, reason: String, transient: Bool = false, pending: Bool = false) {
@@ -140,11 +141,17 @@ public protocol CaptureSource: AnyObject {
     /// The next chunk of `stream` (`.audioApp` or `.audioMic`) that is complete by `now`, or nil.
     func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk?
 
-    /// Set for a source whose `open` asks the user what to capture (the desktop portal's share dialog):
-    /// while the question is open `open` throws a `pending` error, and this descriptor becomes readable
-    /// when it is answered, for `open` to be called again. Such a source is not opened before it is needed.
+    /// Set for a source whose `open` may wait: for the user to choose what to capture (the desktop portal's
+    /// share dialog), or for the first frame of what it captures. Meanwhile `open` throws a `pending` error,
+    /// and this descriptor becomes readable when `open` is worth calling again.
     var openAnswered: Descriptor? { get }
-    /// Withdraws the question a pending `open` asked (the dialog closes); `open` then fails with `reason`.
+    /// When to call a pending `open` again even if `openAnswered` has not become readable (it then fails,
+    /// out of time), if ever.
+    var openRetryAt: UInt64? { get }
+    /// The user chooses the screen when a broadcast starts (the portal's dialog): the source is not opened
+    /// before, nor for a snapshot while idle.
+    var choosesScreenAtStart: Bool { get }
+    /// Withdraws what a pending `open` waits for (the dialog closes); `open` then fails with `reason`.
     func cancelOpen(_ reason: String)
     /// The audio streams sending silence because nothing comes from their device (missing, unplugged,
     /// no PipeWire), each with why.
@@ -156,6 +163,8 @@ public protocol CaptureSource: AnyObject {
 
 extension CaptureSource {
     public var openAnswered: Descriptor? { nil }
+    public var openRetryAt: UInt64? { nil }
+    public var choosesScreenAtStart: Bool { false }
     public var audioArrival: Wakeup? { nil }
     public var silentAudio: [SampleType: String] { [:] }
     public var mappedBytes: Int { 0 }

@@ -45,8 +45,11 @@ public final class Daemon {
     /// What the handler last sent with SET_RESULT during the current broadcast: FINISHED and the finished status carry it.
     private var handlerResult: [String: JSONValue]?
     private var shuttingDown = false
-    /// A START waiting for the source to open (the desktop portal's share dialog is up): answered when the source is.
+    /// A START waiting for the source to open (the desktop portal's share dialog is up, or the first frame has
+    /// not come): answered when the source is.
     private var pendingStart: (sessionID: Int, seq: UInt32, request: StartRequest)?
+    /// What the screen is doing while a START is pending ("being chosen in the screen-share dialog").
+    private var pendingReason = ""
 
     // Capture and timing; all times are CLOCK_MONOTONIC nanoseconds.
     private var counters: [SampleType: StreamCounters] = [:]
@@ -81,10 +84,12 @@ public final class Daemon {
         self.logger = logger
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
         var plan: FramePoolPlan?
-        switch source.openAnswered == nil ? Self.open(source, budget: configuration.memoryBudget) : .success(nil) {
-        case .success(let opened):
-            if opened != nil { source.close() } else { logger.info("the screen is chosen in the desktop portal's share dialog when a broadcast starts") }
+        switch source.choosesScreenAtStart ? .success(.waiting("")) : Self.open(source, budget: configuration.memoryBudget, waiting: true) {
+        case .success(.planned(let opened)):
+            source.close()
             plan = opened
+        case .success(.waiting):
+            logger.info("the screen is chosen in the desktop portal's share dialog when a broadcast starts")
         case .failure(let error) where error.code == .captureFailed:
             logger.warning("\(error.message); broadcasts cannot start until this is resolved")
         case .failure(let error):
@@ -120,16 +125,35 @@ public final class Daemon {
         logger.info("listening on \(socketPath); source \(source.description); frame pool \(plan.map { "\($0)" } ?? "planned at start") within a budget of \(megabytes(configuration.memoryBudget))")
     }
 
+    enum Opened {
+        case planned(FramePoolPlan)
+        /// The source waits, for the user or its first frame (`openAnswered` becomes readable when it is worth
+        /// asking again): why.
+        case waiting(String)
+    }
+
     /// Opens `source` and plans the frame pool for its frames; the source is left closed when either fails.
-    /// nil: the source is waiting for the user (`openAnswered` becomes readable when it is worth asking again).
-    private static func open(_ source: CaptureSource, budget: Int) -> Result<FramePoolPlan?, BroadcastError> {
+    /// `waiting`: waits here while the source waits for its first frame (where no START can be kept pending).
+    private static func open(_ source: CaptureSource, budget: Int, waiting: Bool = false) -> Result<Opened, BroadcastError> {
         let format: VideoFormat
-        do { format = try source.open() } catch {
-            return error.pending ? .success(nil) : .failure(BroadcastError(.captureFailed, error.description))
+        do { format = waiting ? try openWaiting(source) : try source.open() } catch {
+            return error.pending ? .success(.waiting(error.reason)) : .failure(BroadcastError(.captureFailed, error.description))
         }
-        do { return .success(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes)) } catch {
+        do { return .success(.planned(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes))) } catch {
             source.close()
             return .failure(error)
+        }
+    }
+
+    /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for broadcastd
+    /// starting and a snapshot while idle. A source that asks the user still throws its pending error.
+    private static func openWaiting(_ source: CaptureSource) throws(CaptureError) -> VideoFormat {
+        while true {
+            do { return try source.open() } catch {
+                guard error.pending, !source.choosesScreenAtStart, let ready = source.openAnswered else { throw error }
+                let now = MonotonicClock.now(), due = source.openRetryAt ?? now + 100_000_000
+                _ = try? Poller.wait([(ready.raw, .readable)], timeoutMilliseconds: due > now ? Int32((due - now) / 1_000_000 + 1) : 0)
+            }
         }
     }
 
@@ -202,7 +226,8 @@ public final class Daemon {
     }
 
     private func nextDeadline() -> UInt64? {
-        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt]
+        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt,
+                          pendingStart == nil ? nil : source.openRetryAt]
         if let liveSince, let max = machine.current?.maxDuration {
             candidates.append(liveSince + (max > elapsedBefore ? max - elapsedBefore : 0))
         }
@@ -223,6 +248,7 @@ public final class Daemon {
             updateStatus(now: now)
             checkHandlerProgress(now: now)
         }
+        if pendingStart != nil, let at = source.openRetryAt, now >= at { startAnswered() }
         if let at = startDeadline, now >= at {
             startDeadline = nil
             transition(.fail(BroadcastError(.handlerFailed,
@@ -508,7 +534,7 @@ public final class Daemon {
     private func start(_ request: StartRequest) -> Result<UInt32?, BroadcastError> {
         if shuttingDown { return .failure(BroadcastError(.shutdown, "broadcastd is shutting down")) }
         if pendingStart != nil {
-            return .failure(BroadcastError(.busy, "another broadcast is being requested: the screen-share dialog is open"))
+            return .failure(BroadcastError(.busy, "another broadcast is being requested: the screen is \(pendingReason)"))
         }
         let entries = registry.load(logger: logger)
         guard let entry = entries.first(where: { $0.manifest.name == request.handler }) else {
@@ -522,8 +548,10 @@ public final class Daemon {
         if !isActive(machine.phase) {
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
             switch Self.open(source, budget: configuration.memoryBudget) {
-            case .success(nil): return .success(nil)
-            case .success(let plan): poolPlan = plan
+            case .success(.waiting(let why)):
+                pendingReason = why
+                return .success(nil)
+            case .success(.planned(let plan)): poolPlan = plan
             case .failure(let error): return .failure(error)
             }
         }
@@ -545,7 +573,7 @@ public final class Daemon {
     private func answerStart(_ request: (sessionID: Int, seq: UInt32, request: StartRequest)) {
         let result = start(request.request)
         if case .success(nil) = result {
-            if pendingStart == nil { logger.info("broadcast requested with handler '\(request.request.handler)'; waiting for the screen-share dialog") }
+            if pendingStart == nil { logger.info("broadcast requested with handler '\(request.request.handler)'; the screen is \(pendingReason)") }
             pendingStart = request
         } else if let session = sessions[request.sessionID] {
             reply(session, request.seq, result.map { .json(.ok, seq: request.seq, BroadcastReference(broadcast: $0)) })
@@ -765,11 +793,11 @@ public final class Daemon {
             }
         }
         let wasOpen = isActive(machine.phase)
-        if !wasOpen && source.openAnswered != nil {
+        if !wasOpen && source.choosesScreenAtStart {
             return .failure(BroadcastError(.captureFailed, "the screen is shared through the desktop portal only while a broadcast runs; start one first"))
         }
         if !wasOpen {
-            do { _ = try source.open() } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+            do { _ = try Self.openWaiting(source) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         }
         defer { if !wasOpen { source.close() } }
         let running = liveSince != nil
@@ -833,7 +861,7 @@ public final class Daemon {
     /// One line: "idle", "live: broadcast 3 to record, 00:12:03", "paused: ...", "stopping".
     func statusLine(now: UInt64) -> String {
         if shuttingDown { return isActive(machine.phase) ? "stopping: finishing broadcast \(machine.current?.id ?? 0)" : "stopping" }
-        if let pending = pendingStart { return "requested: a broadcast to \(pending.request.handler), waiting for the screen-share dialog" }
+        if let pending = pendingStart { return "requested: a broadcast to \(pending.request.handler); the screen is \(pendingReason)" }
         guard let current = machine.current else { return "idle" }
         let seconds = elapsed(now: now) / 1_000_000_000
         let clock = [seconds / 3600, seconds / 60 % 60, seconds % 60].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")

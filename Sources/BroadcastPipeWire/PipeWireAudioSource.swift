@@ -75,6 +75,8 @@ public final class PipeWireAudioSource: CaptureSource {
 
     public func open() throws(CaptureError) -> VideoFormat { try video.open() }
     public var openAnswered: Descriptor? { video.openAnswered }
+    public var openRetryAt: UInt64? { video.openRetryAt }
+    public var choosesScreenAtStart: Bool { video.choosesScreenAtStart }
     public var mappedBytes: Int { video.mappedBytes }
     public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }

@@ -20,10 +20,12 @@ import Synchronization
 /// portal is asked for that mode), and a buffer with no picture (size 0: mutter's when only the pointer
 /// moved) updates the pointer alone.
 ///
-/// Through the portal, `open` runs the portal's conversation on a thread of its own and throws a
-/// `pending` error until it is answered (`openAnswered` becomes readable): the dialog may stay open for
-/// minutes, and the daemon's loop goes on meanwhile. The restore token the portal returns is stored
-/// after every session, so the next broadcast starts without the dialog.
+/// `open` never blocks: through the portal, it runs the portal's conversation on a thread of its own and
+/// throws a `pending` error until it is answered (the dialog may stay open for minutes); then, as for a
+/// node named directly, until the node's first frame has come (its size is the format) or
+/// `startTimeout` has passed. `openAnswered` becomes readable whenever it is worth asking again, and the
+/// daemon's loop goes on meanwhile. The restore token the portal returns is stored after every session,
+/// so the next broadcast starts without the dialog.
 public final class PipeWireScreenSource: CaptureSource {
     public enum Target: Sendable {
         /// A node by name (`node.name`) or serial number (`object.serial`).
@@ -108,8 +110,17 @@ public final class PipeWireScreenSource: CaptureSource {
         let state = Mutex(State.idle)
         /// Signalled when the answer is in.
         let answered: Wakeup
-        init() throws(SystemError) { answered = try Wakeup() }
+        init(answered: Wakeup) { self.answered = answered }
     }
+    /// Signalled when a pending `open` is worth calling again: the portal answered, the first frame came,
+    /// the stream failed.
+    private let ready: Wakeup
+    /// While `open` waits for the first frame: until when, and whether PipeWire's thread should signal `ready`
+    /// as frames come.
+    private var firstFrameDue: UInt64?
+    private let awaitingFirstFrame = Atomic(false)
+    /// Why the wait for the first frame was withdrawn (`cancelOpen`).
+    private var withdrawn: String?
     private let question: PortalQuestion?
     /// The portal's session while the screen is shared.
     private var portal: ScreenCastPortal?
@@ -123,15 +134,16 @@ public final class PipeWireScreenSource: CaptureSource {
     public init(_ configuration: Configuration, logger: Logger) throws(CaptureError) {
         self.configuration = configuration
         self.logger = logger
+        do { ready = try Wakeup() } catch {
+            throw CaptureError(source: "pipewire", operation: "prepare the capture", reason: error.description)
+        }
         switch configuration.target {
         case .node(let name):
             node = name
             question = nil
         case .portal:
             node = "from the portal"
-            do { question = try PortalQuestion() } catch {
-                throw CaptureError(source: "pipewire", operation: "prepare the portal", reason: error.description)
-            }
+            question = PortalQuestion(answered: ready)
         }
         format = VideoFormat(width: 16, height: 16, pixelFormat: configuration.pixelFormat)
         events.initialize(to: pw_stream_events())
@@ -158,6 +170,7 @@ public final class PipeWireScreenSource: CaptureSource {
             let me = Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue()
             let text = String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
             me.latest.withLock { $0.state = text }
+            if state == PW_STREAM_STATE_ERROR || state == PW_STREAM_STATE_UNCONNECTED { me.ready.signal() }
         }
     }
 
@@ -176,7 +189,9 @@ public final class PipeWireScreenSource: CaptureSource {
                 + " @ \(configuration.framesPerSecond) fps"
         }
     }
-    public var openAnswered: Descriptor? { question?.answered.descriptor }
+    public var openAnswered: Descriptor? { ready.descriptor }
+    public var openRetryAt: UInt64? { firstFrameDue }
+    public var choosesScreenAtStart: Bool { question != nil }
     /// PipeWire's buffers, the converted picture, and what libpipewire, its plugins and its thread add to
     /// the daemon's resident set (about 5 MB: RssFile and RssAnon without the picture, 17.1 MB against
     /// 12.2 MB for X11, in docs/benchmarks.md).
@@ -207,36 +222,46 @@ public final class PipeWireScreenSource: CaptureSource {
         CaptureOutputs(kind: "pipewire", screen: format.width > 16 ? ScreenRect(x: 0, y: 0, width: format.width, height: format.height) : nil, outputs: [])
     }
 
-    /// Connects to the node and waits for its first frame, whose size becomes the format; through the
-    /// portal, first asks for the node (pending until the user has answered).
+    /// Connects to the node and takes its first frame's size as the format; through the portal, first asks
+    /// for the node. Pending until the user has answered, then until the first frame has come.
     public func open() throws(CaptureError) -> VideoFormat {
+        ready.acknowledge()
         if connection == nil {
             if case .portal(let request, let tokens) = configuration.target, portal == nil { try askPortal(request, tokens) }
             do { try connect() } catch {
                 close()
                 throw error
             }
+            firstFrameDue = MonotonicClock.now() + configuration.startTimeout
         }
-        let deadline = MonotonicClock.now() + configuration.startTimeout
-        while true {
-            let (picture, state, cursorSeen) = latest.withLock { ($0.picture, $0.state, $0.cursorSeen) }
-            if let picture {
-                if readsCursor && !cursorSeen {
-                    logger.warning("node '\(node)' sends no cursor metadata: no CURSOR messages, and the pointer is as the node draws it")
-                }
-                format = picture.format
-                return format
+        let (picture, state, cursorSeen) = latest.withLock { ($0.picture, $0.state, $0.cursorSeen) }
+        if let picture {
+            (firstFrameDue, withdrawn) = (nil, nil)
+            awaitingFirstFrame.store(false, ordering: .relaxed)
+            if readsCursor && !cursorSeen {
+                logger.warning("node '\(node)' sends no cursor metadata: no CURSOR messages, and the pointer is as the node draws it")
             }
-            // The session manager drops a stream whose target is not there (unconnected, or an error) at once.
-            let dropped = state.hasPrefix("error") || state == "unconnected"
-            if dropped || MonotonicClock.now() > deadline {
-                let reason = dropped ? "the stream is \(state)" : "no frame within \(configuration.startTimeout / 1_000_000_000) s (stream \(state))"
-                close()
-                throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
-                                   reason: "\(reason); is it there? `pw-cli ls Node` lists the nodes")
-            }
-            usleep(10_000)
+            format = picture.format
+            return format
         }
+        let hint = "; is it there? `pw-cli ls Node` lists the nodes"
+        let failure: String?
+        if let withdrawn {
+            failure = withdrawn
+        } else if state.hasPrefix("error") || state == "unconnected" {
+            // The session manager drops a stream whose target is not there at once.
+            failure = "the stream is \(state)" + hint
+        } else if MonotonicClock.now() >= firstFrameDue ?? 0 {
+            failure = "no frame within \(configuration.startTimeout / 1_000_000_000) s (stream \(state))" + hint
+        } else {
+            failure = nil
+        }
+        if let failure {
+            close()
+            throw CaptureError(source: "pipewire", operation: "capture node '\(node)'", reason: failure)
+        }
+        awaitingFirstFrame.store(true, ordering: .relaxed)
+        throw CaptureError(source: "pipewire", operation: "capture node '\(node)'", reason: "waiting for node '\(node)' to send its first frame", pending: true)
     }
 
     /// The portal's part of `open`: starts the conversation on a thread, or takes its answer.
@@ -245,14 +270,13 @@ public final class PipeWireScreenSource: CaptureSource {
             CaptureError(source: "pipewire", operation: "share the screen through the desktop portal", reason: reason, pending: pending)
         }
         let question = question!
-        question.answered.acknowledge()
         let state = question.state.withLock { state in
             defer { if case .answered = state { state = .idle } }
             return state
         }
         switch state {
         case .asking:
-            throw failure("waiting for the screen-share dialog", pending: true)
+            throw failure("being chosen in the screen-share dialog", pending: true)
         case .answered(.failure(let error)):
             throw failure(error.cancelled ? error.reason : error.description)
         case .answered(.success(let portal)):
@@ -278,12 +302,16 @@ public final class PipeWireScreenSource: CaptureSource {
                 question.state.withLock { $0 = .idle }
                 throw failure(error.description)
             }
-            throw failure("waiting for the screen-share dialog", pending: true)
+            throw failure("being chosen in the screen-share dialog", pending: true)
         }
     }
 
     public func cancelOpen(_ reason: String) {
         question?.state.withLock { if case .asking(let cancellation) = $0 { cancellation.cancel(reason) } }
+        if firstFrameDue != nil {
+            withdrawn = reason
+            ready.signal()
+        }
     }
 
     private func connect() throws(CaptureError) {
@@ -330,6 +358,8 @@ public final class PipeWireScreenSource: CaptureSource {
         portal = nil
         cancelOpen("the broadcast request was withdrawn")
         question?.state.withLock { if case .answered(.success(let granted)) = $0 { granted.close(); $0 = .idle } }
+        (firstFrameDue, withdrawn) = (nil, nil)
+        awaitingFirstFrame.store(false, ordering: .relaxed)
     }
 
     public func begin(at time: UInt64) throws(CaptureError) {}
@@ -380,6 +410,7 @@ public final class PipeWireScreenSource: CaptureSource {
 
     private func process() {
         guard let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
+        defer { if awaitingFirstFrame.load(ordering: .relaxed) { ready.signal() } }
         guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
               let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else {
             pw_stream_queue_buffer(stream, buffer)

@@ -8,7 +8,9 @@
 // (x 40 to 99 in picture coordinates, a pixel a buffer); its image is a 16x16 opaque yellow square with
 // hotspot (2, 3) for 60 buffers, then a 24x24 half-transparent blue one with hotspot (12, 12) for 60, and so
 // on, sent again every 5 buffers; the last 6 buffers of every 60 say the pointer is not over the stream.
-//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage] [--cursor]
+// With --hold S, no buffer for S seconds each time the stream starts streaming (a consumer connects), as a
+// compositor before its first frame.
+//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage] [--cursor] [--hold S]
 import CPipeWire
 import Glibc
 
@@ -27,6 +29,7 @@ struct Options {
     var band: Int32 = 16
     var damage = false
     var cursor = false
+    var hold = 0.0
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -45,6 +48,7 @@ struct Options {
             case "--band": band = Int32(it.next() ?? "") ?? band
             case "--damage": damage = true
             case "--cursor": cursor = true
+            case "--hold": hold = Double(it.next() ?? "") ?? hold
             default:
                 fail("unknown argument \(argument)", status: 64)
             }
@@ -60,6 +64,8 @@ final class Source {
     var listener = spa_hook()
     var frame: UInt64 = 0
     var streaming = false
+    /// When the stream last started streaming (CLOCK_MONOTONIC seconds).
+    var streamingSince = 0.0
     /// The pointer's two images, premultiplied RGBA (in memory order R, G, B, A).
     let sprites: [(size: UInt32, hotspot: (x: Int32, y: Int32), pixels: [UInt32])] = [
         (16, (2, 3), Array(repeating: UInt32(littleEndian: 0xff00_d0ff), count: 16 * 16)),
@@ -88,7 +94,9 @@ final class Source {
             bd_pw_stream_offer_video_buffers(stream, me.options.width * 4, me.options.height, me.options.cursor)
         }
         events.state_changed = { data, _, state, _ in
-            Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue().streaming = state == PW_STREAM_STATE_STREAMING
+            let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
+            if state == PW_STREAM_STATE_STREAMING && !me.streaming { me.streamingSince = Source.now() }
+            me.streaming = state == PW_STREAM_STATE_STREAMING
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
         pw_stream_add_listener(stream, &listener, &events, me)
@@ -102,8 +110,14 @@ final class Source {
         return 0
     }
 
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
     func produce() {
-        guard streaming, let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
+        guard streaming, Source.now() - streamingSince >= options.hold, let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
         defer { pw_stream_queue_buffer(stream, buffer) }
         guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas, let base = data.pointee.data else { return }
         let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.width) * 4)

@@ -119,6 +119,20 @@ final class DaemonHarness {
     }
     var pid: Int32 { process.processIdentifier }
 
+    /// `broadcastctl start` to inspect, left running (its START may wait: for the portal's dialog, a first
+    /// frame); the process and the file its output goes to.
+    func startInBackground() throws -> (Process, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastctl"))
+        process.arguments = ["start", "--handler", "inspect", "--url", summaryPath("pending"), "--socket", socketPath]
+        let output = runtime + "/broadcastctl-start-\(UUID().uuidString.prefix(8)).log"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: output)
+        process.standardError = FileHandle(forWritingAtPath: output)
+        try process.run()
+        return (process, output)
+    }
+
     func controller() throws -> ControllerClient { try ControllerClient(socketPath: socketPath, client: "test") }
 
     /// A controller that receives events.

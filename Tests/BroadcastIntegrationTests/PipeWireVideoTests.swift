@@ -61,4 +61,55 @@ import Testing
         let pictures = Double(capture["pipewireFrames"] ?? 0), pointerOnly = Double(capture["pipewireCursorOnly"] ?? 0)
         #expect(pointerOnly > 50 && abs(pictures / pointerOnly - 1) < 0.2, "\(pictures) pictures, \(pointerOnly) buffers with only the pointer: half each")
     }
+
+    /// A node that is there but sends nothing yet (a compositor before its first frame): START waits for
+    /// the first frame (its size is the broadcast's) while broadcastd answers everything else at once.
+    /// One that sends nothing refuses the broadcast after 5 s, or at once when it is finished meanwhile.
+    @Test func aStartWaitsForTheFirstFrameWhileBroadcastdKeepsAnswering() throws {
+        let pipewire = try PipeWireHarness(tones: false)
+        try pipewire.testVideoSource("held", ["--hold", "2"])
+        try pipewire.testVideoSource("silent", ["--hold", "600"])
+        func daemon(_ node: String) throws -> DaemonHarness {
+            try DaemonHarness(["--source", "pipewire", "--pipewire-node", node, "--app-audio", "none", "--mic", "none"],
+                              environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+        }
+        /// Status and a second START meanwhile: both answered at once, the START refused with what is awaited.
+        func answersMeanwhile(_ daemon: DaemonHarness, _ node: String) throws {
+            let controller = try daemon.controller()
+            let asked = Date()
+            #expect(try controller.status().state == .idle)
+            let busy = #expect(throws: (any Error).self) { _ = try controller.start(handler: "inspect", maxDuration: 1) }
+            #expect(Date().timeIntervalSince(asked) < 0.5, "status and START took \(Date().timeIntervalSince(asked)) s")
+            #expect("\(String(describing: busy))".contains("the screen is waiting for node '\(node)' to send its first frame"), "\(String(describing: busy))")
+        }
+
+        /// A START left waiting, `meanwhile` done half a second in: its exit status, what it said, and when it ended.
+        func request(_ daemon: DaemonHarness, meanwhile: (DaemonHarness) throws -> Void) throws -> (status: Int32, said: String, seconds: Double) {
+            let requested = Date()
+            let (start, output) = try daemon.startInBackground()
+            defer { if start.isRunning { start.terminate() } }
+            usleep(500_000)
+            try meanwhile(daemon)
+            start.waitUntilExit()
+            return (start.terminationStatus, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "", Date().timeIntervalSince(requested))
+        }
+
+        let held = try daemon("held")
+        defer { _ = try? held.stop() }
+        let controller = try held.subscribedController()
+        let started = try request(held) { try answersMeanwhile($0, "held") }
+        #expect(started.status == 0, "\(started.said)\n\(held.log)")
+        #expect(started.seconds > 1.5 && started.seconds < 4, "START answered after \(started.seconds) s for a node that holds its first frame 2 s")
+        try held.awaitState(controller, .live)
+        try controller.finish()
+
+        let silent = try daemon("silent")
+        defer { _ = try? silent.stop() }
+        let withdrawn = try request(silent) { try $0.controller().finish() }
+        #expect(withdrawn.status != 0 && withdrawn.said.contains("finished before the screen was chosen"), "exit \(withdrawn.status): \(withdrawn.said)")
+        let refused = try request(silent) { try answersMeanwhile($0, "silent") }
+        #expect(refused.status != 0 && refused.said.contains("no frame within 5 s"), "exit \(refused.status): \(refused.said)")
+        #expect(abs(refused.seconds - 5) < 1.5, "refused after \(refused.seconds) s")
+        #expect(try silent.controller().status().state == .idle)
+    }
 }

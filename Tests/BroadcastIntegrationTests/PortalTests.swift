@@ -46,18 +46,6 @@ import Testing
     }
 
     /// `broadcastctl start` run in the background (it waits for START's answer while the dialog is up).
-    func startInBackground(_ daemon: DaemonHarness) throws -> (Process, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastctl"))
-        process.arguments = ["start", "--handler", "inspect", "--url", daemon.summaryPath("pending"), "--socket", daemon.socketPath]
-        let output = daemon.runtime + "/broadcastctl-start.log"
-        _ = FileManager.default.createFile(atPath: output, contents: nil)
-        process.standardOutput = FileHandle(forWritingAtPath: output)
-        process.standardError = FileHandle(forWritingAtPath: output)
-        try process.run()
-        return (process, output)
-    }
-
     func waitFor(_ call: String, in pipewire: PipeWireHarness) -> Bool {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
@@ -111,7 +99,7 @@ import Testing
     @Test func aCancelledDialogRefusesTheBroadcastWhileBroadcastdKeepsAnswering() throws {
         let (pipewire, daemon) = try stack(cancel: true, dialogSeconds: 2)
         defer { _ = try? daemon.stop() }
-        let (start, output) = try startInBackground(daemon)
+        let (start, output) = try daemon.startInBackground()
         defer { if start.isRunning { start.terminate() } }
         #expect(waitFor("Start", in: pipewire), "the portal was not asked: \(pipewire.portalCalls())\n\(daemon.log)")
         let controller = try daemon.controller()
@@ -121,7 +109,7 @@ import Testing
         #expect(status.state == .idle && status.source.contains("share dialog open"), "\(status.source)")
         // A second request meanwhile is refused, not queued behind the dialog.
         let busy = #expect(throws: (any Error).self) { _ = try controller.start(handler: "inspect", maxDuration: 1) }
-        #expect("\(String(describing: busy))".contains("screen-share dialog is open"), "\(String(describing: busy))")
+        #expect("\(String(describing: busy))".contains("the screen is being chosen in the screen-share dialog"), "\(String(describing: busy))")
 
         start.waitUntilExit()
         let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
@@ -135,7 +123,7 @@ import Testing
     @Test func finishingWhileTheDialogIsUpWithdrawsTheRequest() throws {
         let (pipewire, daemon) = try stack(dialogSeconds: 60)
         defer { _ = try? daemon.stop() }
-        let (start, output) = try startInBackground(daemon)
+        let (start, output) = try daemon.startInBackground()
         defer { if start.isRunning { start.terminate() } }
         #expect(waitFor("Start", in: pipewire), "the portal was not asked: \(pipewire.portalCalls())\n\(daemon.log)")
         try daemon.controller().finish()
