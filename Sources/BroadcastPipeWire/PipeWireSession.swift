@@ -1,4 +1,5 @@
 import BroadcastCapture
+import BroadcastSystem
 import CPipeWire
 import Glibc
 import Synchronization
@@ -31,16 +32,23 @@ public final class PipeWireSession: @unchecked Sendable {
         var name: String
         var mediaClass: String
         var application: String?
+        /// `application.process.binary` (PulseAudio clients say it), or the executable's name of the client's process.
+        var binary: String?
+        /// `client.id`: where `binary` comes from when the node does not say it.
+        var client: UInt32?
 
         /// Named `name` (`node.name`), or with that serial number.
         func isNamed(_ name: String) -> Bool { self.name == name || serial == name }
 
-        /// A playback stream of the application (or the node) named `name`; never broadcastd's own.
+        /// A playback stream of the application (or the node) named `name`, by its application name or the
+        /// program's, in any case; never broadcastd's own.
         func plays(_ name: String) -> Bool {
             mediaClass == "Stream/Output/Audio" && !self.name.hasPrefix("broadcastd-")
-                && (isNamed(name) || application?.lowercased() == name.lowercased())
+                && (isNamed(name) || [application, binary].contains { $0?.lowercased() == name.lowercased() })
         }
     }
+    /// On PipeWire's thread: the clients' executables (by their `pipewire.sec.pid`, which PipeWire itself sets).
+    private var clientBinaries: [UInt32: String] = [:]
     /// On PipeWire's thread: the ports of the nodes, as far as linking needs them.
     private var ports: [UInt32: Port] = [:]
     struct Port {
@@ -108,7 +116,7 @@ public final class PipeWireSession: @unchecked Sendable {
             if let registry { bd_pw_proxy_destroy(UnsafeMutableRawPointer(registry)) }
         }
         (connection, core, registry, metadata) = (nil, nil, nil, nil)
-        (nodes, ports, links) = ([:], [:], [:])
+        (nodes, ports, links, clientBinaries) = ([:], [:], [:], [:])
         (defaultSink, defaultSource) = (nil, nil)
     }
 
@@ -117,8 +125,16 @@ public final class PipeWireSession: @unchecked Sendable {
     private func global(_ id: UInt32, _ type: String, _ props: UnsafePointer<spa_dict>?) {
         func property(_ key: String) -> String? { spa_dict_lookup(props, key).map { String(cString: $0) } }
         if type == String(cString: bd_pw_type_node()), let name = property("node.name"), let mediaClass = property("media.class") {
+            let client = property("client.id").flatMap(UInt32.init)
             nodes[id] = Node(serial: property("object.serial") ?? "\(id)", name: name, mediaClass: mediaClass,
-                             application: property("application.name"))
+                             application: property("application.name"),
+                             binary: property("application.process.binary") ?? client.flatMap { clientBinaries[$0] }, client: client)
+            follow()
+        } else if type == String(cString: bd_pw_type_client()), let pid = property("pipewire.sec.pid").flatMap(Int32.init),
+                  let path = FileSystem.executable(ofProcess: pid) {
+            clientBinaries[id] = String(path.split(separator: "/").last ?? "")
+            // A client's nodes may have come first.
+            for (node, value) in nodes where value.client == id && value.binary == nil { nodes[node]?.binary = clientBinaries[id] }
             follow()
         } else if type == String(cString: bd_pw_type_port()), let node = property("node.id").flatMap(UInt32.init),
                   let direction = property("port.direction") {
@@ -132,6 +148,7 @@ public final class PipeWireSession: @unchecked Sendable {
     }
 
     private func globalRemoved(_ id: UInt32) {
+        clientBinaries[id] = nil
         guard nodes.removeValue(forKey: id) != nil || ports.removeValue(forKey: id) != nil else { return }
         follow()
     }

@@ -242,9 +242,14 @@ public enum FileSystem {
     }
 
     /// The absolute path of the running executable.
-    public static func currentExecutable() -> String? {
+    public static func currentExecutable() -> String? { executable(of: "self") }
+
+    /// The absolute path of process `pid`'s executable; nil when it cannot be read (gone, or another user's).
+    public static func executable(ofProcess pid: Int32) -> String? { executable(of: "\(pid)") }
+
+    private static func executable(of process: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let n = readlink("/proc/\(process)/exe", &buffer, buffer.count - 1)
         guard n > 0 else { return nil }
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

@@ -36,6 +36,7 @@ static inline uint32_t bd_pw_version_metadata_events(void) { return PW_VERSION_M
 static inline const char *bd_pw_type_node(void) { return PW_TYPE_INTERFACE_Node; }
 static inline const char *bd_pw_type_metadata(void) { return PW_TYPE_INTERFACE_Metadata; }
 static inline const char *bd_pw_type_port(void) { return PW_TYPE_INTERFACE_Port; }
+static inline const char *bd_pw_type_client(void) { return PW_TYPE_INTERFACE_Client; }
 
 /// Links output port `out_port` of node `out_node` to input port `in_port` of node `in_node`; the link
 /// lasts as long as its proxy (or this client). NULL when it cannot be asked for.

@@ -38,7 +38,7 @@ enum DaemonKeys {
     static let audioFormat = ConfigKey.choice("audio-format", AudioSampleFormat.allCases.map(\.description), default: "f32",
         help: "Audio sample format.")
     static let appAudio = ConfigKey("app-audio", .string, default: .string("default"),
-        help: "App audio (what the computer plays), from PipeWire: default (the default sink's monitor), none, a sink's node name or serial, or an application's name (all its playback streams, mixed).")
+        help: "App audio (what the computer plays), from PipeWire: default (the default sink's monitor), none, a sink's node name or serial, or an application's name or program (all its playback streams, mixed).")
     static let mic = ConfigKey("mic", .string, default: .string("default"),
         help: "Microphone audio, from PipeWire: default (the default source), none, or a source's node name or serial.")
     static let syncMarks = ConfigKey.boolean("sync-marks", default: false,

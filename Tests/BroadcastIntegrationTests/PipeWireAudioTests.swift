@@ -115,6 +115,25 @@ extension Integration {
         pipewire.stop()
     }
 
+    /// An application by its program's name too (the client process's executable; here pw-cat, which
+    /// pw-play is): every stream it plays, whatever application name each gives itself.
+    @Test func anApplicationIsFoundByItsProgramsName() throws {
+        let pipewire = try PipeWireHarness()
+        try pipewire.play(frequency: 660, into: "test_sink", application: "tone-660")
+        setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
+        defer { unsetenv("PIPEWIRE_REMOTE") }
+        let app = PipeWireAudioStream(name: "app audio", target: .node("PW-CAT"), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
+        let session = PipeWireSession(streams: [app])
+        try session.start(at: MonotonicClock.now())
+        _ = collect(app, seconds: 1)
+        let samples = firstChannel(collect(app, seconds: 1), channels: 2)
+        session.stop()
+        // The harness's two tones (into test_sink and mic_in) and tone-660, each of amplitude 1/8.
+        let levels = Dictionary(uniqueKeysWithValues: [440, 660, 880, 1000].map { ($0, amplitude(Double($0), in: samples)) })
+        #expect(levels[440]! > 0.08 && levels[660]! > 0.08 && levels[880]! > 0.08 && levels[1000]! < 0.01, "\(levels) (\(app.status))")
+        pipewire.stop()
+    }
+
     /// A sink or a source named by its object.serial, as `pw-cli ls Node` shows it: `mic_in`, a sink that
     /// is not the default, whose 880 Hz becomes the app audio instead of the default sink's 440 Hz; and
     /// `test_mic`, the source.
