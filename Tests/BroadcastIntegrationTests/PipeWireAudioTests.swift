@@ -97,41 +97,38 @@ extension Integration {
         pipewire.stop()
     }
 
-    @Test func oneApplicationCanBeCapturedByItsName() throws {
+    /// A second of app audio (after one to settle) captured from `target` while the harness plays, besides
+    /// its own two tones, 660 Hz into test_sink as the application `tone-660`: the first channel, and the stream.
+    func captureApplication(_ target: String) throws -> (samples: [Float], stream: PipeWireAudioStream) {
         let pipewire = try PipeWireHarness()
+        defer { pipewire.stop() }
         try pipewire.play(frequency: 660, into: "test_sink", application: "tone-660")
         setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
         defer { unsetenv("PIPEWIRE_REMOTE") }
-        let app = PipeWireAudioStream(name: "app audio", target: .node("tone-660"), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
+        let app = PipeWireAudioStream(name: "app audio", target: .node(target), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
         let session = PipeWireSession(streams: [app])
         try session.start(at: MonotonicClock.now())
         _ = collect(app, seconds: 1)
         let chunks = collect(app, seconds: 1)
         session.stop()
+        return (firstChannel(chunks, channels: 2), app)
+    }
+
+    @Test func oneApplicationCanBeCapturedByItsName() throws {
+        let (samples, app) = try captureApplication("tone-660")
         // Only that application: its tone alone at its level, not the sink's mix with the 440 Hz one.
-        let (frequency, rms) = analyse(firstChannel(chunks, channels: 2))
+        let (frequency, rms) = analyse(samples)
         #expect(abs(frequency - 660) < 660 * 0.02, "\(frequency) Hz (\(app.status))")
         #expect(abs(20 * log10(rms / 0.0884)) < 4, "RMS \(rms)") // the mix would be 3 dB louder and two tones
-        pipewire.stop()
     }
 
     /// An application by its program's name too (the client process's executable; here pw-cat, which
     /// pw-play is): every stream it plays, whatever application name each gives itself.
     @Test func anApplicationIsFoundByItsProgramsName() throws {
-        let pipewire = try PipeWireHarness()
-        try pipewire.play(frequency: 660, into: "test_sink", application: "tone-660")
-        setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
-        defer { unsetenv("PIPEWIRE_REMOTE") }
-        let app = PipeWireAudioStream(name: "app audio", target: .node("PW-CAT"), format: AudioFormat(channels: 2, sampleFormat: .float32), capturesSink: true)
-        let session = PipeWireSession(streams: [app])
-        try session.start(at: MonotonicClock.now())
-        _ = collect(app, seconds: 1)
-        let samples = firstChannel(collect(app, seconds: 1), channels: 2)
-        session.stop()
+        let (samples, app) = try captureApplication("PW-CAT")
         // The harness's two tones (into test_sink and mic_in) and tone-660, each of amplitude 1/8.
         let levels = Dictionary(uniqueKeysWithValues: [440, 660, 880, 1000].map { ($0, amplitude(Double($0), in: samples)) })
         #expect(levels[440]! > 0.08 && levels[660]! > 0.08 && levels[880]! > 0.08 && levels[1000]! < 0.01, "\(levels) (\(app.status))")
-        pipewire.stop()
     }
 
     /// A sink or a source named by its object.serial, as `pw-cli ls Node` shows it: `mic_in`, a sink that
