@@ -24,19 +24,16 @@ public final class PipeWireAudioSource: CaptureSource {
     private let logger: Logger
     private let streams: [SampleType: PipeWireAudioStream]
     private var session: PipeWireSession?
-    /// Signalled by PipeWire's thread when a stream has queued audio; without it (no eventfd to be had)
-    /// the loop takes what PipeWire captured every `pollInterval`.
-    private let arrival: Wakeup?
-    static let pollInterval: UInt64 = 10_000_000
+    /// Signalled by PipeWire's thread when a stream has queued audio.
+    private let arrival: Wakeup
     private var silenceReported: Set<SampleType> = []
 
-    public init(video: CaptureSource, configuration: Configuration, logger: Logger) {
+    public init(video: CaptureSource, configuration: Configuration, logger: Logger) throws(CaptureError) {
         self.video = video
         self.configuration = configuration
         self.logger = logger
         do { arrival = try Wakeup() } catch {
-            logger.warning("\(error); PipeWire's audio is taken every \(Self.pollInterval / 1_000_000) ms instead of as it comes")
-            arrival = nil
+            throw CaptureError(source: "pipewire", operation: "prepare the audio capture", reason: error.description)
         }
         var streams: [SampleType: PipeWireAudioStream] = [:]
         if let app = configuration.app {
@@ -105,11 +102,9 @@ public final class PipeWireAudioSource: CaptureSource {
 
     public var audioArrival: Wakeup? { arrival }
 
-    /// With `arrival`, when a stream falls due for silence (audio itself signals); else the next poll.
+    /// When a stream falls due for silence: audio itself signals `arrival`.
     public func nextAudioDeadline() -> UInt64? {
-        guard session != nil else { return nil }
-        guard arrival != nil else { return MonotonicClock.now() + Self.pollInterval }
-        return streams.values.map(\.silenceDue).min()
+        session == nil ? nil : streams.values.map(\.silenceDue).min()
     }
 
     /// The streams `nextAudioChunk` last found silent: nothing is built while none is (the daemon asks at every poll).

@@ -236,8 +236,7 @@ public final class PipeWireScreenSource: CaptureSource {
         }
         let (picture, state, cursorSeen) = latest.withLock { ($0.picture, $0.state, $0.cursorSeen) }
         if let picture {
-            (firstFrameDue, withdrawn) = (nil, nil)
-            awaitingFirstFrame.store(false, ordering: .relaxed)
+            stopWaitingForFirstFrame()
             if readsCursor && !cursorSeen {
                 logger.warning("node '\(node)' sends no cursor metadata: no CURSOR messages, and the pointer is as the node draws it")
             }
@@ -358,6 +357,10 @@ public final class PipeWireScreenSource: CaptureSource {
         portal = nil
         cancelOpen("the broadcast request was withdrawn")
         question?.state.withLock { if case .answered(.success(let granted)) = $0 { granted.close(); $0 = .idle } }
+        stopWaitingForFirstFrame()
+    }
+
+    private func stopWaitingForFirstFrame() {
         (firstFrameDue, withdrawn) = (nil, nil)
         awaitingFirstFrame.store(false, ordering: .relaxed)
     }

@@ -184,7 +184,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         }
         let pipewire = PipeWireAudioSource.Configuration(app: target("app-audio"), mic: target("mic"), format: audio)
         guard pipewire.app != nil || pipewire.mic != nil else { return screen }
-        return PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
+        return try PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
     }
 
     /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says,
