@@ -75,6 +75,27 @@ public final class Daemon {
     private var handlerProgress = (bytesSent: UInt64(0), readStalledSince: UInt64(0), releases: UInt64(0), releaseStalledSince: UInt64(0))
     static let transientFailureLimit: UInt64 = 2_000_000_000
     private var elapsedBefore: UInt64 = 0
+    /// Where each stream's delivered samples end (pts + duration of the last one), this time live.
+    private var deliveredUntil: [SampleType: UInt64] = [:]
+    /// After a pause or finish, the audio captured before it that is still on its way.
+    private var audioDrain: AudioDrain?
+    /// The longest a pause or finish waits for audio captured before it: no later than `PipeWireAudioStream.silenceAfter`,
+    /// when a stream that has sent nothing counts as silent anyway.
+    static let audioDrainLimit: UInt64 = 200_000_000
+
+    /// Audio reaches the handler later than the picture: a PipeWire capture stream hands on a buffer once the
+    /// cycle it was captured in is over (a quantum, 21 to 43 ms by default, 170 ms at most), the synthetic source a
+    /// chunk once it is complete. So that a recording's audio does not stop early at every pause and at the end,
+    /// the handler hears of a pause or finish only once every stream's audio reaches the end of the last frame it
+    /// was sent (or the pause, if later), a stream has gone silent, or `audioDrainLimit` has passed. Any other
+    /// event ends the wait at once.
+    private struct AudioDrain {
+        let since: UInt64
+        let until: UInt64
+        var deadline: UInt64 { since + Daemon.audioDrainLimit }
+        /// The handler's notifications of the step that ended capture, sent when the wait is over.
+        var held: [BroadcastEffect] = []
+    }
 
     /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
     /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).
@@ -226,7 +247,7 @@ public final class Daemon {
     }
 
     private func nextDeadline() -> UInt64? {
-        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt,
+        var candidates = [nextFrameAt, nextAudioAt, audioDrain?.deadline, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt,
                           pendingStart == nil ? nil : source.openRetryAt]
         if let liveSince, let max = machine.current?.maxDuration {
             candidates.append(liveSince + (max > elapsedBefore ? max - elapsedBefore : 0))
@@ -242,6 +263,7 @@ public final class Daemon {
         }
         if let at = nextFrameAt, now >= at { captureVideo(now: now) }
         if let at = nextAudioAt, now >= at { captureAudio(now: now) }
+        if let drain = audioDrain, now >= drain.deadline { captureAudio(now: now) }
         if let at = nextServiceInfoAt, now >= at {
             nextServiceInfoAt = now + configuration.serviceInfoInterval
             publishServiceInfo(now: now)
@@ -682,12 +704,13 @@ public final class Daemon {
     }
 
     private func step(_ event: BroadcastEvent) -> Result<Void, BroadcastError> {
+        endAudioDrain()
         let before = machine.phase
         let effects: [BroadcastEffect]
         do { effects = try machine.handle(event) } catch { return .failure(error) }
         let now = MonotonicClock.now()
         if before != .live && machine.phase == .live { beginCapture(now: now) }
-        if before == .live && machine.phase != .live { endCapture(now: now) }
+        if before == .live && machine.phase != .live { endCapture(now: now, drainingAudio: event == .pause || event == .finish) }
         for effect in effects { apply(effect, now: now) }
         if before != machine.phase {
             logger.info("broadcast \(machine.current.map { String($0.id) } ?? "-"): \(before) → \(machine.phase)")
@@ -698,6 +721,10 @@ public final class Daemon {
     }
 
     private func apply(_ effect: BroadcastEffect, now: UInt64) {
+        if audioDrain != nil {
+            audioDrain!.held.append(effect)
+            return
+        }
         switch effect {
         case .awaitSetup:
             break
@@ -966,17 +993,39 @@ public final class Daemon {
         nextAudioAt = source.nextAudioDeadline()
         cursorSpriteSent = nil
         silentAudio = []
+        deliveredUntil = [:]
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
         handlerProgress = (handlerSession()?.bytesSent ?? 0, now, pool?.releases ?? 0, now)
         discontinuous = Set(SampleType.allCases)
     }
 
-    private func endCapture(now: UInt64) {
-        source.end()
+    /// `drainingAudio`: a pause or finish, after which the audio captured before it is still delivered (`AudioDrain`).
+    private func endCapture(now: UInt64, drainingAudio: Bool) {
         if let liveSince { elapsedBefore += now - liveSince }
         liveSince = nil
         nextFrameAt = nil
+        guard drainingAudio, nextAudioAt != nil, handlerSession() != nil else {
+            endAudio()
+            return
+        }
+        audioDrain = AudioDrain(since: now, until: max(now, deliveredUntil[.video] ?? 0))
+        captureAudio(now: now)
+    }
+
+    private func endAudio() {
+        source.end()
         nextAudioAt = nil
+    }
+
+    /// The wait for audio after a pause or finish is over: capture ends and the handler hears of it.
+    private func endAudioDrain() {
+        guard let drain = audioDrain else { return }
+        audioDrain = nil
+        endAudio()
+        let now = MonotonicClock.now()
+        let short = source.audioStreams.filter { deliveredUntil[$0, default: 0] < drain.until }.map(\.description)
+        logger.debug("audio captured before the \(machine.phase == .paused ? "pause" : "finish") delivered after \((now - drain.since) / 1_000_000) ms\(short.isEmpty ? "" : "; short: " + short.joined(separator: ", "))")
+        for effect in drain.held { apply(effect, now: now) }
     }
 
     private func drop(_ type: SampleType, count: UInt64 = 1) {
@@ -1078,6 +1127,7 @@ public final class Daemon {
         header.encode(into: &payload)
         if session.enqueue(Message(.videoSample, payload: payload), droppable: true) {
             counters[.video, default: StreamCounters()].delivered += 1
+            deliveredUntil[.video] = pts + interval
             discontinuous.remove(.video)
             session.flush()
         } else {
@@ -1120,11 +1170,12 @@ public final class Daemon {
     }
 
     private func captureAudio(now: UInt64) {
-        defer { nextAudioAt = source.nextAudioDeadline() }
         let session = handlerSession()
         let format = source.audioFormat
         for stream in [SampleType.audioApp, .audioMic] {
             while let chunk = source.nextAudioChunk(stream, now: now) {
+                if let drain = audioDrain, chunk.presentationTime >= drain.until { continue } // after the pause
+                deliveredUntil[stream] = chunk.presentationTime + chunk.duration
                 let sequence = takeSequence(stream)
                 guard let session, !session.isClosing else {
                     drop(stream)
@@ -1149,6 +1200,12 @@ public final class Daemon {
         if silent != silentAudio {
             silentAudio = silent
             publish(.json(.stateChanged, status()))
+        }
+        if let drain = audioDrain,
+           now >= drain.deadline || source.audioStreams.allSatisfy({ deliveredUntil[$0, default: 0] >= drain.until || silent.contains($0) }) {
+            endAudioDrain()
+        } else {
+            nextAudioAt = source.nextAudioDeadline()
         }
     }
 }

@@ -61,6 +61,7 @@ extension Integration {
         usleep(700_000)
         try controller.pause()
         try daemon.awaitState(controller, .paused)
+        usleep(250_000) // audio captured before the pause may still be delivered for up to 200 ms
         let pausedStatus = try controller.status()
         usleep(600_000)
         #expect(try controller.status().streams == pausedStatus.streams, "samples were delivered while paused")

@@ -325,6 +325,30 @@ extension Integration {
         #expect(rms(app[after]) > 0.05, "app audio after the mic went away: RMS \(rms(app[after]))")
     }
 
+    /// A microphone's chunk reaches broadcastd a PipeWire cycle after its first sample (42.7 ms here). A pause
+    /// and a finish wait for it: the recording's audio reaches the end of each segment's picture, with
+    /// nothing missing (it used to lose about a cycle of the microphone at each).
+    @Test func aPauseOrFinishWaitsForTheAudioCapturedBeforeIt() throws {
+        let pipewire = try PipeWireHarness()
+        defer { pipewire.stop() }
+        let x = try XServer()
+        defer { x.stop() }
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30"],
+                                       environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+        defer { _ = try? daemon.stop() }
+        let (error, result) = try daemon.record(to: daemon.runtime + "/paused.mkv", seconds: 1.5) { controller in
+            usleep(1_500_000)
+            try controller.pause()
+            try daemon.awaitState(controller, .paused)
+            usleep(500_000)
+            try controller.resume()
+            try daemon.awaitState(controller, .live)
+        }
+        #expect(error == nil, "\(error?.message ?? "")")
+        let missing = missingAudio(result)
+        #expect(missing.count == 2 && missing.allSatisfy { $0 < 2 }, "ms of app audio and microphone missing: \(missing)")
+    }
+
     /// broadcastd --source pipewire --pipewire-node: the node's frames, at its size and in its colour,
     /// at the broadcast's rate; a node that is not there refuses the broadcast and says how to list nodes.
     @Test func aPipeWireVideoNodeIsCapturedLikeAScreen() throws {

@@ -70,6 +70,33 @@ func rms(_ samples: ArraySlice<Float>) -> Double {
     (samples.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, samples.count))).squareRoot()
 }
 
+func number(_ value: JSONValue?) -> Double {
+    if case .number(let n) = value { return n }
+    return .nan
+}
+
+/// The record handler's result: each audio track's `missingMs`, the silence standing in for audio that never came.
+func missingAudio(_ result: [String: JSONValue]) -> [Double] {
+    guard case .array(let tracks) = result["audioTracks"] else { return [.nan] }
+    return tracks.map { track in if case .object(let fields) = track { number(fields["missingMs"]) } else { .nan } }
+}
+
+extension DaemonHarness {
+    /// Records to `path` with `setup`; `during(controller)` runs once live; then it waits `seconds` and finishes.
+    /// Returns the finish error and the record handler's result.
+    func record(to path: String, setup: [String: String] = [:], seconds: Double = 3,
+                during: (ControllerClient) throws -> Void = { _ in }) throws -> (error: BroadcastError?, result: [String: JSONValue]) {
+        let controller = try subscribedController()
+        let id = try start(handler: "record", url: "file://" + path, setupInfo: setup, on: controller)
+        try awaitState(controller, .live)
+        try during(controller)
+        usleep(UInt32(seconds * 1e6))
+        try controller.finish()
+        let finished = try waitFor(controller, timeout: 30) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
+        return (finished.error, finished.result ?? [:])
+    }
+}
+
 /// PSNR of two luma planes, dB.
 func psnr(_ a: [UInt8], _ b: [UInt8]) -> Double {
     let mse = zip(a, b).reduce(0.0) { $0 + pow(Double($1.0) - Double($1.1), 2) } / Double(a.count)
@@ -80,30 +107,11 @@ extension Integration {
 @Suite(.serialized) struct RecordTests {
     static let width = 640, height = 360
 
-    /// Records on `daemon` to `path` with `setup`; `during(controller)` runs once live; then finishes.
-    /// Returns the finish error and the result.
-    func record(_ daemon: DaemonHarness, to path: String, setup: [String: String] = [:], seconds: Double = 3,
-                during: (ControllerClient) throws -> Void = { _ in }) throws -> (error: BroadcastError?, result: [String: JSONValue]) {
-        let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "record", url: "file://" + path, setupInfo: setup, on: controller)
-        try daemon.awaitState(controller, .live)
-        try during(controller)
-        usleep(UInt32(seconds * 1e6))
-        try controller.finish()
-        let finished = try daemon.waitFor(controller, timeout: 30) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
-        return (finished.error, finished.result ?? [:])
-    }
-
-    func number(_ value: JSONValue?) -> Double {
-        if case .number(let n) = value { return n }
-        return .nan
-    }
-
     @Test func recordsH264AndTwoOpusTracksThatDecodeToWhatWasCaptured() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/talk.mp4"
-        let (error, result) = try record(daemon, to: path, seconds: 3)
+        let (error, result) = try daemon.record(to: path, seconds: 3)
         #expect(error == nil, "\(error?.message ?? "")")
         let file = Recording(path: path, scratch: daemon.runtime)
         let probe = try file.probe()
@@ -148,7 +156,7 @@ extension Integration {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/segments.mkv"
-        let (error, result) = try record(daemon, to: path, seconds: 1.2) { controller in
+        let (error, result) = try daemon.record(to: path, seconds: 1.2) { controller in
             for _ in 0..<2 {
                 usleep(1_200_000)
                 try controller.pause()
@@ -167,6 +175,8 @@ extension Integration {
         let duration = number(result["duration"])
         #expect(abs(lengths.reduce(0, +) - duration) < 1.0 / 30)
         #expect(abs(duration - 3.6) < 0.3, "the 1.4 s spent paused are not in the file")
+        // Audio up to the end of each segment's last frame reaches the handler before it hears of the pause or finish.
+        #expect(missingAudio(result).allSatisfy { $0 < 1 }, "ms of audio missing per track: \(missingAudio(result))")
 
         let file = Recording(path: path, scratch: daemon.runtime)
         #expect(try file.probe().format.format_name.contains("matroska"))
@@ -193,7 +203,7 @@ extension Integration {
                                         "--sync-marks", "--audio-clock-ppm", "1000"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/sync.mp4"
-        let (error, result) = try record(daemon, to: path, setup: ["audio": "app"], seconds: 12.5)
+        let (error, result) = try daemon.record(to: path, setup: ["audio": "app"], seconds: 12.5)
         #expect(error == nil, "\(error?.message ?? "")")
         let file = Recording(path: path, scratch: daemon.runtime)
         let times = try file.frameTimes()
@@ -261,7 +271,7 @@ extension Integration {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30"])
         defer { _ = try? daemon.stop() }
         let existing = daemon.runtime + "/exists.mp4"
-        FileManager.default.createFile(atPath: existing, contents: Data("keep me".utf8))
+        try #require(FileManager.default.createFile(atPath: existing, contents: Data("keep me".utf8)))
         let controller = try daemon.subscribedController()
         for (path, expected) in [(daemon.runtime + "/no/such/folder/x.mp4", "does not exist"), (existing, "exists and is kept"),
                                  (daemon.runtime + "/x.avi", ".mp4")] {
@@ -297,7 +307,7 @@ extension Integration {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30", "--audio-channels", "1"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/mixed.mp4"
-        let (error, _) = try record(daemon, to: path, setup: ["mix": "true", "micGain": "-6"], seconds: 1.5)
+        let (error, _) = try daemon.record(to: path, setup: ["mix": "true", "micGain": "-6"], seconds: 1.5)
         #expect(error == nil, "\(error?.message ?? "")")
         let file = Recording(path: path, scratch: daemon.runtime)
         let streams = try file.probe().streams
@@ -320,7 +330,7 @@ extension Integration {
                                         "--app-audio", "none", "--mic", "none"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/still.mp4"
-        let (error, result) = try record(daemon, to: path, seconds: 3)
+        let (error, result) = try daemon.record(to: path, seconds: 3)
         #expect(error == nil, "\(error?.message ?? "")")
         let frames = number(result["videoFrames"]), encoded = number(result["encodedFrames"])
         #expect(frames >= 85)
@@ -345,7 +355,7 @@ extension Integration {
                                         "--app-audio", "none", "--mic", "none"])
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/full.mp4"
-        let (error, _) = try record(daemon, to: path, seconds: 1)
+        let (error, _) = try daemon.record(to: path, seconds: 1)
         #expect(error == nil, "\(error?.message ?? "")")
         #expect(try Recording(path: path, scratch: daemon.runtime).probe().streams.first?.color_range == "pc")
     }
