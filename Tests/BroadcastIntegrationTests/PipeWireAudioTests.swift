@@ -337,12 +337,7 @@ extension Integration {
                                        environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
         defer { _ = try? daemon.stop() }
         let (error, result) = try daemon.record(to: daemon.runtime + "/paused.mkv", seconds: 1.5) { controller in
-            usleep(1_500_000)
-            try controller.pause()
-            try daemon.awaitState(controller, .paused)
-            usleep(500_000)
-            try controller.resume()
-            try daemon.awaitState(controller, .live)
+            try daemon.pauseAndResume(controller, after: 1.5, for: 0.5)
         }
         #expect(error == nil, "\(error?.message ?? "")")
         let missing = missingAudio(result)

@@ -95,6 +95,16 @@ extension DaemonHarness {
         let finished = try waitFor(controller, timeout: 30) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
         return (finished.error, finished.result ?? [:])
     }
+
+    /// `live` seconds more live, then paused for `paused` seconds and live again, each change awaited.
+    func pauseAndResume(_ controller: ControllerClient, after live: Double, for paused: Double) throws {
+        usleep(UInt32(live * 1e6))
+        try controller.pause()
+        try awaitState(controller, .paused)
+        usleep(UInt32(paused * 1e6))
+        try controller.resume()
+        try awaitState(controller, .live)
+    }
 }
 
 /// PSNR of two luma planes, dB.
@@ -157,14 +167,7 @@ extension Integration {
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/segments.mkv"
         let (error, result) = try daemon.record(to: path, seconds: 1.2) { controller in
-            for _ in 0..<2 {
-                usleep(1_200_000)
-                try controller.pause()
-                try daemon.awaitState(controller, .paused)
-                usleep(700_000)
-                try controller.resume()
-                try daemon.awaitState(controller, .live)
-            }
+            for _ in 0..<2 { try daemon.pauseAndResume(controller, after: 1.2, for: 0.7) }
         }
         #expect(error == nil, "\(error?.message ?? "")")
         guard case .array(let segments) = result["segments"] else { Issue.record("no segments in \(result)"); return }
