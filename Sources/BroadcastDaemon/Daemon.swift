@@ -247,7 +247,7 @@ public final class Daemon {
     }
 
     private func nextDeadline() -> UInt64? {
-        var candidates = [nextFrameAt, nextAudioAt, audioDrain?.deadline, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt,
+        var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt,
                           pendingStart == nil ? nil : source.openRetryAt]
         if let liveSince, let max = machine.current?.maxDuration {
             candidates.append(liveSince + (max > elapsedBefore ? max - elapsedBefore : 0))
@@ -263,7 +263,6 @@ public final class Daemon {
         }
         if let at = nextFrameAt, now >= at { captureVideo(now: now) }
         if let at = nextAudioAt, now >= at { captureAudio(now: now) }
-        if let drain = audioDrain, now >= drain.deadline { captureAudio(now: now) }
         if let at = nextServiceInfoAt, now >= at {
             nextServiceInfoAt = now + configuration.serviceInfoInterval
             publishServiceInfo(now: now)
@@ -1205,7 +1204,7 @@ public final class Daemon {
            now >= drain.deadline || source.audioStreams.allSatisfy({ deliveredUntil[$0, default: 0] >= drain.until || silent.contains($0) }) {
             endAudioDrain()
         } else {
-            nextAudioAt = source.nextAudioDeadline()
+            nextAudioAt = [source.nextAudioDeadline(), audioDrain?.deadline].compactMap { $0 }.min()
         }
     }
 }
