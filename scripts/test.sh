@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, then integration tests on real daemons, handlers and terminals, then
-# 30 s of fuzzing the message decoder.
+# 30 s each of fuzzing the message decoder and the JSON payload decoder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -19,5 +19,5 @@ set -e
 # The verdict comes from the results file Swift Testing writes itself (scripts/test_verdict.py says why).
 python3 scripts/test_verdict.py "$results/xunit-swift-testing.xml"
 [ "$status" -eq 0 ] || { echo "swift test exited with status $status" >&2; exit "$status"; }
-# The message decoder under libFuzzer, for a bounded time (scripts/fuzz.sh SECONDS runs it longer).
+# The message and JSON decoders under libFuzzer, for a bounded time (scripts/fuzz.sh SECONDS runs them longer).
 scripts/fuzz.sh "${BROADCASTD_FUZZ_SECONDS:-30}"

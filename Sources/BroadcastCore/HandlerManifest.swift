@@ -61,9 +61,37 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         }
     }
 
-    /// Checks a completed setup against the manifest: required values present, no unknown keys.
+    /// Longest broadcast URL, from setup or a handler's UPDATE_URL (docs/protocol.md §5).
+    public static let maxURLBytes = 8 << 10
+    /// Longest setup value.
+    public static let maxSetupValueBytes = 8 << 10
+
+    /// Why `value` cannot be a broadcast URL (too long, or a control character that would forge log
+    /// lines or cut a file name short), or nil when it can.
+    public static func urlProblem(_ value: String) -> String? {
+        textProblem(value, limit: maxURLBytes)
+    }
+
+    static func textProblem(_ value: String, limit: Int) -> String? {
+        if value.utf8.count > limit { return "it is \(value.utf8.count) bytes long; the limit is \(limit)" }
+        if let c = value.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+            return "it contains a control character (U+\(String(c.value, radix: 16, uppercase: true).leftPadded(4)))"
+        }
+        return nil
+    }
+
+    /// Checks a completed setup against the manifest: required values present, no unknown keys,
+    /// the URL and every value within their limits and free of control characters.
     /// Returns the setup info with defaults filled in.
     public func validate(url: String?, setupInfo: [String: String]) throws(BroadcastError) -> (url: String?, setupInfo: [String: String]) {
+        if let url, let problem = Self.urlProblem(url) {
+            throw BroadcastError(.invalidRequest, "the URL is refused: \(problem)")
+        }
+        for key in setupInfo.keys.sorted() {
+            if let problem = Self.textProblem(setupInfo[key]!, limit: Self.maxSetupValueBytes) {
+                throw BroadcastError(.invalidRequest, "setup field '\(key)' is refused: \(problem)")
+            }
+        }
         var info = setupInfo
         let fields = setupFields ?? []
         for key in info.keys.sorted() where !fields.contains(where: { $0.name == key }) {
@@ -82,5 +110,11 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
             throw BroadcastError(.invalidRequest, "handler '\(name)' needs a URL (\(self.url!.prompt))")
         }
         return (resolvedURL, info)
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -31,6 +31,11 @@ public final class Daemon {
     private var lastStatus: String?
     private let signals: SignalDescriptor
     private let timer: DeadlineTimer
+    /// While accept() can get no descriptor (EMFILE, ENFILE), the listener rests until then instead of
+    /// waking the loop at once again.
+    private var acceptPausedUntil: UInt64?
+    private var acceptWarnings = WarningThrottle()
+    private var refusalWarnings = WarningThrottle()
 
     private var machine = BroadcastStateMachine()
     private var sessions: [Int: PeerSession] = [:]
@@ -41,7 +46,8 @@ public final class Daemon {
     private var handlerEntry: HandlerRegistry.Entry?
     private var manifest: HandlerManifest? { handlerEntry?.manifest }
     private var setupInfo: [String: String] = [:]
-    private var handlerServiceInfo: [String: JSONValue]?
+    /// The handler's last UPDATE_SERVICE_INFO, as SERVICE_INFO carries it (JSON).
+    private var handlerServiceInfo: [UInt8]?
     /// What the handler last sent with SET_RESULT during the current broadcast: FINISHED and the finished status carry it.
     private var handlerResult: [String: JSONValue]?
     private var shuttingDown = false
@@ -196,7 +202,8 @@ public final class Daemon {
             if shuttingDown && handler == nil && !isActive(machine.phase) && pendingStart == nil { break }
             do { try timer.arm(at: nextDeadline()) } catch { throw DaemonError("arm timer", error) }
             var entries: [(fd: Int32, interest: Poller.Interest)] = [
-                (listener.raw, .readable), (signals.descriptor.raw, .readable), (timer.descriptor.raw, .readable),
+                (acceptPausedUntil == nil ? listener.raw : -1, .readable), (signals.descriptor.raw, .readable),
+                (timer.descriptor.raw, .readable),
             ]
             let ids = Array(sessions.keys)
             // A peer whose messages wait in its decoder is served again at once, after everything else.
@@ -248,7 +255,8 @@ public final class Daemon {
 
     private func nextDeadline() -> UInt64? {
         var candidates = [nextFrameAt, nextAudioAt, nextServiceInfoAt, startDeadline, handler?.terminateAt, handler?.killAt, nextWatchdogAt,
-                          pendingStart == nil ? nil : source.openRetryAt]
+                          pendingStart == nil ? nil : source.openRetryAt, acceptPausedUntil]
+        candidates += sessions.values.map(\.deadline)
         if let liveSince, let max = machine.current?.maxDuration {
             candidates.append(liveSince + (max > elapsedBefore ? max - elapsedBefore : 0))
         }
@@ -263,6 +271,10 @@ public final class Daemon {
         }
         if let at = nextFrameAt, now >= at { captureVideo(now: now) }
         if let at = nextAudioAt, now >= at { captureAudio(now: now) }
+        if let at = acceptPausedUntil, now >= at { acceptPausedUntil = nil }
+        for session in sessions.values where !session.isClosing {
+            if let reason = session.overdue(now: now) { protocolViolation(session, reason) }
+        }
         if let at = nextServiceInfoAt, now >= at {
             nextServiceInfoAt = now + configuration.serviceInfoInterval
             publishServiceInfo(now: now)
@@ -342,7 +354,13 @@ public final class Daemon {
         while true {
             let socket: Descriptor?
             do { socket = try UnixSocket.accept(listener) } catch {
-                logger.warning("accept failed: \(error)")
+                // Out of descriptors (or kernel memory): the connection waits in the backlog, and the
+                // listener with it, for a quarter of a second, so that the loop does not spin on it.
+                let now = MonotonicClock.now()
+                acceptPausedUntil = now + 250_000_000
+                if let text = acceptWarnings.pass("accept failed: \(error); not accepting connections for 0.25 s", now: now) {
+                    logger.warning("\(text)")
+                }
                 return
             }
             guard let socket else { return }
@@ -351,11 +369,11 @@ public final class Daemon {
             do {
                 let peer = try UnixSocket.peer(socket)
                 guard peer.uid == UnixSocket.ownUser else {
-                    logger.warning("refused a connection from pid \(peer.pid), user \(peer.uid): only user \(UnixSocket.ownUser), whom broadcastd runs as, may connect")
+                    refused("refused a connection from pid \(peer.pid), user \(peer.uid): only user \(UnixSocket.ownUser), whom broadcastd runs as, may connect")
                     continue
                 }
             } catch {
-                logger.warning("refused a connection whose peer cannot be identified: \(error)")
+                refused("refused a connection whose peer cannot be identified: \(error)")
                 continue
             }
             guard sessions.values.count(where: { !$0.isLaunchedHandler }) < Self.maxPeers else {
@@ -363,16 +381,20 @@ public final class Daemon {
                 _ = try? UnixSocket.send(socket, Message.json(.error, seq: 0, refusal).encoded(), from: 0)
                 // What it sent already is read first: closing over unread bytes would reset the connection, refusal and all.
                 _ = try? UnixSocket.receive(socket, into: &readBuffer)
-                logger.warning("refused a connection: \(Self.maxPeers) peers are connected already")
+                refused("refused a connection: \(Self.maxPeers) peers are connected already")
                 continue
             }
             addSession(socket)
         }
     }
 
+    private func refused(_ text: @autoclosure () -> String) {
+        if let line = refusalWarnings.pass(text(), now: MonotonicClock.now()) { logger.warning("\(line)") }
+    }
+
     @discardableResult
     private func addSession(_ socket: Descriptor, isLaunchedHandler: Bool = false) -> PeerSession {
-        let session = PeerSession(id: nextSessionID, socket: socket, isLaunchedHandler: isLaunchedHandler)
+        let session = PeerSession(id: nextSessionID, socket: socket, isLaunchedHandler: isLaunchedHandler, now: MonotonicClock.now())
         nextSessionID += 1
         sessions[session.id] = session
         logger.debug("\(session.name) connected")
@@ -385,6 +407,7 @@ public final class Daemon {
     static let messagesPerTurn = 64
 
     private func read(_ session: PeerSession) {
+        defer { notePartialInput(session) }
         session.hasBacklog = false
         var handled = 0
         for _ in 0..<16 where !session.isClosing {
@@ -421,6 +444,19 @@ public final class Daemon {
         session.hasBacklog = !session.isClosing
     }
 
+    /// Keeps the time a peer's unfinished message has waited, and closes a controller or setup UI whose
+    /// unfinished message takes the unfinished input of all of them past `PeerSession.partialInputLimit`.
+    private func notePartialInput(_ session: PeerSession) {
+        let pending = session.decoder.pendingByteCount
+        session.partialSince = pending == 0 ? nil : session.partialSince ?? MonotonicClock.now()
+        guard !session.isLaunchedHandler, pending > 0, !session.isClosing else { return }
+        let total = sessions.values.reduce(0) { $0 + ($1.isLaunchedHandler ? 0 : $1.decoder.pendingByteCount) }
+        if total > PeerSession.partialInputLimit {
+            protocolViolation(session, "its unfinished message (\(pending) bytes so far) takes the unfinished input of all peers past " +
+                              "\(PeerSession.partialInputLimit >> 20) MiB")
+        }
+    }
+
     /// Closes a peer that broke the protocol; everything else carries on.
     private func protocolViolation(_ session: PeerSession, _ reason: String, seq: UInt32 = 0) {
         session.enqueue(.json(.error, seq: seq, BroadcastError(.protocolError, reason)))
@@ -437,6 +473,7 @@ public final class Daemon {
             }
             sessions[session.id] = nil
             session.socket.close()
+            session.decoder.closeDescriptors()
             sessionClosed(session)
         }
     }
@@ -540,7 +577,9 @@ public final class Daemon {
         case .listSources:
             reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .getSnapshot:
-            reply(session, seq, snapshot(now: MonotonicClock.now()).map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
+            let result = snapshot(for: session, now: MonotonicClock.now())
+            if case .success(let snapshot) = result { session.snapshotBytes = snapshot.description.video.frameSize }
+            reply(session, seq, result.map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
         case .subscribe:
             session.subscribed = true
             reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
@@ -665,10 +704,13 @@ public final class Daemon {
             transition(.fail(BroadcastError(.handlerError, "handler '\(handler.manifest.name)' finished the broadcast: \(error.message)")))
         case .updateURL:
             let update = try message.decode(URLUpdate.self)
+            if let problem = HandlerManifest.urlProblem(update.url) { throw .malformed(.updateURL, "the URL is refused: \(problem)") }
             machine.setURL(update.url)
             publish(.json(.urlUpdated, URLUpdate(broadcast: machine.current?.id, url: update.url)))
         case .updateServiceInfo:
-            handlerServiceInfo = try message.decode(HandlerServiceInfo.self).info
+            let info = try HandlerServiceInfo.decodeWithinLimits(message)
+            // Encoded once here, not with every SERVICE_INFO.
+            handlerServiceInfo = info.isEmpty ? nil : Array(compactJSON(info).utf8)
         case .setResult:
             guard message.payload.count <= ProtocolLimits.maxResultPayload else {
                 throw .malformed(.setResult, "a result of \(message.payload.count) bytes exceeds the limit of \(ProtocolLimits.maxResultPayload)")
@@ -808,14 +850,31 @@ public final class Daemon {
     }
 
     /// A copy of the current frame in a memfd of its own: the latest frame of a running broadcast, or, when
-    /// there is none (idle, setting up, not yet captured), one grabbed now. The copy costs one frame beyond
-    /// the pool, for as long as the controller keeps the descriptor.
-    private func snapshot(now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+    /// there is none (idle, setting up, not yet captured), one grabbed now. The latest frame is copied
+    /// without mapping the copy, so it costs the daemon no resident memory; every copy lives until the
+    /// controller closes it, so a connection gets one while the last it was sent is unread, and all the
+    /// unread ones together stay within what the memory budget leaves beside the pool (one frame at least).
+    private func snapshot(for session: PeerSession, now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+        if session.snapshotUnread() {
+            return .failure(BroadcastError(.busy, "the last snapshot sent on this connection has not been read yet; read it first"))
+        }
         let format = source.videoFormat
+        let unread = sessions.values.filter { $0.snapshotUnread() }
+        let planned = FramePoolPlan.daemonOverhead + source.mappedBytes + (pool?.plan.poolBytes ?? 0)
+        let bytes = unread.reduce(0) { $0 + $1.snapshotBytes }
+        if bytes > 0, bytes + format.frameByteCount > max(format.frameByteCount, configuration.memoryBudget - planned) {
+            return .failure(BroadcastError(.busy, "\(unread.count) snapshot(s) of \(megabytes(bytes)) sent to other connections " +
+                                           "are not read yet, and another would not fit the memory budget; try again once they are"))
+        }
         if let pool, let latest = pool.latest, liveSince != nil || machine.phase == .paused {
-            return copyFrame(format: format, broadcast: machine.current?.id) { target in
-                target.copyMemory(from: pool.pointer(latest), byteCount: format.frameByteCount)
-                return latestFramePTS
+            let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
+                                                  presentationTime: latestFramePTS, broadcast: machine.current?.id)
+            do {
+                let frame = try SharedMemory.sealedCopy(name: "broadcastd-snapshot",
+                                                        of: UnsafeRawBufferPointer(start: pool.pointer(latest), count: format.frameByteCount))
+                return .success((description, frame))
+            } catch {
+                return .failure(BroadcastError(.budget, "cannot copy the frame for the snapshot: \(error)"))
             }
         }
         let wasOpen = isActive(machine.phase)
@@ -830,23 +889,16 @@ public final class Daemon {
         do { if !running { try source.begin(at: now) } } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         defer { if !running { source.end() } }
         let grabbed = source.videoFormat
-        return copyFrame(format: grabbed, broadcast: nil) { target throws(CaptureError) in
-            try source.captureFrame(index: 0, deadline: now, into: target, previous: nil)
-        }
-    }
-
-    private func copyFrame(format: VideoFormat, broadcast: UInt32?,
-                           _ fill: (UnsafeMutableRawPointer) throws(CaptureError) -> UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
         do {
-            let memory = try SharedMemory(name: "broadcastd-snapshot", size: format.frameByteCount, sealed: true)
-            let pts = try fill(memory.base)
-            let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
-                                                  presentationTime: pts, broadcast: broadcast)
+            let memory = try SharedMemory(name: "broadcastd-snapshot", size: grabbed.frameByteCount, sealed: true)
+            let pts = try source.captureFrame(index: 0, deadline: now, into: memory.base, previous: nil)
+            let description = SnapshotDescription(video: VideoDescription(grabbed), colorRange: source.colorRange.rawValue,
+                                                  presentationTime: pts, broadcast: nil)
             return .success((description, try memory.readOnlyDescriptor()))
         } catch let error as CaptureError {
             return .failure(BroadcastError(.captureFailed, error.description))
         } catch {
-            return .failure(BroadcastError(.budget, "cannot allocate \(megabytes(format.frameByteCount)) for the snapshot: \(error)"))
+            return .failure(BroadcastError(.budget, "cannot allocate \(megabytes(grabbed.frameByteCount)) for the snapshot: \(error)"))
         }
     }
 
@@ -855,11 +907,11 @@ public final class Daemon {
     }
 
     private func publishServiceInfo(now: UInt64) {
-        guard let current = machine.current else { return }
+        guard let current = machine.current, sessions.values.contains(where: \.subscribed) else { return }
         let info = ServiceInfo(broadcast: current.id, elapsed: Double(elapsed(now: now)) / 1e9,
                                streams: Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) }),
-                               handler: handlerServiceInfo, daemonMemory: ProcessMemory.residentBytes())
-        publish(.json(.serviceInfo, info))
+                               handler: nil, daemonMemory: ProcessMemory.residentBytes())
+        publish(info.message(handlerJSON: handlerServiceInfo))
     }
 
     // MARK: - systemd

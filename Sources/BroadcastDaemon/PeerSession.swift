@@ -14,6 +14,13 @@ final class PeerSession {
     /// While this much waits for a controller or setup UI, its requests are not read: a peer that
     /// sends requests and never reads the replies is held back by its own socket, not queued for.
     static let readPauseThreshold = 64 << 10
+    /// A peer that has not said HELLO this long after connecting is closed (so that connections that
+    /// say nothing cannot hold the places of those that would).
+    static let helloTimeout: UInt64 = 10_000_000_000
+    /// A peer that leaves a message unfinished this long is closed.
+    static let partialMessageTimeout: UInt64 = 10_000_000_000
+    /// Most bytes of unfinished messages all controllers and setup UIs together may hold in the daemon.
+    static let partialInputLimit = 4 << 20
 
     let id: Int
     let socket: Descriptor
@@ -30,11 +37,45 @@ final class PeerSession {
     /// Bytes the peer has taken off its socket so far.
     private(set) var bytesSent: UInt64 = 0
     var closeReason: String?
+    /// When it connected, CLOCK_MONOTONIC ns.
+    let connectedAt: UInt64
+    /// Since when part of a message has waited in the decoder (nil: none does).
+    var partialSince: UInt64?
+    /// The size of the frame in the last SNAPSHOT sent to it, while that may still be unread (0: none).
+    var snapshotBytes = 0
 
-    init(id: Int, socket: Descriptor, isLaunchedHandler: Bool = false) {
+    init(id: Int, socket: Descriptor, isLaunchedHandler: Bool = false, now: UInt64) {
         self.id = id
         self.socket = socket
         self.isLaunchedHandler = isLaunchedHandler
+        connectedAt = now
+    }
+
+    /// When the peer will have taken too long: to say HELLO, or to finish a message.
+    var deadline: UInt64? {
+        [role == nil ? connectedAt + Self.helloTimeout : nil, partialSince.map { $0 + Self.partialMessageTimeout }]
+            .compactMap { $0 }.min()
+    }
+
+    /// Why the peer has taken too long at `now`, or nil.
+    func overdue(now: UInt64) -> String? {
+        if role == nil && now >= connectedAt + Self.helloTimeout {
+            return "it did not say HELLO within \(Self.helloTimeout / 1_000_000_000) s"
+        }
+        if let since = partialSince, now >= since + Self.partialMessageTimeout {
+            return "it left a message unfinished for \(Self.partialMessageTimeout / 1_000_000_000) s"
+        }
+        return nil
+    }
+
+    /// Whether the last SNAPSHOT sent to the peer may still be unread: queued here, or in its socket.
+    func snapshotUnread() -> Bool {
+        guard snapshotBytes > 0 else { return false }
+        if outgoing.contains(where: { !$0.descriptors.isEmpty }) || (try? UnixSocket.unreadBytes(socket)) ?? 1 > 0 {
+            return true
+        }
+        snapshotBytes = 0
+        return false
     }
 
     var name: String { "peer \(id) (\(role?.rawValue ?? "new")\(client == "?" ? "" : ", \(client)"))" }

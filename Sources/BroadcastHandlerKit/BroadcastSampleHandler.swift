@@ -62,20 +62,31 @@ open class BroadcastSampleHandler {
     }
 
     /// Tells controllers the URL viewers use (ReplayKit's broadcastURL).
+    /// At most 8 KiB, without control characters (broadcastd refuses others as a protocol violation: not sent).
     public final func updateBroadcastURL(_ url: String) {
+        if let problem = HandlerManifest.urlProblem(url) {
+            logger.error("broadcast URL not sent: \(problem)")
+            return
+        }
         broadcastURL = url
         try? connection?.send(.json(.updateURL, URLUpdate(broadcast: broadcastID, url: url)))
     }
 
     /// Free-form figures (bit rate, queue depth, ...) that controllers receive with the service info.
     /// Values are strings, numbers, bools or null: controllers show service info as one line, and
-    /// broadcastd treats nested values as a protocol violation, so info holding them is not sent.
+    /// broadcastd treats nested values as a protocol violation, so info holding them is not sent; nor is
+    /// info of more than 64 keys or 16 KiB once encoded (it goes to every controller every second).
     public final func updateServiceInfo(_ info: [String: JSONValue]) {
         if let key = info.keys.sorted().first(where: { info[$0]!.isNested }) {
             logger.error("service info not sent: '\(key)' is an array or object; service info is flat")
             return
         }
-        try? connection?.send(.json(.updateServiceInfo, HandlerServiceInfo(info: info)))
+        let message = Message.json(.updateServiceInfo, HandlerServiceInfo(info: info))
+        do { _ = try HandlerServiceInfo.decodeWithinLimits(message) } catch {
+            logger.error("service info not sent: \(error)")
+            return
+        }
+        try? connection?.send(message)
     }
 
     /// What the broadcast produced (a recording's path, its duration, its segments): every controller

@@ -12,7 +12,8 @@ public enum FileURL {
         return url.hasPrefix("/") ? url : nil
     }
 
-    /// Decodes %XX escapes; nil when an escape is malformed or the result is not UTF-8.
+    /// Decodes %XX escapes; nil when an escape is malformed, decodes to a control character (a `%00`
+    /// would end the path early, a newline forge a log line), or the result is not UTF-8.
     static func percentDecoded(_ text: Substring) -> String? {
         var bytes: [UInt8] = []
         var iterator = text.utf8.makeIterator()
@@ -20,6 +21,7 @@ public enum FileURL {
             guard byte == UInt8(ascii: "%") else { bytes.append(byte); continue }
             guard let high = iterator.next(), let low = iterator.next(),
                   let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
+            guard value >= 0x20 && value != 0x7f else { return nil }
             bytes.append(value)
         }
         return String(validating: bytes, as: UTF8.self)

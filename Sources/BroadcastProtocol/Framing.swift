@@ -107,6 +107,9 @@ public enum ProtocolLimits {
     /// Largest SET_RESULT payload: the result travels again in every FINISHED and in the status of a
     /// finished broadcast, so it is kept far below `maxPayload`.
     public static let maxResultPayload = 64 << 10
+    /// Largest UPDATE_SERVICE_INFO payload, and most keys in it: it travels to every subscriber every second.
+    public static let maxServiceInfoPayload = 16 << 10
+    public static let maxServiceInfoKeys = 64
 }
 
 /// The error type of BroadcastProtocol: a peer broke the protocol, or the transport failed.
@@ -114,6 +117,8 @@ public enum ProtocolError: Error, CustomStringConvertible, Equatable {
     case oversized(opcode: UInt16, size: Int)
     case tooManyDescriptors(opcode: UInt16, count: Int)
     case missingDescriptors(opcode: UInt16, expected: Int, received: Int)
+    /// Descriptors arrived that no header declared (a header said fewer than came with it).
+    case undeclaredDescriptors(count: Int)
     case unknownOpcode(UInt16)
     case malformed(Opcode, String)
     case unexpected(Opcode, String)
@@ -131,6 +136,7 @@ public enum ProtocolError: Error, CustomStringConvertible, Equatable {
         case .oversized(let op, let size): "message 0x\(String(op, radix: 16)) of \(size) bytes exceeds the limit of \(ProtocolLimits.maxPayload)"
         case .tooManyDescriptors(let op, let n): "message 0x\(String(op, radix: 16)) claims \(n) descriptors, at most \(ProtocolLimits.maxDescriptors) allowed"
         case .missingDescriptors(let op, let e, let r): "message 0x\(String(op, radix: 16)) needs \(e) descriptors but \(r) arrived"
+        case .undeclaredDescriptors(let n): "\(n) descriptor(s) arrived that no message header declared"
         case .unknownOpcode(let op): "unknown opcode 0x\(String(op, radix: 16))"
         case .malformed(let op, let why): "malformed \(op.name): \(why)"
         case .unexpected(let op, let why): "unexpected \(op.name): \(why)"
@@ -187,11 +193,15 @@ public struct MessageDecoder {
 
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
+            // A buffer that once held a large message does not keep its size for good.
+            buffer.removeAll(keepingCapacity: buffer.capacity <= Self.retainedCapacity)
             start = 0
         }
         buffer.append(contentsOf: bytes)
     }
+
+    /// Most of an emptied buffer's capacity that is kept for the next message.
+    static let retainedCapacity = 64 << 10
 
     public mutating func append(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { append($0) }
@@ -204,12 +214,38 @@ public struct MessageDecoder {
     /// Bytes received but not yet part of a whole message.
     public var pendingByteCount: Int { buffer.count - start }
 
+    /// Descriptors received and not yet handed out with a message.
+    public var pendingDescriptorCount: Int { descriptors.count }
+
+    /// Closes the descriptors received and not yet handed out (when the peer is dropped).
+    public mutating func closeDescriptors() {
+        for descriptor in descriptors { descriptor.close() }
+        descriptors = []
+    }
+
     /// The next whole message, nil if more bytes are needed; throws when the peer broke the framing.
+    /// A descriptor travels with the first byte of the message that declares it, so once the whole
+    /// messages are taken, no more may wait than the unfinished one declares: any beyond that were
+    /// smuggled past a header (they are closed, and the peer broke the protocol).
     public mutating func next() throws(ProtocolError) -> Message? {
         while true {
-            guard let (opcode, message) = try nextFrame() else { return nil }
+            guard let (opcode, message) = try nextFrame() else {
+                try checkUndeclaredDescriptors()
+                return nil
+            }
             if let opcode { return Message(opcode, seq: message.seq, payload: message.payload, descriptors: message.descriptors) }
         }
+    }
+
+    private mutating func checkUndeclaredDescriptors() throws(ProtocolError) {
+        guard !descriptors.isEmpty else { return }
+        let pending = buffer.count - start
+        let declared = pending >= ProtocolLimits.headerSize ? Int(buffer.loadLittleEndian(UInt16.self, at: start + 6))
+            : pending > 0 ? ProtocolLimits.maxDescriptors : 0
+        guard descriptors.count > declared else { return }
+        let count = descriptors.count
+        closeDescriptors()
+        throw .undeclaredDescriptors(count: count)
     }
 
     /// The next whole frame; its opcode is nil when unknown and skipped (its descriptors close with it).

@@ -276,6 +276,33 @@ public struct HandlerServiceInfo: Codable, Equatable, Sendable {
     }
 }
 
+extension HandlerServiceInfo {
+    /// UPDATE_SERVICE_INFO's info, refused (a protocol violation) beyond the limits of its size and keys.
+    public static func decodeWithinLimits(_ message: Message) throws(ProtocolError) -> [String: JSONValue] {
+        let size = message.payload.count, maxSize = ProtocolLimits.maxServiceInfoPayload
+        guard size <= maxSize else {
+            throw .malformed(message.opcode, "service info of \(size) bytes exceeds the limit of \(maxSize)")
+        }
+        let info = try message.decode(HandlerServiceInfo.self).info
+        guard info.count <= ProtocolLimits.maxServiceInfoKeys else {
+            throw .malformed(message.opcode, "service info with \(info.count) keys exceeds the limit of \(ProtocolLimits.maxServiceInfoKeys)")
+        }
+        return info
+    }
+}
+
+extension ServiceInfo {
+    /// SERVICE_INFO with the handler's part as encoded when it last changed (`handler` itself is nil):
+    /// keys are sorted, so "handler" goes in just before "streams".
+    public func message(handlerJSON: [UInt8]?) -> Message {
+        var message = Message.json(.serviceInfo, self)
+        if let handlerJSON, let at = message.payload.firstRange(of: Array(#","streams":"#.utf8))?.lowerBound {
+            message.payload.insert(contentsOf: Array(#","handler":"#.utf8) + handlerJSON, at: at)
+        }
+        return message
+    }
+}
+
 /// SET_RESULT: what the handler produced (a recording's path, duration, segments), for every controller.
 public struct HandlerResult: Codable, Equatable, Sendable {
     public var result: [String: JSONValue]
@@ -360,6 +387,9 @@ extension Message {
 
     /// Decodes the JSON payload; an empty payload reads as `{}`.
     public func decode<T: Decodable>(_ type: T.Type) throws(ProtocolError) -> T {
+        if JSONDepth.excess(payload) != nil {
+            throw .malformed(opcode, "JSON nested deeper than \(JSONDepth.limit) levels")
+        }
         do {
             return try JSONDecoder().decode(T.self, from: Data(payload.isEmpty ? Array("{}".utf8) : payload))
         } catch {

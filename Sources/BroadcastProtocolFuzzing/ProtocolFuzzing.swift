@@ -9,7 +9,8 @@ public enum ProtocolFuzzing {
     /// Feeds `input` to a `MessageDecoder` as a peer's byte stream and every decoded message to the
     /// payload decoders. The first byte chooses the mode: bits 0–3 the size of the pieces the stream
     /// arrives in (1 to 16 bytes times 2^(bits 4–5)), bit 6 a peer's decoder (skips unknown opcodes),
-    /// bit 7 whether four descriptors come with the first piece. Anything but a `ProtocolError` is a
+    /// bit 7 whether four descriptors come with the first piece (which no seed's header declares: the
+    /// decoder must refuse them and decode nothing). Anything but a `ProtocolError` is a
     /// defect, and so is a decoded message that does not encode back to the bytes it came from:
     /// both stop the process (a crash for the fuzzer).
     @discardableResult
@@ -69,7 +70,7 @@ public enum ProtocolFuzzing {
         return [[0x0f] + stream, [0x00] + stream, [0x4f] + stream, [0x8f] + stream]
     }
 
-    private static func decodePayload(_ message: Message) {
+    static func decodePayload(_ message: Message) {
         _ = try? VideoSampleHeader(decoding: message.payload)
         _ = try? AudioSampleHeader(decoding: message.payload)
         _ = try? CursorSample(decoding: message.payload)
@@ -88,5 +89,37 @@ public enum ProtocolFuzzing {
     private static func devNull() -> Descriptor? {
         let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
         return fd < 0 ? nil : Descriptor(adopting: fd)
+    }
+}
+
+/// The JSON payload decoder as a fuzz target: `input` is the payload of every JSON message the
+/// daemon reads from peers. Decoding must fail with a `ProtocolError` or succeed, in time linear in
+/// the input (libFuzzer's timeout catches the rest), and text nested deeper than `JSONDepth.limit`
+/// must be refused before any decoder sees it.
+public enum JSONFuzzing {
+    public static func exercise(_ input: [UInt8]) {
+        for opcode in [Opcode.hello, .start, .completeSetup, .cancelSetup, .finishWithError, .updateServiceInfo, .setResult, .updateURL] {
+            ProtocolFuzzing.decodePayload(Message(opcode, payload: input))
+        }
+        if JSONDepth.excess(input) != nil {
+            do {
+                _ = try Message(.setResult, payload: input).decode(HandlerResult.self)
+                preconditionFailure("JSON nested deeper than \(JSONDepth.limit) levels was decoded")
+            } catch {
+                precondition(error == .malformed(.setResult, "JSON nested deeper than \(JSONDepth.limit) levels"), "\(error)")
+            }
+        }
+    }
+
+    /// Payloads to start from: what the real encoders write, and nesting at and past the limit.
+    public static var seeds: [[UInt8]] {
+        let deep = { (n: Int) in Array(("{\"result\":{\"x\":" + String(repeating: "[", count: n) + String(repeating: "]", count: n) + "}}").utf8) }
+        return [
+            Message.json(.hello, Hello(role: .controller, client: "fuzz")).payload,
+            Message.json(.completeSetup, SetupCompletion(broadcast: 1, url: "srt://example:9000?streamid=x", setupInfo: ["k": "v"])).payload,
+            Message.json(.updateServiceInfo, HandlerServiceInfo(info: ["bitRate": .number(2.5e3), "live": .bool(true), "s": .string("a\\\"[")])).payload,
+            Message.json(.setResult, HandlerResult(result: ["path": .string("/tmp/a.mp4"), "segments": .array([.object(["n": .null])])])).payload,
+            deep(JSONDepth.limit - 2), deep(JSONDepth.limit + 1),
+        ]
     }
 }

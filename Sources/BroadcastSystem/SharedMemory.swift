@@ -39,6 +39,26 @@ public final class SharedMemory: @unchecked Sendable {
         Descriptor(adopting: try syscallRetrying("reopen the memfd read-only") { open("/proc/self/fd/\(descriptor.raw)", O_RDONLY | O_CLOEXEC) })
     }
 
+    /// A sealed memfd holding a copy of `bytes`, written without mapping it (so that it never counts in this
+    /// process's resident memory), as a read-only descriptor.
+    public static func sealedCopy(name: String, of bytes: UnsafeRawBufferPointer) throws(SystemError) -> Descriptor {
+        let fd = Descriptor(adopting: try syscallRetrying("memfd_create") {
+            cbroadcast_memfd_create(name, CBROADCAST_MFD_CLOEXEC | CBROADCAST_MFD_ALLOW_SEALING)
+        })
+        var offset = 0
+        while offset < bytes.count {
+            let start = offset
+            offset += try syscallRetrying("write \(bytes.count) bytes to the memfd") {
+                Glibc.pwrite(fd.raw, bytes.baseAddress! + start, bytes.count - start, off_t(start))
+            }
+        }
+        let seals = CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW | CBROADCAST_F_SEAL_WRITE | CBROADCAST_F_SEAL_SEAL
+        _ = try syscallRetrying("seal the memfd") { cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_ADD_SEALS, seals) }
+        return Descriptor(adopting: try syscallRetrying("reopen the memfd read-only") {
+            open("/proc/self/fd/\(fd.raw)", O_RDONLY | O_CLOEXEC)
+        })
+    }
+
     /// Maps, read-only, a shared-memory descriptor received from a peer.
     public init(mapping fd: Descriptor, size: Int) throws(SystemError) {
         var info = stat()

@@ -66,6 +66,13 @@ public enum UnixSocket {
         return fd
     }
 
+    /// Bytes sent on `socket` that the peer has not read yet (descriptors sent with them are still on their way).
+    public static func unreadBytes(_ socket: Descriptor) throws(SystemError) -> Int {
+        var count: Int32 = 0
+        _ = try syscallRetrying("ioctl(SIOCOUTQ)") { cbroadcast_unread_output(socket.raw, &count) }
+        return Int(count)
+    }
+
     /// Accepts one connection, non-blocking and close-on-exec; nil when none is pending.
     public static func accept(_ listener: Descriptor) throws(SystemError) -> Descriptor? {
         while true {

@@ -1,10 +1,21 @@
 import BroadcastProtocolFuzzing
 import Foundation
 
+/// Which decoder is fuzzed: the message stream (default) or, with BROADCASTD_FUZZ_TARGET=json, JSON payloads.
+let fuzzesJSON = ProcessInfo.processInfo.environment["BROADCASTD_FUZZ_TARGET"] == "json"
+
+func exercise(_ input: [UInt8]) -> Int {
+    if fuzzesJSON {
+        JSONFuzzing.exercise(input)
+        return 1
+    }
+    return ProtocolFuzzing.exercise(input)
+}
+
 /// libFuzzer's entry point when built with `--sanitize fuzzer -Xswiftc -DFUZZING` (scripts/fuzz.sh).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzProtocol(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    ProtocolFuzzing.exercise(Array(UnsafeBufferPointer(start: data, count: size)))
+    _ = exercise(Array(UnsafeBufferPointer(start: data, count: size)))
     return 0
 }
 
@@ -14,13 +25,13 @@ public func fuzzProtocol(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     static func main() throws {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "--write-seeds", arguments.count == 2 {
-            for (i, seed) in ProtocolFuzzing.seeds.enumerated() {
+            for (i, seed) in (fuzzesJSON ? JSONFuzzing.seeds : ProtocolFuzzing.seeds).enumerated() {
                 try Data(seed).write(to: URL(fileURLWithPath: arguments[1]).appendingPathComponent("seed-\(i)"))
             }
             return
         }
         guard !arguments.isEmpty, !arguments.contains(where: { $0.hasPrefix("-") }) else {
-            FileHandle.standardError.write(Data("usage: broadcast-fuzz-protocol FILE|FOLDER...  |  --write-seeds FOLDER\n".utf8))
+            FileHandle.standardError.write(Data("usage: [BROADCASTD_FUZZ_TARGET=json] broadcast-fuzz-protocol FILE|FOLDER...  |  --write-seeds FOLDER\n".utf8))
             exit(64)
         }
         for argument in arguments {
@@ -31,7 +42,7 @@ public func fuzzProtocol(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             }
             let files = isFolder.boolValue ? try FileManager.default.contentsOfDirectory(atPath: argument).sorted().map { argument + "/" + $0 } : [argument]
             for file in files {
-                let count = ProtocolFuzzing.exercise(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+                let count = exercise(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
                 print("\(file): \(count) message(s)")
             }
         }

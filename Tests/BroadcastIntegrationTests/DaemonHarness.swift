@@ -73,14 +73,17 @@ final class DaemonHarness {
     let logPath: String
     private var stopped = false
 
-    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"], environment extra: [String: String] = [:]) throws {
+    /// `launcher`: a program that runs broadcastd in place of itself (exec), with these arguments first (`prlimit --nofile=…`).
+    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"], environment extra: [String: String] = [:],
+         launcher: [String] = []) throws {
         runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         socketPath = runtime + "/broadcastd/broadcastd.sock"
         logPath = runtime + "/broadcastd.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastd"))
-        process.arguments = arguments + ["--socket", socketPath, "--log-level", "debug"] + Paths.handlerDirectories.flatMap { ["--handlers-dir", $0] }
+        let daemonArguments = arguments + ["--socket", socketPath, "--log-level", "debug"] + Paths.handlerDirectories.flatMap { ["--handlers-dir", $0] }
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? Paths.binary("broadcastd"))
+        process.arguments = launcher.isEmpty ? daemonArguments : Array(launcher.dropFirst()) + [Paths.binary("broadcastd")] + daemonArguments
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"

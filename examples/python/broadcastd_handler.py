@@ -40,6 +40,9 @@ HEADER_SIZE = HEADER.size  # 12
 MAX_PAYLOAD = 1 << 20
 MAX_DESCRIPTORS = 4
 MAX_RESULT_PAYLOAD = 64 << 10  # SET_RESULT
+MAX_SERVICE_INFO_PAYLOAD = 16 << 10  # UPDATE_SERVICE_INFO
+MAX_SERVICE_INFO_KEYS = 64
+MAX_URL_BYTES = 8 << 10  # UPDATE_URL
 
 # Opcodes (docs/protocol.md, section 8.1)
 HELLO = 0x0001
@@ -409,14 +412,21 @@ class SampleHandler:
         self._send(FINISH_WITH_ERROR, encode_json({"code": code, "message": message}))
 
     def update_url(self, url: str) -> None:
+        """At most 8 KiB (UTF-8), without control characters."""
+        if len(url.encode()) > MAX_URL_BYTES or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+            raise ValueError(f"a URL is at most {MAX_URL_BYTES} bytes, without control characters")
         self._send(UPDATE_URL, encode_json({"url": url}))
 
     def update_service_info(self, info: Dict) -> None:
-        """info: a flat dict whose values are str, int, float, bool or None."""
+        """info: a flat dict whose values are str, int, float, bool or None; at most 64 keys and
+        16 KiB once encoded."""
         for key, value in info.items():
             if not isinstance(key, str) or not (value is None or isinstance(value, (str, int, float, bool))):
                 raise TypeError(f"service info {key!r}: values must be str, number, bool or None")
-        self._send(UPDATE_SERVICE_INFO, encode_json({"info": info}))
+        payload = encode_json({"info": info})
+        if len(info) > MAX_SERVICE_INFO_KEYS or len(payload) > MAX_SERVICE_INFO_PAYLOAD:
+            raise ValueError(f"service info is at most {MAX_SERVICE_INFO_KEYS} keys and {MAX_SERVICE_INFO_PAYLOAD} bytes")
+        self._send(UPDATE_SERVICE_INFO, payload)
 
     def set_broadcast_result(self, result: Dict) -> None:
         """What the broadcast produced (a file's path, its duration, its segments): every controller

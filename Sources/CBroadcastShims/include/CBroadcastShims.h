@@ -11,6 +11,8 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 
 extern char **environ;
 static inline char **cbroadcast_environ(void) { return environ; }
@@ -43,8 +45,11 @@ int cbroadcast_interrupted(void);
 #define CBROADCAST_F_SEAL_SEAL 0x0001
 #define CBROADCAST_F_SEAL_SHRINK 0x0002
 #define CBROADCAST_F_SEAL_GROW 0x0004
+#define CBROADCAST_F_SEAL_WRITE 0x0008
 #define CBROADCAST_F_SEAL_FUTURE_WRITE 0x0010
 static inline int cbroadcast_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 
 #define CBROADCAST_MFD_CLOEXEC 0x0001U
 #define CBROADCAST_MFD_ALLOW_SEALING 0x0002U
+// Bytes sent on a socket that its peer has not read yet (SIOCOUTQ; ioctl is variadic).
+static inline int cbroadcast_unread_output(int fd, int *out) { return ioctl(fd, SIOCOUTQ, out); }
