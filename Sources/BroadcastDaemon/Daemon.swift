@@ -166,10 +166,20 @@ public final class Daemon {
         do { format = waiting ? try openWaiting(source) : try source.open() } catch {
             return error.pending ? .success(.waiting(error.reason)) : .failure(BroadcastError(.captureFailed, error.description))
         }
-        do { return .success(.planned(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes))) } catch {
+        do {
+            return .success(.planned(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes,
+                                                            daemonBytes: daemonBytes(poolBytes: 0))))
+        } catch {
             source.close()
             return .failure(error)
         }
+    }
+
+    /// What the daemon needs besides the pool, measured: what it has resident now (its binary's pages,
+    /// libraries, heap, stacks, the open source's buffers) but the pool it maps, and what a live broadcast adds.
+    private static func daemonBytes(poolBytes: Int) -> Int {
+        guard let resident = ProcessMemory.residentBytes() else { return FramePoolPlan.daemonOverhead }
+        return resident - poolBytes + FramePoolPlan.broadcastReserve
     }
 
     /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for broadcastd
@@ -860,7 +870,7 @@ public final class Daemon {
         }
         let format = source.videoFormat
         let unread = sessions.values.filter { $0.snapshotUnread() }
-        let planned = FramePoolPlan.daemonOverhead + source.mappedBytes + (pool?.plan.poolBytes ?? 0)
+        let planned = Self.daemonBytes(poolBytes: 0) + source.mappedBytes
         let bytes = unread.reduce(0) { $0 + $1.snapshotBytes }
         if bytes > 0, bytes + format.frameByteCount > max(format.frameByteCount, configuration.memoryBudget - planned) {
             return .failure(BroadcastError(.busy, "\(unread.count) snapshot(s) of \(megabytes(bytes)) sent to other connections " +
@@ -1194,7 +1204,10 @@ public final class Daemon {
         pool.setLatest(nil)
         if format.frameByteCount > pool.plan.slotSize {
             let plan: FramePoolPlan
-            do { plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget, sourceBytes: source.mappedBytes) } catch {
+            do {
+                plan = try FramePoolPlan.plan(format: format, budgetBytes: configuration.memoryBudget, sourceBytes: source.mappedBytes,
+                                              daemonBytes: Self.daemonBytes(poolBytes: pool.plan.poolBytes))
+            } catch {
                 throw BroadcastError(.budget, "the screen was resized: \(error.message)")
             }
             // The old pool goes first, so that the daemon never maps both; the handler drops its mapping on POOL.

@@ -47,7 +47,7 @@ import Testing
         }
         #expect(error?.code == .budget)
         let message = error?.message ?? ""
-        #expect(message.contains("use --memory-budget 109"), "\(message)")
+        #expect(message.contains("use --memory-budget 111"), "\(message)")
         #expect(message.contains("a smaller size such as 1920x1080"), "\(message)")
         #expect(message.contains("--pixel-format nv12"), "\(message)")
     }
