@@ -23,6 +23,10 @@ final class Broadcast {
     private(set) var elapsedBefore: UInt64 = 0
     /// After a pause or finish, the audio captured before it that is still on its way.
     var audioDrain: AudioDrain?
+    /// Its handler gets every k-th frame of the capture (it asked for fewer frames per second).
+    private(set) var frameDivisor: UInt64 = 1
+    /// Capture deadlines since its live stretch began.
+    private var framePhase: UInt64 = 0
 
     /// Audio reaches the handler later than the picture: a PipeWire capture stream hands on a buffer once the
     /// cycle it was captured in is over (a quantum, 21 to 43 ms by default, 170 ms at most), the synthetic source a
@@ -62,7 +66,29 @@ final class Broadcast {
         return liveSince + (max > elapsedBefore ? max - elapsedBefore : 0)
     }
 
+    /// The frame rate its handler gets when the capture runs at `captureRate`: the rate its setup's `frameRate`
+    /// or its manifest's asks for, as the nearest whole divisor of the capture's.
+    func chooseFrameRate(captureRate: Double) -> Double {
+        let wanted = setupInfo[HandlerManifest.frameRateKey].flatMap(Double.init) ?? manifest.maxFrameRate
+        frameDivisor = wanted.map { max(1, UInt64((captureRate / $0).rounded())) } ?? 1
+        return captureRate / Double(frameDivisor)
+    }
+
+    /// Whether the frame due now is its (the capture's deadline is counted either way).
+    func takesFrame() -> Bool {
+        defer { framePhase += 1 }
+        return framePhase % frameDivisor == 0
+    }
+
+    /// Of `count` deadlines the capture missed, how many would have been its frames (they are counted).
+    func missedFrames(_ count: UInt64) -> UInt64 {
+        let first = framePhase
+        framePhase += count
+        return (framePhase + frameDivisor - 1) / frameDivisor - (first + frameDivisor - 1) / frameDivisor
+    }
+
     func beginLive(now: UInt64) {
+        framePhase = 0
         liveSince = now
         ledger.beginStretch()
         link?.cursorSpriteSent = nil
@@ -86,9 +112,13 @@ final class Broadcast {
         s.wantsPaused = machine.wantsPaused
         s.error = machine.error
         s.streams = ledger.streams
+        if frameDivisor > 1, let interval = frameInterval { s.frameRate = 1e9 / Double(interval * frameDivisor) }
         if machine.phase == .finished { s.result = result }
         return s
     }
+
+    /// The capture's frame interval, for its status.
+    var frameInterval: UInt64?
 
     /// "broadcast 3 to record".
     var title: String { "broadcast \(id) to \(manifest.name)" }

@@ -96,6 +96,7 @@ extension Daemon {
             }
             capture.live = LiveCapture(source: source, now: now)
         }
+        broadcast.frameInterval = source.frameInterval
         broadcast.beginLive(now: now)
         broadcast.link?.resetProgress(now: now, pool: capture.pool)
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
@@ -195,19 +196,28 @@ extension Daemon {
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: broadcast.setupInfo,
                                                                 video: VideoDescription(source.videoFormat, colorRange: source.colorRange.rawValue),
                                                                 audio: AudioDescription(source.audioFormat),
-                                                                frameRate: Int((1e9 / Double(source.frameInterval)).rounded()),
+                                                                frameRate: Int(broadcast.chooseFrameRate(captureRate: 1e9 / Double(source.frameInterval)).rounded()),
                                                                 audioStreams: source.audioStreams.map(\.description))))
         logger.debug("handler '\(broadcast.manifest.name)' connected; broadcast \(current.id) started")
     }
 
     func reapHandler(of broadcast: Broadcast) {
-        guard let link = broadcast.link, let status = link.process.reap() else { return }
+        guard let failure = endLink(of: broadcast) else { return }
+        transition(broadcast, .handlerExited(failure))
+    }
+
+    /// The handler process has exited: its link goes, and its connection and descriptors with it, before
+    /// anyone hears that the broadcast finished. How it ended (nil: it has not exited).
+    private func endLink(of broadcast: Broadcast) -> BroadcastError?? {
+        guard let link = broadcast.link, let status = link.process.reap() else { return nil }
         broadcast.link = nil
-        link.session?.closeReason = ""
+        if let session = link.session {
+            if session.closeReason == nil { session.closeReason = "" }
+            peers.close(session)
+        }
         capture?.pool?.releaseAll(heldBy: link.holder)
         logger.info("handler '\(link.manifest.name)' (pid \(link.process.pid)) \(status)")
-        let failure = link.stopReason ?? (status.succeeded || link.stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(link.manifest.name)' \(status)"))
-        transition(broadcast, .handlerExited(failure))
+        return .some(link.stopReason ?? (status.succeeded || link.stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(link.manifest.name)' \(status)")))
     }
 
     func sessionClosed(_ session: PeerSession) {

@@ -5,9 +5,6 @@ import BroadcastSystem
 
 /// What controllers and setup UIs ask for.
 extension Daemon {
-    /// Most broadcasts requested and not finished at once.
-    static let maxBroadcasts = 1
-
     func request(_ message: Message, from session: PeerSession) {
         do {
             switch session.role {
@@ -21,8 +18,28 @@ extension Daemon {
         }
     }
 
-    /// The broadcast a request without a broadcast id is about: the newest (a finished one stays until the next START).
+    /// The newest broadcast (a finished one stays until the next START).
     var current: Broadcast? { broadcasts.last }
+
+    /// The broadcast a request is about: the one `id` names; without an id, the only one requested and not
+    /// finished (or, when none is, the newest). Several running and no id: refused, listing them.
+    func addressed(_ id: UInt32?, by session: PeerSession) -> Result<Broadcast, BroadcastError> {
+        if let id {
+            if let found = broadcasts.first(where: { $0.id == id }) { return .success(found) }
+            let known = broadcasts.map { String($0.id) }
+            return .failure(BroadcastError(.noBroadcast, "there is no broadcast \(id)" + (known.isEmpty ? "" : " (there are: \(known.joined(separator: ", ")))")))
+        }
+        let active = broadcasts.filter(\.isActive)
+        if active.count == 1 { return .success(active[0]) }
+        if active.isEmpty {
+            return current.map { .success($0) } ?? .failure(BroadcastError(.noBroadcast, "no broadcast is live"))
+        }
+        let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase)\($0.machine.current?.url.map { ", " + redactedURL($0) } ?? ""))" }
+        let how = session.protocolVersion < 2
+            ? "this controller speaks protocol version 1, which knows of one broadcast at a time: use one of version 2 (broadcastctl of broadcastd 0.2 or later)"
+            : "say which (broadcastctl --broadcast N; the request's \"broadcast\" field)"
+        return .failure(BroadcastError(.ambiguousBroadcast, "\(active.count) broadcasts are running: \(list.joined(separator: ", ")); \(how)"))
+    }
 
     private func controllerRequest(_ message: Message, from session: PeerSession) throws(ProtocolError) {
         let seq = message.seq
@@ -31,29 +48,52 @@ extension Daemon {
             peers.reply(session, seq, .success(.json(.handlers, seq: seq, HandlerList(handlers: registry.load(logger: logger).map(\.manifest)))))
         case .start:
             answerStart((session.id, seq, try message.decode(StartRequest.self)))
-        case .finish where pendingStart != nil:
-            source.cancelOpen("the broadcast was finished before the screen was chosen")
-            peers.reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
         case .pause, .resume, .finish:
+            let id = try message.decode(BroadcastReference.self).broadcast
+            if message.opcode == .finish, id == nil, pendingStart != nil {
+                source.cancelOpen("the broadcast was finished before the screen was chosen")
+                return peers.reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
+            }
             let event: BroadcastEvent = message.opcode == .pause ? .pause : message.opcode == .resume ? .resume : .finish
-            guard let broadcast = current else { return peers.reply(session, seq, .failure(BroadcastError(.noBroadcast, "no broadcast is live"))) }
-            peers.reply(session, seq, transition(broadcast, event).map { _ in .json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) })
+            let result = addressed(id, by: session).flatMap { broadcast in
+                transition(broadcast, event).map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
+            }
+            peers.reply(session, seq, result)
         case .getStatus:
-            peers.reply(session, seq, .success(.json(.status, seq: seq, status(of: current))))
+            peers.reply(session, seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
         case .listSources:
             peers.reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .getSnapshot:
-            let result = snapshot(for: session, now: clock.now())
+            let id = try message.decode(BroadcastReference.self).broadcast
+            let named: Result<UInt32?, BroadcastError> = id == nil ? .success(current?.id) : addressed(id, by: session).map { $0.id }
+            let result = named.flatMap { snapshot(for: session, broadcast: $0, now: clock.now()) }
             if case .success(let snapshot) = result { session.snapshotBytes = snapshot.description.video.frameSize }
             peers.reply(session, seq, result.map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
         case .subscribe:
             session.subscribed = true
             peers.reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
-            session.enqueue(.json(.stateChanged, status(of: current)))
+            // The state of every broadcast running (or of the newest), one STATE_CHANGED each.
+            let active = broadcasts.filter(\.isActive)
+            for broadcast in active.isEmpty ? [current] : active.map(Optional.some) {
+                session.enqueue(.json(.stateChanged, status(of: broadcast)))
+            }
             session.flush()
         default:
             throw .unexpected(message.opcode, "not a controller request")
         }
+    }
+
+    /// STATUS: for version 2, the newest broadcast's fields and every broadcast in `broadcasts`; for version 1,
+    /// the one broadcast there is (refused while several run: it could describe only one of them).
+    private func statusReply(for session: PeerSession) -> Result<BroadcastStatus, BroadcastError> {
+        guard session.protocolVersion >= 2 else {
+            let active = broadcasts.filter(\.isActive)
+            if active.count > 1 { return addressed(nil, by: session).map { self.status(of: $0) } }
+            return .success(status(of: active.first ?? current))
+        }
+        var status = status(of: current)
+        status.broadcasts = broadcasts.map { self.status(of: $0) }
+        return .success(status)
     }
 
     /// The new broadcast's id, or nil when the source is waiting for the user (the START is then answered by `startAnswered`).
@@ -72,10 +112,20 @@ extension Daemon {
             return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))
         }
         let active = broadcasts.filter(\.isActive)
-        if active.count >= Self.maxBroadcasts, let running = active.last {
-            return .failure(BroadcastError(.busy, "broadcast \(running.id) (handler \(running.manifest.name)\(running.machine.current?.url.map { ", url \($0)" } ?? "")) is \(running.phase); finish it first with `broadcastctl stop`"))
+        if active.count >= configuration.maxBroadcasts {
+            let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase))" }.joined(separator: ", ")
+            return .failure(BroadcastError(.busy, "\(active.count) broadcast(s) running (\(list)), the most at once " +
+                                           "(broadcastd --max-broadcasts \(configuration.maxBroadcasts)); stop one first with `broadcastctl stop --broadcast N`"))
         }
-        if capture == nil {
+        if let capture {
+            // Every handler needs a slot of the shared pool at least.
+            let room = capture.plan.slotCount - 2
+            if active.count + 1 > room {
+                return .failure(BroadcastError(.budget, "the frame pool holds \(capture.plan.slotCount) slots of \(megabytes(capture.plan.slotSize)) " +
+                    "(\(source.videoFormat)): room for \(room) broadcast(s) at once, and \(active.count) run; a broadcast more needs a larger " +
+                    "--memory-budget (about \((configuration.memoryBudget + capture.plan.slotSize + (1 << 20) - 1) >> 20)) or a smaller capture"))
+            }
+        } else {
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
             switch CaptureSession.open(source, budget: configuration.memoryBudget) {
             case .success(.waiting(let why)):
@@ -185,7 +235,7 @@ extension Daemon {
     /// or, when there is none (idle, setting up, not yet captured), one grabbed now. Every copy lives until the
     /// controller closes it, so a connection gets one while the last it was sent is unread, and all the
     /// unread ones together stay within what the memory budget leaves beside the pool (one frame at least).
-    private func snapshot(for session: PeerSession, now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+    private func snapshot(for session: PeerSession, broadcast: UInt32?, now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
         if session.snapshotUnread() {
             return .failure(BroadcastError(.busy, "the last snapshot sent on this connection has not been read yet; read it first"))
         }
@@ -197,7 +247,7 @@ extension Daemon {
             return .failure(BroadcastError(.busy, "\(unread.count) snapshot(s) of \(megabytes(bytes)) sent to other connections " +
                                            "are not read yet, and another would not fit the memory budget; try again once they are"))
         }
-        if let copy = capture?.copyLatest(broadcast: current?.id) { return copy }
+        if let copy = capture?.copyLatest(broadcast: broadcast) { return copy }
         let wasOpen = capture != nil
         if !wasOpen && source.choosesScreenAtStart {
             return .failure(BroadcastError(.captureFailed, "the screen is shared through the desktop portal only while a broadcast runs; start one first"))

@@ -50,7 +50,10 @@ final class LiveCapture {
         // Deadlines the loop missed (the machine was too busy) are frames that were never captured.
         let missed = (now - deadline) / interval
         if missed > 0 {
-            for broadcast in live { broadcast.ledger.skip(.video, count: missed, late: true) }
+            for broadcast in live {
+                let its = broadcast.missedFrames(missed)
+                if its > 0 { broadcast.ledger.skip(.video, count: its, late: true) }
+            }
             deadline += missed * interval
         }
         nextFrameAt = deadline + interval
@@ -58,8 +61,10 @@ final class LiveCapture {
         // synthetic pattern draws the number, which is the handler's sequence number when one broadcast runs.
         let index = session.frameCount + missed
         session.frameCount = index + 1
-        let targets = live.filter { $0.link?.connection != nil }
-        for broadcast in live where broadcast.link?.connection == nil { broadcast.ledger.skip(.video) }
+        // Each broadcast takes its frames (every one, or every k-th when its handler wants fewer).
+        let due = live.filter { $0.takesFrame() }
+        let targets = due.filter { $0.link?.connection != nil }
+        for broadcast in due where broadcast.link?.connection == nil { broadcast.ledger.skip(.video) }
         guard !targets.isEmpty, session.pool != nil else {
             for broadcast in targets { broadcast.ledger.skip(.video) }
             return nil
@@ -81,7 +86,7 @@ final class LiveCapture {
                 broadcast.ledger.repeated()
                 if broadcast.manifest.frameRate == .variable { continue }
                 pool.hold(latest, for: broadcast.link!.holder)
-                deliver(slot: latest, pts: deadline, interval: interval, repeated: true, to: broadcast, pool: pool)
+                deliver(slot: latest, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: true, to: broadcast, pool: pool)
             }
             return nil
         }
@@ -111,7 +116,7 @@ final class LiveCapture {
         session.latestFramePTS = pts
         for broadcast in takers {
             pool.hold(slot, for: broadcast.link!.holder)
-            deliver(slot: slot, pts: pts, interval: interval, repeated: false, to: broadcast, pool: pool)
+            deliver(slot: slot, pts: pts, interval: interval * broadcast.frameDivisor, repeated: false, to: broadcast, pool: pool)
         }
         return nil
     }

@@ -208,8 +208,9 @@ final class PeerServer {
             return
         }
         session.client = hello.client ?? "?"
-        guard hello.protocol == ProtocolLimits.version else {
-            let text = "protocol version mismatch: broadcastd speaks version \(ProtocolLimits.version), \(session.client) speaks version \(hello.protocol)"
+        guard (ProtocolLimits.oldestVersion...ProtocolLimits.version).contains(hello.protocol) else {
+            let text = "protocol version mismatch: broadcastd speaks versions \(ProtocolLimits.oldestVersion) to \(ProtocolLimits.version), " +
+                "\(session.client) speaks version \(hello.protocol)"
             session.enqueue(.json(.error, seq: message.seq, BroadcastError(.versionMismatch, text)))
             session.flush()
             session.closeReason = text
@@ -222,7 +223,8 @@ final class PeerServer {
             return
         }
         session.role = hello.role
-        session.enqueue(.json(.welcome, seq: message.seq, Welcome(server: serverName)))
+        session.protocolVersion = hello.protocol
+        session.enqueue(.json(.welcome, seq: message.seq, Welcome(server: serverName, protocol: hello.protocol)))
         if hello.role == .handler { onHandlerHello(session) }
         session.flush()
     }
@@ -257,17 +259,21 @@ final class PeerServer {
     var hasSubscribers: Bool { sessions.values.contains(where: \.subscribed) }
 
     func closeFinishedSessions() {
-        for session in sessions.values where session.isClosing {
-            if let reason = session.closeReason, !reason.isEmpty {
-                logger.warning("closing \(session.name): \(reason)")
-            } else {
-                logger.debug("\(session.name) disconnected")
-            }
-            sessions[session.id] = nil
-            session.socket.close()
-            session.decoder.closeDescriptors()
-            onClosed(session)
+        for session in sessions.values where session.isClosing { close(session) }
+    }
+
+    /// Closes `session` now (its reason, if any, is logged).
+    func close(_ session: PeerSession) {
+        guard sessions[session.id] === session else { return }
+        if let reason = session.closeReason, !reason.isEmpty {
+            logger.warning("closing \(session.name): \(reason)")
+        } else {
+            logger.debug("\(session.name) disconnected")
         }
+        sessions[session.id] = nil
+        session.socket.close()
+        session.decoder.closeDescriptors()
+        onClosed(session)
     }
 
     func closeAll() {
