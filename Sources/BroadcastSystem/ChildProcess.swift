@@ -248,6 +248,41 @@ public enum FileSystem {
         throw SystemError("read \(path): larger than \(limit) bytes", errno: EFBIG)
     }
 
+    /// Reads the regular file at `path`, of at most `limit` bytes, without ever waiting: it is opened
+    /// non-blocking and looked at (fstat) before anything is read, so a FIFO (which a plain open waits on
+    /// for a writer), a device or a directory is refused at once, as is a larger file.
+    public static func readRegularFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
+        let fd = Descriptor(adopting: try syscallRetrying("open \(path)") {
+            open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        })
+        var info = stat()
+        _ = try syscallRetrying("fstat \(path)") { fstat(fd.raw, &info) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw SystemError("read \(path)", errno: EINVAL, explanation: "not a regular file (\(fileKind(info.st_mode)))")
+        }
+        guard info.st_size <= limit else {
+            throw SystemError("read \(path)", errno: EFBIG, explanation: "\(info.st_size) bytes, more than the \(limit) allowed")
+        }
+        var result: [UInt8] = []
+        while result.count <= limit { // it may grow while it is read
+            let chunk = try fd.read(upTo: min(65536, limit + 1 - result.count))
+            if chunk.isEmpty { return result }
+            result += chunk
+        }
+        throw SystemError("read \(path)", errno: EFBIG, explanation: "more than the \(limit) bytes allowed")
+    }
+
+    private static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFDIR: return "a directory"
+        case S_IFSOCK: return "a socket"
+        default: return "mode \(String(mode, radix: 8))"
+        }
+    }
+
     /// Writes `bytes` to `path` atomically (a temporary file renamed over it).
     public static func writeFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(SystemError) {
         let temporary = path + ".tmp-\(getpid())"

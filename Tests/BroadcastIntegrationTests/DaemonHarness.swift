@@ -55,7 +55,8 @@ func runTool(_ path: String, _ arguments: [String], environment: [String: String
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(20_000) }
     if process.isRunning {
-        process.terminate()
+        // SIGKILL: a program started from a test thread inherits its blocked signals, SIGTERM among them.
+        kill(process.processIdentifier, SIGKILL)
         Issue.record("\(path) \(arguments) did not finish within \(timeout) s")
     }
     process.waitUntilExit()
