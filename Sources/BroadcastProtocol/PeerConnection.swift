@@ -34,9 +34,10 @@ public final class PeerConnection: @unchecked Sendable {
         }
         guard server.uid == UnixSocket.ownUser else {
             throw .refused(BroadcastError(.notRunning,
-                "refusing to talk to what listens on \(path): it is user \(server.uid)'s program (pid \(server.pid)), " +
-                "not your broadcastd (you are user \(UnixSocket.ownUser)), and would read what is sent to it. Remove " +
-                "that socket, or choose one in a directory only you can write to (--socket, BROADCASTD_SOCKET)"))
+                "refusing to talk to what listens on \(path): it is user \(server.uid)'s program " +
+                "(pid \(server.pid)), not your broadcastd (you are user \(UnixSocket.ownUser)), and would read " +
+                "what is sent to it. Remove that socket, or choose one in a directory only you can write to " +
+                "(--socket, BROADCASTD_SOCKET)"))
         }
         return PeerConnection(socket: socket)
     }

@@ -258,10 +258,12 @@ public enum FileSystem {
         var info = stat()
         _ = try syscallRetrying("fstat \(path)") { fstat(fd.raw, &info) }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw SystemError("read \(path)", errno: EINVAL, explanation: "not a regular file (\(fileKind(info.st_mode)))")
+            throw SystemError("read \(path)", errno: EINVAL,
+                              explanation: "not a regular file (\(fileKind(info.st_mode)))")
         }
         guard info.st_size <= limit else {
-            throw SystemError("read \(path)", errno: EFBIG, explanation: "\(info.st_size) bytes, more than the \(limit) allowed")
+            throw SystemError("read \(path)", errno: EFBIG,
+                              explanation: "\(info.st_size) bytes, more than the \(limit) allowed")
         }
         var result: [UInt8] = []
         while result.count <= limit { // it may grow while it is read

@@ -76,8 +76,8 @@ final class DaemonHarness {
 
     /// `launcher`: a program (and its arguments) that is started instead and execs broadcastd's path and
     /// arguments, which come after its own: to start broadcastd with descriptors or a process group of its own.
-    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"], environment extra: [String: String] = [:],
-         launcher: [String] = []) throws {
+    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"],
+         environment extra: [String: String] = [:], launcher: [String] = []) throws {
         runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         socketPath = runtime + "/broadcastd/broadcastd.sock"

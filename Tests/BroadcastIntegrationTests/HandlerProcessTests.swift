@@ -22,6 +22,7 @@ extension Integration {
     static func probeHandlerDirectory(in runtime: String) throws -> String {
         let directory = runtime + "/probe-handlers"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let reportPath = String(reflecting: runtime + "/probe.json")
         let script = """
             #!/usr/bin/env python3
             import json, os, subprocess, sys
@@ -38,9 +39,9 @@ extension Integration {
             child = subprocess.Popen(["sleep", "1000"])
             report = {"fds": sorted(fds), "targets": {str(k): v for k, v in fds.items()}, "pid": os.getpid(),
                       "pgid": os.getpgid(0), "child": child.pid}
-            with open(\(String(reflecting: runtime + "/probe.json")) + ".tmp", "w") as f:
+            with open(\(reportPath) + ".tmp", "w") as f:
                 json.dump(report, f)
-            os.rename(\(String(reflecting: runtime + "/probe.json")) + ".tmp", \(String(reflecting: runtime + "/probe.json")))
+            os.rename(\(reportPath) + ".tmp", \(reportPath))
             import broadcastd_handler as bd, counter
             bd.run(counter.Counter())
             """
@@ -60,25 +61,27 @@ extension Integration {
     }
 
     @Test func aHandlerGetsOnlyItsDescriptorsAndWhatItStartsEndsWithIt() throws {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString.prefix(8))").path
+        let scratch = FileManager.default.temporaryDirectory
+            .appendingPathComponent("probe-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let handlers = try Self.probeHandlerDirectory(in: scratch)
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--handlers-dir", handlers],
                                        launcher: Self.launcher)
         defer { _ = try? daemon.stop() }
-        let inherited = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/10")) ?? "none"
+        let inherited = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/10")
         #expect(inherited == "/dev/null", "the launcher gives broadcastd /dev/null on fd 10")
 
         let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "probe", url: daemon.summaryPath("probe"), maxDuration: 1, on: controller)
         let error = try daemon.awaitFinish(controller, id)
         #expect(error == nil, "\(String(describing: error))")
-        let report = try JSONDecoder().decode(ProbeReport.self, from: Data(contentsOf: URL(fileURLWithPath: scratch + "/probe.json")))
+        let written = try Data(contentsOf: URL(fileURLWithPath: scratch + "/probe.json"))
+        let report = try JSONDecoder().decode(ProbeReport.self, from: written)
         defer { if isRunning(report.child) { kill(report.child, SIGKILL) } }
         #expect(report.fds == [0, 1, 2, 3], "the handler had \(report.targets)")
         #expect(report.pgid == report.pid,
-                "the handler leads a process group of its own: pgid \(report.pgid), pid \(report.pid), daemon \(daemon.pid)")
+                "the handler leads a process group of its own: pgid \(report.pgid), pid \(report.pid)")
         // Its `sleep` went with it: at the latest when broadcastd saw the handler exit, which FINISHED follows.
         let deadline = Date().addingTimeInterval(1)
         while isRunning(report.child) && Date() < deadline { usleep(10_000) }
@@ -87,7 +90,8 @@ extension Integration {
     }
 
     @Test func ctrlCOnBroadcastdFinishesTheRecordingToItsLastFrame() throws {
-        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"], launcher: Self.launcher)
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"],
+                                       launcher: Self.launcher)
         defer { _ = try? daemon.stop() }
         let path = daemon.runtime + "/interrupted.mp4"
         let controller = try daemon.subscribedController()
@@ -102,12 +106,14 @@ extension Integration {
         while daemon.process.isRunning && Date() < deadline { usleep(10_000) }
         #expect(!daemon.process.isRunning, "broadcastd did not exit after SIGINT:\n\(daemon.log)")
         #expect(daemon.process.terminationStatus == 0, "\(daemon.log)")
-        #expect(daemon.log.contains("handler 'record'") && !daemon.log.contains("was killed by SIGINT"), "\(daemon.log)")
+        #expect(daemon.log.contains("handler 'record'") && !daemon.log.contains("was killed by SIGINT"),
+                "\(daemon.log)")
         let recorded = interrupted.timeIntervalSince(live)
         // The video decodes to the end: its last frame is from within 0.2 s of the Ctrl-C.
         let times = try Recording(path: path, scratch: daemon.runtime).frameTimes()
         let duration = (times.last ?? 0) - (times.first ?? 0) + 1.0 / 30
-        #expect(duration > recorded - 0.2, "the file holds \(duration) s (\(times.count) frames) of the \(recorded) s recorded before Ctrl-C")
+        #expect(duration > recorded - 0.2,
+                "the file holds \(duration) s (\(times.count) frames) of the \(recorded) s recorded before Ctrl-C")
     }
 }
 }

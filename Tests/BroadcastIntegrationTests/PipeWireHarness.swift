@@ -145,8 +145,8 @@ final class PipeWireHarness {
                                             "--node", node, "--log", portalLog, "--version", "\(version)",
                                             "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)",
                                             "--response", "\(response)"]
-                              + (cancel ? ["--cancel"] : [])
-                              + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
+                                            + (cancel ? ["--cancel"] : [])
+                                            + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             let owner = try runTool("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
