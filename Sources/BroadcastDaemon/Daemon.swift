@@ -988,7 +988,8 @@ public final class Daemon {
             var environment = Environment.all
             environment["BROADCASTD_HANDLER_FD"] = "3"
             environment["BROADCASTD_SOCKET"] = socketPath
-            let process = try ChildProcess(path: path, arguments: entry.manifest.arguments ?? [], environment: environment, passing: [(theirs, 3)])
+            let process = try ChildProcess(path: path, arguments: entry.manifest.arguments ?? [],
+                                           environment: environment, passing: [(theirs, 3)], ownProcessGroup: true)
             theirs.close()
             let running = RunningHandler(process: process, manifest: entry.manifest)
             running.sessionID = addSession(ours, isLaunchedHandler: true).id
