@@ -50,6 +50,17 @@ struct HandlerRegistry {
         return entries
     }
 
+    /// The handler folders that exist but cannot be read now (out of descriptors, no permission), with why:
+    /// what START says when it finds no handler, instead of "none are installed".
+    func unreadableDirectories() -> [String] {
+        directories.compactMap { (directory: String) -> String? in
+            do throws(SystemError) { _ = try FileSystem.listing(directory) } catch {
+                return error.isNoSuchFolder ? nil : "\(directory) (\(error.reason))"
+            }
+            return nil
+        }
+    }
+
     /// The largest manifest read (docs/protocol.md §6).
     static let manifestLimit = 64 * 1024
 

@@ -227,7 +227,12 @@ public enum FileSystem {
 
     /// The names in a directory (without . and ..), or nil when it cannot be read.
     public static func list(_ path: String) -> [String]? {
-        guard let dir = opendir(path) else { return nil }
+        try? listing(path)
+    }
+
+    /// The names in folder `path`, or why it cannot be read.
+    public static func listing(_ path: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(path) else { throw SystemError("open folder \(path)", errno: errno) }
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {

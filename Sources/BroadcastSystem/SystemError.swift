@@ -23,6 +23,8 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
     public var reason: String { explanation ?? String(cString: strerror(errno)) }
 
     public var isNoSuchFile: Bool { errno == ENOENT }
+    /// No such folder: nothing there, or a file where a folder was expected.
+    public var isNoSuchFolder: Bool { errno == ENOENT || errno == ENOTDIR }
 
     public var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
     /// The peer went away: an ordinary end of a connection, not a failure.
