@@ -174,7 +174,8 @@ extension Daemon {
             var environment = Environment.all
             environment["BROADCASTD_HANDLER_FD"] = "3"
             environment["BROADCASTD_SOCKET"] = socketPath
-            let process = try ChildProcess(path: path, arguments: manifest.arguments ?? [], environment: environment, passing: [(theirs, 3)])
+            let process = try ChildProcess(path: path, arguments: manifest.arguments ?? [],
+                                           environment: environment, passing: [(theirs, 3)], ownProcessGroup: true)
             theirs.close()
             broadcast.link = HandlerLink(process: process, manifest: manifest, session: peers.addSession(ours, isLaunchedHandler: true))
             broadcast.startDeadline = now + configuration.startTimeout

@@ -104,9 +104,10 @@ extension Daemon {
         }
         let entries = registry.load(logger: logger)
         guard let entry = entries.first(where: { $0.manifest.name == request.handler }) else {
-            let names = entries.map(\.manifest.name)
+            let names = entries.map(\.manifest.name), unreadable = registry.unreadableDirectories()
             return .failure(BroadcastError(.unknownHandler, "no handler named '\(request.handler)'; " +
-                (names.isEmpty ? "none are installed (looked in \(registry.directories.joined(separator: ", ")))" : "installed: \(names.joined(separator: ", "))")))
+                (names.isEmpty ? "none are installed (looked in \(registry.directories.joined(separator: ", ")))" : "installed: \(names.joined(separator: ", "))") +
+                (unreadable.isEmpty ? "" : "; cannot read \(unreadable.joined(separator: ", "))")))
         }
         if let max = request.maxDuration, !(max > 0 && max < 1e9) {
             return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))

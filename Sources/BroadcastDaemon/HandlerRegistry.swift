@@ -50,9 +50,26 @@ struct HandlerRegistry {
         return entries
     }
 
+    /// The handler folders that exist but cannot be read now (out of descriptors, no permission), with why:
+    /// what START says when it finds no handler, instead of "none are installed".
+    func unreadableDirectories() -> [String] {
+        directories.compactMap { (directory: String) -> String? in
+            do throws(SystemError) { _ = try FileSystem.listing(directory) } catch {
+                return error.isNoSuchFolder ? nil : "\(directory) (\(error.reason))"
+            }
+            return nil
+        }
+    }
+
+    /// The largest manifest read (docs/protocol.md §6).
+    static let manifestLimit = 64 * 1024
+
     static func parse(path: String) throws(DaemonError) -> HandlerManifest {
         let bytes: [UInt8]
-        do { bytes = try FileSystem.readFile(path, limit: 64 * 1024) } catch { throw DaemonError("read \(path)", error) }
+        // Never a plain open: a FIFO there would block the daemon until someone wrote to it.
+        do { bytes = try FileSystem.readRegularFile(path, limit: manifestLimit) } catch {
+            throw DaemonError("read \(path)", error.reason + "; a manifest is a regular file of at most 64 KiB")
+        }
         let manifest: HandlerManifest
         do {
             manifest = try JSONDecoder().decode(HandlerManifest.self, from: Data(bytes))

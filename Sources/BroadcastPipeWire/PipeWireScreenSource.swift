@@ -288,7 +288,7 @@ public final class PipeWireScreenSource: CaptureSource {
             }
         case .idle:
             var ask = request
-            ask.restoreToken = tokens?.load()
+            ask.restoreToken = tokens?.load(logger: logger)
             let cancellation = Cancellation(), logger = logger
             question.state.withLock { $0 = .asking(cancellation) }
             do {

@@ -75,16 +75,23 @@ final class DBusConnection: @unchecked Sendable {
         dbus_connection_unref(connection)
     }
 
-    /// Calls a method and waits up to `timeoutMilliseconds` for its reply's arguments.
-    func call(_ destination: String, _ path: String, _ interface: String, _ method: String,
-              _ arguments: [DBusArgument] = [], timeoutMilliseconds: Int32 = 10_000) throws(PortalError) -> [DBusValue] {
+    private static func methodCall(_ destination: String, _ path: String, _ interface: String, _ method: String,
+                                   _ arguments: [DBusArgument]) throws(PortalError) -> OpaquePointer {
         guard let message = dbus_message_new_method_call(destination, path, interface, method) else {
             throw PortalError("call \(interface).\(method)", "out of memory")
         }
-        defer { dbus_message_unref(message) }
         var iterator = DBusMessageIter()
         dbus_message_iter_init_append(message, &iterator)
-        for argument in arguments { Self.append(argument, to: &iterator) }
+        for argument in arguments { append(argument, to: &iterator) }
+        return message
+    }
+
+    /// Calls a method and waits up to `timeoutMilliseconds` for its reply's arguments.
+    func call(_ destination: String, _ path: String, _ interface: String, _ method: String,
+              _ arguments: [DBusArgument] = [],
+              timeoutMilliseconds: Int32 = 10_000) throws(PortalError) -> [DBusValue] {
+        let message = try Self.methodCall(destination, path, interface, method, arguments)
+        defer { dbus_message_unref(message) }
         var error = DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
@@ -93,6 +100,18 @@ final class DBusConnection: @unchecked Sendable {
         }
         defer { dbus_message_unref(reply) }
         return Self.arguments(of: reply)
+    }
+
+    /// Calls a method without waiting for, or wanting, a reply: the message is on its way to the bus when
+    /// this returns, and a peer that does not answer (a portal backend that hangs) holds nobody up.
+    func send(_ destination: String, _ path: String, _ interface: String, _ method: String) throws(PortalError) {
+        let message = try Self.methodCall(destination, path, interface, method, [])
+        defer { dbus_message_unref(message) }
+        dbus_message_set_no_reply(message, 1)
+        guard dbus_connection_send(connection, message, nil) != 0 else {
+            throw PortalError("call \(interface).\(method)", "out of memory")
+        }
+        dbus_connection_flush(connection)
     }
 
     /// Asks the bus to route signals matching `rule` to this connection.

@@ -94,11 +94,12 @@ public final class ScreenCastPortal: @unchecked Sendable {
 
     deinit { close() }
 
-    /// Ends the session: the portal stops the stream and takes back the PipeWire access.
+    /// Ends the session: the portal stops the stream and takes back the PipeWire access. Sent without
+    /// waiting for an answer, so a portal backend that hangs holds up neither a withdrawn START nor the loop.
     public func close() {
         guard let sessionPath else { return }
         self.sessionPath = nil
-        _ = try? bus.call(Self.service, sessionPath, "org.freedesktop.portal.Session", "Close", timeoutMilliseconds: 2_000)
+        try? bus.send(Self.service, sessionPath, "org.freedesktop.portal.Session", "Close")
     }
 
     /// Whether the desktop has ended the share (the session's Closed signal: the user pressed "stop
@@ -187,16 +188,27 @@ public final class ScreenCastPortal: @unchecked Sendable {
                 switch code {
                 case 0: return signal.arguments[1].dictionary ?? [:]
                 case 1: throw PortalError(method, "the user cancelled the screen-share dialog", cancelled: true)
-                default: throw PortalError(method, "the portal ended the request (response \(code))")
+                default: throw PortalError(method, Self.endedWithoutAnswer(code))
                 }
             }
             let withdrawn = cancellation.isCancelled
             if withdrawn || MonotonicClock.now() > deadline {
-                _ = try? bus.call(Self.service, request, "org.freedesktop.portal.Request", "Close", timeoutMilliseconds: 2_000)
+                // Not waited for: the session's Close follows at once (`close`), whether or not the portal answers.
+                try? bus.send(Self.service, request, "org.freedesktop.portal.Request", "Close")
                 throw withdrawn ? PortalError(method, cancellation.reason, cancelled: true)
                     : PortalError(method, "no answer from the screen-share dialog within \(timeout / 1_000_000_000) s")
             }
         }
+    }
+
+    /// Response 2 ("the interaction was ended in some other way"): the portal gives no reason, its log does.
+    static func endedWithoutAnswer(_ code: UInt32) -> String {
+        "the desktop portal ended the request without an answer (response \(code)). Its log says why: " +
+            "journalctl --user -u xdg-desktop-portal -u 'xdg-desktop-portal-*' (or the portal's standard error). " +
+            "Common causes: no portal backend for this desktop, or one without ScreenCast (install " +
+            "xdg-desktop-portal-gnome, -kde or -wlr to match it; -gtk has no ScreenCast), a backend that cannot " +
+            "reach the compositor (XDG_CURRENT_DESKTOP or WAYLAND_DISPLAY not in the user's systemd environment), " +
+            "or an invalid request"
     }
 
     private func property(_ name: String) throws(PortalError) -> UInt32? {
@@ -230,9 +242,35 @@ public struct RestoreTokenStore: Sendable {
         Environment.baseDirectory("XDG_STATE_HOME", fallback: ".local/state", in: environment).map { $0 + "/broadcastd/portal-restore-token" }
     }
 
-    public func load() -> String? {
-        guard let bytes = try? FileSystem.readFile(path, limit: 4096) else { return nil }
-        return String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace).first.map(String.init)
+    /// The kept token. One that is not a token at all (the portal takes only UUIDs, and refuses the whole
+    /// request for anything else: "Restore token is not a valid UUID string") is removed, with a warning:
+    /// the share dialog comes back once and the next session's token takes its place.
+    public func load(logger: Logger) -> String? {
+        guard FileSystem.exists(path) else { return nil }
+        let token: String?
+        do {
+            let bytes = try FileSystem.readRegularFile(path, limit: 4096)
+            token = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace).first.map(String.init)
+        } catch {
+            logger.warning("ignoring the portal's restore token: \(error); the share dialog will be shown")
+            return nil
+        }
+        guard let token, Self.isValid(token) else {
+            FileSystem.remove(path)
+            let why = "it does not hold a portal restore token (a UUID); the share dialog will be shown"
+            logger.warning("removed \(path): \(why)")
+            return nil
+        }
+        return token
+    }
+
+    /// What xdg-desktop-portal accepts as a restore token: a UUID as text (8-4-4-4-12 hexadecimal digits).
+    static func isValid(_ token: String) -> Bool {
+        let bytes = Array(token.utf8)
+        guard bytes.count == 36 else { return false }
+        return bytes.enumerated().allSatisfy { index, byte in
+            [8, 13, 18, 23].contains(index) ? byte == UInt8(ascii: "-") : Character(Unicode.Scalar(byte)).isHexDigit
+        }
     }
 
     /// Stores `token`, or forgets the old one when there is none (a used token is no good).

@@ -15,10 +15,15 @@ public final class PeerConnection: @unchecked Sendable {
         self.socket = socket
     }
 
-    /// Connects to the daemon's socket; the error says how to start the daemon when none listens.
+    /// Connects to the daemon's socket; the error says how to start the daemon when none listens. Only a
+    /// server of this user is talked to: whatever another user's program bound there (a socket in a shared
+    /// place) is refused before a byte is sent, for it would read every request, a stream key among them.
     public static func connect(path: String) throws(ProtocolError) -> PeerConnection {
+        let socket: Descriptor
+        let server: (pid: Int32, uid: UInt32)
         do {
-            return PeerConnection(socket: try UnixSocket.connect(path: path))
+            socket = try UnixSocket.connect(path: path)
+            server = try UnixSocket.peer(socket)
         } catch {
             if error.isNotListening {
                 throw .refused(BroadcastError(.notRunning,
@@ -27,6 +32,14 @@ public final class PeerConnection: @unchecked Sendable {
             }
             throw .transport(error)
         }
+        guard server.uid == UnixSocket.ownUser else {
+            throw .refused(BroadcastError(.notRunning,
+                "refusing to talk to what listens on \(path): it is user \(server.uid)'s program " +
+                "(pid \(server.pid)), not your broadcastd (you are user \(UnixSocket.ownUser)), and would read " +
+                "what is sent to it. Remove that socket, or choose one in a directory only you can write to " +
+                "(--socket, BROADCASTD_SOCKET)"))
+        }
+        return PeerConnection(socket: socket)
     }
 
     /// A new request number, never 0.

@@ -30,10 +30,17 @@ public final class ChildProcess: @unchecked Sendable {
         ]
     }
 
+    /// Whether the child leads a process group of its own, which `send(signal:)` and `reap()` reach as a whole.
+    public let leadsProcessGroup: Bool
+
     /// Starts `path` with `arguments` and `environment`. `passing` maps descriptors in this process to the
-    /// numbers they get in the child (for example a socket to 3); every other descriptor stays private,
-    /// because everything here is close-on-exec. The child starts with default signal dispositions and mask.
-    public init(path: String, arguments: [String], environment: [String: String], passing: [(Descriptor, Int32)] = []) throws(SystemError) {
+    /// numbers they get in the child (for example a socket to 3); the child gets those and 0, 1 and 2, and
+    /// nothing else: every other descriptor is closed in it, even one this process inherited without
+    /// close-on-exec. The child starts with default signal dispositions and mask. `ownProcessGroup`: the
+    /// child leads a new process group (a terminal's Ctrl-C, sent to the foreground group, does not reach it),
+    /// and what it starts is signalled with it and killed when it has exited.
+    public init(path: String, arguments: [String], environment: [String: String], passing: [(Descriptor, Int32)] = [],
+                ownProcessGroup: Bool = false) throws(SystemError) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -48,6 +55,13 @@ public final class ChildProcess: @unchecked Sendable {
             }
             posix_spawn_file_actions_adddup2(&actions, source, target)
         }
+        // Then everything above 2 that is not a target is closed (close_range in the child).
+        let targets = Set(passing.map(\.1))
+        let firstUnused = max(3, (targets.max() ?? 0) + 1)
+        for fd in 3..<firstUnused where !targets.contains(fd) { posix_spawn_file_actions_addclose(&actions, fd) }
+        guard cbroadcast_spawn_add_closefrom(&actions, firstUnused) == 0 else {
+            throw SystemError("posix_spawn_file_actions_addclosefrom_np", errno: Glibc.errno)
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -58,7 +72,12 @@ public final class ChildProcess: @unchecked Sendable {
         sigdelset(&all, SIGSTOP)
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        if ownProcessGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -67,9 +86,10 @@ public final class ChildProcess: @unchecked Sendable {
             envp.forEach { free($0) }
         }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, path, &actions, &attributes, argv, envp)
+        let rc = withExtendedLifetime(keepAlive) { posix_spawn(&child, path, &actions, &attributes, argv, envp) }
         guard rc == 0 else { throw SystemError("start \(path)", errno: rc) }
         pid = child
+        leadsProcessGroup = ownProcessGroup
         let pidfd = cbroadcast_pidfd_open(child, 0)
         guard pidfd >= 0 else {
             let code = Glibc.errno
@@ -81,10 +101,16 @@ public final class ChildProcess: @unchecked Sendable {
         pidDescriptor = Descriptor(adopting: pidfd) // pidfds are always close-on-exec
     }
 
-    /// Reaps the child if it has exited; returns its status, or nil while it still runs.
+    /// Reaps the child if it has exited; returns its status, or nil while it still runs. A child that led a
+    /// process group takes what is left of the group with it (SIGKILL): nothing it started outlives it.
     @discardableResult
     public func reap() -> ExitStatus? {
         if let exitStatus { return exitStatus }
+        if leadsProcessGroup, pidDescriptor.raw >= 0,
+           let exited = try? Poller.wait([(pidDescriptor.raw, .readable)], timeoutMilliseconds: 0), exited[0].readable {
+            // Until it is reaped, its pid (the group's id) cannot be reused: this reaches only its group.
+            kill(-pid, SIGKILL)
+        }
         var status: Int32 = 0
         let rc = waitpid(pid, &status, WNOHANG)
         guard rc == pid else { return nil }
@@ -94,10 +120,12 @@ public final class ChildProcess: @unchecked Sendable {
         return exitStatus
     }
 
-    /// Sends `signal` unless the child has been reaped (the pidfd makes this safe against pid reuse).
+    /// Sends `signal` unless the child has been reaped (the pidfd makes this safe against pid reuse), and to
+    /// its whole process group if it leads one (the unreaped child keeps the group's id from being reused).
     public func send(signal: Int32) {
         guard exitStatus == nil else { return }
         _ = cbroadcast_pidfd_send_signal(pidDescriptor.raw, signal)
+        if leadsProcessGroup { kill(-pid, signal) }
     }
 
     /// Blocks until the child exits (used by tools and tests, never by the daemon's loop).
@@ -199,7 +227,12 @@ public enum FileSystem {
 
     /// The names in a directory (without . and ..), or nil when it cannot be read.
     public static func list(_ path: String) -> [String]? {
-        guard let dir = opendir(path) else { return nil }
+        try? listing(path)
+    }
+
+    /// The names in folder `path`, or why it cannot be read.
+    public static func listing(_ path: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(path) else { throw SystemError("open folder \(path)", errno: errno) }
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
@@ -218,6 +251,43 @@ public enum FileSystem {
             result += chunk
         }
         throw SystemError("read \(path): larger than \(limit) bytes", errno: EFBIG)
+    }
+
+    /// Reads the regular file at `path`, of at most `limit` bytes, without ever waiting: it is opened
+    /// non-blocking and looked at (fstat) before anything is read, so a FIFO (which a plain open waits on
+    /// for a writer), a device or a directory is refused at once, as is a larger file.
+    public static func readRegularFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
+        let fd = Descriptor(adopting: try syscallRetrying("open \(path)") {
+            open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        })
+        var info = stat()
+        _ = try syscallRetrying("fstat \(path)") { fstat(fd.raw, &info) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw SystemError("read \(path)", errno: EINVAL,
+                              explanation: "not a regular file (\(fileKind(info.st_mode)))")
+        }
+        guard info.st_size <= limit else {
+            throw SystemError("read \(path)", errno: EFBIG,
+                              explanation: "\(info.st_size) bytes, more than the \(limit) allowed")
+        }
+        var result: [UInt8] = []
+        while result.count <= limit { // it may grow while it is read
+            let chunk = try fd.read(upTo: min(65536, limit + 1 - result.count))
+            if chunk.isEmpty { return result }
+            result += chunk
+        }
+        throw SystemError("read \(path)", errno: EFBIG, explanation: "more than the \(limit) bytes allowed")
+    }
+
+    private static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFDIR: return "a directory"
+        case S_IFSOCK: return "a socket"
+        default: return "mode \(String(mode, radix: 8))"
+        }
     }
 
     /// Writes `bytes` to `path` atomically (a temporary file renamed over it).

@@ -6,20 +6,25 @@ import Glibc
 public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
     public let operation: String
     public let errno: Int32
+    /// The cause in words, when strerror's would not say it (a FIFO where a file was expected).
+    public let explanation: String?
 
-    public init(_ operation: String, errno: Int32) {
+    public init(_ operation: String, errno: Int32, explanation: String? = nil) {
         self.operation = operation
         self.errno = errno
+        self.explanation = explanation
     }
 
     public var description: String {
         "\(operation): \(reason)"
     }
 
-    /// The cause, as strerror words it.
-    public var reason: String { String(cString: strerror(errno)) }
+    /// The cause, as strerror words it unless explained otherwise.
+    public var reason: String { explanation ?? String(cString: strerror(errno)) }
 
     public var isNoSuchFile: Bool { errno == ENOENT }
+    /// No such folder: nothing there, or a file where a folder was expected.
+    public var isNoSuchFolder: Bool { errno == ENOENT || errno == ENOTDIR }
 
     public var wouldBlock: Bool { errno == EAGAIN || errno == EWOULDBLOCK }
     /// The peer went away: an ordinary end of a connection, not a failure.

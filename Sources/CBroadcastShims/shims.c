@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "CBroadcastShims.h"
 #include <signal.h>
 #include <string.h>
@@ -15,3 +16,7 @@ void cbroadcast_install_interrupt(int sig) {
 }
 
 int cbroadcast_interrupted(void) { return interrupted_flag; }
+
+int cbroadcast_spawn_add_closefrom(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}

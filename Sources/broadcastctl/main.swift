@@ -9,7 +9,7 @@ import BroadcastSystem
 enum Exit {
     /// The request was refused, or the broadcast finished with an error.
     static let failed: Int32 = 1
-    /// broadcastd is not running.
+    /// broadcastd is not running, or the socket is another user's (`not-running` either way).
     static let notRunning: Int32 = 69
 }
 
@@ -57,7 +57,7 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl snapshot screen.png
             Every command takes --json for scripts.
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
-            69 broadcastd is not running.
+            69 broadcastd is not running, or another user's program listens on the socket (it is sent nothing).
             """,
         subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self, Snapshot.self])
 }

@@ -55,7 +55,8 @@ func runTool(_ path: String, _ arguments: [String], environment: [String: String
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(20_000) }
     if process.isRunning {
-        process.terminate()
+        // SIGKILL: a program started from a test thread inherits its blocked signals, SIGTERM among them.
+        kill(process.processIdentifier, SIGKILL)
         Issue.record("\(path) \(arguments) did not finish within \(timeout) s")
     }
     process.waitUntilExit()
@@ -73,17 +74,24 @@ final class DaemonHarness {
     let logPath: String
     private var stopped = false
 
-    /// `launcher`: a program that runs broadcastd in place of itself (exec), with these arguments first (`prlimit --nofile=…`).
-    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"], environment extra: [String: String] = [:],
-         launcher: [String] = []) throws {
+    /// `launcher`: a program (and its arguments) that is started instead and execs broadcastd's path and
+    /// arguments, which come after its own: to start broadcastd with descriptors or a process group of its own.
+    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"],
+         environment extra: [String: String] = [:], launcher: [String] = []) throws {
         runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         socketPath = runtime + "/broadcastd/broadcastd.sock"
         logPath = runtime + "/broadcastd.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let daemonArguments = arguments + ["--socket", socketPath, "--log-level", "debug"] + Paths.handlerDirectories.flatMap { ["--handlers-dir", $0] }
-        process.executableURL = URL(fileURLWithPath: launcher.first ?? Paths.binary("broadcastd"))
-        process.arguments = launcher.isEmpty ? daemonArguments : Array(launcher.dropFirst()) + [Paths.binary("broadcastd")] + daemonArguments
+        let daemonArguments = arguments + ["--socket", socketPath, "--log-level", "debug"]
+            + Paths.handlerDirectories.flatMap { ["--handlers-dir", $0] }
+        if let program = launcher.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = launcher.dropFirst() + [Paths.binary("broadcastd")] + daemonArguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastd"))
+            process.arguments = daemonArguments
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"

@@ -64,8 +64,12 @@ extension Integration {
         let warnings = daemon.log.components(separatedBy: "accept failed").count - 1
         #expect(warnings >= 1 && warnings <= 2, "\(warnings) 'accept failed' lines in 2.3 s")
         #expect(daemon.log.contains("not accepting connections for 0.25 s"), "\(daemon.log.suffix(2000))")
-        // The controller already connected is answered all along; once descriptors are free, newcomers are too.
+        // The controller already connected is answered all along, and told why no handler can be found;
+        // once descriptors are free, newcomers are answered too.
         #expect(try controller.status().state == .idle)
+        let refusal = #expect(throws: ProtocolError.self) { try controller.start(handler: "inspect", maxDuration: 1) }
+        #expect(refusal?.refusal?.message.contains("cannot read") == true && refusal?.refusal?.message.contains("Too many open files") == true,
+                "\(String(describing: refusal))")
         for peer in peers { peer.close() }
         let deadline = Date().addingTimeInterval(5)
         var admitted = false

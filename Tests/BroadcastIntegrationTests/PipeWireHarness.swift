@@ -135,26 +135,34 @@ final class PipeWireHarness {
 
     /// The stand-in xdg-desktop-portal (Tests/fixtures/portal/screencast_portal.py) on this stack's session
     /// bus, sharing the video node `node`; its conversation is logged, one JSON object a line, to `portalLog`.
+    /// `response`: Start answers with it (2: the portal's backend failed).
     func portal(node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
-                cursorModes: Int = 7) throws {
+                cursorModes: Int = 7, response: Int = 0) throws {
         for module in ["dbus", "gi"] where try runTool("/usr/bin/python3", ["-c", "import \(module)"]).status != 0 {
             throw HarnessError("python3 cannot import \(module): install python3-dbus and python3-gi (scripts/lib.sh does)")
         }
-        try spawn("python3", [Paths.root + "/Tests/fixtures/portal/screencast_portal.py", "--node", node, "--log", portalLog,
-                              "--version", "\(version)", "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)"]
-                              + (cancel ? ["--cancel"] : [])
-                              + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
+        let process = try spawn("python3", [Paths.root + "/Tests/fixtures/portal/screencast_portal.py",
+                                            "--node", node, "--log", portalLog, "--version", "\(version)",
+                                            "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)",
+                                            "--response", "\(response)"]
+                                            + (cancel ? ["--cancel"] : [])
+                                            + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             let owner = try runTool("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
                                                            "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.portal.Desktop"], environment: environment)
-            if owner.stdout.contains("boolean true") { return }
+            if owner.stdout.contains("boolean true") {
+                portalProcess = process
+                return
+            }
             usleep(50_000)
         }
         throw HarnessError("the stand-in portal did not take its name on the bus:\n\(logs)")
     }
 
     var portalLog: String { runtime + "/portal.jsonl" }
+    /// The stand-in portal, once it is on the bus (a test stops it with SIGSTOP to play a backend that hangs).
+    private(set) var portalProcess: Process?
 
     /// What the stand-in portal was asked, in order.
     func portalCalls() -> [[String: Any]] {

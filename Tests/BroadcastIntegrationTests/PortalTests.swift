@@ -12,7 +12,8 @@ import Testing
     /// A PipeWire stack with the video node `shared-screen`, the stand-in portal, and broadcastd asking it.
     /// With `cursorModes` the node is the tests' own source writing cursor metadata, and broadcastd asks for it.
     func stack(version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
-               portal: Bool = true, cursorModes: Int? = nil) throws -> (PipeWireHarness, DaemonHarness) {
+               portal: Bool = true, cursorModes: Int? = nil, response: Int = 0,
+               restoreToken: String? = nil) throws -> (PipeWireHarness, DaemonHarness) {
         let pipewire = try PipeWireHarness(tones: false)
         // 320x180: a debug build converts larger frames too slowly for 30 fps.
         if cursorModes != nil {
@@ -22,7 +23,13 @@ import Testing
         }
         if portal {
             try pipewire.portal(node: "shared-screen", version: version, cancel: cancel, dialogSeconds: dialogSeconds, closeAfter: closeAfter,
-                                cursorModes: cursorModes ?? 7)
+                                cursorModes: cursorModes ?? 7, response: response)
+        }
+        if let restoreToken {
+            let folder = pipewire.runtime + "/state/broadcastd"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            try restoreToken.write(toFile: folder + "/portal-restore-token", atomically: true, encoding: .utf8)
         }
         let daemon = try DaemonHarness(["--source", "pipewire", "--fps", "30", "--app-audio", "none", "--mic", "none"]
                                        + (cursorModes != nil ? ["--cursor", "metadata"] : []),
@@ -45,11 +52,11 @@ import Testing
         return (Int(summary.streams["video"]?.count ?? 0), try RGBFrame(dump: try #require(summary.lastFrame)), summary)
     }
 
-    /// `broadcastctl start` run in the background (it waits for START's answer while the dialog is up).
-    func waitFor(_ call: String, in pipewire: PipeWireHarness) -> Bool {
+    /// Whether the portal is asked `call` (`times` times in all) within 10 s.
+    func waitFor(_ call: String, times: Int = 1, in pipewire: PipeWireHarness) -> Bool {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if pipewire.portalCalls().contains(where: { $0["call"] as? String == call }) { return true }
+            if pipewire.portalCalls().filter({ $0["call"] as? String == call }).count >= times { return true }
             usleep(20_000)
         }
         return false
@@ -69,6 +76,8 @@ import Testing
         let psnr = first.frame.psnr { _, _ in (0x30, 0x60, 0xd0) }
         #expect(psnr >= 35, "PSNR \(psnr) dB against the shared node's colour")
 
+        // The session's Close is sent without waiting for the portal: it may come a moment after FINISHED.
+        #expect(waitFor("Session.Close", in: pipewire), "\(pipewire.portalCalls())")
         var calls = pipewire.portalCalls()
         #expect(calls.map { $0["call"] as? String ?? "" } == ["CreateSession", "SelectSources", "Start", "Start.answer", "OpenPipeWireRemote", "Session.Close"],
                 "\(calls)")
@@ -84,6 +93,7 @@ import Testing
 
         let second = try broadcast(daemon, "second")
         #expect(second.frames >= 40, "\(second.frames) frames in 1.5 s at 30 fps")
+        #expect(waitFor("Session.Close", times: 2, in: pipewire), "\(pipewire.portalCalls())")
         calls = Array(pipewire.portalCalls().dropFirst(6))
         let restore = try #require(calls.first { $0["call"] as? String == "SelectSources" })
         #expect(restore["restore_token"] as? String == firstToken && restore["restored"] as? Bool == true, "\(restore)")
@@ -195,5 +205,73 @@ import Testing
         let noBus = refusal()
         #expect(noBus.contains("connect to the D-Bus session bus") && noBus.contains("DBUS_SESSION_BUS_ADDRESS"), "\(noBus)")
         #expect(try daemon.controller().status().state == .idle)
+    }
+
+    /// A token file that holds no token (the portal takes only UUIDs and refused the whole request, every
+    /// broadcast): it is removed with one warning, the dialog is shown, and the new grant's token replaces it.
+    /// Idle, a snapshot is refused without asking the portal: the screen is shared only while a broadcast runs.
+    @Test func aRestoreTokenFileWithoutATokenIsDroppedAndTheDialogAsksAgain() throws {
+        let (pipewire, daemon) = try stack(restoreToken: "not-a-token\n")
+        defer { _ = try? daemon.stop() }
+        let snapshot = #expect(throws: (any Error).self) { _ = try daemon.controller().snapshot() }
+        let refusal = String(describing: snapshot)
+        #expect(refusal.contains("only while a broadcast runs"), "\(refusal)")
+        #expect(pipewire.portalCalls().isEmpty, "\(pipewire.portalCalls())")
+
+        let shared = try broadcast(daemon, "token")
+        #expect(shared.frames >= 40 && shared.frame.width == 320)
+        let calls = pipewire.portalCalls()
+        let select = try #require(calls.first { $0["call"] as? String == "SelectSources" })
+        #expect(select["restore_token"] is NSNull, "\(calls)")
+        #expect(calls.first { $0["call"] as? String == "Start" }?["dialog"] as? Bool == true)
+        let token = try #require(calls.first { $0["call"] as? String == "Start.answer" }?["restore_token"] as? String)
+        let tokenFile = pipewire.runtime + "/state/broadcastd/portal-restore-token"
+        #expect(try String(contentsOfFile: tokenFile, encoding: .utf8) == token + "\n")
+        #expect(daemon.log.components(separatedBy: "does not hold a portal restore token").count == 2, "\(daemon.log)")
+        // The next broadcast uses the new token: no dialog, no warning.
+        _ = try broadcast(daemon, "again")
+        let next = pipewire.portalCalls().dropFirst(calls.count)
+        #expect(next.first { $0["call"] as? String == "Start" }?["dialog"] as? Bool == false, "\(next)")
+        #expect(daemon.log.components(separatedBy: "does not hold a portal restore token").count == 2, "\(daemon.log)")
+    }
+
+    /// FINISH while the portal's backend hangs (stopped here) refuses the START at once: the request's and
+    /// the session's Close are sent together, neither waited for, and reach the portal when it runs again.
+    @Test func withdrawingAStartFromAPortalThatHangsTakesNoTime() throws {
+        let (pipewire, daemon) = try stack(dialogSeconds: 60)
+        defer { _ = try? daemon.stop() }
+        let (start, output) = try daemon.startInBackground()
+        defer { if start.isRunning { start.terminate() } }
+        #expect(waitFor("Start", in: pipewire), "the portal was not asked: \(pipewire.portalCalls())\n\(daemon.log)")
+        let portal = try #require(pipewire.portalProcess)
+        kill(portal.processIdentifier, SIGSTOP)
+        defer { kill(portal.processIdentifier, SIGCONT) }
+        let asked = Date()
+        try daemon.controller().finish()
+        let deadline = Date().addingTimeInterval(10)
+        while start.isRunning && Date() < deadline { usleep(10_000) }
+        let took = Date().timeIntervalSince(asked)
+        #expect(took < 1, "the START was withdrawn \(took) s after FINISH")
+        let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        #expect(!start.isRunning && said.contains("finished before the screen was chosen"), "\(said)")
+        #expect(try daemon.controller().status().state == .idle)
+        kill(portal.processIdentifier, SIGCONT)
+        #expect(waitFor("Request.Close", in: pipewire), "\(pipewire.portalCalls())")
+        #expect(waitFor("Session.Close", in: pipewire), "\(pipewire.portalCalls())")
+    }
+
+    /// Response 2 (the backend failed) refuses the START with where to look and what commonly causes it.
+    @Test func aPortalThatEndsTheRequestSaysWhereToLook() throws {
+        let (pipewire, daemon) = try stack(response: 2)
+        defer { _ = try? daemon.stop() }
+        let refused = #expect(throws: (any Error).self) {
+            _ = try daemon.controller().start(handler: "inspect", maxDuration: 1)
+        }
+        let message = "\(String(describing: refused))"
+        #expect(message.contains("the desktop portal ended the request without an answer (response 2)")
+                && message.contains("journalctl --user -u xdg-desktop-portal")
+                && message.contains("xdg-desktop-portal-gnome"), "\(message)")
+        #expect(try daemon.controller().status().state == .idle)
+        #expect(waitFor("Session.Close", in: pipewire), "\(pipewire.portalCalls())")
     }
 }

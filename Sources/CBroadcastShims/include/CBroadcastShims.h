@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
+#include <spawn.h>
 
 extern char **environ;
 static inline char **cbroadcast_environ(void) { return environ; }
@@ -33,6 +34,9 @@ static inline int cbroadcast_peer_credentials(int fd, struct cbroadcast_ucred *o
 static inline int cbroadcast_memfd_create(const char *name, unsigned int flags) { return (int)syscall(SYS_memfd_create, name, flags); }
 static inline int cbroadcast_pidfd_open(pid_t pid, unsigned int flags) { return (int)syscall(SYS_pidfd_open, pid, flags); }
 static inline int cbroadcast_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0); }
+
+// posix_spawn_file_actions_addclosefrom_np (glibc 2.34), declared only with _GNU_SOURCE: shims.c defines it.
+int cbroadcast_spawn_add_closefrom(posix_spawn_file_actions_t *actions, int from);
 
 // A signal that interrupts blocking reads (no SA_RESTART) and is remembered: a signal handler
 // can only touch a sig_atomic_t, which Swift cannot declare.
