@@ -6,7 +6,9 @@
 # ffmpeg x11grab → libx264, A/V offset, 4K memory; about 30 minutes; BENCH_SKIP_RECORD=1 skips it) and
 # bench/stream.sh (the stream handler's glass-to-receiver latency over SRT, CPU and memory, beside ffmpeg;
 # BENCH_SKIP_STREAM=1 skips it) and bench/audio.sh (PipeWire app audio and microphone: latency, CPU and
-# memory beside GStreamer; BENCH_SKIP_AUDIO=1 skips it). The hour-long soak is bench/soak.sh, run on its own.
+# memory beside GStreamer; BENCH_SKIP_AUDIO=1 skips it) and bench/many.sh (record + stream + inspect on one
+# capture, beside one ffmpeg doing the same encodes; BENCH_SKIP_MANY=1 skips it). The hour-long soak is
+# bench/soak.sh, run on its own.
 # One command: bash bench/run.sh
 #
 # Knobs (environment): BENCH_SECONDS (default 20), BENCH_REPEATS (default 3), BENCH_FPS (default "30 60").
@@ -149,3 +151,4 @@ if [ -z "${BENCH_SKIP_X11:-}" ]; then bash "$ROOT/bench/x11.sh"; fi
 if [ "${BENCH_SKIP_RECORD:-}" != 1 ]; then bash "$ROOT/bench/record.sh"; fi
 if [ "${BENCH_SKIP_STREAM:-}" != 1 ]; then bash "$ROOT/bench/stream.sh"; fi
 if [ "${BENCH_SKIP_AUDIO:-}" != 1 ]; then bash "$ROOT/bench/audio.sh"; fi
+if [ "${BENCH_SKIP_MANY:-}" != 1 ]; then bash "$ROOT/bench/many.sh"; fi

@@ -24,13 +24,14 @@ public final class ControllerClient {
         return id
     }
 
-    /// These return the broadcast they acted on.
-    @discardableResult public func pause() throws(ProtocolError) -> UInt32? { try broadcastRequest(.pause) }
-    @discardableResult public func resume() throws(ProtocolError) -> UInt32? { try broadcastRequest(.resume) }
-    @discardableResult public func finish() throws(ProtocolError) -> UInt32? { try broadcastRequest(.finish) }
+    /// These act on broadcast `broadcast`, or, when nil, on the only one running (refused, listing them,
+    /// while several run); they return the broadcast they acted on.
+    @discardableResult public func pause(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.pause, broadcast) }
+    @discardableResult public func resume(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.resume, broadcast) }
+    @discardableResult public func finish(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.finish, broadcast) }
 
-    private func broadcastRequest(_ opcode: Opcode) throws(ProtocolError) -> UInt32? {
-        try connection.request(opcode).decode(BroadcastReference.self).broadcast
+    private func broadcastRequest(_ opcode: Opcode, _ broadcast: UInt32?) throws(ProtocolError) -> UInt32? {
+        try connection.request(opcode, BroadcastReference(broadcast: broadcast)).decode(BroadcastReference.self).broadcast
     }
 
     /// What the daemon captures, and the outputs it could capture instead.
@@ -39,8 +40,8 @@ public final class ControllerClient {
     }
 
     /// The current frame: the latest one of a running broadcast, else one grabbed for the purpose.
-    public func snapshot() throws(ProtocolError) -> (description: SnapshotDescription, frame: SharedMemory) {
-        let reply = try connection.request(.getSnapshot)
+    public func snapshot(broadcast: UInt32? = nil) throws(ProtocolError) -> (description: SnapshotDescription, frame: SharedMemory) {
+        let reply = try connection.request(.getSnapshot, BroadcastReference(broadcast: broadcast))
         guard reply.opcode == .snapshot, reply.descriptors.count == 1 else {
             throw .malformed(reply.opcode, "a snapshot comes as SNAPSHOT with one descriptor, not \(reply.opcode) with \(reply.descriptors.count)")
         }

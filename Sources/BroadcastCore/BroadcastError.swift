@@ -25,6 +25,8 @@ public struct BroadcastError: Error, Equatable, Codable, Sendable, CustomStringC
         public static let handlerError = Code(rawValue: "handler-error")
         public static let protocolError = Code(rawValue: "protocol-error")
         public static let versionMismatch = Code(rawValue: "version-mismatch")
+        /// Several broadcasts run and the request did not say which it is about.
+        public static let ambiguousBroadcast = Code(rawValue: "ambiguous-broadcast")
         public static let budget = Code(rawValue: "memory-budget")
         public static let captureFailed = Code(rawValue: "capture-failed")
         public static let notRunning = Code(rawValue: "not-running")

@@ -13,7 +13,10 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     public var setupFields: [SetupField]?
     /// Whether the handler wants a sample every frame interval even when the screen did not change
     /// (`constant`, the default: unchanged frames come flagged as repeats) or only frames that changed (`variable`).
+    /// In the manifest, `frameRate` may instead be a number of frames per second: constant, at that rate
+    /// or the nearest the capture gives by taking every k-th frame (`maxFrameRate`).
     public var frameRate: FrameRateMode?
+    public var maxFrameRate: Double?
 
     public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
                 url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil) {
@@ -30,6 +33,45 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     public enum FrameRateMode: String, Codable, Sendable {
         case constant, variable
     }
+
+    enum CodingKeys: String, CodingKey {
+        case name, displayName, description, exec, arguments, url, setupFields, frameRate
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        displayName = try c.decode(String.self, forKey: .displayName)
+        description = try c.decodeIfPresent(String.self, forKey: .description)
+        exec = try c.decode(String.self, forKey: .exec)
+        arguments = try c.decodeIfPresent([String].self, forKey: .arguments)
+        url = try c.decodeIfPresent(URLField.self, forKey: .url)
+        setupFields = try c.decodeIfPresent([SetupField].self, forKey: .setupFields)
+        if let rate = try? c.decodeIfPresent(Double.self, forKey: .frameRate) {
+            guard rate > 0 && rate <= 240 else {
+                throw DecodingError.dataCorruptedError(forKey: .frameRate, in: c, debugDescription: "a frame rate is 1 to 240")
+            }
+            maxFrameRate = rate
+            frameRate = .constant
+        } else {
+            frameRate = try c.decodeIfPresent(FrameRateMode.self, forKey: .frameRate)
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(displayName, forKey: .displayName)
+        try c.encodeIfPresent(description, forKey: .description)
+        try c.encode(exec, forKey: .exec)
+        try c.encodeIfPresent(arguments, forKey: .arguments)
+        try c.encodeIfPresent(url, forKey: .url)
+        try c.encodeIfPresent(setupFields, forKey: .setupFields)
+        if let maxFrameRate { try c.encode(maxFrameRate, forKey: .frameRate) } else { try c.encodeIfPresent(frameRate, forKey: .frameRate) }
+    }
+
+    /// The reserved setup key every handler takes: frames per second it wants (1 to 240), fewer than the capture's.
+    public static let frameRateKey = "frameRate"
 
     public struct URLField: Equatable, Codable, Sendable {
         public var prompt: String
@@ -94,7 +136,12 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         }
         var info = setupInfo
         let fields = setupFields ?? []
-        for key in info.keys.sorted() where !fields.contains(where: { $0.name == key }) {
+        if let rate = info[Self.frameRateKey], !fields.contains(where: { $0.name == Self.frameRateKey }) {
+            guard let value = Double(rate), value > 0 && value <= 240 else {
+                throw BroadcastError(.invalidRequest, "setup field 'frameRate' is frames per second, 1 to 240, not '\(rate)'")
+            }
+        }
+        for key in info.keys.sorted() where key != Self.frameRateKey && !fields.contains(where: { $0.name == key }) {
             let known = fields.map(\.name)
             throw BroadcastError(.invalidRequest, "handler '\(name)' has no setup field '\(key)'" +
                 (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))"))

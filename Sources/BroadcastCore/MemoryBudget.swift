@@ -12,8 +12,9 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     static let adviceMargin = 2 << 20
     /// One slot being filled, one in flight to the handler, one held by the handler.
     public static let minimumSlots = 3
-    /// More slots only add latency a slow handler would fill.
-    public static let maximumSlots = 8
+    /// Enough for eight broadcasts at once (each handler holds one slot at least, beside the one being filled
+    /// and the latest); more only add latency a slow handler would fill.
+    public static let maximumSlots = 10
 
     static let commonSizes = [(3840, 2160), (2560, 1440), (1920, 1080), (1600, 900), (1280, 720), (960, 540), (640, 360)]
         .map { (width: $0.0, height: $0.1) }

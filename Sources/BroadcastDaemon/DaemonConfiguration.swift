@@ -14,6 +14,8 @@ public struct DaemonConfiguration {
     /// How long a handler has to exit after BROADCAST_FINISHED before it is stopped.
     public var finishTimeout: UInt64 = 5_000_000_000
     public var serviceInfoInterval: UInt64 = 1_000_000_000
+    /// Most broadcasts requested and not finished at once (they share one capture).
+    public var maxBroadcasts = 8
     public var serverName = "broadcastd 0.1.0"
 
     public static let defaultMemoryBudget = 50 << 20

@@ -1,42 +1,56 @@
 import BroadcastCore
 import BroadcastSystem
 
-/// The bounded pool of shared-memory frame slots (one memfd). A slot is free, or held by the handler
-/// it was delivered to until that handler releases it (once per delivery: a repeated frame is the
-/// same slot delivered again). The slot holding the latest frame stays out of reach of `acquire`, so
-/// the next frame can copy what did not change from it, and a repeat can point at it. When no slot is
-/// free, the frame is dropped: the pool never grows.
+/// The bounded pool of shared-memory frame slots (one memfd), shared by every handler it is announced
+/// to. A slot is free, or held by the handlers it was delivered to, each until it releases it (once per
+/// delivery: a repeated frame is the same slot delivered again); it is reused only once every holder has
+/// released it. The slot holding the latest frame stays out of reach of `acquire`, so the next frame can
+/// copy what did not change from it, and a repeat can point at it. When no slot is free, the frame is
+/// dropped: the pool never grows. Each holder may hold at most `quota` slots, so that one that keeps its
+/// slots loses frames of its own and never starves the others.
 final class FramePool {
     let id: UInt32
     let plan: FramePoolPlan
     let memory: SharedMemory
     /// What handlers get: the pool's memory, read-only and sealed in size.
     let handlerDescriptor: Descriptor
-    /// For each slot, how many deliveries of it the handler still holds.
-    private var holds: [Int]
-    private var holder: Int?
+    /// For each slot, how many deliveries of it each holder still holds.
+    private var holds: [[Int: Int]]
     /// The slot with the most recent frame, when there is one.
     private(set) var latest: Int?
+    /// Releases so far, of any slot, by each holder.
+    private(set) var releases: [Int: UInt64] = [:]
 
     init(id: UInt32, plan: FramePoolPlan) throws(SystemError) {
         self.id = id
         self.plan = plan
         memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.poolBytes, sealed: true)
         handlerDescriptor = try memory.readOnlyDescriptor()
-        holds = Array(repeating: 0, count: plan.slotCount)
+        holds = Array(repeating: [:], count: plan.slotCount)
     }
 
-    /// A free slot, held once by `holder`, or nil when every slot is in use.
-    func acquire(for holder: Int) -> Int? {
-        guard let slot = holds.indices.first(where: { holds[$0] == 0 && $0 != latest }) else { return nil }
-        hold(slot, for: holder)
-        return slot
+    /// Most slots one holder may hold when `holders` share the pool: a lone holder all but the one being
+    /// filled; several, all but that one and the latest, shared out evenly (one at least).
+    func quota(holders: Int) -> Int {
+        holders <= 1 ? plan.slotCount - 1 : max(1, (plan.slotCount - 2) / holders)
     }
+
+    /// A free slot (held by nobody, not the latest), or nil when every slot is in use.
+    func acquire() -> Int? {
+        holds.indices.first { holds[$0].isEmpty && $0 != latest }
+    }
+
+    /// Whether `slot` is held by nobody (a slot acquired and then not delivered to anyone goes back by itself).
+    func isFree(_ slot: Int) -> Bool { holds[slot].isEmpty }
 
     /// One more delivery of `slot` to `holder`.
     func hold(_ slot: Int, for holder: Int) {
-        self.holder = holder
-        holds[slot] += 1
+        holds[slot][holder, default: 0] += 1
+    }
+
+    /// Slots `holder` holds at least one delivery of.
+    func heldSlots(_ holder: Int) -> Int {
+        holds.reduce(0) { $0 + ($1[holder] == nil ? 0 : 1) }
     }
 
     func pointer(_ slot: Int) -> UnsafeMutableRawPointer {
@@ -51,22 +65,18 @@ final class FramePool {
     /// Releases one hold on `slot` by `holder`; false when it holds none (a protocol error by the peer).
     @discardableResult
     func release(_ slot: Int, by holder: Int) -> Bool {
-        guard slot >= 0 && slot < holds.count && holds[slot] > 0 && self.holder == holder else { return false }
-        holds[slot] -= 1
-        releases += 1
+        guard slot >= 0 && slot < holds.count, let count = holds[slot][holder] else { return false }
+        holds[slot][holder] = count > 1 ? count - 1 : nil
+        releases[holder, default: 0] += 1
         return true
     }
 
-    /// Releases so far, of any slot.
-    private(set) var releases: UInt64 = 0
-
     /// Whether `holder` holds any slot.
     func holdsAny(_ holder: Int) -> Bool {
-        self.holder == holder && holds.contains { $0 > 0 }
+        holds.contains { $0[holder] != nil }
     }
 
     func releaseAll(heldBy holder: Int) {
-        guard self.holder == holder else { return }
-        for i in holds.indices { holds[i] = 0 }
+        for i in holds.indices { holds[i][holder] = nil }
     }
 }

@@ -26,6 +26,8 @@ final class PeerSession {
     let socket: Descriptor
     var role: PeerRole?
     var client = "?"
+    /// The protocol version it said HELLO with.
+    var protocolVersion = ProtocolLimits.version
     var subscribed = false
     /// For setup peers: the broadcast whose setup request they fetched.
     var setupFor: UInt32?

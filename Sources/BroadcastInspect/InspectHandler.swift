@@ -29,6 +29,8 @@ public final class InspectHandler: BroadcastSampleHandler {
         public var cursor: CursorSummary?
         /// The last video frame, when the `frameFile` setup field asked for it.
         public var lastFrame: FrameDump?
+        /// The frames per second broadcastd said this handler gets.
+        public var frameRate: Int?
     }
 
     public struct CursorSummary: Codable, Equatable, Sendable {
@@ -78,6 +80,7 @@ public final class InspectHandler: BroadcastSampleHandler {
         summary.setupInfo = setupInfo
         summary.video = videoFormat
         summary.audio = audioFormat
+        summary.frameRate = framesPerSecond
         path = FileURL.path(from: broadcastURL)
         framePath = setupInfo["frameFile"].flatMap { $0.isEmpty ? nil : FileURL.path(from: $0) }
         if path == nil {

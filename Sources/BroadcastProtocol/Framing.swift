@@ -98,7 +98,10 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
 
 /// Protocol-wide constants (docs/protocol.md, "Limits").
 public enum ProtocolLimits {
-    public static let version = 1
+    /// The version this side speaks: 2 (several broadcasts at once, addressed by id).
+    public static let version = 2
+    /// The oldest version broadcastd still serves: version-1 peers keep working where they can (docs/protocol.md §7).
+    public static let oldestVersion = 1
     public static let headerSize = 12
     /// Largest payload of one message.
     public static let maxPayload = 1 << 20

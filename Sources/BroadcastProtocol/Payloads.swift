@@ -25,8 +25,9 @@ public struct Welcome: Codable, Equatable, Sendable {
     public var server: String
     public var maxPayload: Int
     public var maxDescriptors: Int
-    public init(server: String) {
-        self.protocol = ProtocolLimits.version
+    /// `protocol`: the version spoken on this connection (the peer's, when broadcastd serves it).
+    public init(server: String, protocol: Int = ProtocolLimits.version) {
+        self.protocol = `protocol`
         self.server = server
         self.maxPayload = ProtocolLimits.maxPayload
         self.maxDescriptors = ProtocolLimits.maxDescriptors
@@ -100,6 +101,11 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var silentAudio: [String: String]?
     /// Once finished: what the handler last reported with SET_RESULT.
     public var result: [String: JSONValue]?
+    /// Version 2's STATUS: every broadcast requested and not finished, and those that finished since the
+    /// last START, oldest first, each as a status of its own (the fields above describe the newest).
+    public var broadcasts: [BroadcastStatus]?
+    /// Frames per second this broadcast's handler gets (the capture's, or fewer: every k-th frame).
+    public var frameRate: Double?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state

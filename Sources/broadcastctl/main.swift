@@ -52,6 +52,7 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
               broadcastctl start --handler inspect        (asks for the URL and setup fields)
               broadcastctl pause; broadcastctl resume; broadcastctl stop
+              broadcastctl stop --broadcast 2; broadcastctl stop --all    (several at once)
               broadcastctl status --watch
               broadcastctl snapshot screen.png
             Every command takes --json for scripts.
@@ -216,31 +217,48 @@ private func printResult(_ result: [String: JSONValue]?) {
 }
 
 struct Pause: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Pause the broadcast (takes effect once it is live).")
+    static let configuration = CommandConfiguration(abstract: "Pause a broadcast (takes effect once it is live); the others go on.")
     @OptionGroup var request: BroadcastRequestOptions
-    func run() throws { try request.send { try $0.pause() } }
+    func run() throws { try request.send { try $0.pause(broadcast: $1) } }
 }
 
 struct Resume: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Resume a paused broadcast.")
     @OptionGroup var request: BroadcastRequestOptions
-    func run() throws { try request.send { try $0.resume() } }
+    func run() throws { try request.send { try $0.resume(broadcast: $1) } }
 }
 
 struct Stop: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Finish the broadcast.")
+    static let configuration = CommandConfiguration(abstract: "Finish a broadcast, or every one with --all.")
     @OptionGroup var request: BroadcastRequestOptions
-    func run() throws { try request.send { try $0.finish() } }
+    @Flag(help: "Finish every broadcast running.") var all = false
+
+    func validate() throws {
+        if all && request.broadcast != nil { throw ValidationError("--all and --broadcast: give one of them") }
+    }
+
+    func run() throws {
+        guard all else { return try request.send { try $0.finish(broadcast: $1) } }
+        try reporting(json: request.json) {
+            let client = try request.connection.connect()
+            let running = (try client.status().broadcasts ?? []).filter { ![.idle, .finished].contains($0.state) }
+            for id in running.compactMap(\.broadcast) {
+                _ = try client.finish(broadcast: id)
+                if request.json { print(compactJSON(BroadcastReference(broadcast: id))) }
+            }
+        }
+    }
 }
 
 /// Pause, resume and stop: quiet on success, or `{"broadcast": N}` with --json.
 struct BroadcastRequestOptions: ParsableArguments {
     @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The broadcast to act on (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?
     @Flag(help: "Print {\"broadcast\": N}, the broadcast acted on.") var json = false
 
-    func send(_ request: (ControllerClient) throws -> UInt32?) throws {
+    func send(_ request: (ControllerClient, UInt32?) throws -> UInt32?) throws {
         try reporting(json: json) {
-            let id = try request(connection.connect())
+            let id = try request(connection.connect(), broadcast)
             if json { print(compactJSON(BroadcastReference(broadcast: id))) }
         }
     }
@@ -257,6 +275,7 @@ struct Snapshot: ParsableCommand {
               broadcastctl snapshot - | display -        (standard output)
             """)
     @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Name the frame as this broadcast's (they all share one capture).") var broadcast: UInt32?
     @Argument(help: "The PNG file to write; - for standard output.") var file: String
     @Flag(help: "Print what was saved as JSON: file, width, height, bytes, presentationTime, broadcast.") var json = false
 
@@ -267,7 +286,7 @@ struct Snapshot: ParsableCommand {
 
     func run() throws {
         try reporting(json: json) {
-            let (description, frame) = try connection.connect().snapshot()
+            let (description, frame) = try connection.connect().snapshot(broadcast: broadcast)
             guard let format = description.video.videoFormat else {
                 throw ProtocolError.malformed(.snapshot, "unknown pixel format \(description.video.format)")
             }
@@ -294,8 +313,9 @@ struct SavedSnapshot: Encodable {
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the broadcast state.")
+    static let configuration = CommandConfiguration(abstract: "Show the state of every broadcast, or of one.")
     @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Show this broadcast only.") var broadcast: UInt32?
     @Flag(help: "Print JSON.") var json = false
     @Flag(help: "Keep showing the state, elapsed time, fps, bit rate, drops per stream and daemon memory until interrupted: one line redrawn in place on a terminal, a line per update when piped, JSON lines with --json.") var watch = false
 
@@ -303,14 +323,20 @@ struct Status: ParsableCommand {
         try reporting(json: json) {
             let client = try connection.connect()
             guard watch else {
-                let status = try client.status()
+                var status = try client.status()
+                if let broadcast {
+                    guard let one = status.broadcasts?.first(where: { $0.broadcast == broadcast }) else {
+                        throw ProtocolError.refused(BroadcastError(.noBroadcast, "there is no broadcast \(broadcast)"))
+                    }
+                    status = one
+                }
                 return print(json ? prettyJSON(status) : StatusText.describe(status))
             }
             try client.subscribe()
             // On a terminal one line is redrawn in place (cut to its width, so it never wraps); piped,
             // every change is a line of its own.
             let columns = json || !Terminal.isInteractive(1) ? nil : Terminal.columns() ?? 80
-            var line = StatusLine()
+            var lines = StatusLines(only: broadcast)
             // Ctrl-C (or SIGTERM) ends the watch cleanly, leaving the cursor on a fresh line.
             let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate])
             while true {
@@ -329,24 +355,18 @@ struct Status: ParsableCommand {
                     Terminal.flushOutput()
                     continue
                 }
-                var text: String
+                // Lines worth keeping (a URL, a finish) scroll up; the status lines below them are redrawn.
+                var kept: String?
                 switch event {
-                case .stateChanged(let s): line.update(s); text = line.text
-                case .serviceInfo(let i): line.update(i); text = line.text
-                case .urlUpdated(let u): text = "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)"
-                case .finished(let f): text = StatusText.line(f)
+                case .stateChanged(let s): lines.update(s)
+                case .serviceInfo(let i): lines.update(i)
+                case .urlUpdated(let u): kept = "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)"
+                case .finished(let f): kept = StatusText.line(f); lines.finished(f.broadcast)
                 }
                 if let columns {
-                    if text.count >= columns { text = String(text.prefix(columns - 1)) }
-                    // Lines worth keeping (a URL, a finish) end with a newline; the status line is overwritten.
-                    let keep: Bool
-                    switch event {
-                    case .urlUpdated, .finished: keep = true
-                    default: keep = false
-                    }
-                    print("\r\u{1B}[K" + text, terminator: keep ? "\n" : "")
+                    lines.redraw(columns: columns, keeping: kept)
                 } else {
-                    print(text)
+                    print(kept ?? lines.changed)
                 }
                 Terminal.flushOutput()
             }
@@ -357,6 +377,15 @@ struct Status: ParsableCommand {
 
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
+        guard let all = s.broadcasts, all.count > 1 else { return describeOne(s) }
+        var lines = ["source: \(s.source)"]
+        if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
+        lines.append("\(all.count) broadcasts:")
+        for broadcast in all { lines += [""] + describeOne(broadcast).split(separator: "\n").map(String.init).filter { !$0.hasPrefix("source:") && !$0.hasPrefix("daemon memory:") } }
+        return lines.joined(separator: "\n")
+    }
+
+    static func describeOne(_ s: BroadcastStatus) -> String {
         var lines = ["state: \(s.state)", "source: \(s.source)"]
         if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
         if let id = s.broadcast {

@@ -47,6 +47,8 @@ enum DaemonKeys {
         help: "Synthetic source: the audio sample clock runs N ppm fast (negative: slow); timestamps stay true.")
     static let memoryBudget = ConfigKey.integer("memory-budget", 1...65535, default: 50,
         help: "Memory budget in MB; the frame pool is sized to fit it.")
+    static let maxBroadcasts = ConfigKey.integer("max-broadcasts", 1...8, default: 8,
+        help: "Most broadcasts at once (they share one capture); a START beyond is refused.")
     static let socket = ConfigKey("socket", .string,
         help: "Socket path; unset: $BROADCASTD_SOCKET, else $XDG_RUNTIME_DIR/broadcastd/broadcastd.sock.")
     static let handlersDir = ConfigKey("handlers-dir", .strings, default: .strings([]),
@@ -61,7 +63,7 @@ enum DaemonKeys {
         help: "Log level.")
 
     static let all = [source, pipewireNode, portalSource, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
-                      audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, socket, handlersDir,
+                      audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
                       startTimeout, finishTimeout, handlerTimeout, logLevel]
 }
 

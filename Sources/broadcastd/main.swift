@@ -51,6 +51,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             help: ArgumentHelp(DaemonKeys.audioClockPPM.help, valueName: "N"))
     var audioClockPPM: Int?
     @Option(help: ArgumentHelp(DaemonKeys.memoryBudget.help, valueName: "MB")) var memoryBudget: Int?
+    @Option(help: ArgumentHelp(DaemonKeys.maxBroadcasts.help, valueName: "N")) var maxBroadcasts: Int?
     @Option(help: ArgumentHelp(DaemonKeys.socket.help, valueName: "PATH")) var socket: String?
     @Option(name: .customLong("handlers-dir"), help: ArgumentHelp(DaemonKeys.handlersDir.help + " Repeatable.", valueName: "DIR"))
     var handlersDirectories: [String] = []
@@ -73,7 +74,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             values[key] = value.map(ConfigValue.string)
         }
         for (key, value) in [("fps", fps), ("audio-channels", audioChannels), ("audio-clock-ppm", audioClockPPM),
-                             ("memory-budget", memoryBudget), ("start-timeout", startTimeout), ("finish-timeout", finishTimeout),
+                             ("memory-budget", memoryBudget), ("max-broadcasts", maxBroadcasts), ("start-timeout", startTimeout), ("finish-timeout", finishTimeout),
                              ("handler-timeout", handlerTimeout)] {
             values[key] = value.map(ConfigValue.integer)
         }
@@ -141,6 +142,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         configuration.startTimeout = UInt64(settings.integer("start-timeout")) * 1_000_000_000
         configuration.finishTimeout = UInt64(settings.integer("finish-timeout")) * 1_000_000_000
         configuration.hangTimeout = UInt64(settings.integer("handler-timeout")) * 1_000_000_000
+        configuration.maxBroadcasts = settings.integer("max-broadcasts")
         return configuration
     }
 

@@ -193,16 +193,16 @@ extension Integration {
         try daemon.stop()
     }
 
-    @Test func secondStartIsRefusedNamingTheLiveBroadcast() throws {
-        let daemon = try DaemonHarness()
+    @Test func startBeyondTheLimitIsRefusedNamingTheLiveBroadcast() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360", "--max-broadcasts", "1"])
         let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("first"), on: controller)
         try daemon.awaitState(controller, .live)
         let before = try controller.status()
         let result = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "/tmp/never.json"])
         #expect(result.status == 1)
-        #expect(result.stderr.contains("broadcast \(id) (handler inspect"), "\(result.stderr)")
-        #expect(result.stderr.contains("is live"), "\(result.stderr)")
+        #expect(result.stderr.contains("1 broadcast(s) running (\(id) (inspect, live)), the most at once (broadcastd --max-broadcasts 1)"),
+                "\(result.stderr)")
         let after = try controller.status()
         #expect(after.state == .live && after.broadcast == before.broadcast && after.url == before.url)
         try controller.finish()

@@ -241,6 +241,19 @@ final class DaemonHarness {
     func summaryPath(_ name: String) -> String { runtime + "/" + name + ".json" }
 }
 
+/// Asks `controller` for the status every `every` µs for `seconds`; the longest an answer took, s.
+func slowestStatus(_ controller: ControllerClient, seconds: TimeInterval, every: UInt32) throws -> Double {
+    var slowest = 0.0
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end {
+        let asked = Date()
+        _ = try controller.status()
+        slowest = max(slowest, Date().timeIntervalSince(asked))
+        usleep(every)
+    }
+    return slowest
+}
+
 struct HarnessError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }

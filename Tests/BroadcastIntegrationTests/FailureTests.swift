@@ -59,11 +59,11 @@ extension Integration {
     @Test func protocolVersionMismatchIsClearOnBothSides() throws {
         let daemon = try DaemonHarness()
         let peer = try PeerConnection.connect(path: daemon.socketPath)
-        try peer.send(.json(.hello, seq: 1, Hello(role: .controller, client: "future-client", protocol: 2)))
+        try peer.send(.json(.hello, seq: 1, Hello(role: .controller, client: "future-client", protocol: 3)))
         let reply = try peer.receive()
         let error = try reply.decode(BroadcastError.self)
         #expect(error.code == .versionMismatch)
-        #expect(error.message.contains("broadcastd speaks version 1") && error.message.contains("future-client speaks version 2"))
+        #expect(error.message.contains("broadcastd speaks versions 1 to 2") && error.message.contains("future-client speaks version 3"))
         #expect(daemon.logs("protocol version mismatch"))
         try daemon.stop()
     }

@@ -186,13 +186,7 @@ extension Integration {
         usleep(1_000_000)
         var slowest = 0.0
         try expectOnTimeAndBounded(daemon, controller, "a handler flooding UPDATE_SERVICE_INFO") {
-            let end = Date().addingTimeInterval(3)
-            while Date() < end {
-                let asked = Date()
-                _ = try controller.status()
-                slowest = max(slowest, Date().timeIntervalSince(asked))
-                usleep(50_000)
-            }
+            slowest = try slowestStatus(controller, seconds: 3, every: 50_000)
         }
         #expect(slowest < 0.2, "a status request took \(slowest) s during the flood")
         // Flooding is not hanging: the broadcast runs to its end.

@@ -90,14 +90,7 @@ extension Integration {
         // From a handler: 20 results nested 500 deep, while the loop is timed.
         let id = try daemon.start(handler: "hostile", url: daemon.summaryPath("nested"), setupInfo: ["attack": "nested"], maxDuration: 10, on: controller)
         try daemon.awaitState(controller, .live)
-        var slowest = 0.0
-        let end = Date().addingTimeInterval(2)
-        while Date() < end {
-            let asked = Date()
-            _ = try controller.status()
-            slowest = max(slowest, Date().timeIntervalSince(asked))
-            usleep(20_000)
-        }
+        let slowest = try slowestStatus(controller, seconds: 2, every: 20_000)
         #expect(slowest < 0.2, "a status request took \(slowest) s")
         let error = try daemon.awaitFinish(controller, id)
         #expect(error?.message.contains("malformed SET_RESULT: JSON nested deeper than 32 levels") == true, "\(String(describing: error))")

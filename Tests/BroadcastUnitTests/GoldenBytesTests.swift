@@ -34,7 +34,11 @@ import Glibc
     @Test func helloFromAController() throws {
         let bytes = Message.json(.hello, seq: 1, Hello(role: .controller, client: "broadcastctl")).encoded()
         #expect(Self.golden("hello-controller") == bytes)
-        #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"{"client":"broadcastctl","protocol":1,"role":"controller"}"#)
+        #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"{"client":"broadcastctl","protocol":2,"role":"controller"}"#)
+    }
+
+    @Test func pauseOfOneBroadcast() {
+        #expect(Self.golden("pause-broadcast") == Message.json(.pause, seq: 4, BroadcastReference(broadcast: 2)).encoded())
     }
 
     @Test func releaseSlot() {

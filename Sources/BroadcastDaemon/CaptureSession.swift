@@ -1,0 +1,143 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// The capture source while any broadcast is requested: opened once for all of them (one portal grant,
+/// one X connection), with the frame pool they share from the first handler's launch on, and closed when
+/// the last one finishes. `live` is the capture itself, while any broadcast is live.
+final class CaptureSession {
+    let source: CaptureSource
+    private let budget: Int
+    private(set) var plan: FramePoolPlan
+    private(set) var pool: FramePool?
+    /// Pools replaced after a resize: releases of their slots are expected and ignored.
+    private var retiredPools: Set<UInt32> = []
+    /// Frames and audio flowing, while any broadcast is live (or a paused one waits for its audio).
+    var live: LiveCapture?
+    /// When the frame in the pool's latest slot was captured.
+    var latestFramePTS: UInt64 = 0
+    /// Frame deadlines since the session began, missed ones included.
+    var frameCount: UInt64 = 0
+
+    enum Opened {
+        case planned(FramePoolPlan)
+        /// The source waits, for the user or its first frame (`openAnswered` becomes readable when it is worth
+        /// asking again): why.
+        case waiting(String)
+    }
+
+    init(source: CaptureSource, plan: FramePoolPlan, budget: Int) {
+        self.source = source
+        self.plan = plan
+        self.budget = budget
+    }
+
+    /// Opens `source` and plans the frame pool for its frames; the source is left closed when either fails.
+    /// `waiting`: waits here while the source waits for its first frame (where no START can be kept pending).
+    static func open(_ source: CaptureSource, budget: Int, waiting: Bool = false) -> Result<Opened, BroadcastError> {
+        let format: VideoFormat
+        do { format = waiting ? try openWaiting(source) : try source.open() } catch {
+            return error.pending ? .success(.waiting(error.reason)) : .failure(BroadcastError(.captureFailed, error.description))
+        }
+        do {
+            return .success(.planned(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes,
+                                                            daemonBytes: daemonBytes(poolBytes: 0))))
+        } catch {
+            source.close()
+            return .failure(error)
+        }
+    }
+
+    /// What the daemon needs besides the pool, measured: what it has resident now (its binary's pages,
+    /// libraries, heap, stacks, the open source's buffers) but the pool it maps, and what a live broadcast adds.
+    static func daemonBytes(poolBytes: Int) -> Int {
+        guard let resident = ProcessMemory.residentBytes() else { return FramePoolPlan.daemonOverhead }
+        return resident - poolBytes + FramePoolPlan.broadcastReserve
+    }
+
+    /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for broadcastd
+    /// starting and a snapshot while idle. A source that asks the user still throws its pending error.
+    static func openWaiting(_ source: CaptureSource) throws(CaptureError) -> VideoFormat {
+        while true {
+            do { return try source.open() } catch {
+                guard error.pending, !source.choosesScreenAtStart, let ready = source.openAnswered else { throw error }
+                let now = MonotonicClock.now(), due = source.openRetryAt ?? now + 100_000_000
+                _ = try? Poller.wait([(ready.raw, .readable)], timeoutMilliseconds: due > now ? Int32((due - now) / 1_000_000 + 1) : 0)
+            }
+        }
+    }
+
+    /// The pool, made when the first handler is launched.
+    func makePool(id: UInt32) throws(BroadcastError) -> FramePool {
+        if let pool { return pool }
+        do {
+            let made = try FramePool(id: id, plan: plan)
+            pool = made
+            return made
+        } catch {
+            throw BroadcastError(.budget, "cannot allocate the frame pool (\(plan)): \(error)")
+        }
+    }
+
+    /// Whether `id` names a pool replaced after a resize (releases of its slots are ignored).
+    func isRetired(_ id: UInt32) -> Bool { retiredPools.contains(id) }
+
+    /// The frame size changed: a bigger pool when the slots are too small for it (nil when the pool stays).
+    /// Throws when the new size does not fit the memory budget.
+    func resize(to format: VideoFormat, newPoolID: UInt32) throws(BroadcastError) -> FramePool? {
+        guard let pool else { return nil }
+        pool.setLatest(nil)
+        guard format.frameByteCount > pool.plan.slotSize else { return nil }
+        let plan: FramePoolPlan
+        do {
+            plan = try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes,
+                                          daemonBytes: Self.daemonBytes(poolBytes: pool.plan.poolBytes))
+        } catch {
+            throw BroadcastError(.budget, "the screen was resized: \(error.message)")
+        }
+        // The old pool goes first, so that the daemon never maps both; handlers drop their mapping on POOL.
+        retiredPools.insert(pool.id)
+        self.pool = nil
+        self.plan = plan
+        return try makePool(id: newPoolID)
+    }
+
+    func close() {
+        live = nil
+        pool = nil
+        retiredPools = []
+        source.close()
+    }
+
+    /// The latest frame, copied into a sealed memfd without mapping the copy; nil when there is none.
+    func copyLatest(broadcast: UInt32?) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError>? {
+        guard let pool, let latest = pool.latest else { return nil }
+        let format = source.videoFormat
+        let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
+                                              presentationTime: latestFramePTS, broadcast: broadcast)
+        do {
+            let frame = try SharedMemory.sealedCopy(name: "broadcastd-snapshot",
+                                                    of: UnsafeRawBufferPointer(start: pool.pointer(latest), count: format.frameByteCount))
+            return .success((description, frame))
+        } catch {
+            return .failure(BroadcastError(.budget, "cannot copy the frame for the snapshot: \(error)"))
+        }
+    }
+
+    /// One frame grabbed now into a memfd of its own, for a snapshot while nothing is captured.
+    static func grab(_ source: CaptureSource, now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+        let format = source.videoFormat
+        do {
+            let memory = try SharedMemory(name: "broadcastd-snapshot", size: format.frameByteCount, sealed: true)
+            let pts = try source.captureFrame(index: 0, deadline: now, into: memory.base, previous: nil)
+            let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
+                                                  presentationTime: pts, broadcast: nil)
+            return .success((description, try memory.readOnlyDescriptor()))
+        } catch let error as CaptureError {
+            return .failure(BroadcastError(.captureFailed, error.description))
+        } catch {
+            return .failure(BroadcastError(.budget, "cannot allocate \(megabytes(format.frameByteCount)) for the snapshot: \(error)"))
+        }
+    }
+}

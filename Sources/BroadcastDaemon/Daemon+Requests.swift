@@ -1,0 +1,265 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// What controllers and setup UIs ask for.
+extension Daemon {
+    func request(_ message: Message, from session: PeerSession) {
+        do {
+            switch session.role {
+            case .controller: try controllerRequest(message, from: session)
+            case .setup: try setupRequest(message, from: session)
+            case .handler: try handlerMessage(message, from: session)
+            case nil: break
+            }
+        } catch {
+            peers.protocolViolation(session, error.description, seq: message.seq)
+        }
+    }
+
+    /// The newest broadcast (a finished one stays until the next START).
+    var current: Broadcast? { broadcasts.last }
+
+    /// The broadcast a request is about: the one `id` names; without an id, the only one requested and not
+    /// finished (or, when none is, the newest). Several running and no id: refused, listing them.
+    func addressed(_ id: UInt32?, by session: PeerSession) -> Result<Broadcast, BroadcastError> {
+        if let id {
+            if let found = broadcasts.first(where: { $0.id == id }) { return .success(found) }
+            let known = broadcasts.map { String($0.id) }
+            return .failure(BroadcastError(.noBroadcast, "there is no broadcast \(id)" + (known.isEmpty ? "" : " (there are: \(known.joined(separator: ", ")))")))
+        }
+        let active = broadcasts.filter(\.isActive)
+        if active.count == 1 { return .success(active[0]) }
+        if active.isEmpty {
+            return current.map { .success($0) } ?? .failure(BroadcastError(.noBroadcast, "no broadcast is live"))
+        }
+        let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase)\($0.machine.current?.url.map { ", " + redactedURL($0) } ?? ""))" }
+        let how = session.protocolVersion < 2
+            ? "this controller speaks protocol version 1, which knows of one broadcast at a time: use one of version 2 (broadcastctl of broadcastd 0.2 or later)"
+            : "say which (broadcastctl --broadcast N; the request's \"broadcast\" field)"
+        return .failure(BroadcastError(.ambiguousBroadcast, "\(active.count) broadcasts are running: \(list.joined(separator: ", ")); \(how)"))
+    }
+
+    private func controllerRequest(_ message: Message, from session: PeerSession) throws(ProtocolError) {
+        let seq = message.seq
+        switch message.opcode {
+        case .listHandlers:
+            peers.reply(session, seq, .success(.json(.handlers, seq: seq, HandlerList(handlers: registry.load(logger: logger).map(\.manifest)))))
+        case .start:
+            answerStart((session.id, seq, try message.decode(StartRequest.self)))
+        case .pause, .resume, .finish:
+            let id = try message.decode(BroadcastReference.self).broadcast
+            if message.opcode == .finish, id == nil, pendingStart != nil {
+                source.cancelOpen("the broadcast was finished before the screen was chosen")
+                return peers.reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
+            }
+            let event: BroadcastEvent = message.opcode == .pause ? .pause : message.opcode == .resume ? .resume : .finish
+            let result = addressed(id, by: session).flatMap { broadcast in
+                transition(broadcast, event).map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
+            }
+            peers.reply(session, seq, result)
+        case .getStatus:
+            peers.reply(session, seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
+        case .listSources:
+            peers.reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
+        case .getSnapshot:
+            let id = try message.decode(BroadcastReference.self).broadcast
+            let named: Result<UInt32?, BroadcastError> = id == nil ? .success(current?.id) : addressed(id, by: session).map { $0.id }
+            let result = named.flatMap { snapshot(for: session, broadcast: $0, now: clock.now()) }
+            if case .success(let snapshot) = result { session.snapshotBytes = snapshot.description.video.frameSize }
+            peers.reply(session, seq, result.map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
+        case .subscribe:
+            session.subscribed = true
+            peers.reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
+            // The state of every broadcast running (or of the newest), one STATE_CHANGED each.
+            let active = broadcasts.filter(\.isActive)
+            for broadcast in active.isEmpty ? [current] : active.map(Optional.some) {
+                session.enqueue(.json(.stateChanged, status(of: broadcast)))
+            }
+            session.flush()
+        default:
+            throw .unexpected(message.opcode, "not a controller request")
+        }
+    }
+
+    /// STATUS: for version 2, the newest broadcast's fields and every broadcast in `broadcasts`; for version 1,
+    /// the one broadcast there is (refused while several run: it could describe only one of them).
+    private func statusReply(for session: PeerSession) -> Result<BroadcastStatus, BroadcastError> {
+        guard session.protocolVersion >= 2 else {
+            let active = broadcasts.filter(\.isActive)
+            if active.count > 1 { return addressed(nil, by: session).map { self.status(of: $0) } }
+            return .success(status(of: active.first ?? current))
+        }
+        var status = status(of: current)
+        status.broadcasts = broadcasts.map { self.status(of: $0) }
+        return .success(status)
+    }
+
+    /// The new broadcast's id, or nil when the source is waiting for the user (the START is then answered by `startAnswered`).
+    private func start(_ request: StartRequest) -> Result<UInt32?, BroadcastError> {
+        if shuttingDown { return .failure(BroadcastError(.shutdown, "broadcastd is shutting down")) }
+        if pendingStart != nil {
+            return .failure(BroadcastError(.busy, "another broadcast is being requested: the screen is \(pendingReason)"))
+        }
+        let entries = registry.load(logger: logger)
+        guard let entry = entries.first(where: { $0.manifest.name == request.handler }) else {
+            let names = entries.map(\.manifest.name), unreadable = registry.unreadableDirectories()
+            return .failure(BroadcastError(.unknownHandler, "no handler named '\(request.handler)'; " +
+                (names.isEmpty ? "none are installed (looked in \(registry.directories.joined(separator: ", ")))" : "installed: \(names.joined(separator: ", "))") +
+                (unreadable.isEmpty ? "" : "; cannot read \(unreadable.joined(separator: ", "))")))
+        }
+        if let max = request.maxDuration, !(max > 0 && max < 1e9) {
+            return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))
+        }
+        let active = broadcasts.filter(\.isActive)
+        if active.count >= configuration.maxBroadcasts {
+            let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase))" }.joined(separator: ", ")
+            return .failure(BroadcastError(.busy, "\(active.count) broadcast(s) running (\(list)), the most at once " +
+                                           "(broadcastd --max-broadcasts \(configuration.maxBroadcasts)); stop one first with `broadcastctl stop --broadcast N`"))
+        }
+        if let capture {
+            // Every handler needs a slot of the shared pool at least.
+            let room = capture.plan.slotCount - 2
+            if active.count + 1 > room {
+                return .failure(BroadcastError(.budget, "the frame pool holds \(capture.plan.slotCount) slots of \(megabytes(capture.plan.slotSize)) " +
+                    "(\(source.videoFormat)): room for \(room) broadcast(s) at once, and \(active.count) run; a broadcast more needs a larger " +
+                    "--memory-budget (about \((configuration.memoryBudget + capture.plan.slotSize + (1 << 20) - 1) >> 20)) or a smaller capture"))
+            }
+        } else {
+            // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
+            switch CaptureSession.open(source, budget: configuration.memoryBudget) {
+            case .success(.waiting(let why)):
+                pendingReason = why
+                return .success(nil)
+            case .success(.planned(let plan)): capture = CaptureSession(source: source, plan: plan, budget: configuration.memoryBudget)
+            case .failure(let error): return .failure(error)
+            }
+        }
+        let id = nextBroadcastID
+        let broadcast: Broadcast
+        do { broadcast = try Broadcast(id: id, entry: entry, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) }) } catch {
+            return .failure(error)
+        }
+        nextBroadcastID += 1
+        broadcasts.removeAll { !$0.isActive }
+        broadcasts.append(broadcast)
+        logger.info("broadcast \(id) requested with handler '\(entry.manifest.name)'; waiting for setup")
+        logger.info("broadcast \(id): idle → \(broadcast.phase)")
+        peers.publish(.json(.stateChanged, status(of: broadcast)))
+        return .success(id)
+    }
+
+    /// Answers a START, or keeps it pending while the source waits for the user; then `startAnswered`
+    /// tries again when the source has its answer (the share dialog was answered, cancelled or withdrawn).
+    private func answerStart(_ request: (sessionID: Int, seq: UInt32, request: StartRequest)) {
+        let result = start(request.request)
+        if case .success(nil) = result {
+            if pendingStart == nil { logger.info("broadcast requested with handler '\(request.request.handler)'; the screen is \(pendingReason)") }
+            pendingStart = request
+        } else if let session = peers.sessions[request.sessionID] {
+            peers.reply(session, request.seq, result.map { .json(.ok, seq: request.seq, BroadcastReference(broadcast: $0)) })
+        }
+        updateStatus()
+    }
+
+    func startAnswered() {
+        guard let pending = pendingStart else { return }
+        pendingStart = nil
+        answerStart(pending)
+    }
+
+    private func setupRequest(_ message: Message, from session: PeerSession) throws(ProtocolError) {
+        let seq = message.seq
+        /// The broadcast waiting for setup that `id` names (the oldest waiting one when nil), or why there is none.
+        func waiting(_ id: UInt32?) -> Result<Broadcast, BroadcastError> {
+            let candidates = broadcasts.filter { $0.phase == .awaitingSetup }
+            guard let first = candidates.first else { return .failure(BroadcastError(.noBroadcast, "no broadcast is waiting for setup")) }
+            guard let id else { return .success(first) }
+            guard let match = candidates.first(where: { $0.id == id }) else {
+                return .failure(BroadcastError(.invalidRequest, "broadcast \(id) is not the one waiting for setup (\(first.id) is)"))
+            }
+            return .success(match)
+        }
+        switch message.opcode {
+        case .getSetupRequest:
+            switch waiting(try message.decode(BroadcastReference.self).broadcast) {
+            case .failure(let error): peers.reply(session, seq, .failure(error))
+            case .success(let broadcast):
+                session.setupFor = broadcast.id
+                peers.reply(session, seq, .success(.json(.setupRequest, seq: seq, SetupRequest(broadcast: broadcast.id, handler: broadcast.manifest))))
+            }
+        case .completeSetup:
+            let completion = try message.decode(SetupCompletion.self)
+            let broadcast: Broadcast
+            switch waiting(completion.broadcast) {
+            case .failure(let error): return peers.reply(session, seq, .failure(error))
+            case .success(let found): broadcast = found
+            }
+            let validated: (url: String?, setupInfo: [String: String])
+            do { validated = try broadcast.manifest.validate(url: completion.url, setupInfo: completion.setupInfo) } catch {
+                return peers.reply(session, seq, .failure(error))
+            }
+            broadcast.setupInfo = validated.setupInfo
+            session.setupFor = nil
+            logger.info("broadcast \(completion.broadcast) set up\(validated.url.map { " with URL \(redactedURL($0))" } ?? "")")
+            peers.reply(session, seq, transition(broadcast, .setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) })
+        case .cancelSetup:
+            let cancellation = try message.decode(SetupCancellation.self)
+            let broadcast: Broadcast
+            switch waiting(cancellation.broadcast) {
+            case .failure(let error): return peers.reply(session, seq, .failure(error))
+            case .success(let found): broadcast = found
+            }
+            session.setupFor = nil
+            let reason = BroadcastError(.setupCancelled, "setup was cancelled: \(cancellation.error.message)")
+            peers.reply(session, seq, transition(broadcast, .setupCancelled(reason)).map { _ in .json(.ok, seq: seq, Empty()) })
+        default:
+            throw .unexpected(message.opcode, "not a setup request")
+        }
+    }
+
+    private func sourceList() -> Result<SourceList, BroadcastError> {
+        do {
+            let list = try source.outputs()
+            return .success(SourceList(kind: list.kind, source: source.description, screenWidth: list.screen?.width, screenHeight: list.screen?.height,
+                                       outputs: list.outputs.map {
+                                           OutputDescription(name: $0.name, x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height,
+                                                             rotation: $0.rotation, reflected: $0.reflected, primary: $0.primary)
+                                       }))
+        } catch {
+            return .failure(BroadcastError(.captureFailed, error.description))
+        }
+    }
+
+    /// A copy of the current frame in a memfd of its own: the latest frame captured while a broadcast runs,
+    /// or, when there is none (idle, setting up, not yet captured), one grabbed now. Every copy lives until the
+    /// controller closes it, so a connection gets one while the last it was sent is unread, and all the
+    /// unread ones together stay within what the memory budget leaves beside the pool (one frame at least).
+    private func snapshot(for session: PeerSession, broadcast: UInt32?, now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+        if session.snapshotUnread() {
+            return .failure(BroadcastError(.busy, "the last snapshot sent on this connection has not been read yet; read it first"))
+        }
+        let format = source.videoFormat
+        let unread = peers.sessions.values.filter { $0.snapshotUnread() }
+        let planned = CaptureSession.daemonBytes(poolBytes: 0) + source.mappedBytes
+        let bytes = unread.reduce(0) { $0 + $1.snapshotBytes }
+        if bytes > 0, bytes + format.frameByteCount > max(format.frameByteCount, configuration.memoryBudget - planned) {
+            return .failure(BroadcastError(.busy, "\(unread.count) snapshot(s) of \(megabytes(bytes)) sent to other connections " +
+                                           "are not read yet, and another would not fit the memory budget; try again once they are"))
+        }
+        if let copy = capture?.copyLatest(broadcast: broadcast) { return copy }
+        let wasOpen = capture != nil
+        if !wasOpen && source.choosesScreenAtStart {
+            return .failure(BroadcastError(.captureFailed, "the screen is shared through the desktop portal only while a broadcast runs; start one first"))
+        }
+        if !wasOpen {
+            do { _ = try CaptureSession.openWaiting(source) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        }
+        defer { if !wasOpen { source.close() } }
+        let running = capture?.live != nil
+        do { if !running { try source.begin(at: now) } } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        defer { if !running { source.end() } }
+        return CaptureSession.grab(source, now: now)
+    }
+}

@@ -1,0 +1,230 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// The capture while any broadcast is live (or a broadcast that just paused or finished still waits for
+/// its audio): the frame and audio deadlines, and the fan-out. Each frame is grabbed once, into one pool
+/// slot, and delivered to every live broadcast's handler that has room for it; each audio chunk is taken
+/// once and delivered to every broadcast that is live or still waiting for its audio. What one handler
+/// cannot take is dropped for it alone.
+final class LiveCapture {
+    /// Frames lost in a row to transient capture errors; capture fails when they last this long.
+    static let transientFailureLimit: UInt64 = 2_000_000_000
+
+    let source: CaptureSource
+    /// The next frame's deadline; nil while no broadcast is live (only audio is still wanted).
+    private(set) var nextFrameAt: UInt64?
+    private(set) var nextAudioAt: UInt64?
+    /// The VIDEO_SAMPLE fields that stay the same from frame to frame, for the current pool and format.
+    private var videoHeader: VideoSampleHeader?
+    private var lostFrames: UInt64 = 0
+    /// The audio streams last published as silent.
+    private(set) var silentAudio: Set<SampleType> = []
+
+    /// Capture has begun (`source.begin`) at `now`: the first frame is due at once.
+    init(source: CaptureSource, now: UInt64) {
+        self.source = source
+        nextFrameAt = now
+        nextAudioAt = source.nextAudioDeadline()
+    }
+
+    /// No broadcast is live any more; audio goes on while one waits for it.
+    func stopFrames() {
+        nextFrameAt = nil
+    }
+
+    /// A broadcast is live again while only audio was flowing: frames are due at once.
+    func resumeFrames(now: UInt64) {
+        if nextFrameAt == nil { nextFrameAt = now }
+    }
+
+    // MARK: - Video
+
+    /// The frame due at `now`, for the `live` broadcasts; `active` are all that may need a format change.
+    /// Returns an error when capture failed for good (every live broadcast fails with it).
+    func captureVideo(now: UInt64, session: CaptureSession, live: [Broadcast], active: [Broadcast],
+                      newPoolID: () -> UInt32) -> BroadcastError? {
+        guard var deadline = nextFrameAt else { return nil }
+        let interval = source.frameInterval
+        // Deadlines the loop missed (the machine was too busy) are frames that were never captured.
+        let missed = (now - deadline) / interval
+        if missed > 0 {
+            for broadcast in live {
+                let its = broadcast.missedFrames(missed)
+                if its > 0 { broadcast.ledger.skip(.video, count: its, late: true) }
+            }
+            deadline += missed * interval
+        }
+        nextFrameAt = deadline + interval
+        // Frames are numbered by their deadlines since the capture session began (missed ones included): the
+        // synthetic pattern draws the number, which is the handler's sequence number when one broadcast runs.
+        let index = session.frameCount + missed
+        session.frameCount = index + 1
+        // Each broadcast takes its frames (every one, or every k-th when its handler wants fewer).
+        let due = live.filter { $0.takesFrame() }
+        let targets = due.filter { $0.link?.connection != nil }
+        for broadcast in due where broadcast.link?.connection == nil { broadcast.ledger.skip(.video) }
+        guard !targets.isEmpty, session.pool != nil else {
+            for broadcast in targets { broadcast.ledger.skip(.video) }
+            return nil
+        }
+        let change: FrameChange
+        do {
+            change = try source.checkForChanges()
+            if case .resized(let format) = change { try changeFormat(to: format, session: session, active: active, newPoolID: newPoolID) }
+        } catch let error as CaptureError {
+            return BroadcastError(.captureFailed, error.description)
+        } catch {
+            return error as? BroadcastError
+        }
+        guard let pool = session.pool else { return nil }
+        if videoHeader?.pool != pool.id { videoHeader = prototype(pool: pool) }
+        for broadcast in targets { sendCursor(to: broadcast.link!, at: deadline) }
+        if change == .unchanged, let latest = pool.latest {
+            for broadcast in targets {
+                broadcast.ledger.repeated()
+                if broadcast.manifest.frameRate == .variable { continue }
+                pool.hold(latest, for: broadcast.link!.holder)
+                deliver(slot: latest, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: true, to: broadcast, pool: pool)
+            }
+            return nil
+        }
+        // A handler that holds its share of the slots loses this frame; the others do not.
+        let quota = pool.quota(holders: active.count(where: { $0.link?.connection != nil }))
+        let takers = targets.filter { pool.heldSlots($0.link!.holder) < quota }
+        for broadcast in targets where !takers.contains(where: { $0 === broadcast }) { broadcast.ledger.skip(.video) }
+        guard !takers.isEmpty, let slot = pool.acquire() else {
+            for broadcast in takers { broadcast.ledger.skip(.video) }
+            return nil
+        }
+        let pts: UInt64
+        do {
+            pts = try source.captureFrame(index: index, deadline: deadline, into: pool.pointer(slot),
+                                          previous: pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
+        } catch {
+            pool.setLatest(nil)
+            lostFrames += 1
+            guard error.transient && lostFrames * interval < Self.transientFailureLimit else {
+                return BroadcastError(.captureFailed, error.description)
+            }
+            for broadcast in takers { broadcast.ledger.skip(.video) }
+            return nil
+        }
+        lostFrames = 0
+        pool.setLatest(slot)
+        session.latestFramePTS = pts
+        for broadcast in takers {
+            pool.hold(slot, for: broadcast.link!.holder)
+            deliver(slot: slot, pts: pts, interval: interval * broadcast.frameDivisor, repeated: false, to: broadcast, pool: pool)
+        }
+        return nil
+    }
+
+    /// The VIDEO_SAMPLE fields that stay the same from frame to frame.
+    private func prototype(pool: FramePool) -> VideoSampleHeader {
+        let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
+        return VideoSampleHeader(timing: zero, orientation: source.orientation, pool: pool.id, slot: 0, format: source.videoFormat)
+    }
+
+    /// Sends the VIDEO_SAMPLE for `slot` (already held for the handler), or drops it when the handler's queue is full.
+    private func deliver(slot: Int, pts: UInt64, interval: UInt64, repeated: Bool, to broadcast: Broadcast, pool: FramePool) {
+        guard var header = videoHeader, let link = broadcast.link else { return }
+        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: broadcast.ledger.takeSequence(.video),
+                                     discontinuity: broadcast.ledger.isDiscontinuous(.video))
+        header.orientation = source.orientation
+        header.slot = UInt32(slot)
+        header.repeated = repeated
+        var payload: [UInt8] = []
+        payload.reserveCapacity(VideoSampleHeader.size)
+        header.encode(into: &payload)
+        if link.queue(Message(.videoSample, payload: payload), droppable: true) {
+            broadcast.ledger.delivered(.video, until: pts + interval)
+            link.flush()
+        } else {
+            pool.release(slot, by: link.holder)
+            broadcast.ledger.dropTaken(.video)
+        }
+    }
+
+    /// The frame size changed: a bigger pool when the slots are too small for it, then VIDEO_FORMAT_CHANGED
+    /// to every handler, before the first frame of the new size. Throws when it does not fit the budget.
+    private func changeFormat(to format: VideoFormat, session: CaptureSession, active: [Broadcast],
+                              newPoolID: () -> UInt32) throws(BroadcastError) {
+        let replaced = try session.resize(to: format, newPoolID: newPoolID())
+        videoHeader = nil
+        for broadcast in active {
+            guard let link = broadcast.link, link.connection != nil else { continue }
+            if let replaced {
+                link.send(.json(.pool, PoolAnnouncement(pool: replaced.id, slots: replaced.plan.slotCount, slotSize: replaced.plan.slotSize),
+                                descriptors: [replaced.handlerDescriptor]))
+            }
+            link.send(.json(.videoFormatChanged, VideoDescription(format, colorRange: source.colorRange.rawValue)))
+            broadcast.ledger.markDiscontinuous(.video)
+        }
+    }
+
+    /// In the metadata cursor mode: where the pointer is, every frame, with its image when it changed.
+    private func sendCursor(to link: HandlerLink, at pts: UInt64) {
+        guard let cursor = source.cursor else { return }
+        var sample = CursorSample(presentationTime: pts, x: cursor.x, y: cursor.y, visible: cursor.visible, sprite: nil)
+        if let sprite = cursor.sprite, sprite.serial != link.cursorSpriteSent {
+            sample.sprite = .init(width: UInt16(sprite.width), height: UInt16(sprite.height), hotspotX: UInt16(sprite.hotspotX),
+                                  hotspotY: UInt16(sprite.hotspotY), pixels: sprite.pixels)
+        }
+        if link.queue(sample.message, droppable: true), sample.sprite != nil { link.cursorSpriteSent = cursor.sprite?.serial }
+    }
+
+    // MARK: - Audio
+
+    /// Takes the audio that is ready and delivers it to `receivers` (live, or waiting for the audio captured
+    /// before their pause or finish). Returns whether the set of silent streams changed, and the broadcasts
+    /// whose wait for audio is over.
+    func captureAudio(now: UInt64, receivers: [Broadcast]) -> (silenceChanged: Bool, drained: [Broadcast]) {
+        let format = source.audioFormat
+        for stream in [SampleType.audioApp, .audioMic] {
+            while let chunk = source.nextAudioChunk(stream, now: now) {
+                for broadcast in receivers {
+                    if let drain = broadcast.audioDrain, chunk.presentationTime >= drain.until { continue } // after the pause
+                    deliver(chunk, stream: stream, format: format, to: broadcast)
+                }
+            }
+        }
+        for broadcast in receivers { broadcast.link?.flush() }
+        let silent = Set(source.silentAudio.keys)
+        let silenceChanged = silent != silentAudio
+        silentAudio = silent
+        let drained = receivers.filter { broadcast in
+            guard let drain = broadcast.audioDrain else { return false }
+            return now >= drain.deadline
+                || source.audioStreams.allSatisfy { broadcast.ledger.deliveredUntil[$0, default: 0] >= drain.until || silent.contains($0) }
+        }
+        rearmAudio(waiting: receivers.filter { broadcast in broadcast.audioDrain != nil && !drained.contains { $0 === broadcast } })
+        return (silenceChanged, drained)
+    }
+
+    /// The next time audio is due: from the source, or when a broadcast's wait for its audio runs out.
+    func rearmAudio(waiting: [Broadcast]) {
+        nextAudioAt = ([source.nextAudioDeadline()] + waiting.map { $0.audioDrain?.deadline }).compactMap { $0 }.min()
+    }
+
+    private func deliver(_ chunk: AudioChunk, stream: SampleType, format: AudioFormat, to broadcast: Broadcast) {
+        broadcast.ledger.reached(stream, until: chunk.presentationTime + chunk.duration)
+        let sequence = broadcast.ledger.takeSequence(stream)
+        guard let link = broadcast.link, link.connection != nil else {
+            broadcast.ledger.dropTaken(stream)
+            return
+        }
+        let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
+                                  discontinuity: broadcast.ledger.isDiscontinuous(stream))
+        var payload: [UInt8] = []
+        payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
+        AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)
+        payload += chunk.bytes
+        if link.queue(Message(.audioSample, payload: payload), droppable: true) {
+            broadcast.ledger.delivered(stream, until: chunk.presentationTime + chunk.duration)
+        } else {
+            broadcast.ledger.dropTaken(stream)
+        }
+    }
+}

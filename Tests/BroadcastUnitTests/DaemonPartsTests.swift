@@ -1,0 +1,141 @@
+import BroadcastCapture
+@testable import BroadcastCore
+@testable import BroadcastDaemon
+import BroadcastProtocol
+import BroadcastSystem
+import Testing
+
+/// The daemon's parts, one lifetime each, driven by a hand-moved clock and the synthetic source: no loop,
+/// no waiting. Handlers are real processes (`sleep`) on real socket pairs, read from the other end.
+@Suite struct DaemonPartsTests {
+    /// A broadcast whose "handler" is `sleep` with the far end of a socket pair as its connection.
+    final class Harness {
+        let clock = ManualClock()
+        let source = SyntheticSource(.init(video: VideoFormat(width: 64, height: 32), framesPerSecond: 30))
+        let session: CaptureSession
+        let pool: FramePool
+        var links: [(broadcast: Broadcast, peer: PeerConnection)] = []
+
+        init(slots: Int) throws {
+            _ = try source.open()
+            let plan = FramePoolPlan(slotCount: slots, slotSize: (source.videoFormat.frameByteCount + 4095) / 4096 * 4096)
+            session = CaptureSession(source: source, plan: plan, budget: 50 << 20)
+            pool = try session.makePool(id: 1)
+            try source.begin(at: clock.now())
+            session.live = LiveCapture(source: source, now: clock.now())
+        }
+
+        func addBroadcast(id: UInt32, setupInfo: [String: String] = [:]) throws -> Broadcast {
+            let manifest = HandlerManifest(name: "h\(id)", displayName: "H", exec: "/bin/sleep")
+            let broadcast = try Broadcast(id: id, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil)
+            broadcast.setupInfo = setupInfo
+            let (ours, theirs) = try UnixSocket.pair()
+            try ours.setNonBlocking()
+            let process = try ChildProcess(path: "/bin/sleep", arguments: ["30"], environment: [:])
+            broadcast.link = HandlerLink(process: process, manifest: manifest, session: PeerSession(id: Int(id), socket: ours, now: clock.now()))
+            _ = broadcast.chooseFrameRate(captureRate: 30)
+            broadcast.beginLive(now: clock.now())
+            links.append((broadcast, PeerConnection(socket: theirs)))
+            return broadcast
+        }
+
+        var broadcasts: [Broadcast] { links.map(\.broadcast) }
+
+        /// The next frame deadline, reached.
+        func frame() -> BroadcastError? {
+            clock.advance(by: (session.live!.nextFrameAt ?? clock.now()) - clock.now())
+            return session.live!.captureVideo(now: clock.now(), session: session, live: broadcasts.filter(\.isLive), active: broadcasts,
+                                              newPoolID: { 2 })
+        }
+
+        /// Every VIDEO_SAMPLE waiting for `broadcast`'s handler.
+        func videoSamples(_ index: Int) throws -> [VideoSampleHeader] {
+            var samples: [VideoSampleHeader] = []
+            while let message = try links[index].peer.receive(timeoutMilliseconds: 20) {
+                if message.opcode == .videoSample { samples.append(try VideoSampleHeader(decoding: message.payload)) }
+            }
+            return samples
+        }
+
+        deinit {
+            for (broadcast, _) in links { broadcast.link?.kill(); _ = broadcast.link?.process.wait() }
+        }
+    }
+
+    @Test func oneGrabGoesToEveryHandlerAndOneThatHoldsItsShareLosesOnlyItsOwnFrames() throws {
+        let h = try Harness(slots: 4)
+        let (a, b) = (try h.addBroadcast(id: 1), try h.addBroadcast(id: 2))
+        #expect(h.pool.quota(holders: 2) == 1)
+        #expect(h.frame() == nil)
+        let first = (try h.videoSamples(0), try h.videoSamples(1))
+        try #require(first.0.count == 1 && first.1.count == 1, "\(a.ledger.counters) \(b.ledger.counters) \(first)")
+        #expect(first.0[0].slot == first.1[0].slot, "one slot, delivered to both")
+        // a releases its frame, b keeps it: the next frame goes to a alone, and b's loss is b's.
+        #expect(h.pool.release(Int(first.0[0].slot), by: a.link!.holder))
+        #expect(h.frame() == nil)
+        #expect(try h.videoSamples(0).map(\.timing.sequence) == [1] && (try h.videoSamples(1)).isEmpty)
+        #expect(a.ledger.counters[.video]?.dropped ?? 0 == 0 && b.ledger.counters[.video]?.dropped == 1)
+        #expect(b.ledger.isDiscontinuous(.video) && !a.ledger.isDiscontinuous(.video))
+        // A slot is free again only once every holder let go of it.
+        #expect(!h.pool.isFree(Int(first.0[0].slot)))
+        #expect(h.pool.release(Int(first.1[0].slot), by: b.link!.holder))
+        #expect(h.pool.isFree(Int(first.0[0].slot)))
+        #expect(h.session.frameCount == 2)
+    }
+
+    @Test func missedDeadlinesAreEveryLiveBroadcastsLateFrames() throws {
+        let h = try Harness(slots: 6)
+        let (a, b) = (try h.addBroadcast(id: 1), try h.addBroadcast(id: 2, setupInfo: ["frameRate": "10"]))
+        #expect(h.frame() == nil)
+        // The loop comes back seven frame intervals late: six deadlines were missed.
+        h.clock.advance(by: 7 * h.source.frameInterval)
+        #expect(h.session.live!.captureVideo(now: h.clock.now(), session: h.session, live: h.broadcasts, active: h.broadcasts, newPoolID: { 2 }) == nil)
+        #expect(a.ledger.counters[.video]?.late == 6 && a.ledger.counters[.video]?.dropped == 6)
+        // b takes every third frame (0, 3, 6, 9, …): of the six missed, 3 and 6 were its.
+        #expect(b.ledger.counters[.video]?.late == 2, "\(String(describing: b.ledger.counters[.video]))")
+        let samples = try h.videoSamples(1)
+        #expect(samples.allSatisfy { $0.timing.duration == 3 * h.source.frameInterval }, "durations that add up")
+    }
+
+    @Test func audioGoesToEveryReceiverAndAPausedOneWaitsOnlyForWhatCameBefore() throws {
+        let h = try Harness(slots: 4)
+        let (a, b) = (try h.addBroadcast(id: 1), try h.addBroadcast(id: 2))
+        h.clock.advance(by: 100_000_000)
+        var result = h.session.live!.captureAudio(now: h.clock.now(), receivers: h.broadcasts)
+        let delivered = a.ledger.counters[.audioApp]?.delivered ?? 0
+        #expect(delivered > 0 && b.ledger.counters[.audioApp]?.delivered == delivered && result.drained.isEmpty)
+        // b pauses: it waits for the audio up to its pause and gets nothing after; a gets everything.
+        let pause = h.clock.now() + 30_000_000
+        b.endLive(now: h.clock.now())
+        b.audioDrain = Broadcast.AudioDrain(since: h.clock.now(), until: pause)
+        h.clock.advance(by: 100_000_000)
+        result = h.session.live!.captureAudio(now: h.clock.now(), receivers: h.broadcasts)
+        #expect(result.drained.map(\.id) == [2], "b's wait is over once its audio reached the pause")
+        #expect((b.ledger.deliveredUntil[.audioApp] ?? 0) >= pause && (b.ledger.deliveredUntil[.audioApp] ?? 0) < pause + 25_000_000)
+        #expect((a.ledger.deliveredUntil[.audioApp] ?? 0) > pause + 50_000_000)
+    }
+
+    @Test func aHandlerThatHoldsSlotsAndReadsNothingHasHungAfterTheLimit() throws {
+        let h = try Harness(slots: 4)
+        let a = try h.addBroadcast(id: 1)
+        let link = try #require(a.link)
+        link.resetProgress(now: h.clock.now(), pool: h.pool)
+        #expect(h.frame() == nil)
+        #expect(link.hang(now: h.clock.now(), pool: h.pool, limit: 2_000_000_000) == nil)
+        h.clock.advance(by: 2_100_000_000)
+        let reason = link.hang(now: h.clock.now(), pool: h.pool, limit: 2_000_000_000)
+        #expect(reason == "handler 'h1' hung: it has held frame slots without releasing any for 2 s", "\(String(describing: reason))")
+    }
+
+    @Test func theLedgerSkipsNumbersForWhatNeverGotOne() {
+        var ledger = StreamLedger()
+        #expect(ledger.takeSequence(.video) == 0)
+        ledger.delivered(.video, until: 10)
+        ledger.skip(.video, count: 2, late: true)
+        #expect(ledger.takeSequence(.video) == 3 && ledger.isDiscontinuous(.video))
+        ledger.dropTaken(.video)
+        #expect(ledger.counters[.video] == StreamCounters(delivered: 1, dropped: 3, late: 2))
+        ledger.beginStretch()
+        #expect(ledger.deliveredUntil.isEmpty && SampleType.allCases.allSatisfy { ledger.isDiscontinuous($0) })
+    }
+}
