@@ -42,6 +42,23 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func statusWatchShowsALineForEveryBroadcast() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let first = try daemon.start(handler: "inspect", url: daemon.summaryPath("watch1"), maxDuration: 3, on: controller)
+        let second = try daemon.start(handler: "inspect", url: daemon.summaryPath("watch2"), maxDuration: 2, on: controller)
+        let (transcript, _) = try session(daemon, [
+            ("expect", "live  broadcast \(second) (inspect)  0:01"), ("expect", "broadcast \(second) finished"),
+            ("expect", "broadcast \(first) finished"), ("send", "\\x03"),
+        ], ["status", "--watch"])
+        // While both run, a redraw writes both lines: the first broadcast's, a line break, the second's.
+        let both = transcript.components(separatedBy: "\r\u{1B}[K").contains { $0.contains("broadcast \(first) (inspect)") } &&
+            transcript.contains("broadcast \(first) (inspect)") && transcript.contains("\n\r\u{1B}[Klive  broadcast \(second) (inspect)")
+        #expect(both, "\(transcript)")
+        for id in [first, second] { _ = try? daemon.awaitFinish(controller, id, timeout: 1) }
+        try daemon.stop()
+    }
+
     @Test func statusWatchRedrawsOneLineInPlaceOnATerminal() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.subscribedController()
