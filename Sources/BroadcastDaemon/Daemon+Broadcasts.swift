@@ -94,7 +94,7 @@ extension Daemon {
                 transition(broadcast, .fail(BroadcastError(.captureFailed, error.description)))
                 return
             }
-            capture.live = LiveCapture(source: source, now: now)
+            capture.live = LiveCapture(source: source, now: now, begun: clock.now())
         }
         broadcast.frameInterval = source.frameInterval
         broadcast.beginLive(now: now)

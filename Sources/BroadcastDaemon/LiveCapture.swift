@@ -22,10 +22,13 @@ final class LiveCapture {
     /// The audio streams last published as silent.
     private(set) var silentAudio: Set<SampleType> = []
 
-    /// Capture has begun (`source.begin`) at `now`: the first frame is due at once.
-    init(source: CaptureSource, now: UInt64) {
+    /// Capture was asked to begin (`source.begin`) at `now` and had begun at `begun`: frames are due from
+    /// then on, on the grid that starts at `now` (the source's marks count from there), so the deadlines
+    /// of a wait (a start waits for PipeWire's first audio) are not missed frames.
+    init(source: CaptureSource, now: UInt64, begun: UInt64? = nil) {
         self.source = source
-        nextFrameAt = now
+        let interval = max(1, source.frameInterval), waited = (begun ?? now) - now
+        nextFrameAt = now + waited / interval * interval
         nextAudioAt = source.nextAudioDeadline()
     }
 
