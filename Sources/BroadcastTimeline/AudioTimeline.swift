@@ -143,8 +143,10 @@ struct AudioTimeline {
             let error = Double(expected - position) - state.stretcher.readPosition
             if abs(error) > Double(jumpFrames) {
                 if error > 0 {
+                    // Audio that never came: counted, and what comes after it fades in.
                     counters.missingFrames += expected - position
                     state.position = expected
+                    state.fadeIn = fadeFrames
                 } else {
                     let overlap = min(Int(position - expected), chunk.count / channels)
                     counters.droppedFrames += Int64(overlap)
@@ -154,8 +156,11 @@ struct AudioTimeline {
                 state.drift.reset()
             }
         } else {
-            if let join = state.joinStart, expected < join {
-                let before = min(Int(join - expected), chunk.count / channels)
+            // Audio from before the segment (a source's pre-roll): from the previous segment's fade-out on, or,
+            // at the start, from the start on.
+            let from = state.joinStart ?? segmentStart
+            if expected < from {
+                let before = min(Int(from - expected), chunk.count / channels)
                 chunk = UnsafeBufferPointer(rebasing: chunk[(before * channels)...])
                 expected += Int64(before)
             }
@@ -200,7 +205,10 @@ struct AudioTimeline {
     /// out over its last real samples, and what no input reached is counted as missing.
     mutating func endSegment(at end: Int64) {
         for index in inputs.indices {
-            guard let position = inputs[index].position else { continue }
+            guard let position = inputs[index].position else {
+                inputs[index].joinStart = nil
+                continue
+            }
             let last = min(position, end)
             if position < end { counters.missingFrames += end - max(position, emitted) }
             let keep = Int(max(0, last - emitted)) * channels

@@ -92,6 +92,35 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(largestStep(out[...]) < 0.0144 * 1.5)
     }
 
+    /// A source's pre-roll: audio from before the first frame is cut at the start, not counted as dropped,
+    /// and the fade-in is spent on real audio from the start on.
+    @Test func audioFromBeforeTheStartIsCutAndTheFadeInIsOnRealAudio() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        for chunk in 0..<20 {
+            tone(chunk * 480, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480 - 2400)) }
+        }
+        timeline.endSegment(at: 4800)
+        timeline.drain(upTo: 4800, into: &out)
+        #expect(timeline.counters == AudioTimeline.Counters())
+        #expect(Array(out[480..<4320]) == Array(tone(2400, 4800)[480..<4320]))
+        #expect(abs(out[1]) < 0.01 && largestStep(out[...]) < 0.0144 * 1.5)
+    }
+
+    /// Audio that never came in the middle of a segment: counted, and what comes after it fades in (no click).
+    @Test func aGapIsCountedAndFadedIn() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        for chunk in 0..<40 where chunk < 10 || chunk >= 20 {
+            let samples = tone(chunk * 480 + (chunk < 10 ? 0 : 100), 480)
+            samples.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+        }
+        timeline.endSegment(at: 19200)
+        timeline.drain(upTo: 19200, into: &out)
+        #expect(timeline.counters.missingFrames == 4800)
+        #expect(abs(out[9601]) < 0.01 && largestStep(out[9000...]) < 0.0144 * 1.5)
+    }
+
     /// Two inputs mixed with their gains; a stalled one does not hold the other back beyond the latency bound.
     @Test func mixingAndAStalledInput() {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1, 0.5])
