@@ -3,29 +3,34 @@ import Glibc
 #endif
 
 /// Holds an audio source to the timestamps its chunks carry. A device's sample clock runs a
-/// little fast or slow against CLOCK_MONOTONIC, so counting samples drifts away from the video;
-/// the controller compares where a chunk's timestamp says it belongs with where counting would
-/// put it, smooths that error, and asks for a gentle stretch (at most `maxRate`, 0.2 %: a pitch
-/// change nobody hears) that closes it within a couple of seconds. Errors under `deadband` are
-/// left alone, so a source with exact timestamps passes through bit for bit.
+/// little fast or slow against CLOCK_MONOTONIC, so counting samples drifts away from the video, and
+/// a source's timing can shift outright (PipeWire's quantum changing when a low-latency client starts
+/// moves it by up to 16 ms); the controller compares where a chunk's timestamp says it belongs with
+/// where counting would put it, smooths that error over about 100 ms, and asks for a stretch
+/// proportional to it that closes it with a time constant of 0.2 s: 0.2 % or less (a pitch change
+/// nobody hears) for drift and errors up to 0.4 ms, at most `maxRate`, 4 %, for a shift, which is
+/// within 10 ms a quarter of a second after it and within 1 ms in under a second. Errors under `deadband` are left
+/// alone, so a source with exact timestamps passes through bit for bit.
 struct DriftController {
     var smoothedError = 0.0
     /// Samples of error that are left alone (0.5 ms at 48 kHz).
     let deadband: Double
-    /// The stretch that corrects an error of `responseSamples` within about a second.
+    /// The error whose stretch closes it at its own size a second: 0.2 s of samples.
     let responseSamples: Double
-    let maxRate = 0.002
-    private let smoothing = 0.1
+    /// Frames over which the error is smoothed (100 ms).
+    let smoothingFrames: Double
+    let maxRate = 0.04
 
     init(sampleRate: Int) {
         deadband = Double(sampleRate) / 2000
-        responseSamples = Double(sampleRate)
+        responseSamples = Double(sampleRate) / 5
+        smoothingFrames = Double(sampleRate) / 10
     }
 
-    /// The input samples to consume per output sample for the next chunk, given how far (in
+    /// The input samples to consume per output sample for the next chunk of `frames`, given how far (in
     /// samples) its timestamp puts it ahead of where it would be placed.
-    mutating func step(forError error: Double) -> Double {
-        smoothedError += smoothing * (error - smoothedError)
+    mutating func step(forError error: Double, frames: Int) -> Double {
+        smoothedError += (1 - exp(-Double(max(1, frames)) / smoothingFrames)) * (error - smoothedError)
         guard abs(smoothedError) > deadband else { return 1 }
         let rate = min(maxRate, max(-maxRate, smoothedError / responseSamples))
         return 1 - rate
@@ -166,11 +171,13 @@ struct AudioTimeline {
             }
             guard !chunk.isEmpty else { return }
             state.stretcher = Stretcher(channels: channels)
+            state.drift.reset() // placed exactly: nothing to follow from the last segment
             if expected > segmentStart && expected > emitted { counters.missingFrames += expected - max(segmentStart, emitted) }
             state.position = expected
             state.fadeIn = fadeFrames
         }
-        let step = state.drift.step(forError: Double(expected - state.position!) - state.stretcher.readPosition)
+        let step = state.drift.step(forError: Double(expected - state.position!) - state.stretcher.readPosition,
+                                    frames: chunk.count / channels)
         counters.maxDriftFrames = max(counters.maxDriftFrames, abs(state.drift.smoothedError))
         scratch.removeAll(keepingCapacity: true)
         state.stretcher.process(chunk, step: step, into: &scratch)

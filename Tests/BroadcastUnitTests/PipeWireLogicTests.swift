@@ -9,15 +9,27 @@ import Testing
     func buffer(_ frames: Int, value: UInt8 = 1) -> [UInt8] { [UInt8](repeating: value, count: frames * 8) }
     let quantum: UInt64 = 1024 * 1_000_000_000 / 48_000
 
-    @Test func buffersFollowEachOtherWhateverTheirStampsJitter() {
+    /// Each buffer goes a quarter of the way from where the last one ended towards its stamp: jitter is
+    /// smoothed, and a real shift (PipeWire's quantum going from 1024 to 256: 16 ms) is followed within a few
+    /// buffers, not ignored (chunks placed back to back kept the old timing until it was 20 ms off).
+    @Test func stampsAreFollowedSmoothlyNeitherIgnoredNorSnappedTo() {
         var timeline = PipeWireAudioStream.Shared()
+        timeline.live = true
         timeline.next = 1_000_000_000
-        // PipeWire's stamps wander by a few ms: the chunks stay back to back.
-        for (i, jitter) in [0, 3_000_000, -2_000_000, 15_000_000].enumerated() {
-            let stamped = UInt64(Int64(1_000_000_000 + UInt64(i) * quantum) + Int64(jitter))
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: 1_000_000_000, bytesPerFrame: 8)
+        // A stamp 4 ms after where the last buffer ended: this one goes 1 ms after it.
+        let late = 1_000_000_000 + quantum + 4_000_000
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: late, bytesPerFrame: 8)
+        #expect(timeline.chunks.last?.presentationTime == 1_000_000_000 + quantum + 1_000_000)
+        // From now on every stamp is 16 ms later than counting says: followed within 10 buffers, smoothly.
+        var offsets: [Int64] = []
+        for i in 2..<14 {
+            let stamped = 1_000_000_000 + UInt64(i) * quantum + 16_000_000
             timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: stamped, bytesPerFrame: 8)
+            offsets.append(Int64(stamped) - Int64(timeline.chunks.last!.presentationTime))
         }
-        #expect(timeline.chunks.map(\.presentationTime) == (0..<4).map { 1_000_000_000 + UInt64($0) * quantum })
+        #expect(zip(offsets, offsets.dropFirst()).allSatisfy { $1 <= $0 } && abs(offsets.last!) < 1_000_000,
+                "\(offsets)")
         #expect(timeline.figures.resyncs == 0)
     }
 
@@ -45,14 +57,16 @@ import Testing
         timeline.live = true
         timeline.next = 1_000_000_000
         timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: 1_000_000_000, bytesPerFrame: 8)
-        // 100 ms later than where it would go: 4800 frames of silence first.
-        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: timeline.next + 100_000_000, bytesPerFrame: 8)
+        // 100 ms later than where it would go: 4800 frames of silence first (the stream stays continuous).
+        let stamped = timeline.next + 100_000_000
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: stamped, bytesPerFrame: 8)
         #expect(timeline.chunks.map(\.frameCount) == [1024, 4800, 1024] && timeline.figures.resyncs == 1)
-        // 25 ms earlier: its first 1200 frames overlap what is there and are cut.
+        #expect(timeline.chunks.last?.presentationTime == stamped)
+        // 45 ms earlier: its first 2160 frames overlap what is there and are cut.
         let end = timeline.next
-        timeline.enqueue(bytes: numbered(2048), frames: 2048, stamped: end - 25_000_000, bytesPerFrame: 8)
-        #expect(timeline.chunks.last?.presentationTime == end && timeline.chunks.last?.frameCount == 848)
-        #expect(timeline.chunks.last?.bytes.first == UInt8(1200 % 256) && timeline.figures.resyncs == 2)
+        timeline.enqueue(bytes: numbered(4096), frames: 4096, stamped: end - 45_000_000, bytesPerFrame: 8)
+        #expect(timeline.chunks.last?.presentationTime == end && timeline.chunks.last?.frameCount == 4096 - 2160)
+        #expect(timeline.chunks.last?.bytes.first == UInt8(2160 % 256) && timeline.figures.resyncs == 2)
         // All of it before the end: nothing to place.
         timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: 500_000_000, bytesPerFrame: 8)
         #expect(timeline.chunks.count == 4 && timeline.figures.resyncs == 3)

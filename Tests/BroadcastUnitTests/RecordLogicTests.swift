@@ -164,6 +164,34 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(timeline.counters.missingFrames == atStart.missingFrames && timeline.counters.droppedFrames == 0, "drift is stretched, never cut")
     }
 
+    /// A source's timing shifts by 16 ms, later or earlier (PipeWire's quantum changing from 1024 to 256 when a
+    /// low-latency client starts): the samples follow their timestamps, smoothly (stretched, never cut), within
+    /// 10 ms of them a quarter of a second after the shift and within 1 ms from 0.8 s on; the result shows it.
+    @Test(arguments: [16.0, -16.0])
+    func aTimingShiftIsFollowedNotIgnored(_ shiftMs: Double) {
+        let rate = 48_000, chunkFrames = 256
+        var timeline = AudioTimeline(channels: 1, sampleRate: rate, gains: [1])
+        var out: [Float] = []
+        let chunk = [Float](repeating: 0.1, count: chunkFrames)
+        let shiftAt = 2 * rate, shift = shiftMs * Double(rate) / 1000
+        var worstAfterHalf = 0.0, worstAfterOne = 0.0
+        for n in 0..<(6 * rate / chunkFrames) {
+            let stamp = Double(n * chunkFrames) + (n * chunkFrames >= shiftAt ? shift : 0)
+            if let position = timeline.inputs[0].position {
+                let frames = stamp - Double(position) + timeline.inputs[0].stretcher.readPosition
+                let offset = abs(frames) * 1000 / Double(rate)
+                if n * chunkFrames >= shiftAt + rate / 4 { worstAfterHalf = max(worstAfterHalf, offset) }
+                if n * chunkFrames >= shiftAt + rate * 4 / 5 { worstAfterOne = max(worstAfterOne, offset) }
+            }
+            chunk.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(stamp.rounded())) }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        #expect(worstAfterHalf < 10 && worstAfterOne < 1,
+                "offset \(worstAfterHalf) ms from 0.25 s after the shift, \(worstAfterOne) ms from 0.8 s")
+        #expect(timeline.counters.missingFrames == 0 && timeline.counters.droppedFrames == 0, "stretched, never cut")
+        #expect(timeline.counters.maxDriftFrames * 1000 / Double(rate) > 10, "the shift shows in maxClockOffsetMs")
+    }
+
     @Test func stretchingASineKeepsItSmooth() {
         var stretcher = Stretcher(channels: 1)
         var out: [Float] = []
