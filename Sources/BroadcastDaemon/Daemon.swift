@@ -988,7 +988,10 @@ public final class Daemon {
         }
         liveSince = now
         videoHeader = pool.map { videoHeaderPrototype(pool: $0, format: source.videoFormat) }
-        nextFrameAt = now
+        // Frames are due from when the source has begun (a start waits for PipeWire's first audio), on the grid
+        // that starts at `now` (the source's marks count from there): the deadlines of the wait are not missed.
+        let interval = max(1, source.frameInterval), waited = MonotonicClock.now() - now
+        nextFrameAt = now + waited / interval * interval
         nextAudioAt = source.nextAudioDeadline()
         cursorSpriteSent = nil
         silentAudio = []
