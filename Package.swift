@@ -55,6 +55,8 @@ let package = Package(
         .executableTarget(name: "broadcast-fuzz-protocol", dependencies: ["BroadcastProtocolFuzzing"]),
         // The tests' PipeWire video source: frames with crop and damage metadata, as a compositor sends them.
         .executableTarget(name: "pipewire-test-video-source", dependencies: ["CPipeWire"]),
+        // The tests' beep player: a beep a second into the default sink, saying when PipeWire plays each.
+        .executableTarget(name: "pipewire-test-beeps", dependencies: ["CPipeWire"]),
         .target(name: "BroadcastCapture", dependencies: [
             "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -4,7 +4,8 @@ import BroadcastSystem
 import Logging
 
 /// A screen source with PipeWire's audio: app audio (what a sink plays) and the microphone, as separate
-/// streams, never mixed. Video is the wrapped source's; the audio streams run while the broadcast is live.
+/// streams, never mixed. Video is the wrapped source's; the audio streams run while the source is open, and
+/// what they capture is taken while the broadcast is live.
 public final class PipeWireAudioSource: CaptureSource {
     public struct Configuration: Sendable {
         /// nil: no app audio.
@@ -23,7 +24,14 @@ public final class PipeWireAudioSource: CaptureSource {
     private let configuration: Configuration
     private let logger: Logger
     private let streams: [SampleType: PipeWireAudioStream]
+    /// From `open` (or the first `begin`) to `close`.
     private var session: PipeWireSession?
+    /// Between `begin` and `end`: audio is taken.
+    private var live = false
+    /// When the session connected, until the first `begin` (which waits for audio).
+    private var sessionStarted: UInt64?
+    /// The longest a start waits for PipeWire's first audio, from when the streams were connected.
+    static let startWait: UInt64 = 250_000_000
     /// Signalled by PipeWire's thread when a stream has queued audio.
     private let arrival: Wakeup
     private var silenceReported: Set<SampleType> = []
@@ -70,53 +78,100 @@ public final class PipeWireAudioSource: CaptureSource {
         return figures
     }
 
-    public func open() throws(CaptureError) -> VideoFormat { try video.open() }
+    /// The audio streams start with the screen (and keep a pre-roll until the broadcast goes live), so a start
+    /// has audio from before its first frame.
+    public func open() throws(CaptureError) -> VideoFormat {
+        let format = try video.open()
+        startSession()
+        return format
+    }
     public var openAnswered: Descriptor? { video.openAnswered }
     public var openRetryAt: UInt64? { video.openRetryAt }
     public var choosesScreenAtStart: Bool { video.choosesScreenAtStart }
-    public var mappedBytes: Int { video.mappedBytes }
+    /// The video's, and the audio queues at their fullest.
+    public var mappedBytes: Int {
+        video.mappedBytes + streams.count * PipeWireAudioStream.queueBytes(configuration.format)
+    }
     public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }
-    public func close() { video.close() }
+    public func close() {
+        live = false
+        sessionStarted = nil
+        session?.stop()
+        session = nil
+        video.close()
+    }
     public func checkForChanges() throws(CaptureError) -> FrameChange { try video.checkForChanges() }
     public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
                              previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
         try video.captureFrame(index: index, deadline: deadline, into: slot, previous: previous)
     }
 
+    /// PipeWire's audio flows from `open` to `close`, across pauses: each start or resume takes the pre-roll
+    /// from before `time` first.
     public func begin(at time: UInt64) throws(CaptureError) {
+        startSession()
+        if let started = sessionStarted {
+            sessionStarted = nil
+            awaitFirstAudio(until: started + Self.startWait)
+        }
         try video.begin(at: time)
         silenceReported = []
+        for stream in streams.values { stream.goLive(at: time) }
+        live = true
+    }
+
+    public func end() {
+        live = false
+        for stream in streams.values { stream.leaveLive() }
+        video.end()
+    }
+
+    private func startSession() {
+        guard session == nil, !streams.isEmpty else { return }
         let session = PipeWireSession(streams: Array(streams.values))
-        do { try session.start(at: time) } catch {
+        do {
+            try session.start(at: nil)
+            sessionStarted = MonotonicClock.now()
+        } catch {
             logger.warning("\(error); app audio and the microphone will be silent")
         }
         self.session = session
     }
 
-    public func end() {
-        session?.stop()
-        session = nil
-        video.end()
+    /// A broadcast's start waits (up to `startWait` from when the streams were connected, about 80 ms here) for
+    /// each stream's first audio, so that its first frame has audio from before it, as a resume has.
+    private func awaitFirstAudio(until deadline: UInt64) {
+        let since = MonotonicClock.now()
+        var now = since
+        while now < deadline && !streams.values.allSatisfy(\.hasHeard) {
+            arrival.acknowledge()
+            let timeout = Int32((deadline - now) / 1_000_000 + 1)
+            _ = try? Poller.wait([(arrival.descriptor.raw, .readable)], timeoutMilliseconds: timeout)
+            now = MonotonicClock.now()
+        }
+        let waiting = streams.values.filter { !$0.hasHeard }.map(\.name)
+        let missing = waiting.isEmpty ? "" : "; none yet from " + waiting.joined(separator: ", ")
+        logger.debug("waited \((now - since) / 1_000_000) ms for PipeWire's first audio\(missing)")
     }
 
     public var audioArrival: Wakeup? { arrival }
 
     /// When a stream falls due for silence: audio itself signals `arrival`.
     public func nextAudioDeadline() -> UInt64? {
-        session == nil ? nil : streams.values.map(\.silenceDue).min()
+        live ? streams.values.map(\.silenceDue).min() : nil
     }
 
     /// The streams `nextAudioChunk` last found silent: nothing is built while none is (the daemon asks at every poll).
     public var silentAudio: [SampleType: String] {
-        guard session != nil, !silenceReported.isEmpty else { return [:] }
+        guard live, !silenceReported.isEmpty else { return [:] }
         return Dictionary(uniqueKeysWithValues: silenceReported.compactMap { type in
             streams[type].map { (type, "\($0.name) (\($0.target)): nothing from PipeWire (stream \($0.status.state))") }
         })
     }
 
     public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {
-        guard session != nil, let stream = streams[type], let chunk = stream.take(now: now) else { return nil }
+        guard live, let stream = streams[type], let chunk = stream.take(now: now) else { return nil }
         // Said once per silent stretch: the device is missing, unplugged, or PipeWire is not running.
         if stream.silentSince != nil {
             if silenceReported.insert(type).inserted {

@@ -27,8 +27,8 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
 /// One audio stream of the broadcast (app audio or the microphone): interleaved float32 or s16 at 48 kHz on
 /// CLOCK_MONOTONIC, continuous whatever PipeWire does. A `PipeWireSession` connects it to a node and
 /// reconnects it when the node changes; each buffer is stamped from PipeWire's timing (the graph
-/// cycle's time less the delay from the device), not from when a callback ran, and placed where the
-/// last chunk ended unless that is more than 20 ms off. Chunks wait in a queue of at most `queueLimit`
+/// cycle's time less the delay from the device), not from when a callback ran, and placed by its stamp,
+/// smoothed (see `Shared.enqueue`). Chunks wait in a queue of at most `queueLimit`
 /// ns of audio (the oldest is dropped, and counted, past that) for the daemon's loop, which takes them
 /// with `take(now:)`. When nothing arrives for `silenceAfter` ns (no device, unplugged, PipeWire not
 /// running) `take` carries the stream on with silence: never a gap.
@@ -36,8 +36,22 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     public static let rate = 48_000
     public static let silenceAfter: UInt64 = 200_000_000
     public static let queueLimit: UInt64 = 500_000_000
+    /// How far a buffer's stamp may be from where the last one ended before the stream resyncs to it.
+    static let resyncLimit: Int64 = 40_000_000
+    /// A buffer goes 1/followDivisor of the way from where the last one ended towards its stamp.
+    static let followDivisor: Int64 = 4
+    /// How many all-zero buffers after connecting are taken for PipeWire's start-up silence (one, here).
+    static let startupSilentBuffers = 2
     /// The length of a chunk of silence.
     static let silenceChunk: UInt64 = 10_000_000
+    /// How much audio is kept while the broadcast is not live, so that a start or resume begins with the audio
+    /// from before its first frame (the handler fades it in or crossfades the join there): at least a
+    /// microphone's 42.7 ms cycle and the fade beyond it.
+    public static let preRoll: UInt64 = 150_000_000
+    /// The most a stream's queue holds (at `queueLimit`), bytes: what the memory budget counts for it.
+    public static func queueBytes(_ format: AudioFormat) -> Int {
+        Int(queueLimit) * rate / 1_000_000_000 * format.bytesPerFrame + 4096
+    }
 
     public let name: String
     public let target: AudioTarget
@@ -63,6 +77,9 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     private(set) var connectedTo: Source?
     /// The channels PipeWire delivers: the format's, or 2 for a linked stream (averaged for a mono format).
     private var deliveredChannels = 0
+    /// Buffers since the stream first connected, while they are all silent (see `process`); nil once one is
+    /// not, or when it connects again.
+    private var silentSinceConnect: Int? = 0
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
@@ -72,8 +89,12 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         /// Where the next chunk starts: the end of the last one, real or silent.
         var next: UInt64 = 0
         var silentSince: UInt64?
-        /// Whether the last chunk was captured audio (not silence, nor nothing yet): the next follows it within 20 ms.
+        /// Whether the last chunk was captured audio (not silence, nor nothing yet): the next follows it, smoothed.
         var inStep = false
+        /// Whether the broadcast is live: otherwise only the last `preRoll` of audio is kept.
+        var live = false
+        /// Whether any audio has come since `reset`.
+        var heard = false
         var figures = AudioStreamFigures()
         var state = "unconnected"
     }
@@ -103,12 +124,20 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         listener.deallocate()
     }
 
-    /// The stream's time starts at `time`, with nothing queued.
-    func reset(at time: UInt64) {
-        shared.withLock {
-            $0 = Shared()
-            $0.next = time
-        }
+    /// Nothing queued, nothing heard yet, not live: what comes is kept as pre-roll.
+    func reset() {
+        shared.withLock { $0 = Shared() }
+    }
+
+    /// The broadcast goes live (starts or resumes) at `time`: the pre-roll from `preRoll` before it on is taken
+    /// first; with none, the stream's time starts at the first buffer to come, or at `time` for silence.
+    func goLive(at time: UInt64) {
+        shared.withLock { $0.goLive(at: time) }
+    }
+
+    /// The broadcast pauses or ends: what comes from now on is kept as pre-roll only.
+    func leaveLive() {
+        shared.withLock { $0.leaveLive() }
     }
 
     /// On PipeWire's thread: captures from `source`, or from nothing (silence). WirePlumber is told never to
@@ -147,6 +176,7 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         self.stream = stream
         connectedTo = source
         deliveredChannels = channels
+        silentSinceConnect = hasHeard ? nil : 0
     }
 
     /// On PipeWire's thread: the stream's node, once PipeWire has it (what the session links ports to).
@@ -192,6 +222,16 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         let first = time.now - delay - (capturesSink ? 0 : Int64(duration))
         let stamped = time.now > 0 && abs(first - Int64(MonotonicClock.now())) < 1_000_000_000 ? UInt64(first) : nil
         let captured = UnsafeRawBufferPointer(start: base + offset, count: size)
+        // A new stream's first buffer is silence PipeWire fills in while the link starts, not audio: at the start
+        // it is dropped, so the handler counts it as missing (and fades in on what comes) instead of taking it
+        // for what was heard; on a new device mid-broadcast it keeps the stream continuous.
+        if let silent = silentSinceConnect {
+            if silent < Self.startupSilentBuffers && captured.allSatisfy({ $0 == 0 }) {
+                silentSinceConnect = silent + 1
+                return
+            }
+            silentSinceConnect = nil
+        }
         let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
             s.figures.buffers += 1
@@ -230,6 +270,9 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         shared.withLock { $0.chunks.isEmpty ? $0.next + Self.silenceAfter + 1 : 0 }
     }
 
+    /// Whether any audio has come since the session started.
+    public var hasHeard: Bool { shared.withLock { $0.heard } }
+
     /// Since when the stream has been carried on with silence, if it is now.
     public var silentSince: UInt64? { shared.withLock { $0.silentSince } }
 }
@@ -245,34 +288,71 @@ public struct AudioStreamFigures: Equatable, Sendable {
 }
 
 extension PipeWireAudioStream.Shared {
-    /// Places a captured buffer on the stream's timeline, at PipeWire's own time for its first sample. The
-    /// first buffer, and the first after silence, goes exactly there; after that, buffers follow each other
-    /// back to back while their stamps stay within 20 ms of where they go (stamp jitter, the device clock's
-    /// drift) and are put back in place the same way when they stray further (a new device, say). In place
-    /// means: silence fills the gap before a later stamp; the samples of an earlier one that overlap what is
-    /// already on the timeline (from before the broadcast began, at the start) are cut.
+    /// See `PipeWireAudioStream.goLive`.
+    mutating func goLive(at time: UInt64) {
+        live = true
+        let from = time > PipeWireAudioStream.preRoll ? time - PipeWireAudioStream.preRoll : 0
+        while let first = chunks.first, first.presentationTime + first.duration <= from {
+            queued -= chunks.removeFirst().duration
+        }
+        // Nothing since before the pre-roll (or ever): silence, if it comes to that, starts at `time`.
+        if chunks.isEmpty && next < from {
+            next = time
+            inStep = false
+        }
+    }
+
+    /// See `PipeWireAudioStream.leaveLive`.
+    mutating func leaveLive() {
+        live = false
+        trim()
+    }
+
+    /// Drops the oldest chunks past the queue's limit (counted), or, while not live, past the pre-roll.
+    private mutating func trim() {
+        let limit = live ? PipeWireAudioStream.queueLimit : PipeWireAudioStream.preRoll
+        while queued > limit, !chunks.isEmpty {
+            queued -= chunks.removeFirst().duration
+            if live { figures.dropped += 1 }
+        }
+    }
+
+    /// Places a captured buffer on the stream's timeline by PipeWire's own time for its first sample, when it
+    /// was heard. The first buffer, and the first after silence, goes exactly there, with nothing before it (a
+    /// gap the handler counts as missing, never zeros that would pass for audio). After that a buffer goes a
+    /// quarter of the way from where the last one ended towards its stamp: stamp jitter is smoothed away, and
+    /// a real shift in timing (PipeWire's quantum changing when a low-latency client starts moves it by up to
+    /// 16 ms; a device clock's drift) is followed within a few buffers, neither snapped to nor ignored (the
+    /// handler stretches the audio to follow it). A stamp more than `resyncLimit` from there (a new device,
+    /// say) is a resync: the buffer goes exactly where its stamp says, silence filling the gap before it (the
+    /// stream stays continuous) or the samples that overlap what is already on the timeline cut.
     mutating func enqueue(bytes: [UInt8], frames: Int, stamped: UInt64, bytesPerFrame: Int) {
-        let rate = UInt64(PipeWireAudioStream.rate)
-        let tolerance: UInt64 = inStep ? 20_000_000 : 0
         var bytes = bytes, frames = frames
-        if stamped > next + tolerance {
-            let gap = Int((stamped - next) * rate / 1_000_000_000)
-            if inStep { figures.resyncs += 1 }
-            if gap > 0 { append(frames: gap, bytes: [UInt8](repeating: 0, count: gap * bytesPerFrame)) }
-        } else if stamped + tolerance < next {
-            let overlap = Int((next - stamped) * rate / 1_000_000_000)
-            if inStep { figures.resyncs += 1 }
+        var at = stamped, exact = !inStep
+        if inStep {
+            let error = Int64(bitPattern: stamped &- next)
+            if abs(error) <= PipeWireAudioStream.resyncLimit {
+                at = UInt64(bitPattern: Int64(bitPattern: next) + error / PipeWireAudioStream.followDivisor)
+            } else {
+                figures.resyncs += 1
+                exact = true
+            }
+        }
+        if inStep && exact && at > next {
+            let gap = Int((at - next) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
+            if gap > 0 { append(frames: gap, bytes: [UInt8](repeating: 0, count: gap * bytesPerFrame), at: next) }
+        } else if exact && at < next {
+            let overlap = Int((next - at) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
             guard overlap < frames else { return }
             bytes.removeFirst(overlap * bytesPerFrame)
             frames -= overlap
+            at = next
         }
         inStep = true
+        heard = true
         silentSince = nil
-        append(frames: frames, bytes: bytes)
-        while queued > PipeWireAudioStream.queueLimit, !chunks.isEmpty {
-            queued -= chunks.removeFirst().duration
-            figures.dropped += 1
-        }
+        append(frames: frames, bytes: bytes, at: at)
+        trim()
     }
 
     /// See `PipeWireAudioStream.take`.
@@ -293,8 +373,9 @@ extension PipeWireAudioStream.Shared {
         return chunk
     }
 
-    private mutating func append(frames: Int, bytes: [UInt8]) {
-        let chunk = AudioChunk(presentationTime: next, duration: UInt64(frames) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate),
+    private mutating func append(frames: Int, bytes: [UInt8], at time: UInt64) {
+        let duration = UInt64(frames) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate)
+        let chunk = AudioChunk(presentationTime: time, duration: duration,
                                frameCount: frames, bytes: bytes)
         chunks.append(chunk)
         queued += chunk.duration

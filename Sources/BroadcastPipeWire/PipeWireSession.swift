@@ -4,7 +4,7 @@ import CPipeWire
 import Glibc
 import Synchronization
 
-/// broadcastd's connection to PipeWire while a broadcast is live: one thread (pw_thread_loop) that
+/// broadcastd's connection to PipeWire while a broadcast runs (live or paused): one thread (pw_thread_loop) that
 /// watches the graph (nodes, and the `default` metadata that names the default sink and source) and
 /// keeps each audio stream connected to the node it should capture. A stream that asks for the default
 /// device follows it; only a sink (or an application's playback stream, named) counts for app audio and
@@ -95,10 +95,14 @@ public final class PipeWireSession: @unchecked Sendable {
         metadataListener.deallocate()
     }
 
-    /// Connects to PipeWire (`$PIPEWIRE_REMOTE`, `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`); the streams'
-    /// time starts at `time`. Throws when PipeWire cannot be reached: the streams then carry silence.
-    public func start(at time: UInt64) throws(CaptureError) {
-        for stream in streams { stream.reset(at: time) }
+    /// Connects to PipeWire (`$PIPEWIRE_REMOTE`, `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`); the streams
+    /// are live from `time` on, or keep a pre-roll until they go live (nil). Throws when PipeWire cannot be
+    /// reached: the streams then carry silence.
+    public func start(at time: UInt64?) throws(CaptureError) {
+        for stream in streams {
+            stream.reset()
+            if let time { stream.goLive(at: time) }
+        }
         connection = try PipeWireConnection(threadName: "broadcastd-audio") { core in
             self.core = core
             let registry = bd_pw_core_get_registry(core)

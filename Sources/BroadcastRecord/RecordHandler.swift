@@ -74,10 +74,13 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
         let streams = requested.filter(audioStreams.contains)
         if case .mixed = options.audio, streams.count == 2 {
-            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio, globalHeader: muxer.wantsGlobalHeader, addStream: muxer.addStream)]
+            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio,
+                                     globalHeader: muxer.wantsGlobalHeader, signalsPriming: true,
+                                     addStream: muxer.addStream)]
         } else {
             tracks = try streams.map { stream throws(MediaError) in
-                try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio, globalHeader: muxer.wantsGlobalHeader, addStream: muxer.addStream)
+                try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio,
+                               globalHeader: muxer.wantsGlobalHeader, signalsPriming: true, addStream: muxer.addStream)
             }
         }
         self.muxer = muxer

@@ -3,29 +3,34 @@ import Glibc
 #endif
 
 /// Holds an audio source to the timestamps its chunks carry. A device's sample clock runs a
-/// little fast or slow against CLOCK_MONOTONIC, so counting samples drifts away from the video;
-/// the controller compares where a chunk's timestamp says it belongs with where counting would
-/// put it, smooths that error, and asks for a gentle stretch (at most `maxRate`, 0.2 %: a pitch
-/// change nobody hears) that closes it within a couple of seconds. Errors under `deadband` are
-/// left alone, so a source with exact timestamps passes through bit for bit.
+/// little fast or slow against CLOCK_MONOTONIC, so counting samples drifts away from the video, and
+/// a source's timing can shift outright (PipeWire's quantum changing when a low-latency client starts
+/// moves it by up to 16 ms); the controller compares where a chunk's timestamp says it belongs with
+/// where counting would put it, smooths that error over about 100 ms, and asks for a stretch
+/// proportional to it that closes it with a time constant of 0.2 s: 0.2 % or less (a pitch change
+/// nobody hears) for drift and errors up to 0.4 ms, at most `maxRate`, 4 %, for a shift, which is
+/// within 10 ms a quarter of a second after it and within 1 ms in under a second. Errors under `deadband` are left
+/// alone, so a source with exact timestamps passes through bit for bit.
 struct DriftController {
     var smoothedError = 0.0
     /// Samples of error that are left alone (0.5 ms at 48 kHz).
     let deadband: Double
-    /// The stretch that corrects an error of `responseSamples` within about a second.
+    /// The error whose stretch closes it at its own size a second: 0.2 s of samples.
     let responseSamples: Double
-    let maxRate = 0.002
-    private let smoothing = 0.1
+    /// Frames over which the error is smoothed (100 ms).
+    let smoothingFrames: Double
+    let maxRate = 0.04
 
     init(sampleRate: Int) {
         deadband = Double(sampleRate) / 2000
-        responseSamples = Double(sampleRate)
+        responseSamples = Double(sampleRate) / 5
+        smoothingFrames = Double(sampleRate) / 10
     }
 
-    /// The input samples to consume per output sample for the next chunk, given how far (in
+    /// The input samples to consume per output sample for the next chunk of `frames`, given how far (in
     /// samples) its timestamp puts it ahead of where it would be placed.
-    mutating func step(forError error: Double) -> Double {
-        smoothedError += smoothing * (error - smoothedError)
+    mutating func step(forError error: Double, frames: Int) -> Double {
+        smoothedError += (1 - exp(-Double(max(1, frames)) / smoothingFrames)) * (error - smoothedError)
         guard abs(smoothedError) > deadband else { return 1 }
         let rate = min(maxRate, max(-maxRate, smoothedError / responseSamples))
         return 1 - rate
@@ -143,8 +148,10 @@ struct AudioTimeline {
             let error = Double(expected - position) - state.stretcher.readPosition
             if abs(error) > Double(jumpFrames) {
                 if error > 0 {
+                    // Audio that never came: counted, and what comes after it fades in.
                     counters.missingFrames += expected - position
                     state.position = expected
+                    state.fadeIn = fadeFrames
                 } else {
                     let overlap = min(Int(position - expected), chunk.count / channels)
                     counters.droppedFrames += Int64(overlap)
@@ -154,18 +161,23 @@ struct AudioTimeline {
                 state.drift.reset()
             }
         } else {
-            if let join = state.joinStart, expected < join {
-                let before = min(Int(join - expected), chunk.count / channels)
+            // Audio from before the segment (a source's pre-roll): from the previous segment's fade-out on, or,
+            // at the start, from the start on.
+            let from = state.joinStart ?? segmentStart
+            if expected < from {
+                let before = min(Int(from - expected), chunk.count / channels)
                 chunk = UnsafeBufferPointer(rebasing: chunk[(before * channels)...])
                 expected += Int64(before)
             }
             guard !chunk.isEmpty else { return }
             state.stretcher = Stretcher(channels: channels)
+            state.drift.reset() // placed exactly: nothing to follow from the last segment
             if expected > segmentStart && expected > emitted { counters.missingFrames += expected - max(segmentStart, emitted) }
             state.position = expected
             state.fadeIn = fadeFrames
         }
-        let step = state.drift.step(forError: Double(expected - state.position!) - state.stretcher.readPosition)
+        let step = state.drift.step(forError: Double(expected - state.position!) - state.stretcher.readPosition,
+                                    frames: chunk.count / channels)
         counters.maxDriftFrames = max(counters.maxDriftFrames, abs(state.drift.smoothedError))
         scratch.removeAll(keepingCapacity: true)
         state.stretcher.process(chunk, step: step, into: &scratch)
@@ -200,7 +212,10 @@ struct AudioTimeline {
     /// out over its last real samples, and what no input reached is counted as missing.
     mutating func endSegment(at end: Int64) {
         for index in inputs.indices {
-            guard let position = inputs[index].position else { continue }
+            guard let position = inputs[index].position else {
+                inputs[index].joinStart = nil
+                continue
+            }
             let last = min(position, end)
             if position < end { counters.missingFrames += end - max(position, emitted) }
             let keep = Int(max(0, last - emitted)) * channels

@@ -13,18 +13,24 @@ public final class AudioTrack {
     private var stream = 0
     private var pending: [Float] = []
     private var converted: [Float] = []
-    /// Samples handed to the encoder: the next frame's pts.
+    /// Samples handed to the encoder: the next frame's pts (less `priming`).
     private var encoded: Int64 = 0
+    /// Added to each frame's pts: the encoder's own delay (Opus's 312 samples of look-ahead), which it takes
+    /// off its packets' pts, for a container that also signals it to decoders (MP4's and Matroska's Opus
+    /// pre-skip), which would otherwise skip it twice and play the track 6.5 ms early.
+    private let priming: Int64
 
-    /// `addStream` makes the output stream the track's packets go to and returns its index.
+    /// `addStream` makes the output stream the track's packets go to and returns its index. `signalsPriming`:
+    /// the container tells decoders of the encoder's delay (see `priming`).
     public init(name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings, globalHeader: Bool,
-                addStream: (Encoder) throws(MediaError) -> Int) throws(MediaError) {
+                signalsPriming: Bool = false, addStream: (Encoder) throws(MediaError) -> Int) throws(MediaError) {
         self.name = name
         inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
         timeline = AudioTimeline(channels: settings.channels, sampleRate: settings.sampleRate, gains: streams.map { gains[$0] ?? 1 })
         encoder = try Encoder.audio(settings, globalHeader: globalHeader)
         frame = try MediaFrame.audio(samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate, planar: settings.codec == "aac")
         stream = try addStream(encoder)
+        priming = signalsPriming ? Int64(encoder.context.pointee.initial_padding) : 0
     }
 
     var channels: Int { timeline.channels }
@@ -66,7 +72,10 @@ public final class AudioTrack {
         while pending.count - used >= frameSize * channels || (final && pending.count > used) {
             let frames = min(frameSize, (pending.count - used) / channels)
             try pending.withUnsafeBufferPointer { all in
-                Result { () throws(MediaError) in try frame.fillAudio(UnsafeBufferPointer(rebasing: all[used...]), frames: frames, pts: encoded) }
+                Result { () throws(MediaError) in
+                    let samples = UnsafeBufferPointer(rebasing: all[used...])
+                    try frame.fillAudio(samples, frames: frames, pts: encoded + priming)
+                }
             }.get()
             used += frames * channels
             encoded += Int64(frames)

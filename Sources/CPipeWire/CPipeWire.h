@@ -27,6 +27,20 @@ static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, u
                              (autoconnect ? PW_STREAM_FLAG_AUTOCONNECT : 0) | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
 }
 
+/// Connects `stream` for playback of interleaved float32 stereo at `rate` to the default sink, its `process`
+/// called on PipeWire's realtime thread (the tests' beep player).
+static inline int bd_pw_stream_connect_audio_playback(struct pw_stream *stream, uint32_t rate) {
+    uint8_t buffer[1024];
+    struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
+    struct spa_audio_info_raw info = { .format = SPA_AUDIO_FORMAT_F32_LE, .rate = rate, .channels = 2 };
+    info.position[0] = SPA_AUDIO_CHANNEL_FL;
+    info.position[1] = SPA_AUDIO_CHANNEL_FR;
+    const struct spa_pod *params[1] = { spa_format_audio_raw_build(&builder, SPA_PARAM_EnumFormat, &info) };
+    return pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,
+                             PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS | PW_STREAM_FLAG_RT_PROCESS,
+                             params, 1);
+}
+
 static inline uint32_t bd_pw_version_stream_events(void) { return PW_VERSION_STREAM_EVENTS; }
 
 #include <pipewire/extensions/metadata.h>

@@ -92,6 +92,35 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(largestStep(out[...]) < 0.0144 * 1.5)
     }
 
+    /// A source's pre-roll: audio from before the first frame is cut at the start, not counted as dropped,
+    /// and the fade-in is spent on real audio from the start on.
+    @Test func audioFromBeforeTheStartIsCutAndTheFadeInIsOnRealAudio() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        for chunk in 0..<20 {
+            tone(chunk * 480, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480 - 2400)) }
+        }
+        timeline.endSegment(at: 4800)
+        timeline.drain(upTo: 4800, into: &out)
+        #expect(timeline.counters == AudioTimeline.Counters())
+        #expect(Array(out[480..<4320]) == Array(tone(2400, 4800)[480..<4320]))
+        #expect(abs(out[1]) < 0.01 && largestStep(out[...]) < 0.0144 * 1.5)
+    }
+
+    /// Audio that never came in the middle of a segment: counted, and what comes after it fades in (no click).
+    @Test func aGapIsCountedAndFadedIn() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        for chunk in 0..<40 where chunk < 10 || chunk >= 20 {
+            let samples = tone(chunk * 480 + (chunk < 10 ? 0 : 100), 480)
+            samples.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+        }
+        timeline.endSegment(at: 19200)
+        timeline.drain(upTo: 19200, into: &out)
+        #expect(timeline.counters.missingFrames == 4800)
+        #expect(abs(out[9601]) < 0.01 && largestStep(out[9000...]) < 0.0144 * 1.5)
+    }
+
     /// Two inputs mixed with their gains; a stalled one does not hold the other back beyond the latency bound.
     @Test func mixingAndAStalledInput() {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1, 0.5])
@@ -133,6 +162,34 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         }
         #expect(worst < 10, "worst offset \(worst) ms")
         #expect(timeline.counters.missingFrames == atStart.missingFrames && timeline.counters.droppedFrames == 0, "drift is stretched, never cut")
+    }
+
+    /// A source's timing shifts by 16 ms, later or earlier (PipeWire's quantum changing from 1024 to 256 when a
+    /// low-latency client starts): the samples follow their timestamps, smoothly (stretched, never cut), within
+    /// 10 ms of them a quarter of a second after the shift and within 1 ms from 0.8 s on; the result shows it.
+    @Test(arguments: [16.0, -16.0])
+    func aTimingShiftIsFollowedNotIgnored(_ shiftMs: Double) {
+        let rate = 48_000, chunkFrames = 256
+        var timeline = AudioTimeline(channels: 1, sampleRate: rate, gains: [1])
+        var out: [Float] = []
+        let chunk = [Float](repeating: 0.1, count: chunkFrames)
+        let shiftAt = 2 * rate, shift = shiftMs * Double(rate) / 1000
+        var worstAfterHalf = 0.0, worstAfterOne = 0.0
+        for n in 0..<(6 * rate / chunkFrames) {
+            let stamp = Double(n * chunkFrames) + (n * chunkFrames >= shiftAt ? shift : 0)
+            if let position = timeline.inputs[0].position {
+                let frames = stamp - Double(position) + timeline.inputs[0].stretcher.readPosition
+                let offset = abs(frames) * 1000 / Double(rate)
+                if n * chunkFrames >= shiftAt + rate / 4 { worstAfterHalf = max(worstAfterHalf, offset) }
+                if n * chunkFrames >= shiftAt + rate * 4 / 5 { worstAfterOne = max(worstAfterOne, offset) }
+            }
+            chunk.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(stamp.rounded())) }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        #expect(worstAfterHalf < 10 && worstAfterOne < 1,
+                "offset \(worstAfterHalf) ms from 0.25 s after the shift, \(worstAfterOne) ms from 0.8 s")
+        #expect(timeline.counters.missingFrames == 0 && timeline.counters.droppedFrames == 0, "stretched, never cut")
+        #expect(timeline.counters.maxDriftFrames * 1000 / Double(rate) > 10, "the shift shows in maxClockOffsetMs")
     }
 
     @Test func stretchingASineKeepsItSmooth() {
