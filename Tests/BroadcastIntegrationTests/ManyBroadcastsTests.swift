@@ -41,7 +41,8 @@ extension Integration {
     }
 
     @Test func recordStreamAndInspectShareOneX11Capture() throws {
-        let screen = try XServer(.xvfb, width: 640, height: 360)
+        // Small, so that a debug build grabs and converts every frame whole (--no-damage) in well under a frame's time.
+        let screen = try XServer(.xvfb, width: 320, height: 180)
         let daemon = try DaemonHarness(["--source", "x11", "--display", screen.display, "--fps", "30", "--no-damage"])
         let controller = try daemon.subscribedController()
         let port = try StreamTests.freePort(udp: true)
@@ -70,7 +71,7 @@ extension Integration {
         let times = try Recording(path: daemon.runtime + "/talk.mp4", scratch: daemon.runtime).frameTimes()
         #expect(UInt64(times.count) == recorded.delivered, "\(times.count) frames in the file, \(recorded) delivered")
         let (streams, duration) = try StreamTests().probe(received)
-        #expect(streams == ["h264,640,360", "opus"] && abs(duration - 8) < 0.6, "\(streams), \(duration) s")
+        #expect(streams == ["h264,320,180", "opus"] && abs(duration - 8) < 0.6, "\(streams), \(duration) s")
         try daemon.stop()
     }
 
