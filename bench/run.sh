@@ -6,9 +6,10 @@
 # ffmpeg x11grab → libx264, A/V offset, 4K memory; about 30 minutes; BENCH_SKIP_RECORD=1 skips it) and
 # bench/stream.sh (the stream handler's glass-to-receiver latency over SRT, CPU and memory, beside ffmpeg;
 # BENCH_SKIP_STREAM=1 skips it) and bench/audio.sh (PipeWire app audio and microphone: latency, CPU and
-# memory beside GStreamer; BENCH_SKIP_AUDIO=1 skips it) and bench/many.sh (record + stream + inspect on one
-# capture, beside one ffmpeg doing the same encodes; BENCH_SKIP_MANY=1 skips it). The hour-long soak is
-# bench/soak.sh, run on its own.
+# memory beside GStreamer; BENCH_SKIP_AUDIO=1 skips it) and bench/sync.sh (flashes and beeps through a real
+# PipeWire graph, broadcastd beside ffmpeg x11grab + pulse; BENCH_SKIP_SYNC=1 skips it) and bench/many.sh
+# (record + stream + inspect on one capture, beside one ffmpeg doing the same encodes; BENCH_SKIP_MANY=1
+# skips it). The hour-long soak is bench/soak.sh, run on its own.
 # One command: bash bench/run.sh
 #
 # Knobs (environment): BENCH_SECONDS (default 20), BENCH_REPEATS (default 3), BENCH_FPS (default "30 60").
@@ -139,7 +140,7 @@ python3 "$ROOT/bench/report.py" "$RESULTS" >"$DOC.tmp"
 python3 - "$DOC" "$DOC.tmp" <<'EOF'
 import sys
 old, new = (open(p).read() if p else "" for p in sys.argv[1:])
-for name in ("x11", "record", "stream", "audio", "soak"):
+for name in ("x11", "record", "stream", "audio", "sync", "soak"):
     begin, end = f"<!-- {name}-begin -->", f"<!-- {name}-end -->"
     if begin in old and end in old:
         open(sys.argv[2], "a").write("\n" + old[old.index(begin):old.index(end) + len(end)] + "\n")
@@ -151,4 +152,5 @@ if [ -z "${BENCH_SKIP_X11:-}" ]; then bash "$ROOT/bench/x11.sh"; fi
 if [ "${BENCH_SKIP_RECORD:-}" != 1 ]; then bash "$ROOT/bench/record.sh"; fi
 if [ "${BENCH_SKIP_STREAM:-}" != 1 ]; then bash "$ROOT/bench/stream.sh"; fi
 if [ "${BENCH_SKIP_AUDIO:-}" != 1 ]; then bash "$ROOT/bench/audio.sh"; fi
+if [ "${BENCH_SKIP_SYNC:-}" != 1 ]; then bash "$ROOT/bench/sync.sh"; fi
 if [ "${BENCH_SKIP_MANY:-}" != 1 ]; then bash "$ROOT/bench/many.sh"; fi
