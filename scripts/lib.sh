@@ -3,7 +3,8 @@
 
 # The Debian/Ubuntu packages the project needs to build, run its demo and run its tests:
 #   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions;
-#              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264 and libopus) for `record`;
+#              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264, libx265, SVT-AV1, libaom and
+#              libopus: its libavcodec59 depends on them, no package of their own is needed) for `record`;
 #              libpng for `broadcastctl snapshot`
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)

@@ -10,8 +10,8 @@ import CFFmpeg
 import Glibc
 #endif
 
-/// The built-in `record` handler: H.264 (libx264) and Opus (libopus) into fragmented MP4 or
-/// Matroska (libavformat). Pauses make segments of one continuous file; audio follows its
+/// The built-in `record` handler: H.264 (libx264), HEVC (libx265) or AV1 (SVT-AV1) and Opus (libopus)
+/// into fragmented MP4 or Matroska (libavformat). Pauses make segments of one continuous file; audio follows its
 /// timestamps (drift corrected) so it stays in sync with the video; frames that repeat the one
 /// before are not encoded (the file is variable frame rate); any failure finishes the broadcast
 /// with a message, and what was written stays playable.
@@ -43,7 +43,7 @@ public final class RecordHandler: BroadcastSampleHandler {
             self.options = options
             try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
             try open(options)
-            logger.info("record: writing \(options.path) (\(input?.format.width ?? 0)x\(input?.format.height ?? 0), \(tracks.count) audio track(s))")
+            logger.info("record: writing \(options.path) (\(video?.implementation?.encoderName ?? ""), \(input?.format.width ?? 0)x\(input?.format.height ?? 0), \(tracks.count) audio track(s))")
         } catch {
             fail("\(error)")
         }
@@ -56,12 +56,14 @@ public final class RecordHandler: BroadcastSampleHandler {
         settings.height = options.size?.height ?? videoFormat.height
         settings.framesPerSecond = options.framesPerSecond ?? framesPerSecond
         settings.fullRange = videoFullRange
-        let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
         guard videoFormat.pixelFormat != .bgrx else {
             throw MediaError("record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
         }
+        let implementation = try VideoEncoderImplementation.best(for: settings.codec)
+        let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
-        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: muxer.wantsGlobalHeader)
+        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: muxer.wantsGlobalHeader,
+                                      implementation: implementation)
         videoStream = try muxer.addStream(for: video)
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(sampleRate: audioFormat.sampleRate, channels: channels,
@@ -199,6 +201,8 @@ public final class RecordHandler: BroadcastSampleHandler {
             }),
         ]
         if let options {
+            result["videoCodec"] = .string(options.video.codec.rawValue)
+            if let encoder = video?.implementation { result["videoEncoder"] = .string(encoder.encoderName) }
             result["file"] = .string(options.path)
             result["bytes"] = .number(Double(OutputPath.size(of: options.path) ?? 0))
         }

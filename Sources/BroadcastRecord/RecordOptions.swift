@@ -80,26 +80,30 @@ struct RecordOptions: Equatable {
         }
 
         overwrite = try flag(take("overwrite"), "overwrite")
-        if let codec = take("codec"), codec.lowercased() != "h264" {
-            throw Invalid("codec '\(codec)': record encodes H.264 (libx264) only")
+        let codecName = take("codec")?.lowercased() ?? "h264"
+        guard let codec = VideoCodec(rawValue: codecName) else {
+            throw Invalid("codec '\(codecName)': h264 (libx264), hevc (libx265) or av1 (SVT-AV1)")
         }
+        video = VideoEncoderSettings(codec: codec, width: 0, height: 0, framesPerSecond: 0)
         video.bitRate = try integer("videoBitRate", 100...200_000, "kbit/s; leave it empty for constant quality (crf)")
-        video.crf = try integer("crf", 0...51, "x264 constant quality, lower is better") ?? 23
+        video.crf = try integer("crf", codec.crfRange, "\(codec.displayName) constant quality, lower is better") ?? codec.defaultCRF
         if let preset = take("preset") {
-            let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+            let presets = VideoCodec.presets
             guard presets.contains(preset) else { throw Invalid("preset '\(preset)': one of \(presets.joined(separator: ", "))") }
             video.preset = preset
         }
         if let tune = take("tune") {
-            let tunes = ["none", "zerolatency", "film", "animation", "grain", "stillimage", "psnr", "ssim", "fastdecode"]
-            guard tunes.contains(tune) else { throw Invalid("tune '\(tune)': one of \(tunes.joined(separator: ", "))") }
+            let tunes = codec.tunes
+            guard tunes.contains(tune) else {
+                throw Invalid("tune '\(tune)': for \(codec.rawValue), one of \(tunes.joined(separator: ", "))")
+            }
             video.tune = tune
         }
         if let text = take("keyframeInterval") {
             guard let seconds = Double(text), seconds > 0, seconds <= 60 else { throw Invalid("keyframeInterval '\(text)': seconds between keyframes (0.1-60)") }
             video.keyframeInterval = seconds
         }
-        video.threads = try integer("threads", 0...32, "x264 threads, 0 for automatic") ?? 0
+        video.threads = try integer("threads", 0...32, "encoder threads, 0 for automatic") ?? 0
         if let text = take("size"), text != "input" {
             let parts = text.split(separator: "x").compactMap { Int($0) }
             guard parts.count == 2, (16...8192).contains(parts[0]), (16...8192).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {

@@ -166,6 +166,10 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(abs(try parse("/tmp/x.mp4", ["micGain": "-6"]).gains[.audioMic]! - 0.501) < 0.001)
         #expect(try parse("/tmp/x.mp4", ["audio": "none"]).audio == .none)
         #expect(try parse("/tmp/x.mp4", ["size": "1280x720", "frameRate": "24"]).size?.width == 1280)
+        #expect(options.video.codec == .h264 && options.video.crf == 23)
+        #expect(try parse("/tmp/x.mp4", ["codec": "hevc"]).video.crf == 28, "each codec's own default quality")
+        let av1 = try parse("/tmp/x.mp4", ["codec": "AV1", "crf": "63"]).video
+        #expect(av1.codec == .av1 && av1.crf == 63)
     }
 
     @Test(arguments: [
@@ -174,7 +178,9 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         ("/tmp/x.mp4", ["preset": "quick"], "preset 'quick'"),
         ("/tmp/x.mp4", ["size": "1279x720"], "both even"),
         ("/tmp/x.mp4", ["audio": "speakers"], "audio 'speakers'"),
-        ("/tmp/x.mp4", ["codec": "vp9"], "H.264"),
+        ("/tmp/x.mp4", ["codec": "vp9"], "codec 'vp9': h264 (libx264), hevc (libx265) or av1"),
+        ("/tmp/x.mp4", ["codec": "hevc", "crf": "52"], "crf '52': HEVC constant quality"),
+        ("/tmp/x.mp4", ["codec": "av1", "tune": "film"], "tune 'film': for av1, one of none, zerolatency, psnr"),
         ("/tmp/x.mp4", ["crf": "99"], "crf '99'"),
         ("/tmp/x.mp4", ["colour": "red"], "unknown setup field 'colour'"),
     ] as [(String, [String: String], String)])
