@@ -28,6 +28,11 @@ public final class ControllerClient {
     @discardableResult public func pause() throws(ProtocolError) -> UInt32? { try broadcastRequest(.pause) }
     @discardableResult public func resume() throws(ProtocolError) -> UInt32? { try broadcastRequest(.resume) }
     @discardableResult public func finish() throws(ProtocolError) -> UInt32? { try broadcastRequest(.finish) }
+    /// Finishes broadcast `broadcast` (nil: the current one) and has its handler throw away what it produced;
+    /// a finished broadcast's output is removed (protocol revision 1.2).
+    @discardableResult public func discard(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? {
+        try connection.request(.finish, FinishRequest(broadcast: broadcast, discard: true)).decode(BroadcastReference.self).broadcast
+    }
 
     private func broadcastRequest(_ opcode: Opcode) throws(ProtocolError) -> UInt32? {
         try connection.request(opcode).decode(BroadcastReference.self).broadcast

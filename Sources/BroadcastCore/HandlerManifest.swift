@@ -14,9 +14,12 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// Whether the handler wants a sample every frame interval even when the screen did not change
     /// (`constant`, the default: unchanged frames come flagged as repeats) or only frames that changed (`variable`).
     public var frameRate: FrameRateMode?
+    /// Whether the handler throws away what it produced when a broadcast is discarded (`broadcastctl discard`);
+    /// broadcastd refuses to discard a broadcast whose handler does not say so.
+    public var discard: Bool?
 
     public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
-                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil) {
+                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil) {
         self.name = name
         self.displayName = displayName
         self.description = description
@@ -25,6 +28,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         self.url = url
         self.setupFields = setupFields
         self.frameRate = frameRate
+        self.discard = discard
     }
 
     public enum FrameRateMode: String, Codable, Sendable {

@@ -579,9 +579,13 @@ public final class Daemon {
         case .finish where pendingStart != nil:
             source.cancelOpen("the broadcast was finished before the screen was chosen")
             reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
-        case .pause, .resume, .finish:
-            let event: BroadcastEvent = message.opcode == .pause ? .pause : message.opcode == .resume ? .resume : .finish
+        case .pause, .resume:
+            let event: BroadcastEvent = message.opcode == .pause ? .pause : .resume
             reply(session, seq, transition(event).map { _ in .json(.ok, seq: seq, BroadcastReference(broadcast: machine.current?.id)) })
+        case .finish:
+            let request = try message.decode(FinishRequest.self)
+            let event = DiscardedOutput.event(for: request, current: machine.current?.id, manifest: manifest)
+            reply(session, seq, event.flatMap(transition).map { _ in .json(.ok, seq: seq, BroadcastReference(broadcast: machine.current?.id)) })
         case .getStatus:
             reply(session, seq, .success(.json(.status, seq: seq, status())))
         case .listSources:
@@ -792,7 +796,7 @@ public final class Daemon {
                 return
             }
             if handlerSession()?.role == .handler { // it said HELLO and was sent BROADCAST_STARTED
-                sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error)))
+                sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error, discard: machine.discarded ? true : nil)))
                 handler.terminateAt = now + configuration.finishTimeout
             } else {
                 handler.stoppedBeforeStart = true
@@ -807,7 +811,12 @@ public final class Daemon {
             if let error { logger.warning("broadcast \(machine.current!.id) finished with an error: \(error.message)") }
             else { logger.info("broadcast \(machine.current!.id) finished") }
             publishServiceInfo(now: now)
-            publish(.json(.finished, FinishedEvent(broadcast: machine.current!.id, error: error, result: handlerResult)))
+            if machine.discarded { DiscardedOutput.remove(result: handlerResult, logger: logger) }
+            publish(.json(.finished, FinishedEvent(broadcast: machine.current!.id, error: error, result: handlerResult,
+                                                   discarded: machine.discarded ? true : nil)))
+        case .discardFinished:
+            DiscardedOutput.remove(result: handlerResult, logger: logger)
+            publish(.json(.stateChanged, status()))
         }
     }
 
@@ -842,6 +851,7 @@ public final class Daemon {
             let silent = source.silentAudio
             if !silent.isEmpty { s.silentAudio = Dictionary(uniqueKeysWithValues: silent.map { ($0.key.description, $0.value) }) }
             if machine.phase == .finished { s.result = handlerResult }
+            if machine.discarded { s.discarded = true }
         }
         return s
     }

@@ -36,7 +36,8 @@ public enum VideoCodec: String, CaseIterable, Sendable {
     }
 
     /// The presets every codec takes, named as x264 names them, fastest first.
-    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
+                                 "slow", "slower", "veryslow"]
 }
 
 /// One encoder a `VideoCodec` can be made with, and how broadcastd's settings translate into its options.

@@ -34,6 +34,8 @@ public final class RecordHandler: BroadcastSampleHandler {
     private var encodedFrames = 0
     private var skippedRepeats = 0
     private var failure: String?
+    /// The file is this broadcast's: checked free (or to be overwritten) and about to be written.
+    private var ownsFile = false
     private var lastInfo: (time: UInt64, bytes: Int64)?
 
     public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
@@ -42,7 +44,10 @@ public final class RecordHandler: BroadcastSampleHandler {
             let options = try RecordOptions(url: broadcastURL, setupInfo: setupInfo, defaultPath: { OutputPath.defaultRecording() })
             self.options = options
             try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
+            ownsFile = true
             try open(options)
+            // Said at once, so that broadcastd knows the file if this process dies and the broadcast is discarded.
+            setBroadcastResult(["file": .string(options.path)])
             logger.info("record: writing \(options.path) (\(video?.implementation?.encoderName ?? ""), \(input?.format.width ?? 0)x\(input?.format.height ?? 0), \(tracks.count) audio track(s))")
         } catch {
             fail("\(error)")
@@ -167,7 +172,7 @@ public final class RecordHandler: BroadcastSampleHandler {
         logger.info("record: segment \(clock.segments.count) ends at \(Double(end) / 1e9) s")
     }
 
-    public override func broadcastFinished(error: BroadcastError?) {
+    public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
         _ = clock.close()
         let end = clock.duration
         if let muxer, let video, muxer.started {
@@ -182,7 +187,16 @@ public final class RecordHandler: BroadcastSampleHandler {
             }
         }
         self.muxer = nil
-        setBroadcastResult(result(duration: end))
+        var result = result(duration: end)
+        if discard {
+            // One file (fragmented MP4 and Matroska have no side files), closed above, so nothing writes it again.
+            let removed = !ownsFile || options.map { OutputPath.remove($0.path) } ?? true
+            result["bytes"] = nil
+            result["discarded"] = .bool(removed)
+            if !removed { result["error"] = .string("discarding: could not remove \(options?.path ?? "")") }
+            logger.info("record: discarded \(ownsFile ? options?.path ?? "" : "nothing (no file was written)")")
+        }
+        setBroadcastResult(result)
         if let options { logger.info("record: \(options.path): \(Double(end) / 1e9) s in \(clock.segments.count) segment(s)") }
     }
 
@@ -203,6 +217,9 @@ public final class RecordHandler: BroadcastSampleHandler {
         if let options {
             result["videoCodec"] = .string(options.video.codec.rawValue)
             if let encoder = video?.implementation { result["videoEncoder"] = .string(encoder.encoderName) }
+        }
+        // Only a file this broadcast writes: not one that was there and is kept (broadcastd removes `file` on a discard).
+        if let options, ownsFile {
             result["file"] = .string(options.path)
             result["bytes"] = .number(Double(OutputPath.size(of: options.path) ?? 0))
         }

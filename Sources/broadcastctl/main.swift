@@ -52,13 +52,14 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
               broadcastctl start --handler inspect        (asks for the URL and setup fields)
               broadcastctl pause; broadcastctl resume; broadcastctl stop
+              broadcastctl discard                       (stop, and delete what was recorded)
               broadcastctl status --watch
               broadcastctl snapshot screen.png
             Every command takes --json for scripts.
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running.
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self, Snapshot.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self])
 }
 
 struct Handlers: ParsableCommand {
@@ -198,7 +199,7 @@ struct Start: ParsableCommand {
             printResult(finished.result)
             throw ExitCode(Exit.failed)
         }
-        print("broadcast \(finished.broadcast) finished")
+        print("broadcast \(finished.broadcast) \(finished.discarded == true ? "discarded" : "finished")")
         printResult(finished.result)
     }
 }
@@ -231,6 +232,20 @@ struct Stop: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Finish the broadcast.")
     @OptionGroup var request: BroadcastRequestOptions
     func run() throws { try request.send { try $0.finish() } }
+}
+
+struct Discard: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Finish the broadcast and throw away what it produced (a recording is deleted).",
+        discussion: """
+            The handler deletes its output and its result says "discarded": true. Handlers that cannot
+            (stream: what was sent is gone) are refused and the broadcast goes on. A broadcast that has
+            finished already (also after its handler crashed) is discarded by broadcastd: it removes the
+            file the handler reported in its result, and nothing else.
+            """)
+    @OptionGroup var request: BroadcastRequestOptions
+    @Option(help: "The broadcast to discard; refused unless it is the current (or last) one.") var broadcast: UInt32?
+    func run() throws { try request.send { try $0.discard(broadcast: broadcast) } }
 }
 
 /// Pause, resume and stop: quiet on success, or `{"broadcast": N}` with --json.
@@ -367,6 +382,7 @@ enum StatusText {
             }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
+            if s.discarded == true { lines.append("discarded: what it produced is deleted") }
             for name in ["video", "audioApp", "audioMic"] {
                 if let c = s.streams?[name] { lines.append("\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")") }
             }
@@ -381,7 +397,7 @@ enum StatusText {
     }
 
     static func line(_ f: FinishedEvent) -> String {
-        "broadcast \(f.broadcast) finished" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
+        "broadcast \(f.broadcast) \(f.discarded == true ? "discarded" : "finished")" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
     }
 
     static func seconds(_ value: Double) -> String {
