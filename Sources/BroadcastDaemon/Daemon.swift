@@ -725,6 +725,10 @@ public final class Daemon {
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
             // Encoded once here, not with every SERVICE_INFO.
             handlerServiceInfo = info.isEmpty ? nil : Array(compactJSON(info).utf8)
+            // Revision 1.2: a finishing handler that reports (an upload's progress) has its finish timeout counted anew.
+            if machine.phase == .finishing, handler.terminateAt != nil, handler.killAt == nil {
+                handler.terminateAt = MonotonicClock.now() + configuration.finishTimeout
+            }
         case .setResult:
             guard message.payload.count <= ProtocolLimits.maxResultPayload else {
                 throw .malformed(.setResult, "a result of \(message.payload.count) bytes exceeds the limit of \(ProtocolLimits.maxResultPayload)")

@@ -198,6 +198,22 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
         setBroadcastResult(result)
         if let options { logger.info("record: \(options.path): \(Double(end) / 1e9) s in \(clock.segments.count) segment(s)") }
+        if let options, let upload = options.upload, !discard {
+            guard failure == nil, ownsFile else {
+                result["upload"] = .string("not attempted: the recording failed")
+                return setBroadcastResult(result)
+            }
+            switch RecordingUpload(path: options.path, settings: upload, logger: logger).run(report: { self.updateServiceInfo($0) }) {
+            case .uploaded(let url, let fields):
+                updateBroadcastURL(url)
+                result["uploadedURL"] = .string(url)
+                result["upload"] = .object(fields)
+            case .failed(let message):
+                result["uploadError"] = .string(message)
+                finishBroadcastWithError(HandlerError("record", message))
+            }
+            setBroadcastResult(result)
+        }
     }
 
     private func result(duration: UInt64) -> [String: JSONValue] {
