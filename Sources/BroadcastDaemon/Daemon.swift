@@ -724,11 +724,13 @@ public final class Daemon {
         case .updateServiceInfo:
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
             // Encoded once here, not with every SERVICE_INFO.
-            handlerServiceInfo = info.isEmpty ? nil : Array(compactJSON(info).utf8)
-            // Revision 1.2: a finishing handler that reports (an upload's progress) has its finish timeout counted anew.
-            if machine.phase == .finishing, handler.terminateAt != nil, handler.killAt == nil {
-                handler.terminateAt = MonotonicClock.now() + configuration.finishTimeout
+            let encoded = info.isEmpty ? nil : Array(compactJSON(info).utf8)
+            // Revision 1.2: a finishing handler reporting progress (an upload's) has its finish timeout counted anew;
+            // the same info again is no progress.
+            if machine.phase == .finishing, encoded != handlerServiceInfo {
+                handler.reported(now: MonotonicClock.now(), finishTimeout: configuration.finishTimeout)
             }
+            handlerServiceInfo = encoded
         case .setResult:
             guard message.payload.count <= ProtocolLimits.maxResultPayload else {
                 throw .malformed(.setResult, "a result of \(message.payload.count) bytes exceeds the limit of \(ProtocolLimits.maxResultPayload)")
@@ -802,6 +804,7 @@ public final class Daemon {
             if handlerSession()?.role == .handler { // it said HELLO and was sent BROADCAST_STARTED
                 sendToHandler(.json(.broadcastFinished, BroadcastEnd(error: machine.error, discard: machine.discarded ? true : nil)))
                 handler.terminateAt = now + configuration.finishTimeout
+                handler.workDeadline = now + RunningHandler.maxFinishWork
             } else {
                 handler.stoppedBeforeStart = true
                 handler.terminate(now: now)
