@@ -19,7 +19,8 @@ import PackageDescription
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
 //   BroadcastStream      the built-in `stream` handler: SRT/RTMP through libavformat, a GOP-dropping send queue, reconnection
-//   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync
+//   BroadcastUpload      HTTP PUT of a finished file through libcurl: progress, retries with backoff
+//   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 let package = Package(
     name: "broadcastd",
     platforms: [.macOS(.v13)],
@@ -46,6 +47,7 @@ let package = Package(
         .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
@@ -84,8 +86,9 @@ let package = Package(
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
         .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore"]),
+        .target(name: "BroadcastUpload", dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastRecord", dependencies: [
-            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcastd", dependencies: [
@@ -118,7 +121,7 @@ let package = Package(
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
             "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
-            "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal",
+            "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

@@ -47,18 +47,23 @@ export PIPEWIRE_REMOTE="$WORK/pipewire/pipewire-0"
 n=$(free_display); start_xvfb "$n" "$SIZE"; export DISPLAY=:$n
 spawn "$PY" "$TOOLS" animate 2>"$WORK/animate.log"
 
-# An SRT listener on a free port that throws away what it receives.
+# An SRT listener on a free port that throws away what it receives: a fresh one for each run (it ends
+# with its connection). Sets SRT_PID.
 PORT=$("$PY" -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-spawn srt-live-transmit -q "srt://:$PORT?mode=listener" file:///dev/null 2>"$WORK/srt.log"
-SRT_PID=$LAST
-sleep 0.5
+SRT_PID=
+listen_srt() {
+    if [ -n "$SRT_PID" ]; then kill -INT "$SRT_PID" 2>/dev/null || true; reap "$SRT_PID" || true; fi
+    spawn srt-live-transmit -q "srt://:$PORT?mode=listener" file://con >/dev/null 2>>"$WORK/srt.log"
+    SRT_PID=$LAST
+    sleep 0.5
+}
 
 # ours TEST REP HANDLERS...: a fresh daemon and one broadcast of T s per handler (record, stream, inspect), started
 # together; CPU of the daemon (utime+stime) and of its children (the handlers, once reaped), peak RSS, drops.
 ours() {
     local test=$1 rep=$2; shift 2
     local sock="$WORK/bd.sock" logf="$WORK/broadcastd.log"
-    rm -f "$sock"
+    rm -f "$sock" "$WORK/ours.mp4" "$WORK/inspect.json"
     spawn "$BIN/broadcastd" --config /dev/null --source x11 --fps 30 --socket "$sock" --log-level warning \
         --handlers-dir "$ROOT/share/broadcastd/handlers" 2>"$logf"
     local bd=$LAST
@@ -125,12 +130,13 @@ for rep in $(seq "$REPEATS"); do
     log "round $rep/$REPEATS: record alone, ${T} s"
     ours one "$rep" record
     log "round $rep/$REPEATS: record + stream + inspect, ${T} s"
+    listen_srt
     ours three "$rep" record stream inspect
     log "round $rep/$REPEATS: ffmpeg, the same two encodes, ${T} s"
+    listen_srt
     run_ffmpeg "$rep"
 done
 ELAPSED=$(($(date +%s) - START))
-kill -INT "$SRT_PID" 2>/dev/null || true
 
 export BENCH_CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" BENCH_NPROC="$(nproc)"
 export BENCH_FFMPEG="$(ffmpeg -version | head -n 1 | cut -d' ' -f1-3)" BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')"

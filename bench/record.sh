@@ -10,12 +10,19 @@
 #           (and the same without audio, to show what the two Opus tracks cost)
 #   4k      the synthetic source at 3840x2160, 30 fps: the handler's peak RSS with x264 threads 0 (automatic,
 #           the default), 2 and 1
+#   codecs  the moving 1080p30 X11 screen recorded by the handler with codec=h264, hevc and av1, each at its
+#           defaults: the handler's CPU, the file's size, frames dropped; then quality: one more run keeps what
+#           the handler received losslessly (codec=h264 crf=0: x264 is lossless at 8 bits), each codec's encoder
+#           is run on those frames with the handler's own options (ffmpeg, the same libavcodec encoders), and
+#           ffmpeg's psnr and ssim filters compare the decoded result with them. Not in the default set.
 #
-# Writes the record section of docs/benchmarks.md from the figures of this run.
+# Writes the record section of docs/benchmarks.md from the figures of this run (and with `codecs`, the
+# record-codecs section, bench/record_codecs_report.py).
 # One command: bash bench/record.sh (bench/run.sh runs it too, unless BENCH_SKIP_RECORD=1).
 #
 # Knobs (environment): BENCH_RECORD_SECONDS (60), BENCH_RECORD_REPEATS (3), BENCH_RECORD_4K_SECONDS (20),
-# BENCH_RECORD_4K_THREADS ("0 2 1"), BENCH_RECORD_TESTS ("x11 still sync 4k").
+# BENCH_RECORD_4K_THREADS ("0 2 1"), BENCH_RECORD_TESTS ("x11 still sync 4k"; add codecs, or run it alone:
+# BENCH_RECORD_TESTS=codecs BENCH_RECORD_REPEATS=1 bash bench/record.sh).
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -72,7 +79,7 @@ probe_file() {
 # broadcast, the handler's last VmHWM before it exited (polled every 0.2 s by record_tools.py watch).
 run_ours() {
     local test=$1 rep=$2 seconds=$3 setup=$4; shift 4
-    local sock="$WORK/bd.sock" out="$WORK/ours-$test-$rep.mp4" logf="$WORK/broadcastd-$test-$rep.log"
+    local sock="$WORK/bd.sock" out="$WORK/ours-$test-$rep.${OUT_EXT:-mp4}" logf="$WORK/broadcastd-$test-$rep.log"
     local sets=() kv; for kv in $setup; do sets+=(--set "$kv"); done
     rm -f "$sock" "$out"
     spawn "$BIN/broadcastd" --config /dev/null --socket "$sock" --handlers-dir "$ROOT/share/broadcastd/handlers" --log-level info "$@" 2>"$logf"
@@ -136,7 +143,44 @@ fields["total_cpu_pct"] = fields["total_cpu_s"] * 100 / fields["wall_s"]
 print("ours", test, rep, " ".join(f"{k}={v}" for k, v in fields.items()), extra)
 PY
     grep -E " (warning|error) " "$logf" | head -n 5 | sed "s/^/[bench record] $test $rep daemon log: /" >&2 || true
+    if [ -n "${KEEP_OUT:-}" ]; then mv "$out" "$KEEP_OUT"; fi
     rm -f "$out"
+}
+
+# --- codecs: each encoder on what a handler received -------------------------------------------------
+# The options VideoEncoderImplementation.options gives each encoder at the handler's defaults (preset veryfast,
+# tune zerolatency, each codec's default crf, a keyframe every 2 s at 30 fps, no B-frames).
+CODEC_FFMPEG_h264=(-c:v libx264 -preset veryfast -tune zerolatency -crf 23)
+CODEC_FFMPEG_hevc=(-c:v libx265 -preset veryfast -tune zerolatency -crf 28 -x265-params log-level=error)
+CODEC_FFMPEG_av1=(-c:v libsvtav1 -preset 10 -crf 35 -svtav1-params pred-struct=1:tune=0)
+# quality CODEC REFERENCE REP: encodes REFERENCE frame for frame as the handler would, then PSNR and SSIM (luma and
+# all planes) of the decoded result against REFERENCE, and the encoder's CPU seconds, as a results line.
+quality() {
+    local codec=$1 ref=$2 rep=$3 enc="$WORK/quality-$1.mkv" args
+    eval "args=(\"\${CODEC_FFMPEG_$codec[@]}\")"
+    /usr/bin/time -f '%U %S' -o "$WORK/quality.time" ffmpeg -hide_banner -nostdin -loglevel error -y -i "$ref" -map 0:v \
+        -fps_mode passthrough "${args[@]}" -g 60 -bf 0 -pix_fmt yuv420p "$enc" 2>"$WORK/svt.log"
+    # Frame n against frame n (the encode keeps every frame, in order): timestamps could pair neighbours instead,
+    # as the two files may start at slightly different times.
+    ffmpeg -hide_banner -nostdin -i "$enc" -i "$ref" -filter_complex \
+        "[0:v]setpts=N/30/TB,split[a][b];[1:v]setpts=N/30/TB,split[c][d];[a][c]psnr;[b][d]ssim" -f null - \
+        2>"$WORK/quality.log" </dev/null
+    local counts="" file
+    for file in "$enc" "$ref"; do
+        counts+=" $(ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$file")"
+    done
+    "$PY" - "$WORK/quality.log" "$WORK/quality.time" "$codec" "$rep" "$(stat -c %s "$enc")" $counts <<'PY' >>"$RESULTS"
+import re, sys
+log, timing, codec, rep, size, frames_encoded, frames_reference = sys.argv[1:]
+assert frames_encoded == frames_reference, f"{codec}: {frames_encoded} frames encoded of {frames_reference}"
+text = open(log, errors="replace").read()
+psnr = re.search(r"PSNR y:([\d.inf]+) u:[\d.inf]+ v:[\d.inf]+ average:([\d.inf]+)", text)
+ssim = re.search(r"SSIM Y:([\d.]+) \([\d.inf]+\) U:[\d.]+ \([\d.inf]+\) V:[\d.]+ \([\d.inf]+\) All:([\d.]+)", text)
+cpu = sum(float(x) for x in open(timing).read().split()[:2])
+print("quality", "codec_" + codec, rep, f"psnr_y={psnr.group(1)} psnr_avg={psnr.group(2)} ssim_y={ssim.group(1)} "
+      f"ssim_all={ssim.group(2)} encode_cpu_s={cpu} encoded_mb={int(size) / 1048576:.2f}")
+PY
+    rm -f "$enc"
 }
 
 # --- ffmpeg ----------------------------------------------------------------------------------------
@@ -221,6 +265,27 @@ if has_test x11 || has_test still; then
     done
     kill "$XVFB_PID"; wait "$XVFB_PID" 2>/dev/null || true; XVFB_PID=
 fi
+if has_test codecs; then
+    n=$(free_display); start_xvfb "$n" "$SIZE"; export DISPLAY=:$n
+    xsetroot -solid '#30506e'
+    for rep in $(seq "$REPEATS"); do
+        start_content
+        for codec in h264 hevc av1; do
+            log "round $rep/$REPEATS, moving screen: broadcastd + record, codec=$codec at its defaults (${T} s)"
+            run_ours "codec_$codec" "$rep" "$T" "codec=$codec" --source x11 --display "$DISPLAY" --fps 30
+        done
+        log "round $rep/$REPEATS, moving screen: what the handler receives, kept losslessly (${T} s)"
+        OUT_EXT=mkv KEEP_OUT="$WORK/reference.mkv" run_ours codec_reference "$rep" "$T" "codec=h264 crf=0 preset=ultrafast" \
+            --source x11 --display "$DISPLAY" --fps 30
+        stop_content
+        for codec in h264 hevc av1; do
+            log "round $rep/$REPEATS: $codec on the lossless frames, PSNR and SSIM"
+            quality "$codec" "$WORK/reference.mkv" "$rep"
+        done
+        rm -f "$WORK/reference.mkv"
+    done
+    kill "$XVFB_PID"; wait "$XVFB_PID" 2>/dev/null || true; XVFB_PID=
+fi
 if has_test sync; then
     for rep in $(seq "$REPEATS"); do
         log "round $rep/$REPEATS, synthetic 1080p30 with sync marks, audio clock +300 ppm: two Opus tracks, then none (${T} s each)"
@@ -253,6 +318,9 @@ KEEP="$SCRATCH/record-last"; rm -rf "$KEEP"; mkdir -p "$KEEP"
 cp "$RESULTS" "$WORK"/avsync-*.json "$WORK"/x264-*.txt "$WORK"/*.log "$KEEP"/ 2>/dev/null || true
 export BENCH_X264_OPTIONS="$KEEP"
 export -p | grep ' BENCH_' >"$KEEP/env.sh"   # to rewrite the section from these figures: . "$KEEP/env.sh"; python3 bench/record_report.py "$KEEP/results.tsv" docs/benchmarks.md
-"$PY" "$ROOT/bench/record_report.py" "$RESULTS" "$DOC"
+export BENCH_X265="libx265 $(dpkg-query -W -f='${Version}' 'libx265-[0-9]*' 2>/dev/null | head -n 1)"
+export BENCH_SVTAV1="libsvtav1enc $(dpkg-query -W -f='${Version}' 'libsvtav1enc[0-9]*' 2>/dev/null | head -n 1)"
+if grep -qv '^[a-z_]* codec_' "$RESULTS"; then "$PY" "$ROOT/bench/record_report.py" <(grep -v '^[a-z_]* codec_' "$RESULTS") "$DOC"; fi
+if has_test codecs; then "$PY" "$ROOT/bench/record_codecs_report.py" "$RESULTS" "$DOC"; fi
 log "wrote the record section of $DOC (measurements took ${ELAPSED} s; raw figures in $KEEP)"
 cat "$RESULTS" >&2

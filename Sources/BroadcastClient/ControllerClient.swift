@@ -29,6 +29,11 @@ public final class ControllerClient {
     @discardableResult public func pause(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.pause, broadcast) }
     @discardableResult public func resume(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.resume, broadcast) }
     @discardableResult public func finish(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.finish, broadcast) }
+    /// Finishes broadcast `broadcast` (nil: the only one running) and has its handler throw away what it
+    /// produced; a finished broadcast's output is removed (protocol revision 1.2).
+    @discardableResult public func discard(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? {
+        try connection.request(.finish, FinishRequest(broadcast: broadcast, discard: true)).decode(BroadcastReference.self).broadcast
+    }
 
     private func broadcastRequest(_ opcode: Opcode, _ broadcast: UInt32?) throws(ProtocolError) -> UInt32? {
         try connection.request(opcode, BroadcastReference(broadcast: broadcast)).decode(BroadcastReference.self).broadcast

@@ -30,6 +30,8 @@ public enum BroadcastEvent: Equatable, Sendable {
     case resume
     /// The user asked to finish, or the maximum duration was reached.
     case finish
+    /// The user asked to finish and throw away what the broadcast produced; once finished, to throw it away.
+    case discard
     /// Something asks to end the broadcast with an error while the handler can still finish cleanly
     /// (the handler's own finishBroadcastWithError, a start timeout, a capture failure).
     case fail(BroadcastError)
@@ -47,6 +49,8 @@ public enum BroadcastEffect: Equatable, Sendable {
     /// Tell the handler the broadcast is over (or stop it if it never connected).
     case notifyHandlerFinished
     case finished(BroadcastError?)
+    /// A finished broadcast is discarded: remove what its handler is known to have produced.
+    case discardFinished
 }
 
 /// The one broadcast state. It keeps what the user asked for (`wantsPaused`) apart from what is
@@ -58,6 +62,8 @@ public struct BroadcastStateMachine: Sendable {
     public private(set) var wantsPaused = false
     /// The finish reason once known; in `finished`, the result of the last broadcast.
     public private(set) var error: BroadcastError?
+    /// The current (or last) broadcast is being, or was, discarded.
+    public private(set) var discarded = false
 
     public init() {}
 
@@ -68,6 +74,7 @@ public struct BroadcastStateMachine: Sendable {
             current = description
             wantsPaused = false
             error = nil
+            discarded = false
             phase = .awaitingSetup
             return [.awaitSetup]
         case (.start, _):
@@ -117,6 +124,18 @@ public struct BroadcastStateMachine: Sendable {
             return []
         case (.finish, _):
             throw BroadcastError(.noBroadcast, "no broadcast is live")
+
+        case (.discard, .awaitingSetup), (.discard, .starting), (.discard, .live), (.discard, .paused):
+            discarded = true
+            return try handle(.finish)
+        case (.discard, .finishing):
+            throw BroadcastError(.busy, "broadcast \(describeCurrent) is already finishing; discard it once it has finished")
+        case (.discard, .finished):
+            if discarded { return [] }
+            discarded = true
+            return [.discardFinished]
+        case (.discard, .idle):
+            throw BroadcastError(.noBroadcast, "no broadcast to discard")
 
         case (.fail(let reason), .awaitingSetup):
             return finish(with: reason)

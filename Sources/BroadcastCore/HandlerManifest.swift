@@ -17,9 +17,12 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// or the nearest the capture gives by taking every k-th frame (`maxFrameRate`).
     public var frameRate: FrameRateMode?
     public var maxFrameRate: Double?
+    /// Whether the handler throws away what it produced when a broadcast is discarded (`broadcastctl discard`);
+    /// broadcastd refuses to discard a broadcast whose handler does not say so.
+    public var discard: Bool?
 
     public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
-                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil) {
+                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil) {
         self.name = name
         self.displayName = displayName
         self.description = description
@@ -28,6 +31,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         self.url = url
         self.setupFields = setupFields
         self.frameRate = frameRate
+        self.discard = discard
     }
 
     public enum FrameRateMode: String, Codable, Sendable {
@@ -35,7 +39,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, displayName, description, exec, arguments, url, setupFields, frameRate
+        case name, displayName, description, exec, arguments, url, setupFields, frameRate, discard
     }
 
     public init(from decoder: Decoder) throws {
@@ -47,6 +51,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         arguments = try c.decodeIfPresent([String].self, forKey: .arguments)
         url = try c.decodeIfPresent(URLField.self, forKey: .url)
         setupFields = try c.decodeIfPresent([SetupField].self, forKey: .setupFields)
+        discard = try c.decodeIfPresent(Bool.self, forKey: .discard)
         if let rate = try? c.decodeIfPresent(Double.self, forKey: .frameRate) {
             guard rate > 0 && rate <= 240 else {
                 throw DecodingError.dataCorruptedError(forKey: .frameRate, in: c, debugDescription: "a frame rate is 1 to 240")
@@ -67,6 +72,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         try c.encodeIfPresent(arguments, forKey: .arguments)
         try c.encodeIfPresent(url, forKey: .url)
         try c.encodeIfPresent(setupFields, forKey: .setupFields)
+        try c.encodeIfPresent(discard, forKey: .discard)
         if let maxFrameRate { try c.encode(maxFrameRate, forKey: .frameRate) } else { try c.encodeIfPresent(frameRate, forKey: .frameRate) }
     }
 

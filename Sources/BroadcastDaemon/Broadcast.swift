@@ -114,6 +114,7 @@ final class Broadcast {
         s.streams = ledger.streams
         if frameDivisor > 1, let interval = frameInterval { s.frameRate = 1e9 / Double(interval * frameDivisor) }
         if machine.phase == .finished { s.result = result }
+        if machine.discarded { s.discarded = true }
         return s
     }
 

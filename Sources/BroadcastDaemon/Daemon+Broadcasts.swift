@@ -62,8 +62,9 @@ extension Daemon {
                 return
             }
             if link.session?.role == .handler { // it said HELLO and was sent BROADCAST_STARTED
-                link.send(.json(.broadcastFinished, BroadcastEnd(error: broadcast.machine.error)))
+                link.send(.json(.broadcastFinished, BroadcastEnd(error: broadcast.machine.error, discard: broadcast.machine.discarded ? true : nil)))
                 link.terminateAt = now + configuration.finishTimeout
+                link.workDeadline = now + HandlerLink.maxFinishWork
             } else {
                 link.stoppedBeforeStart = true
                 link.terminate(now: now)
@@ -73,12 +74,17 @@ extension Daemon {
             if let error { logger.warning("broadcast \(broadcast.id) finished with an error: \(error.message)") }
             else { logger.info("broadcast \(broadcast.id) finished") }
             publishServiceInfo(broadcast, now: now)
-            peers.publish(.json(.finished, FinishedEvent(broadcast: broadcast.id, error: error, result: broadcast.result)))
+            if broadcast.machine.discarded { DiscardedOutput.remove(result: broadcast.result, logger: logger) }
+            peers.publish(.json(.finished, FinishedEvent(broadcast: broadcast.id, error: error, result: broadcast.result,
+                                                         discarded: broadcast.machine.discarded ? true : nil)))
             if !broadcasts.contains(where: \.isActive) {
                 capture?.close()
                 capture = nil
                 nextServiceInfoAt = nil
             }
+        case .discardFinished:
+            DiscardedOutput.remove(result: broadcast.result, logger: logger)
+            peers.publish(.json(.stateChanged, status(of: broadcast)))
         }
     }
 
@@ -271,7 +277,13 @@ extension Daemon {
         case .updateServiceInfo:
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
             // Encoded once here, not with every SERVICE_INFO.
-            broadcast.serviceInfo = info.isEmpty ? nil : Array(compactJSON(info).utf8)
+            let encoded = info.isEmpty ? nil : Array(compactJSON(info).utf8)
+            // Revision 1.2: a finishing handler reporting progress (an upload's) has its finish timeout counted anew;
+            // the same info again is no progress.
+            if broadcast.phase == .finishing, encoded != broadcast.serviceInfo {
+                link.reported(now: clock.now(), finishTimeout: configuration.finishTimeout)
+            }
+            broadcast.serviceInfo = encoded
         case .setResult:
             guard message.payload.count <= ProtocolLimits.maxResultPayload else {
                 throw .malformed(.setResult, "a result of \(message.payload.count) bytes exceeds the limit of \(ProtocolLimits.maxResultPayload)")

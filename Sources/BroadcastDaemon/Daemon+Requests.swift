@@ -49,14 +49,15 @@ extension Daemon {
         case .start:
             answerStart((session.id, seq, try message.decode(StartRequest.self)))
         case .pause, .resume, .finish:
-            let id = try message.decode(BroadcastReference.self).broadcast
-            if message.opcode == .finish, id == nil, pendingStart != nil {
+            let request = try message.decode(FinishRequest.self)
+            if message.opcode == .finish, request.broadcast == nil, request.discard != true, pendingStart != nil {
                 source.cancelOpen("the broadcast was finished before the screen was chosen")
                 return peers.reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
             }
-            let event: BroadcastEvent = message.opcode == .pause ? .pause : message.opcode == .resume ? .resume : .finish
-            let result = addressed(id, by: session).flatMap { broadcast in
-                transition(broadcast, event).map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
+            let result = addressed(request.broadcast, by: session).flatMap { broadcast in
+                let event: Result<BroadcastEvent, BroadcastError> = message.opcode == .pause ? .success(.pause)
+                    : message.opcode == .resume ? .success(.resume) : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
+                return event.flatMap { transition(broadcast, $0) }.map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
             }
             peers.reply(session, seq, result)
         case .getStatus:

@@ -19,6 +19,17 @@ final class HandlerLink {
     var stopReason: BroadcastError?
     /// Set when broadcastd stopped a handler that had not started yet: its signal death is no failure.
     var stoppedBeforeStart = false
+    /// Since BROADCAST_FINISHED: the latest its finish timeout may be counted to while it reports progress.
+    var workDeadline: UInt64?
+    /// How long a handler that keeps reporting may work after BROADCAST_FINISHED (an upload): an hour.
+    static let maxFinishWork: UInt64 = 3600 * 1_000_000_000
+
+    /// Protocol revision 1.2: a finishing handler that reports has its finish timeout counted anew from `now`, up to
+    /// `maxFinishWork` after BROADCAST_FINISHED; not once it is being stopped.
+    func reported(now: UInt64, finishTimeout: UInt64) {
+        guard let workDeadline, terminateAt != nil, killAt == nil else { return }
+        terminateAt = min(now + finishTimeout, workDeadline)
+    }
     /// The handler's progress as last seen at the once-a-second check: bytes it had read and slots it
     /// had released, and since when each has not moved while it had something to read or hold.
     private var progress = (bytesSent: UInt64(0), readStalledSince: UInt64(0), releases: UInt64(0), releaseStalledSince: UInt64(0))

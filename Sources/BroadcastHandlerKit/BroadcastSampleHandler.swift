@@ -47,6 +47,10 @@ open class BroadcastSampleHandler {
     /// It comes exactly once after `broadcastStarted`, also when broadcastd goes away mid-broadcast
     /// (killed: the error's code is `shutdown`); the process then exits 1.
     open func broadcastFinished(error: BroadcastError?) { broadcastFinished() }
+    /// The last callback when the handler's manifest says `"discard": true`: with `discard`, the user threw the
+    /// broadcast away (`broadcastctl discard`), so delete what it produced and say `discarded: true` in the result.
+    /// Otherwise as `broadcastFinished(error:)`, which it calls.
+    open func broadcastFinished(error: BroadcastError?, discard: Bool) { broadcastFinished(error: error) }
     open func broadcastFinished() {}
     /// The frame size or format changed; following video samples use `format`.
     open func broadcastVideoFormatChanged(_ format: VideoFormat) {}

@@ -60,7 +60,7 @@ struct HandlerRunner {
     private func finishAbruptly(_ connection: PeerConnection, _ reason: BroadcastError) {
         handler.connection = nil
         connection.close()
-        handler.broadcastFinished(error: reason)
+        handler.broadcastFinished(error: reason, discard: false)
     }
 
     /// `owesFinish` is true from `broadcastStarted` until `broadcastFinished` is called.
@@ -128,7 +128,7 @@ struct HandlerRunner {
             case .broadcastFinished:
                 let end = try message.decode(BroadcastEnd.self)
                 owesFinish = false
-                handler.broadcastFinished(error: end.error)
+                handler.broadcastFinished(error: end.error, discard: end.discard == true)
                 connection.close()
                 return
             case .error:

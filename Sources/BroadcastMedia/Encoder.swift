@@ -3,28 +3,33 @@ import CFFmpeg
 
 /// What a video encoder is asked for. `bitRate` nil means constant quality (`crf`).
 public struct VideoEncoderSettings: Equatable, Sendable {
+    public var codec: VideoCodec
     public var width: Int
     public var height: Int
     public var framesPerSecond: Int
     /// kbit/s; nil: constant quality.
     public var bitRate: Int?
+    /// Constant quality, on the codec's own scale (`VideoCodec.crfRange`).
     public var crf: Int
+    /// An x264 preset name; other encoders take the one that compares (`VideoEncoderImplementation.options`).
     public var preset: String
     public var tune: String?
     /// Seconds between keyframes.
     public var keyframeInterval: Double
-    /// 0: as many as x264 judges useful.
+    /// 0: as many as the encoder judges useful.
     public var threads: Int
     /// The frames use the full 0-255 range rather than BT.709's 16-235 (signalled in the stream).
     public var fullRange = false
 
-    public init(width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int = 23, preset: String = "veryfast",
-                tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0) {
+    /// `crf` nil: the codec's default.
+    public init(codec: VideoCodec = .h264, width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int? = nil,
+                preset: String = "veryfast", tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0) {
+        self.codec = codec
         self.width = width
         self.height = height
         self.framesPerSecond = framesPerSecond
         self.bitRate = bitRate
-        self.crf = crf
+        self.crf = crf ?? codec.defaultCRF
         self.preset = preset
         self.tune = tune
         self.keyframeInterval = keyframeInterval
@@ -51,12 +56,14 @@ public struct AudioEncoderSettings: Equatable, Sendable {
     }
 }
 
-/// One libavcodec encoder: libx264 for video (NV12 or I420 in, Annex B out), libopus or AAC for
-/// audio (interleaved float in). Frames go in with `send`, packets come out of `drain`.
+/// One libavcodec encoder: libx264, libx265 or SVT-AV1 (libaom) for video (`VideoEncoderImplementation`),
+/// libopus or AAC for audio (interleaved float in). Frames go in with `encode`, packets come out of it.
 public final class Encoder {
     public let context: UnsafeMutablePointer<AVCodecContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     public let kind: String
+    /// For video, which encoder this is.
+    public private(set) var implementation: VideoEncoderImplementation?
 
     /// Video time base: 90 kHz, the usual one for H.264 in MP4 and Matroska.
     public static let videoTimeBase = AVRational(num: 1, den: 90000)
@@ -81,15 +88,22 @@ public final class Encoder {
         av_packet_free(&packet)
     }
 
-    /// libx264. `globalHeader`: the container keeps SPS/PPS in its header (MP4, Matroska), not in keyframes.
-    public static func video(_ settings: VideoEncoderSettings, pixelFormat: PixelFormat, globalHeader: Bool) throws(MediaError) -> Encoder {
-        try Encoder(codecName: "libx264", kind: "H.264") { context throws(MediaError) in
+    /// A video encoder for `settings.codec`, the best this FFmpeg has (`VideoEncoderImplementation.best`), or
+    /// `implementation`. It takes frames in `implementation.inputFormat(for:)`. `globalHeader`: the container
+    /// keeps the parameter sets in its header (MP4, Matroska), not in keyframes.
+    public static func video(_ settings: VideoEncoderSettings, pixelFormat: PixelFormat, globalHeader: Bool,
+                             implementation: VideoEncoderImplementation? = nil) throws(MediaError) -> Encoder {
+        let chosen: VideoEncoderImplementation
+        if let implementation { chosen = implementation } else { chosen = try VideoEncoderImplementation.best(for: settings.codec) }
+        let what = "the \(settings.codec.displayName) encoder (\(chosen.encoderName))"
+        let encoder = try Encoder(codecName: chosen.encoderName, kind: settings.codec.displayName) { context throws(MediaError) in
             context.pointee.width = Int32(settings.width)
             context.pointee.height = Int32(settings.height)
             context.pointee.pix_fmt = pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
             context.pointee.time_base = videoTimeBase
             context.pointee.framerate = AVRational(num: Int32(settings.framesPerSecond), den: 1)
             context.pointee.gop_size = Int32(max(1, (settings.keyframeInterval * Double(settings.framesPerSecond)).rounded()))
+            // Packets come in presentation order (Muxer.writeHoldingBack counts on it).
             context.pointee.max_b_frames = 0
             context.pointee.thread_count = Int32(settings.threads)
             // The capture path converts with BT.709, in the range broadcastd says: the stream says the same.
@@ -98,18 +112,19 @@ public final class Encoder {
             context.pointee.color_primaries = AVCOL_PRI_BT709
             context.pointee.color_trc = AVCOL_TRC_BT709
             if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
-            var options: [String: String] = ["preset": settings.preset]
-            if let tune = settings.tune, !tune.isEmpty, tune != "none" { options["tune"] = tune }
             if let bitRate = settings.bitRate {
                 context.pointee.bit_rate = Int64(bitRate) * 1000
-                // A VBV of one second keeps the rate near the target, as streaming needs.
-                context.pointee.rc_max_rate = Int64(bitRate) * 1000
-                context.pointee.rc_buffer_size = Int32(bitRate * 1000)
-            } else {
-                options["crf"] = String(settings.crf)
+                // A VBV of one second keeps the rate near the target, as streaming needs (SVT-AV1 refuses a
+                // maximum equal to the target; it keeps the rate with its own buffer).
+                if chosen != .libsvtav1 {
+                    context.pointee.rc_max_rate = Int64(bitRate) * 1000
+                    context.pointee.rc_buffer_size = Int32(bitRate * 1000)
+                }
             }
-            try open(context, options: options, what: "the H.264 encoder (libx264)")
+            try open(context, options: chosen.options(settings), what: what)
         }
+        encoder.implementation = chosen
+        return encoder
     }
 
     public static func audio(_ settings: AudioEncoderSettings, globalHeader: Bool) throws(MediaError) -> Encoder {
@@ -140,7 +155,7 @@ public final class Encoder {
     }
 
     /// Changes a bit-rate-driven video encoder's rate (kbit/s) from the next frame on; libx264
-    /// reconfigures itself without a new keyframe.
+    /// reconfigures itself without a new keyframe (the others do not: `changesBitRateWhileRunning`).
     public func setVideoBitRate(_ kbps: Int) {
         context.pointee.bit_rate = Int64(kbps) * 1000
         context.pointee.rc_max_rate = Int64(kbps) * 1000

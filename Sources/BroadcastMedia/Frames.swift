@@ -86,21 +86,23 @@ public final class MediaFrame {
     }
 }
 
-/// Scales NV12/I420 frames to another size (libswscale, bilinear), into an owned frame.
+/// Scales NV12/I420 frames to another size or layout (libswscale, bilinear), into an owned frame.
 public final class VideoScaler {
     private let context: OpaquePointer
     public let output: MediaFrame
     private let source: VideoFormat
 
-    public init(from source: VideoFormat, toWidth width: Int, height: Int) throws(MediaError) {
-        let pixelFormat = source.pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
-        guard let context = sws_getContext(Int32(source.width), Int32(source.height), pixelFormat, Int32(width), Int32(height), pixelFormat,
-                                           SWS_BILINEAR, nil, nil, nil) else {
-            throw MediaError("scale video", "libswscale cannot scale \(source) to \(width)x\(height)")
+    /// `pixelFormat` nil: the source's.
+    public init(from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil) throws(MediaError) {
+        func av(_ format: PixelFormat) -> AVPixelFormat { format == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12 }
+        let target = pixelFormat ?? source.pixelFormat
+        guard let context = sws_getContext(Int32(source.width), Int32(source.height), av(source.pixelFormat),
+                                           Int32(width), Int32(height), av(target), SWS_BILINEAR, nil, nil, nil) else {
+            throw MediaError("scale video", "libswscale cannot scale \(source) to \(width)x\(height) \(target)")
         }
         self.context = context
         self.source = source
-        output = try MediaFrame.video(width: width, height: height, pixelFormat: source.pixelFormat)
+        output = try MediaFrame.video(width: width, height: height, pixelFormat: target)
     }
 
     deinit { sws_freeContext(context) }
@@ -128,7 +130,8 @@ public final class VideoScaler {
 }
 
 /// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy,
-/// when it has the encoder's size and layout; otherwise a copy scaled with libswscale.
+/// when it has the encoder's size and layout; otherwise a copy scaled or converted (NV12 to I420 for
+/// the encoders that take only I420) with libswscale.
 public final class VideoInput {
     /// The size and layout the encoder takes.
     public let format: VideoFormat
@@ -144,7 +147,7 @@ public final class VideoInput {
     /// Captured frames now come in `input` (a resize).
     public func inputChanged(to input: VideoFormat) throws(MediaError) {
         scaler = input.width == format.width && input.height == format.height && input.pixelFormat == format.pixelFormat
-            ? nil : try VideoScaler(from: input, toWidth: format.width, height: format.height)
+            ? nil : try VideoScaler(from: input, toWidth: format.width, height: format.height, pixelFormat: format.pixelFormat)
     }
 
     /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base.

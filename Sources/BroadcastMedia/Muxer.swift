@@ -29,6 +29,16 @@ public final class Muxer: PacketSink {
         }
 
         var formatName: String { self == .fragmentedMP4 ? "mp4" : rawValue }
+
+        /// Whether libavformat 5.1 writes `codec` into this container so that receivers decode it: FLV has
+        /// H.264 only (the Enhanced RTMP codecs came in FFmpeg 6.1); its MPEG-TS muxer has no AV1 mapping
+        /// (it writes AV1 as private data, stream type 0x06, which ffmpeg's own demuxer reads as bin_data).
+        public func carries(_ codec: VideoCodec) -> Bool {
+            switch (self, codec) {
+            case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.mpegts, .hevc): true
+            case (.flv, _), (.mpegts, .av1): false
+            }
+        }
     }
 
     /// Options for the output's protocol (avio_open2), e.g. `rw_timeout` for a network URL.
@@ -70,9 +80,22 @@ public final class Muxer: PacketSink {
     public func addStream(for encoder: Encoder) throws(MediaError) -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
         try check(avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "add a \(encoder.kind) stream")
+        // HEVC in MP4 as `hvc1` (parameter sets in the header only), which Apple's players require and
+        // every other takes; libavformat's default, `hev1`, QuickTime and Safari refuse.
+        if container == .fragmentedMP4 && encoder.context.pointee.codec_id == AV_CODEC_ID_HEVC {
+            stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
+        }
         stream.pointee.time_base = encoder.timeBase
         return Int(stream.pointee.index)
     }
+
+    /// A four-character code as libavformat stores it (MKTAG).
+    static func tag(_ code: String) -> UInt32 {
+        code.utf8.prefix(4).enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    }
+
+    /// Whether this container, as libavformat 5.1 writes it, carries `codec` so that receivers decode it.
+    public func carries(_ codec: VideoCodec) -> Bool { container.carries(codec) }
 
     /// Records how the picture is shown upright (a display matrix): turned `degrees` clockwise,
     /// after a left-right flip when `mirrored`. Before `start`.

@@ -43,6 +43,18 @@ public struct BroadcastReference: Codable, Equatable, Sendable {
     public init(broadcast: UInt32?) { self.broadcast = broadcast }
 }
 
+/// FINISH (revision 1.2): which broadcast, and whether its handler throws away what it produced.
+/// An empty payload (1.0 and 1.1 controllers) or `{}` is a plain finish of the current broadcast.
+public struct FinishRequest: Codable, Equatable, Sendable {
+    /// The broadcast to finish (version 2); absent: the only one running (section 8.3).
+    public var broadcast: UInt32?
+    public var discard: Bool?
+    public init(broadcast: UInt32? = nil, discard: Bool? = nil) {
+        self.broadcast = broadcast
+        self.discard = discard
+    }
+}
+
 public struct HandlerList: Codable, Equatable, Sendable {
     public var handlers: [HandlerManifest]
     public init(handlers: [HandlerManifest]) { self.handlers = handlers }
@@ -106,6 +118,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var broadcasts: [BroadcastStatus]?
     /// Frames per second this broadcast's handler gets (the capture's, or fewer: every k-th frame).
     public var frameRate: Double?
+    /// Revision 1.2: the broadcast is being, or was, discarded.
+    public var discarded: Bool?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state
@@ -144,10 +158,13 @@ public struct FinishedEvent: Codable, Equatable, Sendable {
     public var error: BroadcastError?
     /// What the handler last reported with SET_RESULT during this broadcast.
     public var result: [String: JSONValue]?
-    public init(broadcast: UInt32, error: BroadcastError?, result: [String: JSONValue]? = nil) {
+    /// Revision 1.2: the broadcast was discarded (FINISH with `discard`): what it produced is gone.
+    public var discarded: Bool?
+    public init(broadcast: UInt32, error: BroadcastError?, result: [String: JSONValue]? = nil, discarded: Bool? = nil) {
         self.broadcast = broadcast
         self.error = error
         self.result = result
+        self.discarded = discarded
     }
 }
 
@@ -253,7 +270,12 @@ public struct BroadcastStart: Codable, Equatable, Sendable {
 
 public struct BroadcastEnd: Codable, Equatable, Sendable {
     public var error: BroadcastError?
-    public init(error: BroadcastError?) { self.error = error }
+    /// Revision 1.2: throw away what the broadcast produced (sent only to handlers whose manifest says `discard`).
+    public var discard: Bool?
+    public init(error: BroadcastError?, discard: Bool? = nil) {
+        self.error = error
+        self.discard = discard
+    }
 }
 
 /// FINISH_WITH_ERROR: why the handler ends the broadcast. `code` is optional.

@@ -55,6 +55,11 @@ enum OutputPath {
         }
     }
 
+    /// Removes the file; whether it is gone.
+    static func remove(_ path: String) -> Bool {
+        unlink(path) == 0 || errno == ENOENT
+    }
+
     static func size(of path: String) -> Int64? {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : nil

@@ -10,8 +10,8 @@ import CFFmpeg
 import Glibc
 #endif
 
-/// The built-in `record` handler: H.264 (libx264) and Opus (libopus) into fragmented MP4 or
-/// Matroska (libavformat). Pauses make segments of one continuous file; audio follows its
+/// The built-in `record` handler: H.264 (libx264), HEVC (libx265) or AV1 (SVT-AV1) and Opus (libopus)
+/// into fragmented MP4 or Matroska (libavformat). Pauses make segments of one continuous file; audio follows its
 /// timestamps (drift corrected) so it stays in sync with the video; frames that repeat the one
 /// before are not encoded (the file is variable frame rate); any failure finishes the broadcast
 /// with a message, and what was written stays playable.
@@ -34,6 +34,8 @@ public final class RecordHandler: BroadcastSampleHandler {
     private var encodedFrames = 0
     private var skippedRepeats = 0
     private var failure: String?
+    /// The file is this broadcast's: checked free (or to be overwritten) and about to be written.
+    private var ownsFile = false
     private var lastInfo: (time: UInt64, bytes: Int64)?
 
     public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
@@ -42,8 +44,11 @@ public final class RecordHandler: BroadcastSampleHandler {
             let options = try RecordOptions(url: broadcastURL, setupInfo: setupInfo, defaultPath: { OutputPath.defaultRecording() })
             self.options = options
             try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
+            ownsFile = true
             try open(options)
-            logger.info("record: writing \(options.path) (\(input?.format.width ?? 0)x\(input?.format.height ?? 0), \(tracks.count) audio track(s))")
+            // Said at once, so that broadcastd knows the file if this process dies and the broadcast is discarded.
+            setBroadcastResult(["file": .string(options.path)])
+            logger.info("record: writing \(options.path) (\(video?.implementation?.encoderName ?? ""), \(input?.format.width ?? 0)x\(input?.format.height ?? 0), \(tracks.count) audio track(s))")
         } catch {
             fail("\(error)")
         }
@@ -56,12 +61,14 @@ public final class RecordHandler: BroadcastSampleHandler {
         settings.height = options.size?.height ?? videoFormat.height
         settings.framesPerSecond = options.framesPerSecond ?? framesPerSecond
         settings.fullRange = videoFullRange
-        let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
         guard videoFormat.pixelFormat != .bgrx else {
             throw MediaError("record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
         }
+        let implementation = try VideoEncoderImplementation.best(for: settings.codec)
+        let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
-        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: muxer.wantsGlobalHeader)
+        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: muxer.wantsGlobalHeader,
+                                      implementation: implementation)
         videoStream = try muxer.addStream(for: video)
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(sampleRate: audioFormat.sampleRate, channels: channels,
@@ -168,7 +175,7 @@ public final class RecordHandler: BroadcastSampleHandler {
         logger.info("record: segment \(clock.segments.count) ends at \(Double(end) / 1e9) s")
     }
 
-    public override func broadcastFinished(error: BroadcastError?) {
+    public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
         _ = clock.close()
         let end = clock.duration
         if let muxer, let video, muxer.started {
@@ -183,8 +190,33 @@ public final class RecordHandler: BroadcastSampleHandler {
             }
         }
         self.muxer = nil
-        setBroadcastResult(result(duration: end))
+        var result = result(duration: end)
+        if discard {
+            // One file (fragmented MP4 and Matroska have no side files), closed above, so nothing writes it again.
+            let removed = !ownsFile || options.map { OutputPath.remove($0.path) } ?? true
+            result["bytes"] = nil
+            result["discarded"] = .bool(removed)
+            if !removed { result["error"] = .string("discarding: could not remove \(options?.path ?? "")") }
+            logger.info("record: discarded \(ownsFile ? options?.path ?? "" : "nothing (no file was written)")")
+        }
+        setBroadcastResult(result)
         if let options { logger.info("record: \(options.path): \(Double(end) / 1e9) s in \(clock.segments.count) segment(s)") }
+        if let options, let upload = options.upload, !discard {
+            guard failure == nil, ownsFile else {
+                result["upload"] = .string("not attempted: the recording failed")
+                return setBroadcastResult(result)
+            }
+            switch RecordingUpload(path: options.path, settings: upload, logger: logger).run(report: { self.updateServiceInfo($0) }) {
+            case .uploaded(let url, let fields):
+                updateBroadcastURL(url)
+                result["uploadedURL"] = .string(url)
+                result["upload"] = .object(fields)
+            case .failed(let message):
+                result["uploadError"] = .string(message)
+                finishBroadcastWithError(HandlerError("record", message))
+            }
+            setBroadcastResult(result)
+        }
     }
 
     private func result(duration: UInt64) -> [String: JSONValue] {
@@ -202,6 +234,11 @@ public final class RecordHandler: BroadcastSampleHandler {
             }),
         ]
         if let options {
+            result["videoCodec"] = .string(options.video.codec.rawValue)
+            if let encoder = video?.implementation { result["videoEncoder"] = .string(encoder.encoderName) }
+        }
+        // Only a file this broadcast writes: not one that was there and is kept (broadcastd removes `file` on a discard).
+        if let options, ownsFile {
             result["file"] = .string(options.path)
             result["bytes"] = .number(Double(OutputPath.size(of: options.path) ?? 0))
         }

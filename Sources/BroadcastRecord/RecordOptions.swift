@@ -1,6 +1,8 @@
 import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastMedia
+import BroadcastUpload
+import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -34,12 +36,14 @@ struct RecordOptions: Equatable {
     /// kbit/s per track; nil: 64 per channel.
     var audioBitRate: Int?
     var opusComplexity = 10
+    /// Where the file goes when the recording is done (HTTP PUT); nil: nowhere.
+    var upload: HTTPUpload.Settings?
 
     static func == (a: RecordOptions, b: RecordOptions) -> Bool {
         a.path == b.path && a.container == b.container && a.overwrite == b.overwrite && a.video == b.video
             && a.size?.width == b.size?.width && a.size?.height == b.size?.height && a.framesPerSecond == b.framesPerSecond
             && a.rotation == b.rotation && a.audio == b.audio && a.gains == b.gains && a.channels == b.channels
-            && a.audioBitRate == b.audioBitRate && a.opusComplexity == b.opusComplexity
+            && a.audioBitRate == b.audioBitRate && a.opusComplexity == b.opusComplexity && a.upload == b.upload
     }
 
     struct Invalid: Error, CustomStringConvertible {
@@ -80,26 +84,30 @@ struct RecordOptions: Equatable {
         }
 
         overwrite = try flag(take("overwrite"), "overwrite")
-        if let codec = take("codec"), codec.lowercased() != "h264" {
-            throw Invalid("codec '\(codec)': record encodes H.264 (libx264) only")
+        let codecName = take("codec")?.lowercased() ?? "h264"
+        guard let codec = VideoCodec(rawValue: codecName) else {
+            throw Invalid("codec '\(codecName)': h264 (libx264), hevc (libx265) or av1 (SVT-AV1)")
         }
+        video = VideoEncoderSettings(codec: codec, width: 0, height: 0, framesPerSecond: 0)
         video.bitRate = try integer("videoBitRate", 100...200_000, "kbit/s; leave it empty for constant quality (crf)")
-        video.crf = try integer("crf", 0...51, "x264 constant quality, lower is better") ?? 23
+        video.crf = try integer("crf", codec.crfRange, "\(codec.displayName) constant quality, lower is better") ?? codec.defaultCRF
         if let preset = take("preset") {
-            let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+            let presets = VideoCodec.presets
             guard presets.contains(preset) else { throw Invalid("preset '\(preset)': one of \(presets.joined(separator: ", "))") }
             video.preset = preset
         }
         if let tune = take("tune") {
-            let tunes = ["none", "zerolatency", "film", "animation", "grain", "stillimage", "psnr", "ssim", "fastdecode"]
-            guard tunes.contains(tune) else { throw Invalid("tune '\(tune)': one of \(tunes.joined(separator: ", "))") }
+            let tunes = codec.tunes
+            guard tunes.contains(tune) else {
+                throw Invalid("tune '\(tune)': for \(codec.rawValue), one of \(tunes.joined(separator: ", "))")
+            }
             video.tune = tune
         }
         if let text = take("keyframeInterval") {
             guard let seconds = Double(text), seconds > 0, seconds <= 60 else { throw Invalid("keyframeInterval '\(text)': seconds between keyframes (0.1-60)") }
             video.keyframeInterval = seconds
         }
-        video.threads = try integer("threads", 0...32, "x264 threads, 0 for automatic") ?? 0
+        video.threads = try integer("threads", 0...32, "encoder threads, 0 for automatic") ?? 0
         if let text = take("size"), text != "input" {
             let parts = text.split(separator: "x").compactMap { Int($0) }
             guard parts.count == 2, (16...8192).contains(parts[0]), (16...8192).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
@@ -135,7 +143,38 @@ struct RecordOptions: Equatable {
         }
         audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
+        upload = try Self.upload(take("upload"), headers: take("uploadHeaders"), maxRate: integer("uploadMaxRate", 8...10_000_000, "kbit/s"),
+                                 attempts: integer("uploadAttempts", 1...20, "tries in all"))
         if let key = fields.keys.sorted().first { throw Invalid("unknown setup field '\(key)'") }
+    }
+
+    private static func upload(_ url: String?, headers: String?, maxRate: Int?, attempts: Int?) throws(Invalid) -> HTTPUpload.Settings? {
+        guard let url else {
+            if headers != nil || maxRate != nil || attempts != nil { throw Invalid("uploadHeaders, uploadMaxRate and uploadAttempts need upload") }
+            return nil
+        }
+        let scheme = url.prefix { $0 != ":" }.lowercased()
+        guard scheme == "http" || scheme == "https", url.dropFirst(scheme.count).hasPrefix("://"), url.count > scheme.count + 3 else {
+            throw Invalid("upload '\(HTTPUpload.redacted(url))': an http:// or https:// URL (ending in / to keep the file's name)")
+        }
+        var settings = HTTPUpload.Settings(url: url)
+        if let headers {
+            // One `Name: value`, or a JSON object of them ({"Authorization": "Bearer ...", "X-Team": "a"}).
+            if headers.hasPrefix("{") {
+                guard let fields = try? JSONDecoder().decode([String: String].self, from: Data(headers.utf8)) else {
+                    throw Invalid("uploadHeaders: 'Name: value', or a JSON object of string values")
+                }
+                settings.headers = fields.keys.sorted().map { "\($0): \(fields[$0]!)" }
+            } else {
+                guard let colon = headers.firstIndex(of: ":"), colon != headers.startIndex else {
+                    throw Invalid("uploadHeaders: 'Name: value', or a JSON object of string values")
+                }
+                settings.headers = [headers]
+            }
+        }
+        if let maxRate { settings.maxBytesPerSecond = Int64(maxRate) * 1000 / 8 }
+        if let attempts { settings.attempts = attempts }
+        return settings
     }
 
     private func flag(_ text: String?, _ key: String) throws(Invalid) -> Bool {

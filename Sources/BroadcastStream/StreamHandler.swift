@@ -5,7 +5,7 @@ import BroadcastProtocol
 import BroadcastTimeline
 import CFFmpeg
 
-/// The built-in `stream` handler: H.264 (libx264, bit rate driven) and one audio track (app and mic
+/// The built-in `stream` handler: H.264 (libx264, bit rate driven; or HEVC over SRT) and one audio track (app and mic
 /// mixed; Opus or AAC) to an SRT (MPEG-TS) or RTMP (FLV) media server. Encoding happens in the
 /// callbacks; sending on a thread of its own through a bounded queue that drops whole GOPs when the
 /// link is slow, while the bit rate adapts; a lost connection is made again with backoff.
@@ -43,10 +43,11 @@ public final class StreamHandler: BroadcastSampleHandler {
         settings.height = videoFormat.height
         settings.framesPerSecond = framesPerSecond
         settings.fullRange = videoFullRange
-        let pixelFormat: PixelFormat = videoFormat.pixelFormat == .i420 ? .i420 : .nv12
+        let implementation = try VideoEncoderImplementation.best(for: settings.codec)
+        let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
         let globalHeader = options.container == .flv
-        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader)
+        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
         var encoders = [video]
         let streams = options.audio.filter(audioStreams.contains)
         if !streams.isEmpty {
@@ -62,7 +63,9 @@ public final class StreamHandler: BroadcastSampleHandler {
         self.video = video
         self.input = input
         self.sender = sender
-        rate = BitRateController(target: settings.bitRate ?? 4500)
+        // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
+        rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
+        if rate == nil { logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs") }
         sender.start()
     }
 
@@ -143,7 +146,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         }
         var info: [String: JSONValue] = [
             "bitRate": .number((Double(f.bytesSent - last.bytes) * 8 / 1000 / seconds).rounded()),
-            "videoBitRate": .number(Double(rate?.current ?? 0)),
+            "videoBitRate": .number(Double(rate?.current ?? options?.video.bitRate ?? 0)),
             "queueMs": .number(Double(f.queueMs)), "queueBytes": .number(Double(f.queueBytes)),
             "droppedFrames": .number(Double(f.droppedVideoFrames)), "reconnects": .number(Double(f.reconnects)),
             "connected": .bool(f.connected),

@@ -62,8 +62,15 @@ public struct StreamOptions: Equatable, Sendable {
             }
             return value
         }
+        let videoCodecName = setupInfo["codec"].flatMap { $0.isEmpty ? nil : $0.lowercased() } ?? "h264"
+        guard let videoCodec = VideoCodec(rawValue: videoCodecName) else { throw StreamError("codec '\(videoCodecName)': h264, or hevc over srt://") }
+        guard container.carries(videoCodec) else {
+            throw StreamError(container == .flv
+                ? "codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://"
+                : "codec \(videoCodec.rawValue): libavformat 5.1 has no \(videoCodec.displayName) in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")
+        }
         let videoKbps = Int(try number("videoBitRate", 4500, 100...100_000))
-        video = VideoEncoderSettings(width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
+        video = VideoEncoderSettings(codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
                                      preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
                                      keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
         let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (scheme == .srt ? "opus" : "aac")).lowercased()

@@ -53,13 +53,14 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl start --handler inspect        (asks for the URL and setup fields)
               broadcastctl pause; broadcastctl resume; broadcastctl stop
               broadcastctl stop --broadcast 2; broadcastctl stop --all    (several at once)
+              broadcastctl discard                       (stop, and delete what was recorded)
               broadcastctl status --watch
               broadcastctl snapshot screen.png
             Every command takes --json for scripts.
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running, or another user's program listens on the socket (it is sent nothing).
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Status.self, Snapshot.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self])
 }
 
 struct Handlers: ParsableCommand {
@@ -199,7 +200,7 @@ struct Start: ParsableCommand {
             printResult(finished.result)
             throw ExitCode(Exit.failed)
         }
-        print("broadcast \(finished.broadcast) finished")
+        print("broadcast \(finished.broadcast) \(finished.discarded == true ? "discarded" : "finished")")
         printResult(finished.result)
     }
 }
@@ -248,6 +249,19 @@ struct Stop: ParsableCommand {
             }
         }
     }
+}
+
+struct Discard: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Finish the broadcast and throw away what it produced (a recording is deleted).",
+        discussion: """
+            The handler deletes its output and its result says "discarded": true. Handlers that cannot
+            (stream: what was sent is gone) are refused and the broadcast goes on. A broadcast that has
+            finished already (also after its handler crashed) is discarded by broadcastd: it removes the
+            file the handler reported in its result, and nothing else.
+            """)
+    @OptionGroup var request: BroadcastRequestOptions
+    func run() throws { try request.send { try $0.discard(broadcast: $1) } }
 }
 
 /// Pause, resume and stop: quiet on success, or `{"broadcast": N}` with --json.
@@ -396,6 +410,7 @@ enum StatusText {
             }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
+            if s.discarded == true { lines.append("discarded: what it produced is deleted") }
             for name in ["video", "audioApp", "audioMic"] {
                 if let c = s.streams?[name] { lines.append("\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")") }
             }
@@ -410,7 +425,7 @@ enum StatusText {
     }
 
     static func line(_ f: FinishedEvent) -> String {
-        "broadcast \(f.broadcast) finished" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
+        "broadcast \(f.broadcast) \(f.discarded == true ? "discarded" : "finished")" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
     }
 
     static func seconds(_ value: Double) -> String {

@@ -13,6 +13,8 @@ struct Recording {
     struct Stream: Decodable {
         var codec_type: String
         var codec_name: String
+        var codec_tag_string: String?
+        var profile: String?
         var width: Int?
         var height: Int?
         var channels: Int?

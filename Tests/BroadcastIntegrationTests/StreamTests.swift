@@ -81,18 +81,18 @@ extension Integration {
         throw HarnessError("the server did not listen on \(port):\n\((try? String(contentsOfFile: server.log, encoding: .utf8)) ?? "")")
     }
 
-    @Test func srtCarriesH264AndOpusThatFFprobeDecodes() throws {
+    @Test(arguments: ["h264", "hevc"]) func srtCarriesH264OrHEVCAndOpusThatFFprobeDecodes(_ codec: String) throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "640x360"])
         let port = try Self.freePort(udp: true)
         let received = daemon.runtime + "/received.ts"
         let server = try srtListener(port: port, output: received, log: daemon.runtime + "/srt.log")
         try waitForListening(server, port: port, tcp: false)
         let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "stream", url: "srt://127.0.0.1:\(port)", maxDuration: 3, on: controller)
+        let id = try daemon.start(handler: "stream", url: "srt://127.0.0.1:\(port)", setupInfo: ["codec": codec], maxDuration: 3, on: controller)
         #expect(try daemon.awaitFinish(controller, id) == nil)
         server.stop()
         let (streams, duration) = try probe(received)
-        #expect(streams == ["h264,640,360", "opus"], "\(streams)")
+        #expect(streams == ["\(codec),640,360", "opus"], "\(streams)")
         #expect(abs(duration - 3) < 0.5, "received \(duration) s of a 3 s broadcast")
         let result = try controller.status().result
         #expect(result?["reconnects"] == .number(0) && result?["droppedVideoFrames"] == .number(0), "\(String(describing: result))")

@@ -69,6 +69,18 @@ import Glibc
         #expect(try Message(.setResult, payload: Array(bytes.dropFirst(12))).decode(HandlerResult.self) == result)
     }
 
+    @Test func discard() throws {
+        let finish = Message.json(.finish, seq: 4, FinishRequest(broadcast: 3, discard: true)).encoded()
+        #expect(Self.golden("finish-discard") == finish)
+        let end = Message.json(.broadcastFinished, BroadcastEnd(error: nil, discard: true)).encoded()
+        #expect(Self.golden("broadcast-finished-discard") == end)
+        let finished = FinishedEvent(broadcast: 3, error: nil, result: ["discarded": .bool(true), "duration": .number(4.2)], discarded: true)
+        #expect(Self.golden("finished-discarded") == Message.json(.finished, finished).encoded())
+        // A 1.0 or 1.1 FINISH (empty, or `{}`) is a plain finish.
+        #expect(try Message(.finish, payload: []).decode(FinishRequest.self) == FinishRequest())
+        #expect(try Message(.finish, payload: Array("{}".utf8)).decode(FinishRequest.self) == FinishRequest())
+    }
+
     @Test func snapshot() throws {
         #expect(Self.golden("get-snapshot") == Message.json(.getSnapshot, seq: 3, Empty()).encoded())
         // The SNAPSHOT example is what broadcastd writes for a 640x360 NV12 frame.

@@ -1,6 +1,7 @@
 @testable import BroadcastRecord
 @testable import BroadcastTimeline
 import BroadcastCore
+import BroadcastUpload
 import Testing
 
 #if canImport(Glibc)
@@ -223,6 +224,18 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(abs(try parse("/tmp/x.mp4", ["micGain": "-6"]).gains[.audioMic]! - 0.501) < 0.001)
         #expect(try parse("/tmp/x.mp4", ["audio": "none"]).audio == .none)
         #expect(try parse("/tmp/x.mp4", ["size": "1280x720", "frameRate": "24"]).size?.width == 1280)
+        #expect(options.video.codec == .h264 && options.video.crf == 23)
+        #expect(try parse("/tmp/x.mp4", ["codec": "hevc"]).video.crf == 28, "each codec's own default quality")
+        #expect(options.upload == nil)
+        let upload = try #require(try parse("/tmp/x.mp4", ["upload": "https://h/in/", "uploadHeaders": "{\"B\": \"2\", \"A\": \"1\"}",
+                                                           "uploadMaxRate": "800", "uploadAttempts": "2"]).upload)
+        #expect(upload.url == "https://h/in/" && upload.headers == ["A: 1", "B: 2"] && upload.maxBytesPerSecond == 100_000 && upload.attempts == 2)
+        #expect(try parse("/tmp/x.mp4", ["upload": "http://h/x", "uploadHeaders": "Authorization: Bearer a:b"]).upload?.headers
+                == ["Authorization: Bearer a:b"])
+        #expect(HTTPUpload.destination("https://h/in/", fileName: "take one.mp4") == "https://h/in/take%20one.mp4")
+        #expect(HTTPUpload.destination("https://h/in/x.mp4", fileName: "take.mp4") == "https://h/in/x.mp4")
+        let av1 = try parse("/tmp/x.mp4", ["codec": "AV1", "crf": "63"]).video
+        #expect(av1.codec == .av1 && av1.crf == 63)
     }
 
     @Test(arguments: [
@@ -231,9 +244,15 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         ("/tmp/x.mp4", ["preset": "quick"], "preset 'quick'"),
         ("/tmp/x.mp4", ["size": "1279x720"], "both even"),
         ("/tmp/x.mp4", ["audio": "speakers"], "audio 'speakers'"),
-        ("/tmp/x.mp4", ["codec": "vp9"], "H.264"),
+        ("/tmp/x.mp4", ["codec": "vp9"], "codec 'vp9': h264 (libx264), hevc (libx265) or av1"),
+        ("/tmp/x.mp4", ["codec": "hevc", "crf": "52"], "crf '52': HEVC constant quality"),
+        ("/tmp/x.mp4", ["codec": "av1", "tune": "film"], "tune 'film': for av1, one of none, zerolatency, psnr"),
         ("/tmp/x.mp4", ["crf": "99"], "crf '99'"),
         ("/tmp/x.mp4", ["colour": "red"], "unknown setup field 'colour'"),
+        ("/tmp/x.mp4", ["upload": "ftp://h/x"], "upload 'ftp://h/x': an http:// or https:// URL"),
+        ("/tmp/x.mp4", ["upload": "ftp://u:pw@h/"], "upload 'ftp://***@h/'"),
+        ("/tmp/x.mp4", ["uploadHeaders": "X: y"], "uploadHeaders, uploadMaxRate and uploadAttempts need upload"),
+        ("/tmp/x.mp4", ["upload": "http://h/", "uploadHeaders": "{\"X\": 1}"], "uploadHeaders: 'Name: value', or a JSON object"),
     ] as [(String, [String: String], String)])
     func badSettingsSayWhatIsWrong(_ url: String, _ info: [String: String], _ expected: String) {
         #expect {

@@ -1,4 +1,7 @@
+@testable import BroadcastDaemon
 import BroadcastCore
+import BroadcastProtocol
+import Foundation
 import Testing
 
 @Suite struct StateMachineTests {
@@ -169,5 +172,55 @@ import Testing
             #expect(!m.wantsPaused)
             #expect(try m.handle(.start(description)) == [.awaitSetup])
         }
+    }
+
+    @Test func aDiscardFinishesAndIsRememberedUntilTheNextStart() throws {
+        var m = try live()
+        #expect(try m.handle(.discard) == [.notifyHandlerFinished])
+        #expect(m.phase == .finishing && m.discarded)
+        #expect(throws: BroadcastError.self) { try m.handle(.discard) }
+        #expect(try m.handle(.handlerExited(nil)) == [.finished(nil)])
+        #expect(m.discarded)
+        #expect(try m.handle(.discard) == [], "discarding twice does nothing")
+        #expect(try m.handle(.start(description)) == [.awaitSetup])
+        #expect(!m.discarded)
+    }
+
+    @Test func aFinishedBroadcastCanBeDiscardedOnce() throws {
+        var m = try live()
+        #expect(try m.handle(.handlerExited(BroadcastError(.handlerFailed, "killed"))) == [.finished(BroadcastError(.handlerFailed, "killed"))])
+        #expect(try m.handle(.discard) == [.discardFinished])
+        #expect(m.discarded && m.phase == .finished)
+        #expect(try m.handle(.discard) == [])
+        var idle = BroadcastStateMachine()
+        #expect(throws: BroadcastError.self) { try idle.handle(.discard) }
+    }
+}
+
+@Suite struct DiscardRequestTests {
+    let record = HandlerManifest(name: "record", displayName: "Record", exec: "r", discard: true)
+    let stream = HandlerManifest(name: "stream", displayName: "Stream", exec: "s")
+
+    @Test func onlyAHandlerThatCanDiscardIsAskedTo() throws {
+        #expect(try DiscardedOutput.event(for: FinishRequest(), manifest: stream).get() == .finish)
+        #expect(try DiscardedOutput.event(for: FinishRequest(broadcast: 3, discard: true), manifest: record).get() == .discard)
+        #expect {
+            try DiscardedOutput.event(for: FinishRequest(discard: true), manifest: stream).get()
+        } throws: { "\($0)".contains("handler 'stream' cannot discard") }
+    }
+
+    @Test func onlyTheFileTheHandlerReportedIsEverRemoved() {
+        #expect(DiscardedOutput.paths(result: ["file": .string("/tmp/a.mp4"), "bytes": .number(3)]) == ["/tmp/a.mp4"])
+        #expect(DiscardedOutput.paths(result: ["file": .string("relative.mp4")]) == [])
+        #expect(DiscardedOutput.paths(result: nil) == [])
+    }
+
+    @Test func theShippedManifestsSayWhichCanDiscard() throws {
+        let root = String(#filePath).split(separator: "/").dropLast(3).joined(separator: "/")
+        func manifest(_ name: String) throws -> HandlerManifest {
+            try JSONDecoder().decode(HandlerManifest.self, from: Data(contentsOf: URL(fileURLWithPath: "/\(root)/share/broadcastd/handlers/\(name).json")))
+        }
+        #expect(try manifest("record").discard == true)
+        #expect(try manifest("stream").discard == nil, "a live stream cannot take back what it sent")
     }
 }

@@ -98,5 +98,12 @@ import Testing
             try StreamOptions(url: "srt://h:1", setupInfo: ["videoBitRate": "lots"])
         }
         #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["audio": "mic"]).audio == [.audioMic])
+        #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["codec": "hevc"]).video.codec == .hevc)
+        #expect(throws: StreamError("codec hevc: RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no HEVC); use h264, or stream over srt://")) {
+            try StreamOptions(url: "rtmp://h/app", setupInfo: ["codec": "hevc"])
+        }
+        #expect(throws: StreamError("codec av1: libavformat 5.1 has no AV1 in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")) {
+            try StreamOptions(url: "srt://h:1", setupInfo: ["codec": "av1"])
+        }
     }
 }

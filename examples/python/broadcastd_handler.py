@@ -389,8 +389,13 @@ class SampleHandler:
     def broadcast_resumed(self) -> None:
         pass
 
+    # Protocol revision 1.2: True in `broadcast_finished` when the user discarded the broadcast
+    # (`broadcastctl discard`): delete what it produced and say {"discarded": True} in the result.
+    # Comes only to handlers whose manifest says "discard": true.
+    discard = False
+
     def broadcast_finished(self, error: Optional[Dict[str, str]]) -> None:
-        """error: {"code", "message"} when the broadcast ends with an error, else None."""
+        """error: {"code", "message"} when the broadcast ends with an error, else None. See `discard`."""
 
     def video_format_changed(self, video: Dict) -> None:
         pass
@@ -519,8 +524,10 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 planes = [Plane(int(p["offset"]), int(p["stride"]), int(p["height"])) for p in video.get("planes", [])]
                 _callback(handler, handler.video_format_changed, video)
             elif op == BROADCAST_FINISHED:
-                error = message.json().get("error")
+                end = message.json()
+                error = end.get("error")
                 started = False
+                handler.discard = end.get("discard") is True
                 handler.broadcast_finished(error)
                 return 0
             elif op == ERROR:

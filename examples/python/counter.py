@@ -110,6 +110,9 @@ class Counter(bd.SampleHandler):
         }
         text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
         path = summary_path(self.url)
+        if self.discard:  # `broadcastctl discard`: the summary is not written, and one from before is kept
+            self.set_broadcast_result({"discarded": True})
+            return
         if path is None:
             sys.stdout.write(text)
             return

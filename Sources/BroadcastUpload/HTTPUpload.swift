@@ -1,0 +1,218 @@
+import CCurl
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The error type of BroadcastUpload: what failed, and why, in words a user can act on.
+public struct UploadError: Error, CustomStringConvertible, Equatable, Sendable {
+    public var operation: String
+    public var reason: String
+    public init(_ operation: String, _ reason: String) {
+        self.operation = operation
+        self.reason = reason
+    }
+    public var description: String { "\(operation): \(reason)" }
+}
+
+/// How an upload is going, for service info: reported at most once a second.
+public struct UploadProgress: Equatable, Sendable {
+    public var sentBytes: Int64
+    public var totalBytes: Int64
+    /// Averaged over the attempt so far, bytes per second.
+    public var bytesPerSecond: Double
+    /// At that rate; nil before a rate is known.
+    public var secondsLeft: Double?
+    /// 1 for the first try.
+    public var attempt: Int
+}
+
+/// What an upload reports while it runs: about once a second, while sending and while waiting to retry.
+public enum UploadStatus: Equatable, Sendable {
+    case sending(UploadProgress)
+    /// Attempt `attempt` failed for `reason`; the next begins in `seconds`.
+    case waiting(attempt: Int, seconds: Double, reason: String)
+}
+
+/// What a finished upload did.
+public struct UploadOutcome: Equatable, Sendable {
+    public var url: String
+    public var bytes: Int64
+    public var attempts: Int
+    public var seconds: Double
+    /// The HTTP status of the successful PUT.
+    public var status: Int
+}
+
+/// Sends a finished file to an HTTP(S) server with one PUT, through libcurl. A PUT cannot resume: HTTP
+/// (RFC 9110, 14.5) has a server refuse a PUT with Content-Range, and nginx's WebDAV module does, so a
+/// retry sends the whole file again. Failures worth retrying (the connection refused, reset or stalled for
+/// `stallSeconds`; HTTP 408, 429, 5xx) are tried again after 1 s, doubling to at most 30 s, `attempts` times
+/// in all; others (HTTP 4xx, a bad URL, a certificate that does not verify) end it at once.
+public final class HTTPUpload {
+    public struct Settings: Equatable, Sendable {
+        public var url: String
+        /// `Name: value` lines (an authorization token, say).
+        public var headers: [String] = []
+        public var attempts = 5
+        public var firstBackoff = 1.0
+        public var maxBackoff = 30.0
+        /// An attempt whose transfer sends nothing for this long is given up (and retried).
+        public var stallSeconds = 30
+        /// Bytes per second; 0 for no limit.
+        public var maxBytesPerSecond: Int64 = 0
+        public init(url: String) { self.url = url }
+    }
+
+    /// A URL ending in `/` names a folder: the file goes in under its own name.
+    public static func destination(_ url: String, fileName: String) -> String {
+        guard url.hasSuffix("/") else { return url }
+        var name = ""
+        for byte in fileName.utf8 {
+            let plain = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || "-_.~".utf8.contains(byte)
+            name += plain ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+        }
+        return url + name
+    }
+
+    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    private let settings: Settings
+    private let logger: Logger
+
+    public init(_ settings: Settings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+    }
+
+    /// Uploads `path` to `settings.url`, reporting how it goes about once a second. Throws what failed, the last
+    /// attempt's reason, once no retry is left or worth making.
+    public func upload(_ path: String, report: @escaping (UploadStatus) -> Void) throws(UploadError) -> UploadOutcome {
+        guard Self.initialized else { throw UploadError("upload \(path)", "libcurl could not be initialised") }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw UploadError("upload \(path)", String(cString: strerror(errno))) }
+        let started = Self.now()
+        var backoff = settings.firstBackoff
+        for attempt in 1...max(1, settings.attempts) {
+            switch put(path, size: Int64(info.st_size), attempt: attempt, progress: { report(.sending($0)) }) {
+            case .success(let status):
+                return UploadOutcome(url: settings.url, bytes: Int64(info.st_size), attempts: attempt,
+                                     seconds: Self.now() - started, status: status)
+            case .failure(let failure):
+                guard failure.retry, attempt < settings.attempts else {
+                    let tries = attempt == 1 ? "" : " (after \(attempt) attempts)"
+                    throw UploadError("upload \(path) to \(Self.redacted(settings.url))", failure.reason + tries)
+                }
+                logger.warning("upload: attempt \(attempt) failed: \(failure.reason); trying again in \(backoff) s")
+                var left = backoff
+                while left > 0 {
+                    report(.waiting(attempt: attempt, seconds: left, reason: failure.reason))
+                    usleep(UInt32(min(left, 1) * 1e6))
+                    left -= 1
+                }
+                backoff = min(backoff * 2, settings.maxBackoff)
+            }
+        }
+        throw UploadError("upload \(path)", "no attempt was made") // attempts >= 1: not reached
+    }
+
+    struct Failure: Error {
+        var reason: String
+        var retry: Bool
+    }
+
+    /// Progress bookkeeping for libcurl's callback: a report when the attempt begins, then once a second, the
+    /// rate averaged over the attempt (libcurl sends in bursts, most of all when it keeps to a maximum rate).
+    final class Meter {
+        let attempt: Int
+        let report: (UploadProgress) -> Void
+        let started = HTTPUpload.now()
+        var lastReport: Double?
+        init(attempt: Int, report: @escaping (UploadProgress) -> Void) {
+            self.attempt = attempt
+            self.report = report
+        }
+
+        func update(sent: Int64, total: Int64) {
+            let now = HTTPUpload.now()
+            if let lastReport, now - lastReport < 1 { return }
+            let rate = now > started ? Double(sent) / (now - started) : 0
+            report(UploadProgress(sentBytes: sent, totalBytes: total, bytesPerSecond: rate,
+                                  secondsLeft: rate > 0 ? Double(total - sent) / rate : nil, attempt: attempt))
+            lastReport = now
+        }
+    }
+
+    /// One PUT: the HTTP status on success.
+    private func put(_ path: String, size: Int64, attempt: Int,
+                     progress: @escaping (UploadProgress) -> Void) -> Result<Int, Failure> {
+        guard let curl = curl_easy_init() else { return .failure(Failure(reason: "libcurl: out of memory", retry: false)) }
+        defer { curl_easy_cleanup(curl) }
+        guard let file = fopen(path, "rb") else {
+            return .failure(Failure(reason: "cannot read it: \(String(cString: strerror(errno)))", retry: false))
+        }
+        defer { fclose(file) }
+        var headers: UnsafeMutablePointer<curl_slist>?
+        for header in settings.headers { headers = curl_slist_append(headers, header) }
+        defer { curl_slist_free_all(headers) }
+        let meter = Unmanaged.passRetained(Meter(attempt: attempt, report: progress))
+        defer { meter.release() }
+        var errorText = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        let code: CURLcode = errorText.withUnsafeMutableBufferPointer { buffer in
+            _ = ccurl_setopt_string(curl, CURLOPT_URL, settings.url)
+            _ = ccurl_setopt_string(curl, CURLOPT_PROTOCOLS_STR, "http,https")
+            _ = ccurl_setopt_long(curl, CURLOPT_UPLOAD, 1)
+            _ = ccurl_setopt_pointer(curl, CURLOPT_READDATA, UnsafeMutableRawPointer(file)) // libcurl's own fread
+            _ = ccurl_setopt_offset(curl, CURLOPT_INFILESIZE_LARGE, curl_off_t(size))
+            _ = ccurl_setopt_pointer(curl, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
+            _ = ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
+            _ = ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT, 10)
+            _ = ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_LIMIT, 1)
+            _ = ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_TIME, settings.stallSeconds)
+            if settings.maxBytesPerSecond > 0 {
+                _ = ccurl_setopt_offset(curl, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(settings.maxBytesPerSecond))
+            }
+            _ = ccurl_setopt_pointer(curl, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(buffer.baseAddress!))
+            _ = ccurl_setopt_long(curl, CURLOPT_NOPROGRESS, 0)
+            _ = ccurl_setopt_pointer(curl, CURLOPT_XFERINFODATA, meter.toOpaque())
+            _ = ccurl_setopt_xferinfo(curl) { context, _, _, total, sent in
+                Unmanaged<Meter>.fromOpaque(context!).takeUnretainedValue().update(sent: Int64(sent), total: Int64(total))
+                return 0
+            }
+            return curl_easy_perform(curl)
+        }
+        guard code == CURLE_OK else {
+            let detail = String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            return .failure(Failure(reason: reason, retry: !Self.permanent.contains(code)))
+        }
+        var status = 0
+        _ = ccurl_response_code(curl, &status)
+        if (200..<300).contains(status) { return .success(status) }
+        let retry = status == 408 || status == 429 || status >= 500
+        let meaning = status == 401 || status == 403 ? " (check the URL and the token in uploadHeaders)" : ""
+        return .failure(Failure(reason: "the server answered HTTP \(status)\(meaning)", retry: retry))
+    }
+
+    /// curl errors a retry cannot mend.
+    static let permanent: Set<CURLcode> = [CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT, CURLE_PEER_FAILED_VERIFICATION,
+                                            CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
+                                            CURLE_LOGIN_DENIED, CURLE_READ_ERROR]
+
+    /// `url` without user info (a password), for messages.
+    public static func redacted(_ url: String) -> String {
+        guard let scheme = url.firstRange(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
+              !url[scheme.upperBound..<at].contains("/") else { return url }
+        var result = url
+        result.replaceSubrange(scheme.upperBound...at, with: "***@")
+        return result
+    }
+
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,22 @@
+// libcurl, for the record handler's upload when a recording is done (HTTP PUT). curl_easy_setopt and
+// curl_easy_getinfo are variadic, which Swift cannot call: the shims below are their typed forms.
+#include <curl/curl.h>
+
+static inline CURLcode ccurl_setopt_long(CURL *curl, CURLoption option, long value) {
+    return curl_easy_setopt(curl, option, value);
+}
+static inline CURLcode ccurl_setopt_offset(CURL *curl, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(curl, option, value);
+}
+static inline CURLcode ccurl_setopt_string(CURL *curl, CURLoption option, const char *value) {
+    return curl_easy_setopt(curl, option, value);
+}
+static inline CURLcode ccurl_setopt_pointer(CURL *curl, CURLoption option, void *value) {
+    return curl_easy_setopt(curl, option, value);
+}
+static inline CURLcode ccurl_setopt_xferinfo(CURL *curl, curl_xferinfo_callback callback) {
+    return curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, callback);
+}
+static inline CURLcode ccurl_response_code(CURL *curl, long *code) {
+    return curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, code);
+}
