@@ -6,8 +6,9 @@ import BroadcastSystem
 /// delivery: a repeated frame is the same slot delivered again); it is reused only once every holder has
 /// released it. The slot holding the latest frame stays out of reach of `acquire`, so the next frame can
 /// copy what did not change from it, and a repeat can point at it. When no slot is free, the frame is
-/// dropped: the pool never grows. Each holder may hold at most `quota` slots, so that one that keeps its
-/// slots loses frames of its own and never starves the others.
+/// dropped: the pool never grows. A holder past its `quota` gets a new frame only while the pool has slots to
+/// spare for the others (`LiveCapture`), so that one that keeps its slots loses frames of its own and never
+/// starves the others, while a merely bursty one can use what nobody needs.
 final class FramePool {
     let id: UInt32
     let plan: FramePoolPlan
@@ -34,6 +35,9 @@ final class FramePool {
     func quota(holders: Int) -> Int {
         holders <= 1 ? plan.slotCount - 1 : max(1, (plan.slotCount - 2) / holders)
     }
+
+    /// Slots held by nobody, the latest excepted.
+    var freeSlots: Int { holds.indices.count { holds[$0].isEmpty && $0 != latest } }
 
     /// A free slot (held by nobody, not the latest), or nil when every slot is in use.
     func acquire() -> Int? {

@@ -93,9 +93,13 @@ final class LiveCapture {
             }
             return nil
         }
-        // A handler that holds its share of the slots loses this frame; the others do not.
-        let quota = pool.quota(holders: active.count(where: { $0.link?.connection != nil }))
-        let takers = targets.filter { pool.heldSlots($0.link!.holder) < quota }
+        // A handler that holds its share of the slots loses this frame unless the pool has slots to spare: this
+        // frame's, and two more for every other handler (the next frame's, and one it may still hold); the
+        // others do not.
+        let holders = active.count(where: { $0.link?.connection != nil })
+        let quota = pool.quota(holders: holders)
+        let spare = pool.freeSlots >= 1 + 2 * (holders - 1)
+        let takers = targets.filter { spare || pool.heldSlots($0.link!.holder) < quota }
         for broadcast in targets where !takers.contains(where: { $0 === broadcast }) { broadcast.ledger.skip(.video) }
         guard !takers.isEmpty, let slot = pool.acquire() else {
             for broadcast in takers { broadcast.ledger.skip(.video) }
