@@ -109,7 +109,7 @@ PY
 run_ffmpeg() {
     local rep=$1
     spawn /usr/bin/time -v -o "$WORK/ffmpeg.time" ffmpeg -hide_banner -nostdin -loglevel error \
-        -f x11grab -framerate 30 -video_size "$SIZE" -draw_mouse 1 -i "$DISPLAY" -t "$T" \
+        -f x11grab -framerate 30 -video_size "$SIZE" -draw_mouse 1 -t "$T" -i "$DISPLAY" \
         -map 0:v -c:v libx264 -preset veryfast -tune zerolatency -crf 23 -g 60 -pix_fmt yuv420p -y "$WORK/ffmpeg.mp4" \
         -map 0:v -c:v libx264 -preset veryfast -tune zerolatency -b:v 4500k -g 60 -pix_fmt yuv420p -f mpegts "srt://127.0.0.1:$PORT" \
         2>"$WORK/ffmpeg.log"
