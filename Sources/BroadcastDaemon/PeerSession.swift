@@ -14,6 +14,8 @@ final class PeerSession {
     /// While this much waits for a controller or setup UI, its requests are not read: a peer that
     /// sends requests and never reads the replies is held back by its own socket, not queued for.
     static let readPauseThreshold = 64 << 10
+    /// Largest buffer small messages are joined into.
+    static let joinedBufferLimit = 64 << 10
     /// A peer that has not said HELLO this long after connecting is closed (so that connections that
     /// say nothing cannot hold the places of those that would).
     static let helloTimeout: UInt64 = 10_000_000_000
@@ -102,7 +104,9 @@ final class PeerSession {
         // Small messages join the last queued buffer, unless that one is being sent: its sent part is
         // only dropped when it is all sent, so a buffer that kept growing behind a slow reader would
         // keep everything ever sent to it (memory growing without bound).
-        if message.descriptors.isEmpty, let last = outgoing.last, last.sent == 0 {
+        // Joined buffers stay small (64 KiB), so that none is copied whole as it grows: a queue a slow
+        // handler lets fill to its limit costs its bytes, not twice as many.
+        if message.descriptors.isEmpty, let last = outgoing.last, last.sent == 0, last.bytes.count + size <= Self.joinedBufferLimit {
             Message.appendHeader(to: &outgoing[outgoing.count - 1].bytes, opcode: message.opcode, seq: message.seq,
                                  payloadSize: message.payload.count, descriptorCount: 0)
             outgoing[outgoing.count - 1].bytes += message.payload
