@@ -128,6 +128,11 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         return nil
     }
 
+    /// `validate(url:setupInfo:)`, as a result.
+    public func validated(url: String?, setupInfo: [String: String]) -> Result<(url: String?, setupInfo: [String: String]), BroadcastError> {
+        Result { () throws(BroadcastError) in try validate(url: url, setupInfo: setupInfo) }
+    }
+
     /// Checks a completed setup against the manifest: required values present, no unknown keys,
     /// the URL and every value within their limits and free of control characters.
     /// Returns the setup info with defaults filled in.

@@ -9,8 +9,17 @@ final class Broadcast {
     var manifest: HandlerManifest { entry.manifest }
     var machine = BroadcastStateMachine()
     var setupInfo: [String: String] = [:]
-    /// The handler's last UPDATE_SERVICE_INFO, as SERVICE_INFO carries it (JSON), encoded once when it came.
-    var serviceInfo: [UInt8]?
+    /// The handler's last UPDATE_SERVICE_INFO (nil: none, or empty).
+    var serviceInfo: [String: JSONValue]? {
+        didSet { if serviceInfo != oldValue { serviceInfoJSON = nil } }
+    }
+    /// It as SERVICE_INFO carries it: encoded once per change, when first needed (not for every update a
+    /// handler floods).
+    private var serviceInfoJSON: [UInt8]?
+    var encodedServiceInfo: [UInt8]? {
+        if serviceInfoJSON == nil, let serviceInfo { serviceInfoJSON = Array(compactJSON(serviceInfo).utf8) }
+        return serviceInfoJSON
+    }
     /// What the handler last sent with SET_RESULT: FINISHED and the finished status carry it.
     var result: [String: JSONValue]?
     /// Its handler process, from launch until it exits.

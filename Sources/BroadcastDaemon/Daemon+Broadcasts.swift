@@ -276,14 +276,13 @@ extension Daemon {
             peers.publish(.json(.urlUpdated, URLUpdate(broadcast: broadcast.id, url: update.url)))
         case .updateServiceInfo:
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
-            // Encoded once here, not with every SERVICE_INFO.
-            let encoded = info.isEmpty ? nil : Array(compactJSON(info).utf8)
+            let reported = info.isEmpty ? nil : info
             // Revision 1.2: a finishing handler reporting progress (an upload's) has its finish timeout counted anew;
             // the same info again is no progress.
-            if broadcast.phase == .finishing, encoded != broadcast.serviceInfo {
+            if broadcast.phase == .finishing, reported != broadcast.serviceInfo {
                 link.reported(now: clock.now(), finishTimeout: configuration.finishTimeout)
             }
-            broadcast.serviceInfo = encoded
+            broadcast.serviceInfo = reported
         case .setResult:
             guard message.payload.count <= ProtocolLimits.maxResultPayload else {
                 throw .malformed(.setResult, "a result of \(message.payload.count) bytes exceeds the limit of \(ProtocolLimits.maxResultPayload)")
@@ -316,6 +315,6 @@ extension Daemon {
         guard peers.hasSubscribers else { return }
         let info = ServiceInfo(broadcast: broadcast.id, elapsed: Double(broadcast.elapsed(now: now)) / 1e9, streams: broadcast.ledger.streams,
                                handler: nil, daemonMemory: ProcessMemory.residentBytes())
-        peers.publish(info.message(handlerJSON: broadcast.serviceInfo))
+        peers.publish(info.message(handlerJSON: broadcast.encodedServiceInfo))
     }
 }

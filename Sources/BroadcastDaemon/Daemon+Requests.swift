@@ -184,37 +184,27 @@ extension Daemon {
         }
         switch message.opcode {
         case .getSetupRequest:
-            switch waiting(try message.decode(BroadcastReference.self).broadcast) {
-            case .failure(let error): peers.reply(session, seq, .failure(error))
-            case .success(let broadcast):
+            peers.reply(session, seq, waiting(try message.decode(BroadcastReference.self).broadcast).map { broadcast in
                 session.setupFor = broadcast.id
-                peers.reply(session, seq, .success(.json(.setupRequest, seq: seq, SetupRequest(broadcast: broadcast.id, handler: broadcast.manifest))))
-            }
+                return .json(.setupRequest, seq: seq, SetupRequest(broadcast: broadcast.id, handler: broadcast.manifest))
+            })
         case .completeSetup:
             let completion = try message.decode(SetupCompletion.self)
-            let broadcast: Broadcast
-            switch waiting(completion.broadcast) {
-            case .failure(let error): return peers.reply(session, seq, .failure(error))
-            case .success(let found): broadcast = found
-            }
-            let validated: (url: String?, setupInfo: [String: String])
-            do { validated = try broadcast.manifest.validate(url: completion.url, setupInfo: completion.setupInfo) } catch {
-                return peers.reply(session, seq, .failure(error))
-            }
-            broadcast.setupInfo = validated.setupInfo
-            session.setupFor = nil
-            logger.info("broadcast \(completion.broadcast) set up\(validated.url.map { " with URL \(redactedURL($0))" } ?? "")")
-            peers.reply(session, seq, transition(broadcast, .setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) })
+            peers.reply(session, seq, waiting(completion.broadcast).flatMap { broadcast in
+                broadcast.manifest.validated(url: completion.url, setupInfo: completion.setupInfo).flatMap { validated in
+                    broadcast.setupInfo = validated.setupInfo
+                    session.setupFor = nil
+                    logger.info("broadcast \(broadcast.id) set up\(validated.url.map { " with URL \(redactedURL($0))" } ?? "")")
+                    return transition(broadcast, .setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) }
+                }
+            })
         case .cancelSetup:
             let cancellation = try message.decode(SetupCancellation.self)
-            let broadcast: Broadcast
-            switch waiting(cancellation.broadcast) {
-            case .failure(let error): return peers.reply(session, seq, .failure(error))
-            case .success(let found): broadcast = found
-            }
-            session.setupFor = nil
-            let reason = BroadcastError(.setupCancelled, "setup was cancelled: \(cancellation.error.message)")
-            peers.reply(session, seq, transition(broadcast, .setupCancelled(reason)).map { _ in .json(.ok, seq: seq, Empty()) })
+            peers.reply(session, seq, waiting(cancellation.broadcast).flatMap { broadcast in
+                session.setupFor = nil
+                let reason = BroadcastError(.setupCancelled, "setup was cancelled: \(cancellation.error.message)")
+                return transition(broadcast, .setupCancelled(reason)).map { _ in .json(.ok, seq: seq, Empty()) }
+            })
         default:
             throw .unexpected(message.opcode, "not a setup request")
         }
