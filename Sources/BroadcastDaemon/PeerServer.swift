@@ -9,9 +9,10 @@ import Logging
 final class PeerServer {
     /// Most controllers and setup UIs connected at once; each may hold `PeerSession.peerQueueLimit`.
     static let maxPeers = 64
-    /// Most messages taken from one peer per turn of the loop, so a peer that floods cannot make
-    /// capture late: the rest wait in its decoder (and its socket) for the next turn.
+    /// Most messages taken from one peer per turn of the loop, and most time spent on them, so a peer that
+    /// floods cannot make capture late: the rest wait in its decoder (and its socket) for the next turn.
     static let messagesPerTurn = 64
+    static let timePerTurn: UInt64 = 2_000_000
 
     let listener: Descriptor
     private let logger: Logger
@@ -135,12 +136,13 @@ final class PeerServer {
         defer { notePartialInput(session) }
         session.hasBacklog = false
         var handled = 0
+        let started = clock.now()
         for _ in 0..<16 where !session.isClosing {
             do {
                 while !session.isClosing, let message = try session.decoder.next() {
                     dispatch(message, from: session)
                     handled += 1
-                    if handled == Self.messagesPerTurn {
+                    if handled == Self.messagesPerTurn || clock.now() - started > Self.timePerTurn {
                         session.hasBacklog = true
                         return
                     }
