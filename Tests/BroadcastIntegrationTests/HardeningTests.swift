@@ -171,7 +171,10 @@ extension Integration {
         let (late, heap) = (try framesLate(controller), Self.anonymousKiB(daemon.pid))
         try during()
         let answered = Date()
-        #expect(try framesLate(controller) - late <= 1, "\(what): capture deadlines were missed")
+        // A flooder burns one of the machine's two cores by itself: a frame or three late in 3 s is the machine;
+        // a loop that the flood holds up misses them by the dozen (16 s of them before the JSON depth limit).
+        let missed = try framesLate(controller) - late
+        #expect(missed <= 3, "\(what): \(missed) capture deadlines were missed")
         #expect(Date().timeIntervalSince(answered) < 0.2, "\(what): status took \(Date().timeIntervalSince(answered)) s")
         let growth = Self.anonymousKiB(daemon.pid) - heap
         #expect(growth < 2048, "\(what): broadcastd's heap grew by \(growth) KiB")
