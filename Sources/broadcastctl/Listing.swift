@@ -1,0 +1,54 @@
+import ArgumentParser
+import BroadcastClient
+import BroadcastCore
+import BroadcastImage
+import BroadcastProtocol
+import BroadcastSystem
+
+struct Handlers: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List installed handlers and their setup fields (the picker).")
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try reporting(json: json) {
+            let handlers = try connection.connect().handlers()
+            if json { return print(prettyJSON(HandlerList(handlers: handlers))) }
+            if handlers.isEmpty { print("no handlers installed") }
+            for handler in handlers {
+                print("\(handler.name) — \(handler.displayName)")
+                if let description = handler.description { print("    \(description)") }
+                if let url = handler.url {
+                    print("    url: \(url.prompt)\(url.default.map { " [\($0)]" } ?? "")\(url.required == true ? " (required)" : "")")
+                }
+                for field in handler.setupFields ?? [] {
+                    let flags = [field.required == true ? "required" : nil, field.secret == true ? "secret" : nil].compactMap { $0 }
+                    print("    --set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
+                }
+            }
+        }
+    }
+}
+
+struct Sources: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what broadcastd captures and the RandR monitors and outputs it could capture (broadcastd --output NAME).")
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try reporting(json: json) {
+            let list = try connection.connect().sources()
+            if json { return print(prettyJSON(list)) }
+            print("capturing: \(list.source)")
+            if let width = list.screenWidth, let height = list.screenHeight { print("screen: \(width)x\(height)") }
+            if list.kind == "x11" && list.outputs.isEmpty { print("no RandR outputs listed") }
+            for output in list.outputs {
+                var notes = output.primary ? ["primary"] : []
+                if output.rotation != 0 { notes.append("rotated \(output.rotation)°") }
+                if output.reflected { notes.append("reflected") }
+                print("  \(output.name)  \(output.width)x\(output.height)+\(output.x)+\(output.y)\(notes.isEmpty ? "" : "  (\(notes.joined(separator: ", ")))")")
+            }
+        }
+    }
+}
