@@ -20,8 +20,10 @@ public struct SetupForm {
     public mutating func fill(interactive: Bool, ask: (String, Bool) -> String?) throws(BroadcastError) {
         let askEverything = interactive && url == nil && values.isEmpty
         if let field = manifest.url, url == nil, interactive && (askEverything || field.required == true) {
-            url = try question(field.prompt, default: field.default, secret: false, ask: ask)
+            url = try question(UserDirectories.expanded(field.prompt), default: field.default, secret: false, ask: ask)
         }
+        // A file named from where the user is, not from where the handler runs.
+        if manifest.url?.file == true, let given = url, !given.isEmpty { url = FileSystem.absolutePath(given) }
         for field in manifest.setupFields ?? [] where values[field.name] == nil {
             guard interactive && ((askEverything && field.advanced != true) || field.required == true) else { continue }
             if let answer = try question(field.prompt, default: field.default, secret: field.secret == true, ask: ask) {

@@ -81,6 +81,7 @@ extension Daemon {
                 capture?.close()
                 capture = nil
                 nextServiceInfoAt = nil
+                restoreDefaultSource()
             }
         case .discardFinished:
             DiscardedOutput.remove(result: broadcast.result, logger: logger)

@@ -64,9 +64,12 @@ public struct StartRequest: Codable, Equatable, Sendable {
     public var handler: String
     /// Seconds of live time after which the broadcast finishes by itself.
     public var maxDuration: Double?
-    public init(handler: String, maxDuration: Double? = nil) {
+    /// What to capture, where it differs from broadcastd's options (revision 1.3).
+    public var capture: CaptureChoice?
+    public init(handler: String, maxDuration: Double? = nil, capture: CaptureChoice? = nil) {
         self.handler = handler
         self.maxDuration = maxDuration
+        self.capture = capture
     }
 }
 
@@ -120,6 +123,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var frameRate: Double?
     /// Revision 1.2: the broadcast is being, or was, discarded.
     public var discarded: Bool?
+    /// Revision 1.3: the file the handler writes, as its result names it (`file`), as soon as it does: live too.
+    public var file: String?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state

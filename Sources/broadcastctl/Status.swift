@@ -28,14 +28,19 @@ struct Status: ParsableCommand {
             try client.subscribe()
             // On a terminal one line is redrawn in place (cut to its width, so it never wraps); piped,
             // every change is a line of its own.
-            let columns = json || !Terminal.isInteractive(1) ? nil : Terminal.columns() ?? 80
+            let redrawn = !json && Terminal.isInteractive(1)
             var lines = StatusLines(only: broadcast)
-            // Ctrl-C (or SIGTERM) ends the watch cleanly, leaving the cursor on a fresh line.
-            let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate])
+            // Ctrl-C (or SIGTERM) ends the watch cleanly, leaving the cursor on a fresh line; a resize redraws.
+            let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate, Signals.windowChanged])
             while true {
-                if signals.next() != nil {
-                    if columns != nil { print("") }
-                    return
+                if let signal = signals.next() {
+                    guard signal == Signals.windowChanged else {
+                        if redrawn { print("") }
+                        return
+                    }
+                    if redrawn { lines.redraw(columns: Terminal.columns() ?? 80, keeping: nil) }
+                    Terminal.flushOutput()
+                    continue
                 }
                 guard let event = try client.nextEvent(timeoutMilliseconds: 200) else { continue }
                 if json {
@@ -56,8 +61,8 @@ struct Status: ParsableCommand {
                 case .urlUpdated(let u): kept = "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)"
                 case .finished(let f): kept = StatusText.line(f); lines.finished(f.broadcast)
                 }
-                if let columns {
-                    lines.redraw(columns: columns, keeping: kept)
+                if redrawn {
+                    lines.redraw(columns: Terminal.columns() ?? 80, keeping: kept)
                 } else {
                     print(kept ?? lines.changed)
                 }
@@ -84,8 +89,9 @@ enum StatusText {
         if let id = s.broadcast {
             lines.append("broadcast: \(id) (handler \(s.handler ?? "?"))")
             if let url = s.url { lines.append("url: \(url)") }
+            if let file = s.file { lines.append("file: \(file)") }
             if let elapsed = s.elapsed {
-                lines.append("elapsed: \(seconds(elapsed))\(s.maxDuration.map { " of at most \(seconds($0))" } ?? "")")
+                lines.append("elapsed: \(StatusLine.clock(elapsed))\(s.maxDuration.map { " of at most \(StatusLine.clock($0))" } ?? "")")
             }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
@@ -95,21 +101,30 @@ enum StatusText {
             }
             if let result = s.result { lines += describe(result: result) }
         }
+        for (stream, why) in (s.silentAudio ?? [:]).sorted(by: { $0.key < $1.key }) {
+            lines.append("\(streamName(stream)): silent: \(why)")
+        }
+        if s.silentAudio?.isEmpty == false { lines.append("  " + silenceAdvice) }
         return lines.joined(separator: "\n")
     }
 
-    /// A heading, then one `key: value` line per top-level key, indented; nested values as compact JSON.
+    /// A heading, then the result in words, indented.
     static func describe(result: [String: JSONValue]) -> [String] {
-        ["result:"] + result.sorted(by: { $0.key < $1.key }).map { "  \($0.key): \($0.value)" }
+        ["result:"] + ResultText.lines(result).map { "  " + $0 }
     }
+
+    static func streamName(_ stream: String) -> String {
+        stream == "audioApp" ? "app audio" : stream == "audioMic" ? "mic" : stream
+    }
+
+    /// What to do about a silent audio stream, said where the user looks (start, status).
+    static let silenceAdvice = "Check that PipeWire runs (systemctl --user status pipewire; on a PulseAudio desktop, " +
+        "install pipewire-pulse) and that the device exists (pw-cli ls Node); broadcastd --app-audio/--mic choose " +
+        "another one, or none."
 
     static func line(_ f: FinishedEvent) -> String {
         "broadcast \(f.broadcast) \(f.discarded == true ? "discarded" : "finished")" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
     }
 
-    static func seconds(_ value: Double) -> String {
-        let tenths = Int((value * 10).rounded())
-        return "\(tenths / 10).\(tenths % 10) s"
-    }
 }
 

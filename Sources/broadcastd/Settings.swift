@@ -8,7 +8,7 @@ import Logging
 /// Every broadcastd setting: its configuration-file key is its long option without the dashes.
 enum DaemonKeys {
     static let source = ConfigKey.choice("source", ["auto", "x11", "pipewire", "synthetic"], default: "auto",
-        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else synthetic.")
+        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else nothing: broadcasts are refused with what to do (never a test pattern unasked).")
     static let pipewireNode = ConfigKey("pipewire-node", .string,
         help: "With source pipewire, capture this PipeWire video node, by node name or serial (`pw-cli ls Node`), instead of asking the portal: a kiosk's or headless server's video source.")
     static let portalSource = ConfigKey.choice("portal-source", ScreenCastRequest.Sources.allCases.map(\.rawValue), default: "monitor",

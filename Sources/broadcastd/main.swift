@@ -113,8 +113,12 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let logger = Logger(label: "broadcastd")
         let (source, why) = chosenSource(configuration)
         if let why { logger.log(level: why.level, "\(why.text)") }
+        let sources = CaptureSources(defaults: captureDefaults(source, configuration)) { choice throws(CaptureError) in
+            try captureSource(choosing: choice, of: source, configuration)
+        }
         do {
-            try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger).run()
+            try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration),
+                       sources: sources, logger: logger).run()
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -146,7 +150,34 @@ struct BroadcastDaemonCommand: ParsableCommand {
         return configuration
     }
 
+    /// What broadcastd's own options capture, as START's `capture` would say it.
+    func captureDefaults(_ source: String, _ settings: Configuration) -> CaptureChoice {
+        CaptureChoice(display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
+                      output: settings.string("output"), region: settings.string("region"),
+                      frameRate: settings.integer("fps"), cursor: settings.string("cursor"))
+    }
+
+    /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display
+    /// is captured through X11 whatever broadcastd's own source is; output and region are X11's.
+    func captureSource(choosing choice: CaptureChoice, of source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
+        let kind = choice.display != nil ? "x11" : source
+        if kind != "x11" && (choice.output != nil || choice.region != nil) {
+            throw CaptureError(source: source, operation: "choose what to capture", reason:
+                "--output and --region choose part of an X11 screen, and broadcastd captures \(source == "none" ? "nothing" : source)" +
+                " (add --display :N to capture an X display)")
+        }
+        let overrides: [String: ConfigValue?] = ["display": choice.display.map(ConfigValue.string), "output": choice.output.map(ConfigValue.string),
+                                                 "region": choice.region.map(ConfigValue.string), "fps": choice.frameRate.map(ConfigValue.integer),
+                                                 "cursor": choice.cursor.map(ConfigValue.string)]
+        let chosen: Configuration
+        do { chosen = try settings.overriding(overrides) } catch {
+            throw CaptureError(source: kind, operation: "choose what to capture", reason: error.description)
+        }
+        return try captureSource(kind, chosen)
+    }
+
     func captureSource(_ source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
+        if source == "none" { return UnavailableSource(reason: Self.noScreen) }
         let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
         let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         let fps = settings.integer("fps")
@@ -200,14 +231,19 @@ struct BroadcastDaemonCommand: ParsableCommand {
 }
 
 extension BroadcastDaemonCommand {
-    /// "x11", "pipewire" or "synthetic": what `source` asks for, with auto resolved from the session, and why when
-    /// auto chose the synthetic source (a warning when the session's screen cannot be captured).
+    /// "x11", "pipewire", "synthetic" or "none": what `source` asks for, with auto resolved from the session, and
+    /// why when auto found no screen (never the synthetic source: a test pattern is asked for by name).
+    static let noScreen = "neither DISPLAY nor WAYLAND_DISPLAY is set in broadcastd's environment; under systemd run " +
+        "`systemctl --user import-environment DISPLAY XAUTHORITY WAYLAND_DISPLAY` and restart broadcastd, " +
+        "give a display per broadcast (broadcastctl start --display :0), or run broadcastd --source synthetic for a test pattern"
+
     func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
         guard source == "auto" else { return (source, nil) }
-        if settings.string("pipewire-node") != nil || Environment.get("WAYLAND_DISPLAY") != nil { return ("pipewire", nil) }
-        if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
-        return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
+        func given(_ name: String) -> Bool { Environment.get(name).map { !$0.isEmpty } ?? false }
+        if settings.string("pipewire-node") != nil || given("WAYLAND_DISPLAY") { return ("pipewire", nil) }
+        if settings.string("display") != nil || given("DISPLAY") { return ("x11", nil) }
+        return ("none", (.warning, "nothing to capture: \(Self.noScreen)"))
     }
 }
 

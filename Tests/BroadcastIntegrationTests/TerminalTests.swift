@@ -52,8 +52,9 @@ extension Integration {
             ("expect", "broadcast \(first) finished"), ("send", "\\x03"),
         ], ["status", "--watch"])
         // While both run, a redraw writes both lines: the first broadcast's, a line break, the second's.
-        let both = transcript.components(separatedBy: "\r\u{1B}[K").contains { $0.contains("broadcast \(first) (inspect)") } &&
-            transcript.contains("broadcast \(first) (inspect)") && transcript.contains("\n\r\u{1B}[Klive  broadcast \(second) (inspect)")
+        let both = transcript.components(separatedBy: "\r\u{1B}[J").contains {
+            $0.contains("broadcast \(first) (inspect)") && $0.contains("\n\rlive  broadcast \(second) (inspect)")
+        }
         #expect(both, "\(transcript)")
         for id in [first, second] { _ = try? daemon.awaitFinish(controller, id, timeout: 1) }
         try daemon.stop()
@@ -67,14 +68,37 @@ extension Integration {
             ("expect", "live  broadcast \(id) (inspect)  0:01"), ("expect", "live  broadcast \(id) (inspect)  0:02"),
             ("expect", "broadcast \(id) finished"), ("send", "\\x03"),
         ], ["status", "--watch"])
-        // Every update redraws the line ("\r", erase to its end), and only the finish ends it.
-        let updates = transcript.components(separatedBy: "\r\u{1B}[K").dropFirst()
+        // Every update redraws the line ("\r", erase to the end of the screen), and only the finish ends it.
+        let updates = transcript.components(separatedBy: "\r\u{1B}[J").dropFirst()
         #expect(updates.count >= 3, "\(transcript)")
         let beforeFinish = updates.prefix(while: { !$0.hasPrefix("broadcast \(id) finished") })
         #expect(beforeFinish.allSatisfy { !$0.contains("\n") }, "an update before the finish ended its line: \(transcript)")
-        #expect(beforeFinish.contains { $0.contains(" fps  dropped video 0, app 0, ") }, "\(transcript)")
+        #expect(beforeFinish.contains { $0.contains("  no drops  ") && $0.contains(" fps  daemon ") }, "\(transcript)")
         // The pty has no size set, so the line is cut to 80 columns less one and never wraps.
         #expect(beforeFinish.allSatisfy { $0.count <= 79 }, "\(transcript)")
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        try daemon.stop()
+    }
+
+    @Test func statusWatchRedrawsCleanlyAfterTheTerminalNarrows() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("narrow"), maxDuration: 4, on: controller)
+        let (transcript, _) = try session(daemon, [
+            ("resize", "100x30"), ("expect", "live  broadcast \(id) (inspect)  0:01"), ("resize", "30x30"),
+            ("expect", "broadcast \(id) finished"), ("send", "\\x03"),
+        ], ["status", "--watch"])
+        let parts = transcript.components(separatedBy: "<<RESIZED>>")
+        #expect(parts.count == 2, "\(transcript)")
+        // Before: one line of more than 30 columns. After: at once (SIGWINCH) the cursor goes up over the rows the
+        // terminal wrapped it onto, the screen is cleared below, and the line is cut to 29 columns.
+        let before = try #require(parts.first?.components(separatedBy: "\r\u{1B}[J").last)
+        #expect(before.count > 30, "\(before)")
+        let after = parts.last ?? ""
+        let rows = (before.count + 29) / 30
+        #expect(after.hasPrefix("\u{1B}[\(rows - 1)A\r\u{1B}[J"), "\(after.debugDescription)")
+        let lines = after.components(separatedBy: "\r\u{1B}[J").dropFirst().prefix(while: { !$0.contains("finished") })
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.count <= 29 }, "\(after.debugDescription)")
         #expect(try daemon.awaitFinish(controller, id) == nil)
         try daemon.stop()
     }

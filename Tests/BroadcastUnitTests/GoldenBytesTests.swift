@@ -37,6 +37,13 @@ import Glibc
         #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"{"client":"broadcastctl","protocol":2,"role":"controller"}"#)
     }
 
+    @Test func startChoosingItsCapture() throws {
+        let request = StartRequest(handler: "record", capture: CaptureChoice(region: "0,0,1280x720", frameRate: 60))
+        let bytes = Message.json(.start, seq: 5, request).encoded()
+        #expect(Self.golden("start-capture") == bytes)
+        #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
     @Test func pauseOfOneBroadcast() {
         #expect(Self.golden("pause-broadcast") == Message.json(.pause, seq: 4, BroadcastReference(broadcast: 2)).encoded())
     }
