@@ -80,6 +80,23 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func recordShowsItsProgressOnATerminalThenTheFile() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        let path = daemon.runtime + "/progress.mp4"
+        let (transcript, status) = try session(daemon, [
+            ("resize", "120x30"), ("expect", "writing \(path)"), ("expect", "live  broadcast 1 (record)  0:01"),
+            ("expect", "saved \(path) (0:03."),
+        ], ["record", path, "--duration", "3"])
+        #expect(status == 0, "\(transcript)")
+        // Like ffmpeg's: one line redrawn in place (on standard error), with the figures that matter first.
+        let progress = transcript.components(separatedBy: "\r\u{1B}[J").dropFirst()
+        #expect(progress.count >= 2, "\(transcript)")
+        #expect(progress.contains { $0.contains(" MB  no drops  ") && $0.contains(" fps  ") && $0.contains(" kbit/s") }, "\(transcript)")
+        #expect(progress.dropLast().allSatisfy { !$0.contains("\n") }, "an update ended its line: \(transcript)")
+        #expect(FileManager.default.fileExists(atPath: path))
+        try daemon.stop()
+    }
+
     @Test func statusWatchRedrawsCleanlyAfterTheTerminalNarrows() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.subscribedController()
