@@ -20,23 +20,35 @@ public struct SetupForm {
     public mutating func fill(interactive: Bool, ask: (String, Bool) -> String?) throws(BroadcastError) {
         let askEverything = interactive && url == nil && values.isEmpty
         if let field = manifest.url, url == nil, interactive && (askEverything || field.required == true) {
-            url = try question(field.prompt, default: field.default, secret: false, ask: ask)
+            url = try question(field.prompt, default: field.default, secret: false, required: field.required == true, ask: ask)
         }
         for field in manifest.setupFields ?? [] where values[field.name] == nil {
             guard interactive && ((askEverything && field.advanced != true) || field.required == true) else { continue }
-            if let answer = try question(field.prompt, default: field.default, secret: field.secret == true, ask: ask) {
+            if let answer = try question(field.prompt, default: field.default, secret: field.secret == true,
+                                         required: field.required == true, ask: ask) {
                 values[field.name] = answer
             }
         }
     }
 
-    private func question(_ prompt: String, default value: String?, secret: Bool, ask: (String, Bool) -> String?) throws(BroadcastError) -> String? {
+    /// The answer, or the default on Enter; a required question with no default is asked again until answered
+    /// (at most `maxAsks` times, so that a stream of empty lines ends).
+    private func question(_ prompt: String, default value: String?, secret: Bool, required: Bool,
+                          ask: (String, Bool) -> String?) throws(BroadcastError) -> String? {
         let shown = value.map { secret ? " [default set]" : " [\($0)]" } ?? ""
-        guard let answer = ask("\(prompt)\(shown): ", secret) else {
-            throw BroadcastError(.setupCancelled, "input ended before setup was complete")
+        var question = "\(prompt)\(shown): "
+        for _ in 0..<Self.maxAsks {
+            guard let answer = ask(question, secret) else {
+                throw BroadcastError(.setupCancelled, "input ended before setup was complete")
+            }
+            if !answer.isEmpty { return answer }
+            if value != nil || !required { return value }
+            question = "\(prompt) (required; Ctrl-C cancels): "
         }
-        return answer.isEmpty ? value : answer
+        throw BroadcastError(.setupCancelled, "no answer to '\(prompt)', which is required")
     }
+
+    static let maxAsks = 10
 
     /// Parses `KEY=VALUE` arguments of `--set`.
     public static func parseAssignments(_ items: [String]) throws(BroadcastError) -> [String: String] {

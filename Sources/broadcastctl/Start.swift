@@ -9,22 +9,22 @@ struct Start: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start a broadcast: picks the handler, runs broadcast-setup for its URL and fields.")
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The handler to broadcast to (see `broadcastctl handlers`).") var handler: String
+    @Option(help: "The handler to broadcast to (see `broadcastctl handlers`); on a terminal, without it: a list to pick from.",
+            completion: HandlerNames.completion)
+    var handler: String?
     @Option(help: "The broadcast URL.") var url: String?
     @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.") var assignments: [String] = []
-    @Option(help: "Finish by itself after this many seconds of live (unpaused) time.") var duration: Double?
+    @Option(help: ArgumentHelp("Finish by itself after this much live (unpaused) time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
+    var duration: DurationArgument?
     @Flag(help: "Wait until the broadcast finishes; exit 1 if it finished with an error. Ctrl-C stops it.") var wait = false
     @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then (with --wait) the FINISHED event.") var json = false
-
-    func validate() throws {
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-    }
 
     func run() throws {
         try reporting(json: json) {
             let client = try connection.connect()
+            let handler = try handler ?? HandlerPicker.pick(from: client.handlers())
             try client.subscribe()
-            let id = try client.start(handler: handler, maxDuration: duration)
+            let id = try HandlerNames.suggesting(handler, client: client) { try client.start(handler: handler, maxDuration: duration?.seconds) }
             try runSetup(id: id, client: client)
             let started = try awaitStart(id: id, client: client)
             guard started else { return }
@@ -47,7 +47,9 @@ struct Start: ParsableCommand {
         // Ctrl-C during setup belongs to broadcast-setup, which cancels the request and says so.
         Signals.ignore(Signals.interrupt)
         defer { Signals.restoreDefault(Signals.interrupt) }
-        _ = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait()
+        if case .exited(130) = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait() {
+            throw ExitCode(130)  // cancelled with Ctrl-C; broadcast-setup said so
+        }
     }
 
     /// Waits until the broadcast is live or has finished; false (after printing why) if it finished.

@@ -110,6 +110,19 @@ import Testing
         #expect(asked == ["Stream key: "])
     }
 
+    @Test func anEmptyAnswerToARequiredFieldAsksAgain() throws {
+        var form = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
+        var asked: [String] = []
+        let answers = ["", "", "k"]
+        try form.fill(interactive: true) { q, _ in asked.append(q); return answers[asked.count - 1] }
+        #expect(asked == ["Stream key: ", "Stream key (required; Ctrl-C cancels): ", "Stream key (required; Ctrl-C cancels): "])
+        #expect(form.values == ["key": "k"])
+        // Empty lines for ever end, as a cancellation.
+        var endless = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
+        let error = #expect(throws: BroadcastError.self) { try endless.fill(interactive: true) { _, _ in "" } }
+        #expect(error?.code == .setupCancelled && error?.message.contains("Stream key") == true)
+    }
+
     @Test func neverAsksWhenNotInteractive() throws {
         var form = SetupForm(manifest: manifest, url: nil, values: [:])
         try form.fill(interactive: false) { _, _ in Issue.record("asked"); return nil }
