@@ -50,6 +50,36 @@ public struct SetupForm {
 
     static let maxAsks = 10
 
+    /// What broadcastd would refuse, said as the options were typed (`--set overwrit=true: … did you mean
+    /// 'overwrite'?`, `give --url URL`), before the request is completed; nil when it would take it.
+    public func problem() -> BroadcastError? {
+        let fields = manifest.setupFields ?? []
+        let names = fields.map(\.name) + [HandlerManifest.frameRateKey]
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) where !names.contains(key) {
+            let known = fields.map(\.name)
+            return BroadcastError(.invalidRequest, "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'" +
+                (NameSuggestion.closest(to: key, among: known).map { "; did you mean --set \($0)=\(value)?" } ??
+                    (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))")))
+        }
+        if let url = manifest.url, url.required == true, (self.url ?? "").isEmpty, url.default == nil {
+            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs a URL (\(url.prompt)): give --url URL")
+        }
+        for field in fields where field.required == true && (values[field.name] ?? field.default ?? "").isEmpty {
+            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs setup field '\(field.name)' (\(field.prompt)): " +
+                "give --set \(field.name)=VALUE")
+        }
+        if case .failure(let error) = manifest.validated(url: url, setupInfo: values) {
+            // The remaining checks (lengths, control characters, frame rate) name the field as --set does.
+            var error = error
+            for key in values.keys where error.message.contains("setup field '\(key)'") {
+                error.message = "--set \(key)=…: " + error.message
+            }
+            if error.message.hasPrefix("the URL") { error.message = "--url: " + error.message }
+            return error
+        }
+        return nil
+    }
+
     /// Parses `KEY=VALUE` arguments of `--set`.
     public static func parseAssignments(_ items: [String]) throws(BroadcastError) -> [String: String] {
         var result: [String: String] = [:]

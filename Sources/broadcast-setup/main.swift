@@ -52,6 +52,7 @@ struct BroadcastSetupCommand: ParsableCommand {
                     Terminal.prompt(question)
                     return Terminal.readLine(echo: !secret)
                 }
+                if let problem = form.problem() { throw problem }
                 try client.complete(broadcast: pending.broadcast, url: form.url, setupInfo: form.values)
             } catch {
                 if Terminal.wasInterrupted {

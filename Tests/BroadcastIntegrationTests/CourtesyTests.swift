@@ -22,6 +22,21 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func setupMistakesNameTheOptionsAsTyped() throws {
+        let daemon = try DaemonHarness()
+        let typo = try daemon.tool("broadcastctl", ["start", "--handler", "record", "--url", daemon.runtime + "/x.mp4",
+                                                   "--set", "overwrit=true"])
+        #expect(typo.status == 1, "\(typo.stderr)")
+        #expect(typo.stderr.contains("--set overwrit=true: handler 'record' has no setup field 'overwrit'; did you mean --set overwrite=true?"),
+                "\(typo.stderr)")
+        // The recorder keeps an existing file and says how to replace it, as the option is typed.
+        let existing = daemon.runtime + "/existing.mp4"
+        _ = FileManager.default.createFile(atPath: existing, contents: Data([1]))
+        let kept = try daemon.tool("broadcastctl", ["start", "--handler", "record", "--url", existing, "--wait"])
+        #expect(kept.status == 1 && kept.stderr.contains("or --set overwrite=true"), "\(kept.stderr)")
+        try daemon.stop()
+    }
+
     @Test func durationTakesUnits() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.subscribedController()
