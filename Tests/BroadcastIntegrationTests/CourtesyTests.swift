@@ -73,6 +73,23 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func handlersFoldToTheTerminalsWidthBetweenWords() throws {
+        let daemon = try DaemonHarness()
+        let piped = try daemon.tool("broadcastctl", ["handlers"])
+        #expect(piped.status == 0 && piped.stdout.split(separator: "\n").contains { $0.count > 60 }, "piped, lines are not folded")
+        let script = Paths.root + "/Tests/fixtures/pty_session.py"
+        let result = try runTool("/usr/bin/env", ["python3", script, "--columns", "60", "--",
+                                                  Paths.binary("broadcastctl"), "handlers", "--socket", daemon.socketPath])
+        let lines = result.stdout.replacing("\r\n", with: "\n").split(separator: "\n").dropLast()  // EXIT
+        let long = lines.filter { $0.count > 60 && $0.trimmingCharacters(in: .whitespaces).contains(" ") }
+        #expect(!lines.isEmpty && long.isEmpty, "lines wider than 60 columns:\n\(long.joined(separator: "\n"))")
+        // The same words in the same order: folded only at spaces.
+        let folded = lines.joined(separator: " ").split(separator: " "), words = piped.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        let first = zip(folded, words).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(folded.count == words.count && first == nil, "folded: \(first.map { folded[$0] } ?? "") piped: \(first.map { words[$0] } ?? "")")
+        try daemon.stop()
+    }
+
     @Test func snapshotToATerminalIsRefused() throws {
         let script = Paths.root + "/Tests/fixtures/pty_session.py"
         let result = try runTool("/usr/bin/env", ["python3", script, "--", Paths.binary("broadcastctl"), "snapshot", "-",

@@ -24,6 +24,15 @@ import Testing
         #expect(DurationArgument("2h")?.description == "2h")
     }
 
+    @Test func wrapsAtSpacesNeverInsideAWord() {
+        let text = "Records the broadcast to a video file: H.264 (libx264) $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4 end"
+        let lines = TextWrap.wrap(text, width: 24, indent: "    ", continuation: "        ")
+        #expect(lines == ["    Records the", "        broadcast to a", "        video file:",
+                          "        H.264 (libx264)", "        $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4", "        end"])
+        #expect(TextWrap.wrap(text, width: nil, indent: "  ") == ["  " + text])
+        #expect(TextWrap.wrap("", width: 10) == [""])
+    }
+
     @Test func closestName() {
         let names = ["handlers", "sources", "start", "pause", "resume", "stop", "discard", "status", "snapshot"]
         #expect(NameSuggestion.closest(to: "strat", among: names) == "start")
