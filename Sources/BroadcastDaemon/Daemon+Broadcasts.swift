@@ -77,6 +77,8 @@ extension Daemon {
             if broadcast.machine.discarded { DiscardedOutput.remove(result: broadcast.result, logger: logger) }
             peers.publish(.json(.finished, FinishedEvent(broadcast: broadcast.id, error: error, result: broadcast.result,
                                                          discarded: broadcast.machine.discarded ? true : nil)))
+            // A request cancelled at setup never began: the FINISHED says why, and status is back to idle.
+            if error?.code == .setupCancelled && broadcast.link == nil { broadcasts.removeAll { $0 === broadcast } }
             if !broadcasts.contains(where: \.isActive) {
                 capture?.close()
                 capture = nil

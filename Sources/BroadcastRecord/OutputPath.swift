@@ -33,7 +33,7 @@ enum OutputPath {
             throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
         }
         if !overwrite && access(path, F_OK) == 0 {
-            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or set overwrite=true")
+            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or --set overwrite=true")
         }
     }
 

@@ -44,7 +44,9 @@ final class Launch {
     func begin(url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
                interactive: Bool) throws -> UInt32? {
         try client.subscribe()
-        let id = try client.start(handler: handler, maxDuration: duration, capture: capture)
+        let id = try HandlerNames.suggesting(handler, client: client) {
+            try client.start(handler: handler, maxDuration: duration, capture: capture)
+        }
         try runSetup(id: id, url: url, assignments: assignments, interactive: interactive)
         return try awaitStart(id: id) ? id : nil
     }
@@ -63,7 +65,9 @@ final class Launch {
         // Ctrl-C during setup belongs to broadcast-setup, which cancels the request and says so.
         Signals.ignore(Signals.interrupt)
         defer { Signals.restoreDefault(Signals.interrupt) }
-        _ = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait()
+        if case .exited(130) = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait() {
+            throw ExitCode(130)  // cancelled with Ctrl-C; broadcast-setup said so
+        }
     }
 
     /// Waits until the broadcast is live or has finished; false (after printing why) if it finished.

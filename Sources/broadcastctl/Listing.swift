@@ -15,15 +15,20 @@ struct Handlers: ParsableCommand {
             let handlers = try connection.connect().handlers()
             if json { return print(prettyJSON(HandlerList(handlers: handlers))) }
             if handlers.isEmpty { print("no handlers installed") }
+            // On a terminal, folded to its width at spaces; piped, a line per item.
+            let width = Terminal.columns(1)
+            func show(_ text: String, indent: String = "    ", continuation: String = "        ") {
+                for line in TextWrap.wrap(text, width: width, indent: indent, continuation: continuation) { print(line) }
+            }
             for handler in handlers {
-                print("\(handler.name) — \(handler.displayName)")
-                if let description = handler.description { print("    \(description)") }
+                show("\(handler.name) — \(handler.displayName)", indent: "", continuation: "    ")
+                if let description = handler.description { show(description, continuation: "    ") }
                 if let url = handler.url {
-                    print("    url: \(url.prompt)\(url.default.map { " [\($0)]" } ?? "")\(url.required == true ? " (required)" : "")")
+                    show("url: \(url.prompt)\(url.default.map { " [\($0)]" } ?? "")\(url.required == true ? " (required)" : "")")
                 }
                 for field in handler.setupFields ?? [] {
                     let flags = [field.required == true ? "required" : nil, field.secret == true ? "secret" : nil].compactMap { $0 }
-                    print("    --set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
+                    show("--set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
                 }
             }
         }

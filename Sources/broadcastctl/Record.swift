@@ -21,18 +21,18 @@ struct Record: ParsableCommand {
     @Argument(help: "The file to write (.mp4 or .mkv); default $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4.") var file: String?
     @Option(name: .customLong("set"), help: "A setting of the record handler, KEY=VALUE (see `broadcastctl handlers`); repeatable.")
     var assignments: [String] = []
-    @Option(help: "Stop by itself after this many seconds of live time.") var duration: Double?
+    @Option(help: ArgumentHelp("Stop by itself after this much live time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
+    var duration: DurationArgument?
     @OptionGroup(title: "Capture (broadcastd's options by default)") var capture: CaptureOptions
     @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then the FINISHED event.") var json = false
 
     func validate() throws {
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
         if file?.isEmpty == true { throw ValidationError("give a file name, or none for the default") }
     }
 
     func run() throws {
         let url = file.map { FileSystem.absolutePath($0) }
-        try runToTheEnd(handler: "record", url: url, assignments: assignments, duration: duration, capture: capture.choice,
+        try runToTheEnd(handler: "record", url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
                         connection: connection, json: json)
     }
 }
@@ -50,16 +50,13 @@ struct Stream: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "Where to stream: srt://HOST:PORT or rtmp://HOST/APP (see `broadcastctl handlers`).") var url: String
     @Option(name: .customLong("set"), help: "A setting of the stream handler, KEY=VALUE; repeatable.") var assignments: [String] = []
-    @Option(help: "Stop by itself after this many seconds of live time.") var duration: Double?
+    @Option(help: ArgumentHelp("Stop by itself after this much live time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
+    var duration: DurationArgument?
     @OptionGroup(title: "Capture (broadcastd's options by default)") var capture: CaptureOptions
     @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then the FINISHED event.") var json = false
 
-    func validate() throws {
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-    }
-
     func run() throws {
-        try runToTheEnd(handler: "stream", url: url, assignments: assignments, duration: duration, capture: capture.choice,
+        try runToTheEnd(handler: "stream", url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
                         connection: connection, json: json)
     }
 }

@@ -23,6 +23,9 @@ struct Snapshot: ParsableCommand {
     func validate() throws {
         if file == "-" && json { throw ValidationError("--json and - both want standard output; give a file name") }
         if file.isEmpty { throw ValidationError("give a file name for the PNG, or - for standard output") }
+        if file == "-" && Terminal.isInteractive(1) {
+            throw ValidationError("standard output is a terminal, which cannot show a PNG; give a file name, or pipe it (- | display -)")
+        }
     }
 
     func run() throws {

@@ -9,22 +9,23 @@ struct Start: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start a broadcast: picks the handler, runs broadcast-setup for its URL and fields.")
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The handler to broadcast to (see `broadcastctl handlers`).") var handler: String
+    @Option(help: "The handler to broadcast to (see `broadcastctl handlers`); on a terminal, without it: a list to pick from.",
+            completion: HandlerNames.completion)
+    var handler: String?
     @Option(help: "The broadcast URL.") var url: String?
     @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.") var assignments: [String] = []
-    @Option(help: "Finish by itself after this many seconds of live (unpaused) time.") var duration: Double?
+    @Option(help: ArgumentHelp("Finish by itself after this much live (unpaused) time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
+    var duration: DurationArgument?
     @OptionGroup(title: "Capture (broadcastd's options by default)") var capture: CaptureOptions
     @Flag(help: "Wait until the broadcast finishes; exit 1 if it finished with an error. Ctrl-C stops it.") var wait = false
     @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then (with --wait) the FINISHED event.") var json = false
 
-    func validate() throws {
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-    }
-
     func run() throws {
         try reporting(json: json) {
-            let launch = Launch(client: try connection.connect(), handler: handler, json: json)
-            guard let id = try launch.begin(url: url, assignments: assignments, duration: duration, capture: capture.choice,
+            let client = try connection.connect()
+            let handler = try handler ?? HandlerPicker.pick(from: client.handlers())
+            let launch = Launch(client: client, handler: handler, json: json)
+            guard let id = try launch.begin(url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
                                             interactive: true) else { return }
             if json {
                 print(compactJSON(BroadcastStarted(broadcast: id, handler: handler)))

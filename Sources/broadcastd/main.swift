@@ -17,16 +17,20 @@ struct BroadcastDaemonCommand: ParsableCommand {
         abstract: "Captures the screen and audio and delivers them to a broadcast handler.",
         discussion: """
             Control it with broadcastctl. Examples:
-              systemctl --user enable --now broadcastd.socket  # as a user service, started on first use
-              broadcastd &                                   # the X11 screen in $DISPLAY
+              systemctl --user enable --now broadcastd.socket   # a user service
+              broadcastd &                           # the X11 screen in $DISPLAY
               broadcastd --output HDMI-1 --fps 60 --cursor metadata &
               broadcastd --region 0,0,1280x720 &
-              broadcastd --source synthetic &                # a test pattern and two tones
-              broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
-              broadcastctl start --handler record --url file:///tmp/talk.mp4 --duration 60 --wait
-            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the option without
-            its dashes, e.g. fps = 60); options override the file. To start a file with every key:
-              mkdir -p ~/.config/broadcastd && broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
+              broadcastd --source synthetic &        # a test pattern and two tones
+              broadcastctl start --handler inspect --url file:///tmp/summary.json \\
+                  --duration 5 --wait
+              broadcastctl start --handler record --url file:///tmp/talk.mp4 \\
+                  --duration 60 --wait
+            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the
+            option without its dashes, e.g. fps = 60); options override the file.
+            To start a file with every key:
+              mkdir -p ~/.config/broadcastd
+              broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
             """)
 
     @Option(help: ArgumentHelp(DaemonKeys.source.help)) var source: String?

@@ -73,7 +73,8 @@ extension Integration {
         #expect(updates.count >= 3, "\(transcript)")
         let beforeFinish = updates.prefix(while: { !$0.hasPrefix("broadcast \(id) finished") })
         #expect(beforeFinish.allSatisfy { !$0.contains("\n") }, "an update before the finish ended its line: \(transcript)")
-        #expect(beforeFinish.contains { $0.contains("  no drops  ") && $0.contains(" fps  daemon ") }, "\(transcript)")
+        #expect(beforeFinish.contains { ($0.contains("  no drops  ") || $0.contains("  dropped video ")) && $0.contains(" fps  daemon ") },
+                "\(transcript)")
         // The pty has no size set, so the line is cut to 80 columns less one and never wraps.
         #expect(beforeFinish.allSatisfy { $0.count <= 79 }, "\(transcript)")
         #expect(try daemon.awaitFinish(controller, id) == nil)
@@ -91,7 +92,8 @@ extension Integration {
         // Like ffmpeg's: one line redrawn in place (on standard error), with the figures that matter first.
         let progress = transcript.components(separatedBy: "\r\u{1B}[J").dropFirst()
         #expect(progress.count >= 2, "\(transcript)")
-        #expect(progress.contains { $0.contains(" MB  no drops  ") && $0.contains(" fps  ") && $0.contains(" kbit/s") }, "\(transcript)")
+        #expect(progress.contains { ($0.contains(" MB  no drops  ") || $0.contains(" MB  dropped ")) && $0.contains(" fps  ") && $0.contains(" kbit/s") },
+                "\(transcript)")
         #expect(progress.dropLast().allSatisfy { !$0.contains("\n") }, "an update ended its line: \(transcript)")
         #expect(FileManager.default.fileExists(atPath: path))
         try daemon.stop()
@@ -120,18 +122,60 @@ extension Integration {
         try daemon.stop()
     }
 
-    @Test func controlCCancelsTheRequestWithAnError() throws {
+    @Test func controlCAtSetupIsACancellationAndLeavesTheDaemonIdle() throws {
         let daemon = try DaemonHarness()
         let controller = try daemon.subscribedController()
         let (transcript, status) = try session(daemon, [
             ("expect", "File to write the summary to"), ("send", "\\x03"),
-            ("expect", "cancelled by the user (Ctrl-C)"),
+            ("expect", "setup cancelled"),
         ], ["start", "--handler", "inspect"])
-        #expect(status == 1, "\(transcript)")
+        // 130 (128 + SIGINT), as a shell reports a program stopped by Ctrl-C; not "finished with an error".
+        #expect(status == 130, "\(transcript)")
+        #expect(!transcript.contains("finished with an error"), "\(transcript)")
         let error = try daemon.waitFor(controller) { if case .finished(let f) = $0 { .some(f.error) } else { nil } }
         #expect(error?.code == .setupCancelled)
         #expect(error?.message.contains("Ctrl-C") == true)
         #expect(!daemon.log.contains("launched handler"))
+        // The request is gone: status is idle again, with no finished broadcast and its error left behind.
+        let after = try daemon.tool("broadcastctl", ["status"])
+        #expect(after.status == 0 && after.stdout.hasPrefix("state: idle") && !after.stdout.contains("error"), "\(after.stdout)")
+        try daemon.stop()
+    }
+
+    @Test func anEmptyRequiredFieldIsAskedAgain() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath("reasked")
+        // python-counter's URL is required and has no default: Enter asks again instead of failing at the end.
+        let (transcript, status) = try session(daemon, [
+            ("expect", ": "), ("send", "\\n"),
+            ("expect", "(required; Ctrl-C cancels): "), ("send", "file://" + path + "\\n"),
+            ("expect", "Finish the broadcast with an error"), ("send", "\\n"),
+            ("expect", "Crash with SIGSEGV"), ("send", "\\n"),
+            ("expect", "started with handler python-counter"),
+        ], ["start", "--handler", "python-counter", "--duration", "1"])
+        #expect(status == 0, "\(transcript)")
+        #expect(try daemon.waitFor(controller) { if case .finished(let f) = $0 { .some(f.error) } else { nil } } == nil)
+        try daemon.stop()
+    }
+
+    @Test func bareStartOffersTheHandlersAsANumberedList() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let handlers = try controller.handlers().map(\.name)
+        let inspect = try #require(handlers.firstIndex(of: "inspect")) + 1
+        let path = daemon.summaryPath("picked")
+        let (transcript, status) = try session(daemon, [
+            ("expect", "Handler [1-\(handlers.count)]: "), ("send", "nonsense\\n"),
+            ("expect", "is none of them"), ("send", "\(inspect)\\n"),
+            ("expect", "started with handler inspect"),
+        ], ["start", "--url", path, "--duration", "1"])
+        #expect(status == 0, "\(transcript)")
+        #expect(transcript.contains("  \(inspect)  inspect — "), "\(transcript)")
+        #expect(try daemon.waitFor(controller) { if case .finished(let f) = $0 { .some(f.error) } else { nil } } == nil)
+        // Off a terminal nobody can pick: a usage error that names --handler, and nothing is requested.
+        let piped = try daemon.tool("broadcastctl", ["start"])
+        #expect(piped.status == 64 && piped.stderr.contains("--handler"), "\(piped.stderr)")
         try daemon.stop()
     }
 }
