@@ -58,12 +58,15 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
     case output(String)
     /// A fixed rectangle of the root window.
     case region(ScreenRect)
+    /// One top-level window, wherever it is and whatever covers it (X11: through XComposite).
+    case window(WindowSelector)
 
     public var description: String {
         switch self {
         case .screen: "screen"
         case .output(let name): "output \(name)"
         case .region(let rect): "region \(rect)"
+        case .window(let selector): "window \(selector)"
         }
     }
 
@@ -88,6 +91,8 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
                 throw CaptureAreaError("region \(region) lies outside the \(screenWidth)x\(screenHeight) screen")
             }
             rect = visible
+        case .window(let selector):
+            throw CaptureAreaError("window \(selector) is found by the X11 source, not on a screen's geometry")
         }
         rect.width &= ~1
         rect.height &= ~1

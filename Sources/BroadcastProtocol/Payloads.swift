@@ -480,13 +480,50 @@ public struct SourceList: Codable, Equatable, Sendable {
     public var screenHeight: Int?
     /// What `broadcastd --output NAME` can capture.
     public var outputs: [OutputDescription]
+    /// The top-level windows `broadcastd --window ID|CLASS|TITLE` can capture, bottom to top (X11; since 1.3).
+    public var windows: [WindowDescription]?
 
-    public init(kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil, outputs: [OutputDescription] = []) {
+    public init(kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil, outputs: [OutputDescription] = [],
+                windows: [WindowDescription]? = nil) {
         self.kind = kind
         self.source = source
         self.screenWidth = screenWidth
         self.screenHeight = screenHeight
         self.outputs = outputs
+        self.windows = windows
+    }
+}
+
+/// One top-level window (SOURCES, since 1.3).
+public struct WindowDescription: Codable, Equatable, Sendable {
+    /// The X window id of the client window.
+    public var id: UInt32
+    /// WM_CLASS: the instance and the class name.
+    public var instance: String
+    public var `class`: String
+    public var title: String
+    /// _NET_WM_PID, when the client sets it.
+    public var pid: Int?
+    /// The client area, in root-window pixels.
+    public var x: Int
+    public var y: Int
+    public var width: Int
+    public var height: Int
+    /// Shown (false: minimised or otherwise unmapped).
+    public var mapped: Bool
+
+    public init(id: UInt32, instance: String, class className: String, title: String, pid: Int?,
+                x: Int, y: Int, width: Int, height: Int, mapped: Bool) {
+        self.id = id
+        self.instance = instance
+        self.class = className
+        self.title = title
+        self.pid = pid
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+        self.mapped = mapped
     }
 }
 

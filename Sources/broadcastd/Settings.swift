@@ -19,6 +19,10 @@ enum DaemonKeys {
     static let region = ConfigKey("region", .string, help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") {
         ScreenRect(region: $0.string!) == nil ? "takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720" : nil
     }
+    static let window = ConfigKey("window", .string,
+        help: "Capture one top-level window (X11, through XComposite), by id (0x... or decimal), WM_CLASS or title (see `broadcastctl sources`): its own content even when covered; a resize changes the frame size, a hidden window repeats its last frame, and the broadcast finishes with \"the window closed\" when it closes.") {
+        WindowSelector($0.string!) == nil ? "takes a window id (0x... or decimal), a WM_CLASS or a title" : nil
+    }
     static let cursor = ConfigKey.choice("cursor", CursorMode.allCases.map(\.rawValue), default: "embedded",
         help: "The pointer: drawn into frames, sent as CURSOR messages (metadata), or hidden.")
     static let colorRange = ConfigKey.choice("color-range", ColorRange.allCases.map(\.rawValue), default: "limited",
@@ -62,7 +66,7 @@ enum DaemonKeys {
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
-    static let all = [source, pipewireNode, portalSource, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
+    static let all = [source, pipewireNode, portalSource, display, output, region, window, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
                       startTimeout, finishTimeout, handlerTimeout, logLevel]
 }
@@ -72,6 +76,14 @@ extension Configuration {
     func checkCombinations() throws(ConfigError) {
         if string("output") != nil && string("region") != nil {
             throw error(["region", "output"], "output and region cannot both be set")
+        }
+        if string("window") != nil && (string("output") != nil || string("region") != nil) {
+            throw error(["window", "output", "region"], "window captures one window; output and region cannot be set with it")
+        }
+        if string("window") != nil && (string("source") == "pipewire" || string("source") == "synthetic") {
+            throw error(["window", "source"], string("source") == "pipewire"
+                ? "window chooses an X11 window; with source pipewire the desktop portal's dialog chooses: set portal-source to window"
+                : "window chooses an X11 window; the synthetic source has none")
         }
         if string("source") == "synthetic" && (string("app-audio") != "default" || string("mic") != "default") {
             throw error(["app-audio", "mic"], "app-audio and mic choose PipeWire audio for a screen; the synthetic source makes its own tones")

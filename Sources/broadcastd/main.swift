@@ -21,6 +21,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
               broadcastd &                                   # the X11 screen in $DISPLAY
               broadcastd --output HDMI-1 --fps 60 --cursor metadata &
               broadcastd --region 0,0,1280x720 &
+              broadcastd --window firefox &                  # one window (X11), see broadcastctl sources
               broadcastd --source synthetic &                # a test pattern and two tones
               broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
               broadcastctl start --handler record --url file:///tmp/talk.mp4 --duration 60 --wait
@@ -35,6 +36,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.display.help)) var display: String?
     @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
+    @Option(help: ArgumentHelp(DaemonKeys.window.help, valueName: "ID|CLASS|TITLE")) var window: String?
     @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
     @Option(help: ArgumentHelp(DaemonKeys.colorRange.help)) var colorRange: String?
     @Option(help: ArgumentHelp(DaemonKeys.x11Grab.help)) var x11Grab: String?
@@ -68,7 +70,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
+        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
                              ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
@@ -167,7 +169,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
             screen = try PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
         } else {
             var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
-            x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
+            x11.target = settings.string("window").flatMap { WindowSelector($0) }.map { .window($0) } ?? settings.string("output").map { .output($0) }
+                ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
             x11.framesPerSecond = fps
             x11.pixelFormat = pixelFormat
             x11.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
@@ -205,6 +208,9 @@ extension BroadcastDaemonCommand {
     func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
         guard source == "auto" else { return (source, nil) }
+        let x11 = settings.string("display") != nil || Environment.get("DISPLAY") != nil
+        // A window is chosen on X11 (XWayland's windows too) even in a Wayland session.
+        if settings.string("window") != nil && settings.string("pipewire-node") == nil && x11 { return ("x11", nil) }
         if settings.string("pipewire-node") != nil || Environment.get("WAYLAND_DISPLAY") != nil { return ("pipewire", nil) }
         if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
         return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
