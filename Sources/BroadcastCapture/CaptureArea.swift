@@ -14,6 +14,21 @@ public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(width)x\(height)+\(x)+\(y)" }
 
+    /// What is left of this rectangle once `other` is taken out of it: at most four rectangles.
+    public func subtracting(_ other: ScreenRect) -> [ScreenRect] {
+        guard let cut = intersection(other) else { return [self] }
+        var pieces: [ScreenRect] = []
+        if cut.y > y { pieces.append(ScreenRect(x: x, y: y, width: width, height: cut.y - y)) }
+        if cut.y + cut.height < y + height {
+            pieces.append(ScreenRect(x: x, y: cut.y + cut.height, width: width, height: y + height - cut.y - cut.height))
+        }
+        if cut.x > x { pieces.append(ScreenRect(x: x, y: cut.y, width: cut.x - x, height: cut.height)) }
+        if cut.x + cut.width < x + width {
+            pieces.append(ScreenRect(x: cut.x + cut.width, y: cut.y, width: x + width - cut.x - cut.width, height: cut.height))
+        }
+        return pieces
+    }
+
     public func intersection(_ other: ScreenRect) -> ScreenRect? {
         let left = max(x, other.x), top = max(y, other.y)
         let right = min(x + width, other.x + other.width), bottom = min(y + height, other.y + other.height)

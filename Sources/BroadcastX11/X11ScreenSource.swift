@@ -27,6 +27,8 @@ public final class X11ScreenSource: CaptureSource {
         public var grabMethod: GrabMethod = .auto
         /// Use XDamage to skip what did not change (when the server has it).
         public var useDamage = true
+        /// WM_CLASS names of windows whose visible parts are blacked out (screen, output and region targets).
+        public var excludedWindows: [String] = []
         public var audio = AudioFormat()
 
         public init(display: String? = nil) {
@@ -38,6 +40,7 @@ public final class X11ScreenSource: CaptureSource {
     private let logger: Logger
     private var connection: XConnection?
     private var window: WindowCapture?
+    private var exclusion: WindowExclusion?
     /// The window is mapped and big enough for a frame; otherwise its last frame repeats.
     private var windowShown = true
     private var grabber: BandGrabber?
@@ -102,6 +105,9 @@ public final class X11ScreenSource: CaptureSource {
         do throws(CaptureError) {
             try setUpArea()
             try setUpEvents()
+            if window == nil && !configuration.excludedWindows.isEmpty {
+                exclusion = WindowExclusion(connection: connection, classes: configuration.excludedWindows)
+            }
         } catch {
             close()
             throw error
@@ -110,6 +116,7 @@ public final class X11ScreenSource: CaptureSource {
         using.append(connection.xfixes.map { "XFixes \($0.version)" } ?? "no XFixes (no cursor)")
         using.append(connection.randr.map { "RandR \($0.version)" } ?? "no RandR (fixed size)")
         if window != nil { using.append("Composite \(connection.composite!.version)") }
+        if let exclusion { using.append("windows of class \(exclusion.classes.sorted().joined(separator: ", ")) blacked out") }
         using.append(damage != 0 ? "DAMAGE \(connection.damage!.version)" : connection.damage == nil ? "no DAMAGE (every frame grabbed whole)" : "DAMAGE not used")
         logger.info("X display \(connection.displayName): capturing \(configuration.target) \(area); using \(using.joined(separator: ", "))")
         return videoFormat
@@ -127,6 +134,7 @@ public final class X11ScreenSource: CaptureSource {
         damageRegion = 0
         window = nil
         windowShown = true
+        exclusion = nil
         connection = nil
         pointer = nil
         sprite = nil
@@ -234,6 +242,9 @@ public final class X11ScreenSource: CaptureSource {
             geometryChanged = false
             resized = try followGeometry(connection)
         }
+        if let exclusion, let before = exclusion.refresh() {
+            for rect in before + exclusion.rectangles { dirty.mark(rows: rect.y - area.y, rect.y - area.y + rect.height) }
+        }
         if configuration.cursor != .hidden && connection.xfixes != nil { try readCursor(connection) }
         if damage != 0 {
             if damaged { try readDamage(connection) }
@@ -260,6 +271,9 @@ public final class X11ScreenSource: CaptureSource {
             }
         }
         let cursorRect = configuration.cursor == .embedded ? cursorRectInArea() : nil
+        let hidden = exclusion?.rectangles.compactMap { $0.intersection(area) }.map {
+            ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height)
+        } ?? []
         let taken = MonotonicClock.now()
         if let window, window.pixmap == 0 {
             window.markChanged()
@@ -267,6 +281,7 @@ public final class X11ScreenSource: CaptureSource {
         }
         do {
             try grabber.grab(from: window?.pixmap, x: window?.offset.x ?? area.x, y: window?.offset.y ?? area.y, bands: bands) { rows, pixels, stride in
+                for rect in hidden { Self.blackOut(rect, in: pixels, stride: stride, rows: rows) }
                 if let cursorRect, let sprite { Self.draw(sprite, at: cursorRect, into: pixels, stride: stride, rows: rows) }
                 converter.convert(bgrx: pixels, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: slot)
             }
@@ -296,6 +311,7 @@ public final class X11ScreenSource: CaptureSource {
         let cursorNotify = connection.xfixes.map { $0.firstEvent + UInt8(XCB_XFIXES_CURSOR_NOTIFY) }
         while let event = xcb_poll_for_event(connection.raw) {
             let type = event.pointee.response_type & 0x7f
+            exclusion?.note(type)
             if type == damageNotify {
                 damaged = true
             } else if let randrFirst, type == randrFirst + UInt8(XCB_RANDR_SCREEN_CHANGE_NOTIFY) || type == randrFirst + UInt8(XCB_RANDR_NOTIFY) {
@@ -412,6 +428,13 @@ public final class X11ScreenSource: CaptureSource {
         let rect = ScreenRect(x: pointer.x - sprite.hotspotX - area.x, y: pointer.y - sprite.hotspotY - area.y,
                               width: sprite.width, height: sprite.height)
         return rect.intersection(ScreenRect(x: 0, y: 0, width: area.width, height: area.height)) == nil ? nil : rect
+    }
+
+    /// Blacks out `rect` (area coordinates, within the area) in the band of BGRx `pixels` holding `rows`.
+    static func blackOut(_ rect: ScreenRect, in pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
+        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
+        guard top < bottom else { return }
+        for y in top..<bottom { memset(pixels + (y - rows.lowerBound) * stride + rect.x * 4, 0, rect.width * 4) }
     }
 
     /// Blends `sprite` (premultiplied ARGB), placed at `rect` in area coordinates, over the band of BGRx `pixels` holding `rows`.

@@ -14,6 +14,8 @@ struct XWindows {
         var toplevel: xcb_window_t
         var client: xcb_window_t
         var window: CaptureWindow
+        /// The top-level window's outside (border and window-manager frame included), root-window pixels.
+        var frame: ScreenRect
     }
 
     private let connection: XConnection
@@ -75,14 +77,18 @@ struct XWindows {
         var client = toplevel
         if !hasProperty(toplevel, wmState), let inside = children(of: toplevel).first(where: { hasProperty($0, wmState) }) { client = inside }
         guard mapped || hasProperty(client, wmState) else { return nil }
-        guard let rect = rootRect(of: client) else { return nil }
+        guard let rect = rootRect(of: client),
+              let geometry = xcb_get_geometry_reply(c, xcb_get_geometry(c, toplevel), nil) else { return nil }
+        let g = geometry.pointee
+        free(geometry)
+        let frame = ScreenRect(x: Int(g.x), y: Int(g.y), width: Int(g.width) + 2 * Int(g.border_width), height: Int(g.height) + 2 * Int(g.border_width))
         let wmClass = property(client, XCB_ATOM_WM_CLASS.rawValue, type: XCB_ATOM_STRING.rawValue).split(separator: "\0", omittingEmptySubsequences: false)
         var title = property(client, netWMName, type: utf8String)
         if title.isEmpty { title = property(client, XCB_ATOM_WM_NAME.rawValue, type: XCB_ATOM_ANY.rawValue) }
         let pid = cardinal(client, netWMPid)
         let window = CaptureWindow(id: client, instance: wmClass.first.map(String.init) ?? "", className: wmClass.count > 1 ? String(wmClass[1]) : "",
                                    title: title, pid: pid.map(Int.init), rect: rect, mapped: mapped)
-        return Entry(toplevel: toplevel, client: client, window: window)
+        return Entry(toplevel: toplevel, client: client, window: window, frame: frame)
     }
 
     /// Where `window`'s inside lies in root-window pixels.

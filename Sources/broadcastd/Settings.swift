@@ -23,6 +23,11 @@ enum DaemonKeys {
         help: "Capture one top-level window (X11, through XComposite), by id (0x... or decimal), WM_CLASS or title (see `broadcastctl sources`): its own content even when covered; a resize changes the frame size, a hidden window repeats its last frame, and the broadcast finishes with \"the window closed\" when it closes.") {
         WindowSelector($0.string!) == nil ? "takes a window id (0x... or decimal), a WM_CLASS or a title" : nil
     }
+    static let excludeWindow = ConfigKey("exclude-window", .strings, default: .strings(defaultExcludedWindows),
+        help: "Windows never captured (X11): the visible parts of windows of these WM_CLASS names (instance or class, any case) are blacked out in every frame before any handler sees it, following them as they move and are restacked. Default: the password managers \(defaultExcludedWindows.joined(separator: ", ")); none: no window.") {
+        ($0.strings ?? []).contains { $0.isEmpty || $0.utf8.count > 256 } ? "takes WM_CLASS names of 1 to 256 bytes" : nil
+    }
+    static let defaultExcludedWindows = ["KeePassXC", "1Password", "Bitwarden"]
     static let cursor = ConfigKey.choice("cursor", CursorMode.allCases.map(\.rawValue), default: "embedded",
         help: "The pointer: drawn into frames, sent as CURSOR messages (metadata), or hidden.")
     static let colorRange = ConfigKey.choice("color-range", ColorRange.allCases.map(\.rawValue), default: "limited",
@@ -66,7 +71,7 @@ enum DaemonKeys {
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
-    static let all = [source, pipewireNode, portalSource, display, output, region, window, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
+    static let all = [source, pipewireNode, portalSource, display, output, region, window, excludeWindow, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
                       startTimeout, finishTimeout, handlerTimeout, logLevel]
 }

@@ -37,6 +37,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
     @Option(help: ArgumentHelp(DaemonKeys.window.help, valueName: "ID|CLASS|TITLE")) var window: String?
+    @Option(name: .customLong("exclude-window"), help: ArgumentHelp(DaemonKeys.excludeWindow.help + " Repeatable; given, it replaces the list.", valueName: "CLASS"))
+    var excludedWindows: [String] = []
     @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
     @Option(help: ArgumentHelp(DaemonKeys.colorRange.help)) var colorRange: String?
     @Option(help: ArgumentHelp(DaemonKeys.x11Grab.help)) var x11Grab: String?
@@ -83,6 +85,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         values["damage"] = damage.map(ConfigValue.boolean)
         values["sync-marks"] = syncMarks.map(ConfigValue.boolean)
         if !handlersDirectories.isEmpty { values["handlers-dir"] = .strings(handlersDirectories) }
+        if !excludedWindows.isEmpty { values["exclude-window"] = .strings(excludedWindows) }
         return values
     }
 
@@ -177,6 +180,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
             x11.cursor = CursorMode(rawValue: settings.string("cursor")!)!
             x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
             x11.useDamage = settings.boolean("damage")
+            let excluded = settings.strings("exclude-window")
+            x11.excludedWindows = excluded.map { $0.lowercased() } == ["none"] ? [] : excluded
             x11.audio = audio
             screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
         }
