@@ -56,7 +56,8 @@ extension Daemon {
             }
             let result = addressed(request.broadcast, by: session).flatMap { broadcast in
                 let event: Result<BroadcastEvent, BroadcastError> = message.opcode == .pause ? .success(.pause)
-                    : message.opcode == .resume ? .success(.resume) : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
+                    : message.opcode == .resume ? refuseResumeWhileLocked().map { .failure($0) } ?? .success(.resume)
+                    : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
                 return event.flatMap { transition(broadcast, $0) }.map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
             }
             peers.reply(session, seq, result)

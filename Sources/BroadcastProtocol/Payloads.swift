@@ -120,6 +120,10 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var frameRate: Double?
     /// Revision 1.2: the broadcast is being, or was, discarded.
     public var discarded: Bool?
+    /// Revision 2.1: the desktop session is locked (logind's LockedHint or the screensaver).
+    public var sessionLocked: Bool?
+    /// Revision 2.1: broadcastd paused this broadcast because the session locked; it resumes on unlock.
+    public var pausedForLock: Bool?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state

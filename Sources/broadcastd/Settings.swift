@@ -1,6 +1,7 @@
 import BroadcastCapture
 import BroadcastConfig
 import BroadcastCore
+import BroadcastDaemon
 import BroadcastPortal
 import BroadcastX11
 import Logging
@@ -27,6 +28,8 @@ enum DaemonKeys {
         help: "Windows never captured (X11): the visible parts of windows of these WM_CLASS names (instance or class, any case) are blacked out in every frame before any handler sees it, following them as they move and are restacked. Default: the password managers \(defaultExcludedWindows.joined(separator: ", ")); none: no window.") {
         ($0.strings ?? []).contains { $0.isEmpty || $0.utf8.count > 256 } ? "takes WM_CLASS names of 1 to 256 bytes" : nil
     }
+    static let onLock = ConfigKey.choice("on-lock", LockAction.allCases.map(\.rawValue), default: "pause",
+        help: "When the desktop session locks (logind's LockedHint, or the screensaver's ActiveChanged): pause every live broadcast until it is unlocked (a recording's segments show it), or ignore the lock.")
     static let defaultExcludedWindows = ["KeePassXC", "1Password", "Bitwarden"]
     static let cursor = ConfigKey.choice("cursor", CursorMode.allCases.map(\.rawValue), default: "embedded",
         help: "The pointer: drawn into frames, sent as CURSOR messages (metadata), or hidden.")
@@ -71,7 +74,7 @@ enum DaemonKeys {
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
-    static let all = [source, pipewireNode, portalSource, display, output, region, window, excludeWindow, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
+    static let all = [source, pipewireNode, portalSource, display, output, region, window, excludeWindow, onLock, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
                       startTimeout, finishTimeout, handlerTimeout, logLevel]
 }

@@ -39,6 +39,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.window.help, valueName: "ID|CLASS|TITLE")) var window: String?
     @Option(name: .customLong("exclude-window"), help: ArgumentHelp(DaemonKeys.excludeWindow.help + " Repeatable; given, it replaces the list.", valueName: "CLASS"))
     var excludedWindows: [String] = []
+    @Option(help: ArgumentHelp(DaemonKeys.onLock.help)) var onLock: String?
     @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
     @Option(help: ArgumentHelp(DaemonKeys.colorRange.help)) var colorRange: String?
     @Option(help: ArgumentHelp(DaemonKeys.x11Grab.help)) var x11Grab: String?
@@ -72,7 +73,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("cursor", cursor),
+        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("on-lock", onLock), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
                              ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
@@ -119,7 +120,9 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let (source, why) = chosenSource(configuration)
         if let why { logger.log(level: why.level, "\(why.text)") }
         do {
-            try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger).run()
+            let daemon = try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger)
+            if configuration.string("on-lock") != LockAction.ignore.rawValue { daemon.sessionLock = try SessionLockWatcher(logger: Logger(label: "broadcastd.lock")) }
+            try daemon.run()
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -148,6 +151,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         configuration.finishTimeout = UInt64(settings.integer("finish-timeout")) * 1_000_000_000
         configuration.hangTimeout = UInt64(settings.integer("handler-timeout")) * 1_000_000_000
         configuration.maxBroadcasts = settings.integer("max-broadcasts")
+        configuration.onLock = LockAction(rawValue: settings.string("on-lock")!)!
         return configuration
     }
 
@@ -221,5 +225,7 @@ extension BroadcastDaemonCommand {
         return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
     }
 }
+
+extension SessionLockWatcher: SessionLockSignal {}
 
 BroadcastDaemonCommand.main()
