@@ -4,6 +4,8 @@
 public enum WindowSelector: Equatable, Sendable, CustomStringConvertible {
     case id(UInt32)
     case name(String)
+    /// The topmost window whose _NET_WM_PID is this process (`--app PID`).
+    case pid(Int)
 
     public init?(_ text: String) {
         let trimmed = text
@@ -23,6 +25,7 @@ public enum WindowSelector: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .id(let id): "0x" + String(id, radix: 16)
         case .name(let name): "'\(name)'"
+        case .pid(let pid): "of process \(pid)"
         }
     }
 }

@@ -14,6 +14,8 @@ public protocol SessionLockSignal: AnyObject {
 public enum LockAction: String, Sendable, CaseIterable {
     /// Every live broadcast pauses (a recording's segments show it) and resumes on unlock.
     case pause
+    /// Broadcasts stay live, with the privacy frame (black, "SCREEN LOCKED") instead of the screen.
+    case blank
     /// Broadcasts carry on, but never show the screen while it is locked.
     case ignore
 }
@@ -28,8 +30,11 @@ extension Daemon {
         let locked = sessionLock.locked
         guard locked != sessionLocked else { return }
         sessionLocked = locked
-        let what = configuration.onLock == .pause
-            ? (locked ? ": live broadcasts pause until it is unlocked" : ": broadcasts paused for the lock resume") : " (on-lock ignore)"
+        let what = switch configuration.onLock {
+        case .pause: locked ? ": live broadcasts pause until it is unlocked" : ": broadcasts paused for the lock resume"
+        case .blank: locked ? ": broadcasts show the privacy frame until it is unlocked" : ": broadcasts show the screen again"
+        case .ignore: " (on-lock ignore)"
+        }
         logger.notice("the session is \(locked ? "locked" : "unlocked")\(what)")
         if locked {
             enforceSessionLock()
@@ -46,6 +51,7 @@ extension Daemon {
 
     /// While locked, pauses every broadcast that is live or about to be (one started, or resumed, meanwhile).
     func enforceSessionLock() {
+        capture?.live?.privacy = sessionLocked && configuration.onLock == .blank
         guard sessionLocked, configuration.onLock == .pause else { return }
         for broadcast in broadcasts where (broadcast.phase == .live || broadcast.phase == .starting) && !broadcast.machine.wantsPaused {
             guard case .success = transition(broadcast, .pause) else { continue }
@@ -65,5 +71,6 @@ extension Daemon {
         guard sessionLocked else { return }
         status.sessionLocked = true
         if let broadcast, pausedForLock.contains(broadcast.id) { status.pausedForLock = true }
+        if let broadcast, configuration.onLock == .blank, broadcast.phase == .live { status.blankedForLock = true }
     }
 }

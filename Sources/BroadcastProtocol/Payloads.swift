@@ -124,6 +124,8 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var sessionLocked: Bool?
     /// Revision 2.1: broadcastd paused this broadcast because the session locked; it resumes on unlock.
     public var pausedForLock: Bool?
+    /// Revision 2.1: this live broadcast's handler gets the privacy frame instead of the screen (`--on-lock blank`).
+    public var blankedForLock: Bool?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state

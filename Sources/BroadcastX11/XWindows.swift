@@ -45,6 +45,10 @@ struct XWindows {
             if let found = all.first(where: { $0.client == id || $0.toplevel == id }) { return found }
             throw CaptureError(source: "x11", operation: "find window \(selector)",
                                reason: "no top-level window has id \(selector) on \(connection.displayName)\(Self.listing(all))")
+        case .pid(let pid):
+            if let found = all.last(where: { $0.window.pid == pid }) { return found }
+            throw CaptureError(source: "x11", operation: "find the window of process \(pid)",
+                               reason: "no top-level window says it belongs to process \(pid) (_NET_WM_PID) on \(connection.displayName)\(Self.listing(all))")
         case .name(let name):
             let best = all.map { ($0, $0.window.match(name)) }.filter { $0.1 > 0 }
             // Stacking order is bottom to top: among equals, the last is the topmost.

@@ -37,6 +37,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
     @Option(help: ArgumentHelp(DaemonKeys.window.help, valueName: "ID|CLASS|TITLE")) var window: String?
+    @Option(help: ArgumentHelp(DaemonKeys.app.help, valueName: "NAME|PID")) var app: String?
     @Option(name: .customLong("exclude-window"), help: ArgumentHelp(DaemonKeys.excludeWindow.help + " Repeatable; given, it replaces the list.", valueName: "CLASS"))
     var excludedWindows: [String] = []
     @Option(help: ArgumentHelp(DaemonKeys.onLock.help)) var onLock: String?
@@ -73,7 +74,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("on-lock", onLock), ("cursor", cursor),
+        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("app", app), ("on-lock", onLock), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
                              ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
@@ -176,7 +177,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             screen = try PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
         } else {
             var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
-            x11.target = settings.string("window").flatMap { WindowSelector($0) }.map { .window($0) } ?? settings.string("output").map { .output($0) }
+            x11.target = appWindow(settings) ?? settings.string("window").flatMap { WindowSelector($0) }.map { .window($0) } ?? settings.string("output").map { .output($0) }
                 ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
             x11.framesPerSecond = fps
             x11.pixelFormat = pixelFormat
@@ -190,7 +191,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
             screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
         }
         func target(_ key: String) -> AudioTarget? {
-            switch settings.string(key)! {
+            if key == "app-audio", let app = appAudio(settings) { return .node(app) }
+            return switch settings.string(key)! {
             case "none": nil
             case "default": .defaultDevice
             case let name: .node(name)
@@ -199,6 +201,21 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let pipewire = PipeWireAudioSource.Configuration(app: target("app-audio"), mic: target("mic"), format: audio)
         guard pipewire.app != nil || pipewire.mic != nil else { return screen }
         return try PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
+    }
+
+    /// `--app PID`: the window of that process; `--app NAME`: the window whose class or title is NAME.
+    func appWindow(_ settings: Configuration) -> CaptureTarget? {
+        guard let app = settings.string("app") else { return nil }
+        if let pid = Int32(app), pid > 0 { return .window(.pid(Int(pid))) }
+        return .window(.name(app))
+    }
+
+    /// `--app`'s audio: the application's playback streams, by its name, or by the program of process PID
+    /// (PipeWire knows a client's program; an unknown PID matches no stream and the track stays silent).
+    func appAudio(_ settings: Configuration) -> String? {
+        guard let app = settings.string("app") else { return nil }
+        guard let pid = Int32(app), pid > 0 else { return app }
+        return FileSystem.executable(ofProcess: pid).map { String($0.split(separator: "/").last ?? "") } ?? "pid-\(pid)"
     }
 
     /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says,
@@ -219,7 +236,7 @@ extension BroadcastDaemonCommand {
         guard source == "auto" else { return (source, nil) }
         let x11 = settings.string("display") != nil || Environment.get("DISPLAY") != nil
         // A window is chosen on X11 (XWayland's windows too) even in a Wayland session.
-        if settings.string("window") != nil && settings.string("pipewire-node") == nil && x11 { return ("x11", nil) }
+        if settings.string("window") ?? settings.string("app") != nil && settings.string("pipewire-node") == nil && x11 { return ("x11", nil) }
         if settings.string("pipewire-node") != nil || Environment.get("WAYLAND_DISPLAY") != nil { return ("pipewire", nil) }
         if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
         return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))

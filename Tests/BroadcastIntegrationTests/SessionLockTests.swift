@@ -115,6 +115,38 @@ extension Integration {
         try daemon.stop()
     }
 
+    @Test func onLockBlankSendsThePrivacyFrameWhileLockedAndTheScreenAfter() throws {
+        let lock = try SessionLockStandIn()
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--on-lock", "blank"], environment: lock.environment)
+        let deadline = Date().addingTimeInterval(10)
+        while !daemon.logs("watching logind session c1"), Date() < deadline { usleep(20_000) }
+        let path = daemon.runtime + "/blank.mp4"
+        let (error, result) = try daemon.record(to: path, seconds: 0.6) { controller in
+            usleep(600_000)
+            try lock.send("lock")
+            usleep(800_000)
+            let status = try controller.status()
+            #expect(status.state == .live && status.sessionLocked == true && status.blankedForLock == true, "\(status)")
+            try lock.send("unlock")
+        }
+        #expect(error == nil, "\(error?.message ?? "")")
+        guard case .array(let segments)? = result["segments"] else { throw HarnessError("no segments: \(result)") }
+        #expect(segments.count == 1, "blanking does not pause: \(result)")
+        let frames = try Recording(path: path, scratch: daemon.runtime).lumaFrames(width: 320, height: 180)
+        // The privacy frame: black (limited-range luma 16) but for white letters across the middle.
+        func isPrivacy(_ luma: [UInt8]) -> Bool {
+            let dark = luma.count(where: { $0 < 40 }), bright = luma[(90 * 320)..<(91 * 320)].count(where: { $0 > 200 })
+            return dark > luma.count * 85 / 100 && bright > 10
+        }
+        let kinds = frames.map(isPrivacy)
+        #expect(kinds.contains(true), "no privacy frame among \(frames.count)")
+        #expect(kinds.first == false && kinds.last == false, "the screen before the lock and after the unlock: \(kinds)")
+        // One stretch of privacy frames: the lock's.
+        let changes = zip(kinds, kinds.dropFirst()).count(where: { $0 != $1 })
+        #expect(changes == 2, "\(kinds)")
+        try daemon.stop()
+    }
+
     @Test func onLockIgnoreLeavesBroadcastsLive() throws {
         let lock = try SessionLockStandIn()
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--on-lock", "ignore"], environment: lock.environment)

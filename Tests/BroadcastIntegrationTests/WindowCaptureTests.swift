@@ -115,6 +115,37 @@ extension Integration {
         try daemon.stop()
     }
 
+    /// `--app PID`: of two programs' windows, the one whose _NET_WM_PID is that process, and its program's audio.
+    @Test func anAppByPIDPicksItsWindowAndItsProgramsAudio() throws {
+        let x = try XServer()
+        let first = try x.painter(), second = try x.painter()
+        try first.fill(128, 128, 128, 0, 0, 640, 480)
+        try first.window("alpha", 20, 20, 100, 80, (255, 0, 0))
+        let id = try second.window("beta", 200, 100, 120, 90, (0, 255, 0))
+        let lister = try DaemonHarness(["--source", "x11", "--display", x.display])
+        let listed = try lister.controller().sources()
+        try lister.stop()
+        let beta = try #require(listed.windows?.first { "0x" + String($0.id, radix: 16) == id })
+        #expect(listed.windows?.first { $0.instance == "alpha" }?.pid != beta.pid, "two painters, two processes")
+        let pid = try #require(beta.pid)
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--cursor", "hidden", "--app", "\(pid)"])
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath("app")
+        let broadcast = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/app.frame"], on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(300_000)
+        let status = try controller.status()
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
+        #expect(status.source.contains("window \(id) (Beta, \"beta window\")"), "\(status.source)")
+        #expect(status.source.contains("python3"), "app audio: the playback streams of the window's program: \(status.source)")
+        let frame = try RGBFrame(dump: try #require(try InspectSummary.load(path).lastFrame))
+        #expect(frame.width == 120 && frame.height == 90 && frame.psnr { _, _ in (0, 255, 0) } >= 35)
+        try daemon.stop()
+        let both = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--app", "\(pid)", "--window", "beta", "--print-config"])
+        #expect(both.status != 0 && both.stderr.contains("window, output and region cannot be set with it"), "\(both)")
+    }
+
     @Test func aClosedWindowFinishesTheBroadcastAndAMissingOneIsRefusedWithTheList() throws {
         let x = try XServer()
         let (painter, id) = try scene(x)
