@@ -38,6 +38,13 @@ import Testing
         #expect(try parse("").entries.isEmpty)
     }
 
+    /// Two neighbours swapped are one edit: "fsp" means "fps", not "app" (two substitutions away).
+    @Test func aSwapOfNeighboursIsTheClosestKey() {
+        #expect(ConfigFile.closest(to: "fsp", among: ["app", "fps"]) == "fps")
+        #expect(ConfigFile.closest(to: "windwo", among: ["window", "app"]) == "window")
+        #expect(ConfigFile.closest(to: "zzz", among: ["app", "fps"]) == nil)
+    }
+
     @Test func mistakesNameTheFileTheLineAndWhatIsWrong() {
         #expect(error("source = \"x11\"\nfsp = 60\n") == ConfigError("/c/broadcastd.toml:2",
             "unknown key 'fsp'; did you mean 'fps'? (broadcastd --print-config lists every key)"))
