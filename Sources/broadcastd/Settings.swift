@@ -100,6 +100,10 @@ extension Configuration {
                 ? "app chooses an X11 window; with source pipewire the desktop portal's dialog chooses (portal-source window), and app-audio the application's sound"
                 : "app chooses an X11 window; the synthetic source has none")
         }
+        if string("source") == "pipewire" && setting("exclude-window").origin != .builtIn && !strings("exclude-window").isEmpty
+            && strings("exclude-window").map({ $0.lowercased() }) != ["none"] {
+            throw error(["exclude-window"], "exclude-window blacks out X11 windows; with source pipewire the desktop portal shares only what is chosen in its dialog (portal-source window: one window)")
+        }
         if string("window") != nil && (string("output") != nil || string("region") != nil) {
             throw error(["window", "output", "region"], "window captures one window; output and region cannot be set with it")
         }

@@ -77,6 +77,18 @@ extension Integration {
         try daemon.stop()
     }
 
+    /// What only X11 can do is refused on Wayland's portal source, each with what to do there instead.
+    @Test func windowOptionsAreRefusedWithThePortalSource() throws {
+        for (arguments, message) in [(["--exclude-window", "Secret"], "exclude-window blacks out X11 windows"),
+                                     (["--window", "firefox"], "set portal-source to window"),
+                                     (["--app", "firefox"], "app chooses an X11 window; with source pipewire")] {
+            let refused = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--source", "pipewire", "--print-config"] + arguments)
+            #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused)")
+        }
+        let fine = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--source", "pipewire", "--print-config"])
+        #expect(fine.status == 0, "the default exclusion list is no mistake there: \(fine.stderr)")
+    }
+
     @Test func passwordManagersAreExcludedByDefaultAndNoneTurnsItOff() throws {
         let x = try XServer(width: 320, height: 240)
         let painter = try x.painter()
