@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 
 # The Debian/Ubuntu packages the project needs to build, run its demo and run its tests:
-#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions;
+#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR, DAMAGE and Composite (window capture) extensions;
 #              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264, libx265, SVT-AV1, libaom and
 #              libopus: its libavcodec59 depends on them, no package of their own is needed) for `record`;
 #              libpng for `broadcastctl snapshot`; libcurl (OpenSSL) for the recorder's upload
@@ -16,7 +16,7 @@
 #   PipeWire   libpipewire and libdbus-1 (the portal) to build; pipewire, wireplumber, dbus-daemon, GStreamer's
 #              pipewiresink (a video node) for the demo and tests; python3-dbus and python3-gi run the tests' stand-in portal
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
-    libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
+    libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev libxcb-composite0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
     make man-db groff-base srt-tools nginx libnginx-mod-rtmp

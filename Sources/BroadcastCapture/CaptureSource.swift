@@ -85,11 +85,14 @@ public struct CaptureOutputs: Sendable {
     public var kind: String
     public var screen: ScreenRect?
     public var outputs: [ScreenOutput]
+    /// The top-level windows that `--window` can capture, bottom to top (X11 only).
+    public var windows: [CaptureWindow]
 
-    public init(kind: String, screen: ScreenRect?, outputs: [ScreenOutput]) {
+    public init(kind: String, screen: ScreenRect?, outputs: [ScreenOutput], windows: [CaptureWindow] = []) {
         self.kind = kind
         self.screen = screen
         self.outputs = outputs
+        self.windows = windows
     }
 }
 

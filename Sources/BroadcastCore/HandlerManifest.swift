@@ -83,7 +83,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         public var prompt: String
         public var `default`: String?
         public var required: Bool?
-        /// Revision 1.3: the URL may be a file's path; setup UIs make a relative one absolute, from where they run.
+        /// Revision 2.1: the URL may be a file's path; setup UIs make a relative one absolute, from where they run.
         public var file: Bool?
         public init(prompt: String, default: String? = nil, required: Bool? = nil, file: Bool? = nil) {
             self.prompt = prompt

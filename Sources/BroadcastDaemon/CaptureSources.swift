@@ -46,9 +46,10 @@ extension Daemon {
         var differs: [String] = []
         let running = captureChoice.choosing(CaptureChoice(frameRate: Int(rate.rounded())))
         let wanted = running.choosing(asked)
-        if wanted.display != running.display || wanted.output != running.output || wanted.region != running.region {
+        if wanted.display != running.display || wanted.target != running.target {
             differs.append([asked.display.map { "--display \($0)" }, asked.output.map { "--output \($0)" },
-                            asked.region.map { "--region \($0)" }].compactMap { $0 }.joined(separator: " "))
+                            asked.region.map { "--region \($0)" }, asked.window.map { "--window \($0)" },
+                            asked.app.map { "--app \($0)" }].compactMap { $0 }.joined(separator: " "))
         }
         if wanted.cursor != running.cursor, let cursor = asked.cursor { differs.append("--cursor \(cursor)") }
         if let fps = asked.frameRate, Double(fps) > rate + 0.5 { differs.append("--fps \(fps)") }

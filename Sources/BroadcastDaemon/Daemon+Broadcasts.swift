@@ -306,6 +306,7 @@ extension Daemon {
         s.video = source.videoFormat
         s.audio = source.audioFormat
         s.daemonMemory = ProcessMemory.residentBytes()
+        addPrivacy(to: &s, of: broadcast)
         guard let broadcast else { return s }
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics

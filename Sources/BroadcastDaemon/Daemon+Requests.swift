@@ -56,7 +56,8 @@ extension Daemon {
             }
             let result = addressed(request.broadcast, by: session).flatMap { broadcast in
                 let event: Result<BroadcastEvent, BroadcastError> = message.opcode == .pause ? .success(.pause)
-                    : message.opcode == .resume ? .success(.resume) : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
+                    : message.opcode == .resume ? refuseResumeWhileLocked().map { .failure($0) } ?? .success(.resume)
+                    : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
                 return event.flatMap { transition(broadcast, $0) }.map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
             }
             peers.reply(session, seq, result)
@@ -227,7 +228,11 @@ extension Daemon {
                                        outputs: list.outputs.map {
                                            OutputDescription(name: $0.name, x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height,
                                                              rotation: $0.rotation, reflected: $0.reflected, primary: $0.primary)
-                                       }))
+                                       },
+                                       windows: list.kind == "x11" ? list.windows.map {
+                                           WindowDescription(id: $0.id, instance: $0.instance, class: $0.className, title: $0.title, pid: $0.pid,
+                                                             x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height, mapped: $0.mapped)
+                                       } : nil))
         } catch {
             return .failure(BroadcastError(.captureFailed, error.description))
         }

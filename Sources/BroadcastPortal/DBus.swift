@@ -56,14 +56,15 @@ final class DBusConnection: @unchecked Sendable {
     /// The connection's unique name, e.g. ":1.42".
     let uniqueName: String
 
-    init() throws(PortalError) {
+    /// `system`: the system bus (DBUS_SYSTEM_BUS_ADDRESS, else the standard socket), where logind lives.
+    init(system: Bool = false) throws(PortalError) {
         DBusLibrary.initialize()
         var error = DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
-        guard let connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error) else {
-            throw PortalError("connect to the D-Bus session bus",
-                              "\(Self.text(error)) (is DBUS_SESSION_BUS_ADDRESS set? the portal lives on the session bus of a desktop session)")
+        guard let connection = dbus_bus_get_private(system ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &error) else {
+            throw PortalError("connect to the D-Bus \(system ? "system" : "session") bus", system ? Self.text(error)
+                              : "\(Self.text(error)) (is DBUS_SESSION_BUS_ADDRESS set? the portal lives on the session bus of a desktop session)")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
         self.connection = connection

@@ -10,11 +10,14 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: "Capture this X display (e.g. :1), through X11.") var display: String?
     @Option(help: "Capture one RandR monitor or output by name (see `broadcastctl sources`).") var output: String?
     @Option(help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") var region: String?
+    @Option(help: ArgumentHelp("Capture one window (see `broadcastctl sources`).", valueName: "ID|CLASS|TITLE")) var window: String?
+    @Option(help: ArgumentHelp("Capture one application: its window and its sound.", valueName: "NAME|PID")) var app: String?
     @Option(help: "Frames per second (1-240).") var fps: Int?
     @Option(help: "The pointer: embedded, metadata or hidden.") var cursor: String?
 
     var choice: CaptureChoice? {
-        let choice = CaptureChoice(display: display, output: output, region: region, frameRate: fps, cursor: cursor)
+        let choice = CaptureChoice(display: display, output: output, region: region, window: window, app: app, frameRate: fps,
+                                   cursor: cursor)
         return choice.isEmpty ? nil : choice
     }
 

@@ -37,7 +37,7 @@ struct Handlers: ParsableCommand {
 
 struct Sources: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show what broadcastd captures and the RandR monitors and outputs it could capture (broadcastd --output NAME).")
+        abstract: "Show what broadcastd captures, and the RandR monitors and outputs (broadcastd --output NAME) and top-level windows (broadcastd --window ID|CLASS|TITLE) it could capture.")
     @OptionGroup var connection: ConnectionOptions
     @Flag(help: "Print JSON.") var json = false
 
@@ -53,6 +53,13 @@ struct Sources: ParsableCommand {
                 if output.rotation != 0 { notes.append("rotated \(output.rotation)°") }
                 if output.reflected { notes.append("reflected") }
                 print("  \(output.name)  \(output.width)x\(output.height)+\(output.x)+\(output.y)\(notes.isEmpty ? "" : "  (\(notes.joined(separator: ", ")))")")
+            }
+            if let windows = list.windows {
+                print(windows.isEmpty ? "no top-level windows" : "windows (topmost first):")
+                for w in windows.reversed() {
+                    let pid = w.pid.map { "pid \($0)" } ?? "no pid"
+                    print("  0x\(String(w.id, radix: 16))  \(w.class.isEmpty ? w.instance : w.class)  \"\(w.title)\"  \(pid)  \(w.width)x\(w.height)+\(w.x)+\(w.y)\(w.mapped ? "" : "  (hidden)")")
+                }
             }
         }
     }

@@ -49,6 +49,24 @@ import Testing
         #expect(try daemon.tool("broadcastctl", ["stop", "--all"]).status == 0)
     }
 
+    @Test func oneWindowChosenByTheBroadcastWhileTheDaemonCapturesTheScreen() throws {
+        let x = try XServer()
+        defer { x.stop() }
+        let painter = try x.painter()
+        try painter.window("subject", 40, 40, 160, 120, (0, 0, 255))
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--app-audio", "none", "--mic", "none"])
+        defer { _ = try? daemon.stop() }
+        let path = daemon.summaryPath("window")
+        let one = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "file://" + path, "--window", "subject",
+                                                   "--duration", "1", "--wait"])
+        #expect(one.status == 0, "\(one)")
+        let summary = try InspectSummary.load(path)
+        #expect(summary.video?.width == 160 && summary.video?.height == 120, "\(String(describing: summary.video))")
+        // Back to the daemon's own capture once it finished: the whole screen.
+        let source = try daemon.controller().status().source
+        #expect(source.hasPrefix("x11 :") && source.contains(" screen @ 30 fps"), "\(source)")
+    }
+
     @Test func withoutAScreenStartSaysWhatToDoAndNeverBroadcastsATestPattern() throws {
         let x = try XServer(width: 320, height: 240)
         defer { x.stop() }
