@@ -41,6 +41,9 @@ public final class Daemon {
     /// Set while a transition is carried out; events it raises wait in `followUps`.
     var transitioning = false
     var followUps: [(Broadcast, BroadcastEvent)] = []
+    /// Told when capture starts and stops (a desktop notification); set before `run`.
+    public var captureIndicator: (any CaptureIndicator)?
+    var captureIndicated = false
 
     /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
     /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).

@@ -62,6 +62,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.notify.help)) var notify: Bool?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
     @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
                                valueName: "FILE"))
@@ -84,6 +85,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         }
         values["damage"] = damage.map(ConfigValue.boolean)
         values["sync-marks"] = syncMarks.map(ConfigValue.boolean)
+        values["notify"] = notify.map(ConfigValue.boolean)
         if !handlersDirectories.isEmpty { values["handlers-dir"] = .strings(handlersDirectories) }
         return values
     }
@@ -118,7 +120,11 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let (source, why) = chosenSource(configuration)
         if let why { logger.log(level: why.level, "\(why.text)") }
         do {
-            try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger).run()
+            let daemon = try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger)
+            let notifications = captureNotifications(source, configuration)
+            daemon.captureIndicator = notifications
+            try daemon.run()
+            notifications?.waitUntilDelivered(milliseconds: 2_000)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
