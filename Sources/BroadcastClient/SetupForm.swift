@@ -20,7 +20,8 @@ public struct SetupForm {
     public mutating func fill(interactive: Bool, ask: (String, Bool) -> String?) throws(BroadcastError) {
         let askEverything = interactive && url == nil && values.isEmpty
         if let field = manifest.url, url == nil, interactive && (askEverything || field.required == true) {
-            url = try question(field.prompt, default: field.default, secret: false, required: field.required == true, ask: ask)
+            url = try question(field.prompt, default: field.default, secret: false, required: field.required == true,
+                               ask: ask)
         }
         for field in manifest.setupFields ?? [] where values[field.name] == nil {
             guard interactive && ((askEverything && field.advanced != true) || field.required == true) else { continue }
@@ -57,7 +58,8 @@ public struct SetupForm {
         let names = fields.map(\.name) + [HandlerManifest.frameRateKey]
         for (key, value) in values.sorted(by: { $0.key < $1.key }) where !names.contains(key) {
             let known = fields.map(\.name)
-            return BroadcastError(.invalidRequest, "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'" +
+            return BroadcastError(.invalidRequest,
+                                  "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'" +
                 (NameSuggestion.closest(to: key, among: known).map { "; did you mean --set \($0)=\(value)?" } ??
                     (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))")))
         }
@@ -65,8 +67,8 @@ public struct SetupForm {
             return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs a URL (\(url.prompt)): give --url URL")
         }
         for field in fields where field.required == true && (values[field.name] ?? field.default ?? "").isEmpty {
-            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs setup field '\(field.name)' (\(field.prompt)): " +
-                "give --set \(field.name)=VALUE")
+            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs setup field '\(field.name)' " +
+                "(\(field.prompt)): give --set \(field.name)=VALUE")
         }
         if case .failure(let error) = manifest.validated(url: url, setupInfo: values) {
             // The remaining checks (lengths, control characters, frame rate) name the field as --set does.

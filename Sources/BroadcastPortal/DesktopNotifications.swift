@@ -70,23 +70,25 @@ public final class DesktopNotifications: @unchecked Sendable {
         let (summary, body, expire): (String, String, Int32)
         switch event {
         case .started(let what):
-            (summary, body, expire) = ("Your screen is being captured", "broadcastd captures \(what). `broadcastctl stop --all` ends it.", 0)
+            summary = "Your screen is being captured"
+            (body, expire) = ("broadcastd captures \(what). `broadcastctl stop --all` ends it.", 0)
         case .stopped:
             guard state.shown != 0 else { return } // nothing was shown (no service), so nothing to take back
             (summary, body, expire) = ("Screen capture stopped", "broadcastd no longer captures the screen.", -1)
         }
         do {
             if state.connection == nil { state.connection = try DBusConnection() }
+            let service = "org.freedesktop.Notifications"
             let reply = try state.connection!.call(
-                "org.freedesktop.Notifications", "/org/freedesktop/Notifications", "org.freedesktop.Notifications", "Notify",
-                [.string(appName), .uint32(state.shown), .string("media-record"), .string(summary), .string(body), .strings([]),
-                 .options([("category", .string("device"))]), .int32(expire)],
+                service, "/org/freedesktop/Notifications", service, "Notify",
+                [.string(appName), .uint32(state.shown), .string("media-record"), .string(summary), .string(body),
+                 .strings([]), .options([("category", .string("device"))]), .int32(expire)],
                 timeoutMilliseconds: Self.callTimeoutMilliseconds)
             state.shown = event == .stopped ? 0 : reply.first?.uint32 ?? 0
             logger.debug("capture notification: \(summary)")
         } catch {
             // No session bus, or no notification service on it: capture goes on without the notice.
-            if error.name == "org.freedesktop.DBus.Error.Disconnected" || error.name == "org.freedesktop.DBus.Error.NoReply" {
+            if let name = error.name, ["Disconnected", "NoReply"].contains(name.split(separator: ".").last) {
                 state.connection = nil
             }
             logger.debug("no capture notification (\(summary)): \(error)")
