@@ -60,7 +60,8 @@ public struct SetupForm {
         let names = fields.map(\.name) + [HandlerManifest.frameRateKey]
         for (key, value) in values.sorted(by: { $0.key < $1.key }) where !names.contains(key) {
             let known = fields.map(\.name)
-            return BroadcastError(.invalidRequest, "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'" +
+            return BroadcastError(.invalidRequest,
+                                  "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'" +
                 (NameSuggestion.closest(to: key, among: known).map { "; did you mean --set \($0)=\(value)?" } ??
                     (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))")))
         }
@@ -68,8 +69,8 @@ public struct SetupForm {
             return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs a URL (\(url.prompt)): give --url URL")
         }
         for field in fields where field.required == true && (values[field.name] ?? field.default ?? "").isEmpty {
-            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs setup field '\(field.name)' (\(field.prompt)): " +
-                "give --set \(field.name)=VALUE")
+            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs setup field '\(field.name)' " +
+                "(\(field.prompt)): give --set \(field.name)=VALUE")
         }
         if case .failure(let error) = manifest.validated(url: url, setupInfo: values) {
             // The remaining checks (lengths, control characters, frame rate) name the field as --set does.

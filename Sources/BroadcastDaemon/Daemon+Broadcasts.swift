@@ -82,6 +82,7 @@ extension Daemon {
             if !broadcasts.contains(where: \.isActive) {
                 capture?.close()
                 capture = nil
+                indicateCapture(false)
                 nextServiceInfoAt = nil
                 restoreDefaultSource()
             }
@@ -104,6 +105,7 @@ extension Daemon {
                 return
             }
             capture.live = LiveCapture(source: source, now: now, begun: clock.now())
+            indicateCapture(true)
         }
         broadcast.frameInterval = source.frameInterval
         broadcast.beginLive(now: now)
@@ -130,6 +132,7 @@ extension Daemon {
         guard let capture, capture.live != nil, !broadcasts.contains(where: { $0.isLive || $0.audioDrain != nil }) else { return }
         source.end()
         capture.live = nil
+        indicateCapture(false)
     }
 
     /// The wait for `broadcast`'s audio after its pause or finish is over: its handler hears of it.

@@ -53,6 +53,9 @@ public final class Daemon {
     var sessionLocked = false
     /// Broadcasts paused because the session locked: they resume when it is unlocked.
     var pausedForLock: Set<UInt32> = []
+    /// Told when capture starts and stops (a desktop notification); set before `run`.
+    public var captureIndicator: (any CaptureIndicator)?
+    var captureIndicated = false
 
     /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
     /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).

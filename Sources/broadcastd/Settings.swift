@@ -75,12 +75,14 @@ enum DaemonKeys {
         help: "Seconds a handler has to exit after the broadcast finished before it is stopped.")
     static let handlerTimeout = ConfigKey.integer("handler-timeout", 1...600, default: 10,
         help: "Seconds a live handler may go without reading, or without releasing a frame it holds, before the broadcast finishes with an error that it hung.")
+    static let notify = ConfigKey.boolean("notify", default: true,
+        help: "A desktop notification (org.freedesktop.Notifications) when capture of the screen starts and stops; nothing where the session has none. Not for the synthetic source.")
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
     static let all = [source, pipewireNode, portalSource, display, output, region, window, app, excludeWindow, onLock, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
-                      startTimeout, finishTimeout, handlerTimeout, logLevel]
+                      startTimeout, finishTimeout, handlerTimeout, notify, logLevel]
 }
 
 extension Configuration {

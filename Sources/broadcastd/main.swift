@@ -68,6 +68,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.notify.help)) var notify: Bool?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
     @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
                                valueName: "FILE"))
@@ -90,6 +91,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         }
         values["damage"] = damage.map(ConfigValue.boolean)
         values["sync-marks"] = syncMarks.map(ConfigValue.boolean)
+        values["notify"] = notify.map(ConfigValue.boolean)
         if !handlersDirectories.isEmpty { values["handlers-dir"] = .strings(handlersDirectories) }
         if !excludedWindows.isEmpty { values["exclude-window"] = .strings(excludedWindows) }
         return values
@@ -133,7 +135,10 @@ struct BroadcastDaemonCommand: ParsableCommand {
             if configuration.string("on-lock") != LockAction.ignore.rawValue {
                 daemon.sessionLock = try SessionLockWatcher(logger: Logger(label: "broadcastd.lock"))
             }
+            let notifications = captureNotifications(configuration)
+            daemon.captureIndicator = notifications
             try daemon.run()
+            notifications?.waitUntilDelivered(milliseconds: 2_000)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure

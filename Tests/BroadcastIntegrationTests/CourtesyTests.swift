@@ -65,6 +65,17 @@ extension Integration {
         let none = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "0",
                                               "broadcastctl", "start", "--socket", daemon.runtime + "/nothing.sock", "--handler", ""])
         #expect(none.status == 0 && none.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty && none.stderr.isEmpty, "\(none)")
+        // bash, as it completes `broadcastctl start --handler r<TAB>` with the generated script.
+        let script = daemon.runtime + "/broadcastctl.bash"
+        try runTool(broadcastctl, ["--generate-completion-script", "bash"]).stdout.write(toFile: script, atomically: true, encoding: .utf8)
+        let line = "broadcastctl start --socket \(daemon.socketPath) --handler r"
+        let bash = try runTool("/bin/bash", ["-c", """
+            shopt -s extglob; PATH="\(Paths.binaries):$PATH"; source "\(script)"
+            COMP_WORDS=(broadcastctl start --socket "\(daemon.socketPath)" --handler r); COMP_CWORD=5
+            COMP_LINE="\(line)"; COMP_POINT=${#COMP_LINE}
+            _broadcastctl broadcastctl r --handler; printf '%s\\n' "${COMPREPLY[@]}"
+            """])
+        #expect(bash.stdout.split(separator: "\n") == ["record"], "\(bash)")
         // Every shell's script asks broadcastctl for them.
         for shell in ["bash", "zsh", "fish"] {
             let script = try runTool(broadcastctl, ["--generate-completion-script", shell]).stdout

@@ -103,6 +103,8 @@ final class DaemonHarness {
         // Never the user's own PipeWire: tests that want audio pass their private stack's.
         environment["PIPEWIRE_REMOTE"] = nil
         environment["PIPEWIRE_RUNTIME_DIR"] = nil
+        // Nor the user's session bus: a test that wants one (the portal, notifications) passes its private bus.
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
         environment.merge(extra) { _, new in new }
         process.environment = environment
         process.standardError = FileHandle(forWritingAtPath: logPath)

@@ -73,7 +73,7 @@ extension Integration {
             return
         }
         let page = "\(Paths.root)/docs/man/\(name).1"
-        let rendered = try runTool("/usr/bin/man", ["-l", page], environment: ["MANWIDTH": String(Self.width), "MAN_KEEP_FORMATTING": ""])
+        let rendered = try runTool("/usr/bin/man", ["-l", page], environment: ["MANWIDTH": String(Self.width)])
         #expect(rendered.status == 0, "man -l \(page): \(rendered.stderr)")
         // groff may render hyphens and quotes as Unicode; compare them as typed.
         let lines = rendered.stdout.replacing("\u{2010}", with: "-").replacing("\u{2212}", with: "-")
