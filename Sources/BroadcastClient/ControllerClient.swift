@@ -40,6 +40,11 @@ public final class ControllerClient {
     }
 
     /// What the daemon captures, and the outputs it could capture instead.
+    /// The running capture takes `choice`'s output or region (the whole screen when neither), for every broadcast.
+    public func changeCapture(_ choice: CaptureChoice) throws(ProtocolError) {
+        _ = try connection.request(.changeCapture, choice)
+    }
+
     public func sources() throws(ProtocolError) -> SourceList {
         try connection.request(.listSources).decode(SourceList.self)
     }

@@ -32,10 +32,25 @@ extension Daemon {
     }
 
     /// Back to broadcastd's own source, once no capture is open (nothing to do when it is the one).
+    /// After a CHANGE_CAPTURE of broadcastd's own source, that source takes its own target again too.
     func restoreDefaultSource() {
-        guard capture == nil, source !== defaultSource else { return }
-        source = defaultSource
-        captureChoice = sources?.defaults ?? CaptureChoice()
+        guard capture == nil else { return }
+        let defaults = sources?.defaults ?? CaptureChoice()
+        if source !== defaultSource {
+            source = defaultSource
+        } else if captureChoice.target != defaults.target, let target = Self.screenTarget(of: defaults) {
+            try? source.retarget(target)
+        }
+        captureChoice = defaults
+    }
+
+    /// The part of the screen `choice` names when it is an output, a region or the whole screen (nil for a
+    /// window or an app, or a region that does not parse).
+    static func screenTarget(of choice: CaptureChoice) -> CaptureTarget? {
+        if choice.window != nil || choice.app != nil { return nil }
+        if let output = choice.output { return .output(output) }
+        if let region = choice.region { return ScreenRect(region: region).map { .region($0) } }
+        return .screen
     }
 
     /// Whether a broadcast asking for `asked` can join the capture running for the others: when it asks for the
@@ -60,5 +75,31 @@ extension Daemon {
                 "to join theirs (a lower --fps joins it, taking every n-th frame)"))
         }
         return .success(asked.frameRate.map(Double.init).flatMap { $0 < rate - 0.5 ? $0 : nil })
+    }
+
+    /// CHANGE_CAPTURE: the running capture takes another part of the screen (an output, a region, or the whole
+    /// screen when neither is given) from its next frame on, for every broadcast sharing it; a new size reaches
+    /// every handler as a format change. What cannot change while capturing (display, rate, cursor, a window or
+    /// an app, chosen when capture starts) is refused, and nothing changes.
+    func changeCapture(_ asked: CaptureChoice) -> Result<Void, BroadcastError> {
+        if let problem = asked.problem { return .failure(BroadcastError(.invalidRequest, problem)) }
+        guard capture != nil else {
+            return .failure(BroadcastError(.noBroadcast, "no capture runs; give the capture options to `broadcastctl start`, " +
+                                           "`record` or `stream` instead"))
+        }
+        let fixed = [("--display", asked.display), ("--window", asked.window), ("--app", asked.app),
+                     ("--fps", asked.frameRate.map(String.init)), ("--cursor", asked.cursor)].filter { $0.1 != nil }.map(\.0)
+        guard fixed.isEmpty else {
+            return .failure(BroadcastError(.invalidRequest, "\(fixed.joined(separator: ", ")) cannot change while capturing " +
+                                           "(chosen when capture starts); an output or a region can, or the whole screen"))
+        }
+        guard let target = Self.screenTarget(of: asked) else {
+            return .failure(BroadcastError(.invalidRequest, "--region \(asked.region ?? ""): takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720"))
+        }
+        do { try source.retarget(target) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        captureChoice.target = (asked.output, asked.region, nil, nil)
+        logger.info("capture changed to \(target) for every broadcast: \(source.description)")
+        for broadcast in broadcasts where broadcast.isActive { peers.publish(.json(.stateChanged, status(of: broadcast))) }
+        return .success(())
     }
 }

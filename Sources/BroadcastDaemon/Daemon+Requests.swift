@@ -63,6 +63,9 @@ extension Daemon {
             peers.reply(session, seq, result)
         case .getStatus:
             peers.reply(session, seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
+        case .changeCapture:
+            let asked = try message.decode(CaptureChoice.self)
+            peers.reply(session, seq, changeCapture(asked).map { .json(.ok, seq: seq, Empty()) })
         case .listSources:
             peers.reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .getSnapshot:

@@ -95,6 +95,7 @@ public final class PipeWireAudioSource: CaptureSource {
         video.mappedBytes + streams.count * PipeWireAudioStream.queueBytes(configuration.format)
     }
     public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
+    public func retarget(_ target: CaptureTarget) throws(CaptureError) { try video.retarget(target) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }
     public func close() {
         live = false

@@ -70,7 +70,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
     }
 
     /// What part of the screen: an output, a region, a window or an app (at most one is set).
-    public internal(set) var target: (output: String?, region: String?, window: String?, app: String?) {
+    public var target: (output: String?, region: String?, window: String?, app: String?) {
         get { (output, region, window, app) }
         set { (output, region, window, app) = newValue }
     }

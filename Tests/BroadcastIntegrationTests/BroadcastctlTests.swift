@@ -67,6 +67,39 @@ import Testing
         #expect(source.hasPrefix("x11 :") && source.contains(" screen @ 30 fps"), "\(source)")
     }
 
+    @Test func captureChangesTheRunningCaptureForEveryBroadcastAsAFormatChange() throws {
+        let x = try XServer()
+        defer { x.stop() }
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--app-audio", "none", "--mic", "none"])
+        defer { _ = try? daemon.stop() }
+        let idle = try daemon.tool("broadcastctl", ["capture", "--region", "0,0,320x240"])
+        #expect(idle.status == 1 && idle.stderr.contains("no capture runs"), "\(idle)")
+        let controller = try daemon.subscribedController()
+        let paths = [daemon.summaryPath("c1"), daemon.summaryPath("c2")]
+        let ids = try paths.map { try daemon.start(handler: "inspect", url: "file://" + $0, on: controller) }
+        try daemon.awaitState(controller, .live)
+        usleep(300_000)
+        let changed = try daemon.tool("broadcastctl", ["capture", "--region", "0,0,320x240"])
+        #expect(changed.status == 0, "\(changed)")
+        #expect(changed.stdout.contains("region 320x240+0+0") && changed.stdout.contains("for broadcasts \(ids[0]), \(ids[1])"),
+                "\(changed.stdout)")
+        let fixed = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", "file://" + daemon.summaryPath("c3"),
+                                                     "--fps", "60"])
+        #expect(fixed.status == 1 && fixed.stderr.contains("region 320x240+0+0"), "the running capture is named as it is now: \(fixed)")
+        let refused = try daemon.tool("broadcastctl", ["capture", "--region", "700,0,100x100"])
+        #expect(refused.status == 1 && refused.stderr.contains("capture region 100x100+700+0 instead of region 320x240+0+0"), "\(refused)")
+        usleep(300_000)
+        #expect(try daemon.tool("broadcastctl", ["capture", "--fps", "10"]).status == 64, "not an option of capture")
+        #expect(try daemon.tool("broadcastctl", ["stop", "--all"]).status == 0)
+        for path in paths {
+            let summary = try InspectSummary.load(path)
+            #expect(summary.video?.width == 640 && summary.formatChanges.map(\.width) == [320], "\(summary.formatChanges)")
+        }
+        // Once every broadcast finished, broadcastd's own capture (the whole screen) applies again.
+        let source = try daemon.controller().status().source
+        #expect(source.contains(" screen @ "), "\(source)")
+    }
+
     @Test func withoutAScreenStartSaysWhatToDoAndNeverBroadcastsATestPattern() throws {
         let x = try XServer(width: 320, height: 240)
         defer { x.stop() }

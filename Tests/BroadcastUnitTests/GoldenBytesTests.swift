@@ -44,6 +44,11 @@ import Glibc
         #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
     }
 
+    @Test func changeOfTheRunningCapture() throws {
+        let bytes = Message.json(.changeCapture, seq: 6, CaptureChoice(region: "0,0,1280x720")).encoded()
+        #expect(Self.golden("change-capture") == bytes)
+    }
+
     @Test func pauseOfOneBroadcast() {
         #expect(Self.golden("pause-broadcast") == Message.json(.pause, seq: 4, BroadcastReference(broadcast: 2)).encoded())
     }
