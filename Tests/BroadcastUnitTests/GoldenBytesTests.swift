@@ -14,7 +14,9 @@ import Glibc
         defer { fclose(file) }
         var text = ""
         var buffer = [CChar](repeating: 0, count: 4096)
-        while fgets(&buffer, 4096, file) != nil { text += String(cString: buffer) }
+        while fgets(&buffer, 4096, file) != nil {
+            text += String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
         return text
     }()
 
