@@ -18,6 +18,9 @@ public final class Muxer: PacketSink {
         case mpegts
         /// FLV, for RTMP.
         case flv
+        /// HLS: a playlist and fMP4 (CMAF) segments that libavformat's hls muxer writes itself (to files,
+        /// or to an HTTP origin by PUT); its options come through `formatOptions`.
+        case hls
 
         /// From a file name's extension, or nil for one broadcastd does not write.
         public init?(fileExtension: String) {
@@ -36,13 +39,15 @@ public final class Muxer: PacketSink {
         public func carries(_ codec: VideoCodec) -> Bool {
             switch (self, codec) {
             case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.mpegts, .hevc): true
-            case (.flv, _), (.mpegts, .av1): false
+            case (.flv, _), (.mpegts, .av1), (.hls, _): false
             }
         }
     }
 
     /// Options for the output's protocol (avio_open2), e.g. `rw_timeout` for a network URL.
     public var ioOptions: [String: String] = [:]
+    /// Options for the muxer itself (avformat_write_header), after the container's own.
+    public var formatOptions: [String: String] = [:]
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.
     public var maxInterleaveDelta: Int64 = 1_000_000
@@ -121,9 +126,10 @@ public final class Muxer: PacketSink {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
-        case .mpegts, .flv:
+        case .mpegts, .flv, .hls:
             break
         }
+        for (key, value) in formatOptions { av_dict_set(&options, key, value, 0) }
         if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
             var io: OpaquePointer?
             defer { av_dict_free(&io) }

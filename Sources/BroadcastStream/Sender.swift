@@ -23,10 +23,11 @@ final class QueuedPacket {
     }
 }
 
-/// The network side of the `stream` handler, on a thread of its own so that a slow or broken link
-/// never holds up the handler's callbacks: it connects (libavformat's srt, rtmp and rtmps protocols),
-/// sends what the bounded `SendQueue` holds, and on an error reconnects with backoff
-/// (0.5 s doubling to 5 s) until `reconnectFor` has passed, then gives up with the reason.
+/// The network side of one destination of the `stream` handler, on a thread of its own so that a slow or
+/// broken link never holds up the handler's callbacks nor the other destinations: it connects
+/// (libavformat's srt, rtmp and rtmps protocols, or its hls muxer to files or HTTP PUT), sends what its
+/// own bounded `SendQueue` holds, and on an error reconnects with backoff (0.5 s doubling to 5 s) until
+/// `reconnectFor` has passed, then gives up with the reason.
 final class Sender: PacketSink, @unchecked Sendable {
     struct Figures: Equatable {
         var bytesSent: Int64 = 0
@@ -41,6 +42,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         var failure: String?
     }
 
+    let destination: StreamDestination
     private let options: StreamOptions
     private let encoders: [Encoder]
     private let logger: Logger
@@ -54,7 +56,8 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
-    init(options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+        self.destination = destination
         self.options = options
         self.encoders = encoders
         self.logger = logger
@@ -80,8 +83,12 @@ final class Sender: PacketSink, @unchecked Sendable {
         let bytes = Int(packet.pointee.size)
         guard let box = QueuedPacket(moving: packet, stream: stream, timeBase: timeBase) else { throw MediaError("queue a packet", "out of memory") }
         condition.lock()
+        // A destination given up on takes nothing more.
+        guard figures.failure == nil else { return condition.unlock() }
         queue.push(.init(isVideo: isVideo, isKeyframe: isKeyframe, bytes: bytes, time: time, payload: box))
-        if isVideo && queue.waitingForKeyframe { keyframeWanted = true }
+        // Only a connected destination asks for keyframes: one that is away must not cost the others
+        // theirs (it asks when it is back).
+        if isVideo && queue.waitingForKeyframe && figures.connected { keyframeWanted = true }
         condition.signal()
         condition.unlock()
     }
@@ -114,14 +121,19 @@ final class Sender: PacketSink, @unchecked Sendable {
         return max(Double(queue.bytes) / Double(queue.maxBytes), Double(queue.duration) / Double(queue.maxDuration))
     }
 
-    /// Sends what is queued (for at most `timeout` seconds), closes the connection and ends the thread.
-    func finish(timeout: Double) {
+    /// Asks the thread to send what is queued, close the connection and end (`finish` waits for it).
+    func requestFinish() {
         condition.lock()
         finishing = true
         condition.broadcast()
         condition.unlock()
-        if thread != nil, done.wait(timeout: .now() + timeout) == .timedOut {
-            logger.warning("stream: the queue was not sent within \(timeout) s; \(snapshot.queueMs) ms of it are lost")
+    }
+
+    /// Sends what is queued (until `deadline`), closes the connection and ends the thread.
+    func finish(deadline: DispatchTime) {
+        requestFinish()
+        if thread != nil, done.wait(timeout: deadline) == .timedOut {
+            logger.warning("stream: the queue to \(destination.displayURL) was not sent in time; \(snapshot.queueMs) ms of it are lost")
             condition.lock()
             while queue.pop() != nil {}
             condition.unlock()
@@ -140,7 +152,7 @@ final class Sender: PacketSink, @unchecked Sendable {
                 if isFinishing() && everConnected { break }
                 do {
                     muxer = try connect()
-                    logger.info("stream: connected to \(options.displayURL)\(everConnected ? " again" : "")")
+                    logger.info("stream: connected to \(destination.displayURL)\(everConnected ? " again" : "")")
                     condition.lock()
                     if everConnected { figures.reconnects += 1 }
                     figures.connected = true
@@ -161,8 +173,8 @@ final class Sender: PacketSink, @unchecked Sendable {
                     figures.lastError = "\(error)"
                     if waited >= options.reconnectFor || finishing {
                         figures.failure = everConnected
-                            ? "the connection to \(options.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
-                            : "cannot stream to \(options.displayURL): \(error); check that the server runs and listens there, and that the URL and stream key are right (the handler's log has the server's own message, if it sent one)"
+                            ? "the connection to \(destination.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
+                            : "cannot stream to \(destination.displayURL): \(error); check that the server runs and listens there, and that the URL and stream key are right (the handler's log has the server's own message, if it sent one)"
                         condition.unlock()
                         return
                     }
@@ -208,13 +220,35 @@ final class Sender: PacketSink, @unchecked Sendable {
     }
 
     private func connect() throws(MediaError) -> Muxer {
-        let muxer = try Muxer(url: options.url, container: options.container)
-        muxer.displayURL = options.displayURL
+        let muxer = try Muxer(url: destination.url, container: destination.container)
+        muxer.displayURL = destination.displayURL
         muxer.maxInterleaveDelta = 200_000
+        switch destination.scheme {
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
-        muxer.ioOptions = options.scheme == .srt ? ["rw_timeout": "5000000", "connect_timeout": "3000"] : ["rw_timeout": "5000000"]
+        case .srt: muxer.ioOptions = ["rw_timeout": "5000000", "connect_timeout": "3000"]
+        case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]
+        case .hls, .http, .https: muxer.formatOptions = hlsOptions()
+        }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()
         return muxer
+    }
+
+    /// libavformat's hls muxer: fMP4 (CMAF) segments cut on keyframes, a sliding playlist whose old
+    /// segments are deleted; files are written under a temporary name and renamed (a player never
+    /// reads half a playlist); over HTTP, PUT and DELETE. Segment numbers start from the time, so
+    /// that a muxer opened again after an error does not write over what players are reading.
+    private func hlsOptions() -> [String: String] {
+        var flags = "delete_segments+independent_segments"
+        if destination.scheme == .hls {
+            flags += "+temp_file"
+            let directory = (destination.url as NSString).deletingLastPathComponent
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        let name = ((destination.url.split(separator: "?").first.map(String.init) ?? "") as NSString).lastPathComponent
+        let stem = (name as NSString).deletingPathExtension
+        return ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
+                "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4",
+                "method": "PUT", "timeout": "5"]
     }
 }
