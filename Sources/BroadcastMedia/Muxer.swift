@@ -48,6 +48,12 @@ public final class Muxer: PacketSink {
     public var ioOptions: [String: String] = [:]
     /// Options for the muxer itself (avformat_write_header), after the container's own.
     public var formatOptions: [String: String] = [:]
+
+    /// HLS to an HTTP origin: its DELETE requests (of old segments) go without a body, which nginx's
+    /// WebDAV requires (libavformat's http sends an empty chunked one). Before `start`.
+    public func sendDeleteWithoutBody() {
+        if let context { cff_delete_without_body(context) }
+    }
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.
     public var maxInterleaveDelta: Int64 = 1_000_000

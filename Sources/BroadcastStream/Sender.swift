@@ -227,7 +227,10 @@ final class Sender: PacketSink, @unchecked Sendable {
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
         case .srt: muxer.ioOptions = ["rw_timeout": "5000000", "connect_timeout": "3000"]
         case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]
-        case .hls, .http, .https: muxer.formatOptions = hlsOptions()
+        case .hls: muxer.formatOptions = hlsOptions()
+        case .http, .https:
+            muxer.formatOptions = hlsOptions()
+            muxer.sendDeleteWithoutBody()
         }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()
@@ -247,8 +250,10 @@ final class Sender: PacketSink, @unchecked Sendable {
         }
         let name = ((destination.url.split(separator: "?").first.map(String.init) ?? "") as NSString).lastPathComponent
         let stem = (name as NSString).deletingPathExtension
-        return ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
-                "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4",
-                "method": "PUT", "timeout": "5"]
+        var options = ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
+                       "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4"]
+        // Not for files: with a method set, the muxer "deletes" a file by opening it for writing.
+        if destination.scheme != .hls { options.merge(["method": "PUT", "timeout": "5"]) { _, new in new } }
+        return options
     }
 }
