@@ -49,6 +49,10 @@ public final class Muxer: PacketSink {
     /// Options for the muxer itself (avformat_write_header), after the container's own.
     public var formatOptions: [String: String] = [:]
 
+    /// An output the caller opened and owns (e.g. over a socket of its own), instead of `url` opened
+    /// through libavformat's protocols; it must outlive the muxer, which never closes it. Before `start`.
+    public var customIO: UnsafeMutablePointer<AVIOContext>?
+
     /// HLS to an HTTP origin: its DELETE requests (of old segments) go without a body, which nginx's
     /// WebDAV requires (libavformat's http sends an empty chunked one). Before `start`.
     public func sendDeleteWithoutBody() {
@@ -78,7 +82,7 @@ public final class Muxer: PacketSink {
     deinit {
         for (packet, _) in held.values { var owned: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&owned) }
         if let context {
-            if started { avio_closep(&context.pointee.pb) }
+            if started { closeOutput(context) }
             avformat_free_context(context)
         }
     }
@@ -136,7 +140,10 @@ public final class Muxer: PacketSink {
             break
         }
         for (key, value) in formatOptions { av_dict_set(&options, key, value, 0) }
-        if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
+        if let customIO {
+            context.pointee.pb = customIO
+            context.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        } else if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
             var io: OpaquePointer?
             defer { av_dict_free(&io) }
             for (key, value) in ioOptions { av_dict_set(&io, key, value, 0) }
@@ -190,9 +197,19 @@ public final class Muxer: PacketSink {
     public func finish() throws(MediaError) {
         guard let context, started else { return }
         defer {
-            avio_closep(&context.pointee.pb)
+            closeOutput(context)
             started = false
         }
         try check(av_write_trailer(context), "finish \(displayURL)")
+    }
+
+    /// Closes the output libavformat opened; a custom one is flushed and left to its owner.
+    private func closeOutput(_ context: UnsafeMutablePointer<AVFormatContext>) {
+        if customIO != nil {
+            if let pb = context.pointee.pb { avio_flush(pb) }
+            context.pointee.pb = nil
+        } else {
+            avio_closep(&context.pointee.pb)
+        }
     }
 }

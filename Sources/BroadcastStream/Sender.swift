@@ -40,6 +40,8 @@ final class Sender: PacketSink, @unchecked Sendable {
         var gopDrops = 0
         var lastError: String?
         var failure: String?
+        /// libsrt's figures, while an SRT connection is open.
+        var srt: SRTStatistics?
     }
 
     let destination: StreamDestination
@@ -52,6 +54,8 @@ final class Sender: PacketSink, @unchecked Sendable {
     private var figures = Figures()
     private var finishing = false
     private var keyframeWanted = false
+    /// The open SRT connection (its statistics are read from other threads).
+    private var srt: SRTConnection?
     private var thread: Thread?
     private let done = DispatchSemaphore(value: 0)
 
@@ -111,6 +115,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         f.droppedVideoFrames = queue.droppedVideoFrames
         f.droppedAudioPackets = queue.droppedAudioPackets
         f.gopDrops = queue.drops
+        f.srt = srt?.statistics
         return f
     }
 
@@ -151,12 +156,14 @@ final class Sender: PacketSink, @unchecked Sendable {
             if muxer == nil {
                 if isFinishing() && everConnected { break }
                 do {
-                    muxer = try connect()
+                    let connection = try connect()
+                    muxer = connection.muxer
                     logger.info("stream: connected to \(destination.displayURL)\(everConnected ? " again" : "")")
                     condition.lock()
                     if everConnected { figures.reconnects += 1 }
                     figures.connected = true
                     figures.lastError = nil
+                    srt = connection.srt
                     queue.restartAtKeyframe()
                     if queue.waitingForKeyframe { keyframeWanted = true }
                     condition.unlock()
@@ -196,11 +203,13 @@ final class Sender: PacketSink, @unchecked Sendable {
                 figures.bytesSent += Int64(entry.bytes)
                 condition.unlock()
             } catch {
-                logger.warning("stream: \(error); reconnecting")
+                let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
+                logger.warning("stream: \(reason); reconnecting")
                 muxer = nil
                 condition.lock()
+                srt = nil
                 figures.connected = false
-                figures.lastError = "\(error)"
+                figures.lastError = reason
                 condition.unlock()
                 failingSince = Date()
             }
@@ -208,7 +217,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         if let muxer {
             do { try muxer.finish() } catch { logger.warning("stream: \(error)") }
         }
+        muxer = nil
         condition.lock()
+        srt = nil
         figures.connected = false
         condition.unlock()
     }
@@ -219,13 +230,19 @@ final class Sender: PacketSink, @unchecked Sendable {
         return finishing
     }
 
-    private func connect() throws(MediaError) -> Muxer {
+    /// A new connection: the muxer, and for SRT the libsrt connection under it (which must outlive it).
+    private func connect() throws(MediaError) -> (muxer: Muxer, srt: SRTConnection?) {
         let muxer = try Muxer(url: destination.url, container: destination.container)
         muxer.displayURL = destination.displayURL
         muxer.maxInterleaveDelta = 200_000
+        var srt: SRTConnection?
         switch destination.scheme {
+        // libsrt's own connection, for its statistics; a dead peer is noticed within 5 s.
+        case .srt:
+            let connection = try SRTConnection(url: destination.url, displayURL: destination.displayURL, sendTimeout: 5)
+            muxer.customIO = connection.io
+            srt = connection
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
-        case .srt: muxer.ioOptions = ["rw_timeout": "5000000", "connect_timeout": "3000"]
         case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]
         case .hls: muxer.formatOptions = hlsOptions()
         case .http, .https:
@@ -234,7 +251,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()
-        return muxer
+        return (muxer, srt)
     }
 
     /// libavformat's hls muxer: fMP4 (CMAF) segments cut on keyframes, a sliding playlist whose old

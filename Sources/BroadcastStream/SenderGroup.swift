@@ -82,7 +82,9 @@ final class SenderGroup: PacketSink {
         return report
     }
 
-    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys).
+    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT, libsrt's
+    /// round-trip time, lost and retransmitted packets (and for the first destination its dropped packets, the link's
+    /// estimated bandwidth and the sending rate).
     static func info(_ sender: Sender, _ f: Sender.Figures, bitRate: Double, prefix: String) -> [String: JSONValue] {
         var info: [String: JSONValue] = [
             "bitRate": .number(bitRate), "queueMs": .number(Double(f.queueMs)),
@@ -92,6 +94,17 @@ final class SenderGroup: PacketSink {
         if prefix.isEmpty { info["queueBytes"] = .number(Double(f.queueBytes)) } else { info["url"] = .string(sender.destination.displayURL) }
         if let error = f.lastError { info["lastError"] = .string(error) }
         if let failure = f.failure { info["failed"] = .string(failure) }
+        if let srt = f.srt {
+            info["rttMs"] = .number((srt.rttMs * 100).rounded() / 100)
+            info["lostPackets"] = .number(Double(srt.lostPackets))
+            info["retransmittedPackets"] = .number(Double(srt.retransmittedPackets))
+            // The others' figures: service info has at most 64 keys.
+            if prefix.isEmpty {
+                info["droppedPackets"] = .number(Double(srt.droppedPackets))
+                info["bandwidthMbps"] = .number((srt.bandwidthMbps * 10).rounded() / 10)
+                info["sendRateMbps"] = .number((srt.sendRateMbps * 100).rounded() / 100)
+            }
+        }
         return Dictionary(uniqueKeysWithValues: info.map { (prefix + $0.key, $0.value) })
     }
 

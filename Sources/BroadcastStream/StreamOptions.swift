@@ -67,9 +67,9 @@ public struct StreamDestination: Equatable, Sendable {
 /// The `stream` handler's settings, from its broadcast URL and setup fields
 /// (share/broadcastd/handlers/stream.json lists them with their defaults).
 public struct StreamOptions: Equatable, Sendable {
-    /// At most this many destinations in one broadcast (the URL and `also`): each has 8 keys of
-    /// service info, which has at most 64.
-    public static let maxDestinations = 6
+    /// At most this many destinations in one broadcast (the URL and `also`): service info has at most
+    /// 64 keys, the URL's take 17 and each other's 11.
+    public static let maxDestinations = 5
 
     /// Where the stream goes: the broadcast URL first, then `also`'s, in their order. One encode
     /// feeds them all.
