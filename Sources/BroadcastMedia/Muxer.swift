@@ -61,6 +61,10 @@ public final class Muxer: PacketSink {
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.
     public var maxInterleaveDelta: Int64 = 1_000_000
+    /// Whether packets are interleaved by time across streams before they are written (held until every
+    /// stream has caught up, at most `maxInterleaveDelta`); a live MPEG-TS stream writes each as it comes, so
+    /// that video never waits for audio that is placed later.
+    public var interleaved = true
     /// How errors name the output: the URL, unless it carries a secret (a stream key).
     public var displayURL: String
     private var context: UnsafeMutablePointer<AVFormatContext>?
@@ -151,6 +155,10 @@ public final class Muxer: PacketSink {
         }
         started = true
         context.pointee.max_interleave_delta = maxInterleaveDelta
+        // Written as they come, the first packet (video at 0) would fix the shift that keeps timestamps
+        // non-negative before the audio encoders' priming (AAC: -21 ms) shows up, and those would wrap: all
+        // streams start 0.1 s later instead.
+        if !interleaved { context.pointee.output_ts_offset = 100_000 }
         try check(avformat_write_header(context, &options), "write the \(container.formatName) header to \(displayURL)")
     }
 
@@ -159,7 +167,7 @@ public final class Muxer: PacketSink {
         guard let context else { return }
         packet.pointee.stream_index = Int32(stream)
         av_packet_rescale_ts(packet, timeBase, context.pointee.streams[stream]!.pointee.time_base)
-        try check(av_interleaved_write_frame(context, packet), "write to \(displayURL)")
+        try check(interleaved ? av_interleaved_write_frame(context, packet) : av_write_frame(context, packet), "write to \(displayURL)")
     }
 
     /// Packets held back until the next one of their stream says how long they last.

@@ -241,6 +241,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         case .srt:
             let connection = try SRTConnection(url: destination.url, displayURL: destination.displayURL, sendTimeout: 5)
             muxer.customIO = connection.io
+            // Each packet as it comes: video is not held back until the audio of its time is encoded
+            // (audio is placed on its timeline later than frames arrive; MPEG-TS needs no interleaving).
+            muxer.interleaved = false
             srt = connection
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
         case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]
