@@ -102,4 +102,56 @@ extension Integration.StreamTests {
         #expect(!daemon.log.contains("sekrit-two"), "the key in `also` is in the daemon's log")
         try daemon.stop()
     }
+
+    /// The other way round, through the handler's own libsrt connection: the SRT listener dies (noticed when libsrt's
+    /// peer idle timeout, 5 s, runs out), RTMP viewers see no gap meanwhile, and SRT is reconnected when it is back.
+    @Test func anSRTListenerGoingAwayLeavesRTMPUntouchedAndIsReconnected() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        let srtPort = try Self.freePort(udp: true)
+        var srt = try srtListener(port: srtPort, output: daemon.runtime + "/first.ts", log: daemon.runtime + "/srt.log")
+        try waitForListening(srt, port: srtPort, tcp: false)
+        let rtmpPort = try Self.freePort(udp: false, count: 2)
+        let nginx = try nginx(port: rtmpPort, in: daemon.runtime)
+        defer { nginx.stop() }
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(rtmpPort)/live", setupInfo: [
+            "key": "sekrit-three", "also": "srt://127.0.0.1:\(srtPort)", "maxQueue": "1",
+        ], maxDuration: 22, on: controller)
+        try daemon.waitFor(controller, timeout: 15) { event -> Bool? in
+            guard case .serviceInfo(let info) = event else { return nil }
+            let each = Self.destinations(info.handler)
+            return each.count == 2 && each.allSatisfy { $0["connected"] == .bool(true) } ? true : nil
+        }
+        // A viewer pulls RTMP across the whole SRT outage.
+        let pulled = daemon.runtime + "/pulled.flv"
+        let viewer = try Server("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", "rtmp://127.0.0.1:\(rtmpPort)/live/sekrit-three", "-t", "9",
+                                           "-c", "copy", pulled], output: daemon.runtime + "/viewer.out", log: daemon.runtime + "/viewer.log")
+        sleep(1)
+        srt.stop(crash: true)
+        let away = try daemon.waitFor(controller, timeout: 12) { event -> [[String: JSONValue]]? in
+            guard case .serviceInfo(let info) = event else { return nil }
+            let each = Self.destinations(info.handler)
+            return each.count == 2 && each[1]["connected"] == .bool(false) ? each : nil
+        }
+        #expect(away[0]["connected"] == .bool(true), "\(away)")
+        srt = try srtListener(port: srtPort, output: daemon.runtime + "/second.ts", log: daemon.runtime + "/srt.log")
+        try daemon.waitFor(controller, timeout: 12) { event -> Bool? in
+            guard case .serviceInfo(let info) = event else { return nil }
+            let each = Self.destinations(info.handler)
+            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1) ? true : nil
+        }
+        _ = viewer.process.wait()
+        #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil)
+        srt.stop()
+
+        let (streams, duration) = try probe(pulled)
+        #expect(streams == ["h264,320,180", "aac"], "\(streams)")
+        #expect(duration > 8, "the RTMP viewer got \(duration) s of 9")
+        let gaps = try largestGaps(pulled)
+        #expect(gaps.video < 0.1 && gaps.audio < 0.1, "RTMP had a gap while SRT was away: \(gaps)")
+        #expect(try probe(daemon.runtime + "/second.ts").streams == ["h264,320,180", "aac"], "SRT after the reconnection")
+        let each = Self.results(try controller.status().result)
+        #expect(each.count == 2 && each[0]["reconnects"] == .number(0) && each[1]["reconnects"] == .number(1), "\(each)")
+        try daemon.stop()
+    }
 }
