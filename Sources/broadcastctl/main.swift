@@ -60,7 +60,7 @@ struct Broadcastctl: ParsableCommand {
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running, or another user's program listens on the socket (it is sent nothing).
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self, Send.self])
 }
 
 struct Handlers: ParsableCommand {
@@ -83,6 +83,7 @@ struct Handlers: ParsableCommand {
                     let flags = [field.required == true ? "required" : nil, field.secret == true ? "secret" : nil].compactMap { $0 }
                     print("    --set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
                 }
+                for line in commandLines(of: handler) { print(line) }
             }
         }
     }

@@ -1,0 +1,66 @@
+import ArgumentParser
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+// Commands to a broadcast's handler (protocol revision 1.3): `send` reaches any command a handler's manifest
+// lists; `save` and `mark` are the replay and record handlers' own.
+
+struct Send: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a command to a broadcast's handler (`broadcastctl handlers` lists each handler's commands).",
+        discussion: """
+            Arguments are KEY=VALUE; broadcastd converts a value to the number or bool the command declares.
+            The handler's answer is printed (JSON with --json). A handler that does not answer within 10 s
+            gives an error; its broadcast goes on.
+            Examples:
+              broadcastctl send save last=30
+              broadcastctl send --broadcast 2 mark text="bug here"
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The broadcast whose handler is meant (`broadcastctl status` lists them); needed when several run.")
+    var broadcast: UInt32?
+    @Flag(help: "Print the answer as JSON: {\"broadcast\", \"command\", \"result\"}.") var json = false
+    @Argument(help: "The command's name.") var name: String
+    @Argument(help: "Its arguments, KEY=VALUE.") var assignments: [String] = []
+
+    func run() throws {
+        let arguments = try commandArguments(assignments)
+        try reporting(json: json) {
+            let answer = try connection.connect().send(command: name, arguments: arguments, broadcast: broadcast)
+            printAnswer(answer, json: json)
+        }
+    }
+}
+
+/// KEY=VALUE pairs as a command's arguments, each value a string (broadcastd converts it to the declared type).
+func commandArguments(_ assignments: [String]) throws -> [String: JSONValue] {
+    var arguments: [String: JSONValue] = [:]
+    for assignment in assignments {
+        guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
+            throw ValidationError("'\(assignment)' is not KEY=VALUE")
+        }
+        arguments[String(assignment[..<equals])] = .string(String(assignment[assignment.index(after: equals)...]))
+    }
+    return arguments
+}
+
+/// A command's answer: JSON, or one `key: value` line each (`path` first, the one most answers have).
+func printAnswer(_ answer: CommandResult, json: Bool) {
+    if json { return print(compactJSON(answer)) }
+    if answer.result.isEmpty { return print("broadcast \(answer.broadcast): \(answer.command) done") }
+    for key in answer.result.keys.sorted(by: { $0 == "path" || ($1 != "path" && $0 < $1) }) {
+        print("\(key): \(answer.result[key]!)")
+    }
+}
+
+/// The commands a handler's manifest lists, as `broadcastctl handlers` shows them.
+func commandLines(of handler: HandlerManifest) -> [String] {
+    (handler.commands ?? []).flatMap { command in
+        ["    command \(command.name): \(command.help)"] + (command.arguments ?? []).map { argument in
+            let notes = [argument.type.map(\.rawValue), argument.required == true ? "required" : nil].compactMap { $0 }
+            return "        \(argument.name)=…  \(argument.help)\(notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))")"
+        }
+    }
+}
