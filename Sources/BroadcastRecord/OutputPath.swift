@@ -7,10 +7,10 @@ import Glibc
 
 /// Where recordings go, and the checks made before the first byte is written, so that a wrong
 /// path fails at the start with a message that says what to do.
-enum OutputPath {
-    /// `$XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4`; XDG_VIDEOS_DIR from the environment, else
+package enum OutputPath {
+    /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (Broadcasts for recordings, Replays for saved replays); XDG_VIDEOS_DIR from the environment, else
     /// from `$XDG_CONFIG_HOME/user-dirs.dirs`, else `~/Videos`.
-    static func defaultRecording() -> String {
+    package static func defaultRecording(folder: String = "Broadcasts") -> String {
         let home = Environment.get("HOME") ?? "/tmp"
         var videos = Environment.get("XDG_VIDEOS_DIR")
         if videos == nil {
@@ -23,7 +23,7 @@ enum OutputPath {
         var name = [CChar](repeating: 0, count: 64)
         let length = strftime(&name, name.count, "%Y-%m-%d_%H-%M-%S", &parts)
         let stamp = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return (videos ?? home + "/Videos") + "/Broadcasts/\(stamp).mp4"
+        return (videos ?? home + "/Videos") + "/\(folder)/\(stamp).mp4"
     }
 
     /// `XDG_VIDEOS_DIR="$HOME/Videos"` lines as xdg-user-dirs writes them.
@@ -39,7 +39,7 @@ enum OutputPath {
 
     /// Checks that `path` can be created: its folder exists (or is created, for the default
     /// location) and is writable, and the file does not exist unless `overwrite`.
-    static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool) throws(MediaError) {
+    package static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool) throws(MediaError) {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         let folder = directory.isEmpty ? "/" : directory
         if createDirectory { makeDirectories(folder) }
@@ -56,11 +56,11 @@ enum OutputPath {
     }
 
     /// Removes the file; whether it is gone.
-    static func remove(_ path: String) -> Bool {
+    package static func remove(_ path: String) -> Bool {
         unlink(path) == 0 || errno == ENOENT
     }
 
-    static func size(of path: String) -> Int64? {
+    package static func size(of path: String) -> Int64? {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : nil
     }
