@@ -1,5 +1,9 @@
 import CFFmpeg
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Where encoded packets go: a muxer, or a queue in front of one.
 public protocol PacketSink: AnyObject {
     /// Takes one packet of `stream`, its timestamps in `timeBase` (the packet's data may be moved out).
@@ -89,6 +93,18 @@ public final class Muxer: PacketSink {
         return Int(stream.pointee.index)
     }
 
+    /// Adds a stream carrying packets described by `parameters` (an encoder's, kept: the replay buffer's); returns its index.
+    @discardableResult
+    public func addStream(parameters: CodecParameters, timeBase: AVRational) throws(MediaError) -> Int {
+        guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
+        try check(avcodec_parameters_copy(stream.pointee.codecpar, parameters.pointer), "add a stream")
+        if container == .fragmentedMP4 && parameters.pointer.pointee.codec_id == AV_CODEC_ID_HEVC {
+            stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
+        }
+        stream.pointee.time_base = timeBase
+        return Int(stream.pointee.index)
+    }
+
     /// A four-character code as libavformat stores it (MKTAG).
     static func tag(_ code: String) -> UInt32 {
         code.utf8.prefix(4).enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
@@ -174,6 +190,28 @@ public final class Muxer: PacketSink {
         return avio_tell(pb)
     }
 
+    /// Adds chapters (libavformat's), times in ns of file time: before `start` they go into the header (MP4, Matroska);
+    /// after it, only into the trailer, which Matroska writes them in (fragmented MP4, whose header is written first,
+    /// does not).
+    public func addChapters(_ chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
+        guard let context else { return }
+        for chapter in chapters {
+            guard let added = av_mallocz(MemoryLayout<AVChapter>.size)?.assumingMemoryBound(to: AVChapter.self) else {
+                throw MediaError("add a chapter", "out of memory")
+            }
+            added.pointee.id = Int64(context.pointee.nb_chapters) + 1
+            added.pointee.time_base = AVRational(num: 1, den: 1_000_000_000)
+            added.pointee.start = chapter.start
+            added.pointee.end = max(chapter.end, chapter.start)
+            av_dict_set(&added.pointee.metadata, "title", chapter.title, 0)
+            var array = UnsafeMutableRawPointer(context.pointee.chapters)
+            var count = Int32(context.pointee.nb_chapters)
+            av_dynarray_add(&array, &count, added)
+            context.pointee.chapters = array?.assumingMemoryBound(to: UnsafeMutablePointer<AVChapter>?.self)
+            context.pointee.nb_chapters = UInt32(count)
+        }
+    }
+
     /// Writes what is buffered and the trailer, and closes the output. Safe to call once only.
     public func finish() throws(MediaError) {
         guard let context, started else { return }
@@ -182,5 +220,43 @@ public final class Muxer: PacketSink {
             started = false
         }
         try check(av_write_trailer(context), "finish \(displayURL)")
+    }
+}
+
+/// An encoder's stream description (codec, size, parameter sets), kept apart from the encoder so that a file can be
+/// written on another thread while the encoder goes on.
+public final class CodecParameters: @unchecked Sendable {
+    public let pointer: UnsafeMutablePointer<AVCodecParameters>
+
+    public init(copying encoder: Encoder) throws(MediaError) {
+        guard let pointer = avcodec_parameters_alloc() else { throw MediaError("describe the \(encoder.kind) stream", "out of memory") }
+        self.pointer = pointer
+        try check(avcodec_parameters_from_context(pointer, encoder.context), "describe the \(encoder.kind) stream")
+    }
+
+    /// A copy of `other`, to change without changing it.
+    public init(copying other: CodecParameters) throws(MediaError) {
+        guard let pointer = avcodec_parameters_alloc() else { throw MediaError("describe a stream", "out of memory") }
+        self.pointer = pointer
+        try check(avcodec_parameters_copy(pointer, other.pointer), "describe a stream")
+    }
+
+    deinit {
+        var owned: UnsafeMutablePointer<AVCodecParameters>? = pointer
+        avcodec_parameters_free(&owned)
+    }
+
+    /// Samples the decoder drops at the start of the stream (Opus's pre-skip); 0 for video.
+    public var priming: Int64 { Int64(pointer.pointee.initial_padding) }
+
+    /// Says how many samples decoders drop at the start of the stream: for a stream cut out of a longer one, what its
+    /// first packet holds from before the cut (Opus's pre-skip is in OpusHead, bytes 10-11, as well).
+    public func setPriming(_ samples: Int) {
+        pointer.pointee.initial_padding = Int32(samples)
+        let size = Int(pointer.pointee.extradata_size)
+        if let extradata = pointer.pointee.extradata, size >= 19, memcmp(extradata, "OpusHead", 8) == 0 {
+            extradata[10] = UInt8(samples & 0xff)
+            extradata[11] = UInt8((samples >> 8) & 0xff)
+        }
     }
 }

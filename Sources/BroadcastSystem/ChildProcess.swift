@@ -211,6 +211,14 @@ public enum ProcessMemory {
 
 public enum FileSystem {
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    /// `path` from the current directory, unless it is absolute already.
+    public static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return path }
+        let directory = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (directory == "/" ? "" : directory) + "/" + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
+    }
     public static func remove(_ path: String) { unlink(path) }
     public static func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
 

@@ -64,3 +64,38 @@ func commandLines(of handler: HandlerManifest) -> [String] {
         }
     }
 }
+
+struct Save: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Save what a `replay` broadcast holds to a file, without re-encoding; prints its path.",
+        discussion: """
+            Starts on a keyframe at least --last seconds back (default: all the buffer holds). FILE is .mp4
+            (fragmented MP4) or .mkv; without it, $XDG_VIDEOS_DIR/Replays/<date>_<time>.mp4. Capture goes on
+            meanwhile, and later saves work too.
+            Examples:
+              broadcastctl start --handler replay --set length=120
+              broadcastctl save
+              broadcastctl save --last 30 clip.mp4
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The replay broadcast (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?
+    @Option(help: "Only the last this many seconds (from the keyframe at least that far back).") var last: Double?
+    @Flag(help: "Print the answer as JSON: {\"broadcast\", \"command\", \"result\": {\"path\", \"duration\", …}}.") var json = false
+    @Argument(help: "The file to write (.mp4 or .mkv); a relative name is taken from the current directory.") var file: String?
+
+    func validate() throws {
+        if let last, !(last > 0) { throw ValidationError("--last is a number of seconds above 0") }
+    }
+
+    func run() throws {
+        var arguments: [String: JSONValue] = [:]
+        if let last { arguments["last"] = .number(last) }
+        if let file { arguments["file"] = .string(FileSystem.absolute(file)) }
+        try reporting(json: json) {
+            let answer = try connection.connect().send(command: "save", arguments: arguments, broadcast: broadcast)
+            if json { return print(compactJSON(answer)) }
+            print(answer.result["path"].map { "\($0)" } ?? "saved")
+            if let duration = answer.result["duration"] { printError("saved \(duration) s") }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import BroadcastCore
+import BroadcastHandlerKit
+import BroadcastMedia
+import BroadcastProtocol
+import BroadcastRecord
+import BroadcastSystem
+import Dispatch
+import Synchronization
+
+/// The built-in `replay` handler: keeps the last `length` seconds encoded (the `record` handler's encoders and
+/// settings, `RecordingEncoder`) in a buffer of whole GOPs bounded by `maxMemory`, and on the `save` command writes
+/// them, without re-encoding, into a fragmented MP4 or Matroska file. Saves run on a thread of their own, so that
+/// capture goes on meanwhile; pauses are not in the buffer (its time is the file time, continuous across them).
+public final class ReplayHandler: BroadcastSampleHandler {
+    private var options: ReplayOptions?
+    private var buffer: ReplayBuffer?
+    private var encoder: RecordingEncoder?
+    private var failure: String?
+    private var lastReport: UInt64?
+    /// Saves, one after the other, off the callback thread.
+    private let saveQueue = DispatchQueue(label: "broadcastd.replay.save")
+    /// What the saves did, for the service info and the result.
+    private let saved = SaveLog()
+
+    public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
+        MediaLog.install(logger)
+        do {
+            let options = try ReplayOptions(setupInfo: setupInfo)
+            self.options = options
+            let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory)
+            encoder = try RecordingEncoder(options.record, for: self, output: buffer)
+            self.buffer = buffer
+            logger.info("replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB (\(encoder!.implementationName))")
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
+        guard failure == nil, let encoder else { return }
+        do { try encoder.inputChanged(to: format) } catch { fail("\(error)") }
+    }
+
+    public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
+        guard failure == nil, let encoder else { return }
+        do {
+            if type == .video {
+                if let time = try encoder.addVideo(sampleBuffer) { report(at: time) }
+            } else {
+                try encoder.addAudio(sampleBuffer, type)
+            }
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    public override func broadcastPaused() {
+        _ = encoder?.pause()
+    }
+
+    public override func handleCommand(_ command: String, arguments: [String: JSONValue], reply: CommandReply) {
+        switch command {
+        case "save": save(last: arguments["last"], file: arguments["file"], reply: reply)
+        default: reply.fail(HandlerError(command, "replay has no such command"))
+        }
+    }
+
+    /// Takes the part of the buffer to save now (references, no copies) and writes it on the save thread.
+    private func save(last: JSONValue?, file: JSONValue?, reply: CommandReply) {
+        guard let buffer, let options, failure == nil else {
+            return reply.fail(HandlerError("save", failure ?? "the replay buffer did not start"))
+        }
+        var seconds: Double?
+        if case .number(let value)? = last {
+            guard value > 0 else { return reply.fail(HandlerError("save", "--last is a number of seconds above 0")) }
+            seconds = value
+        }
+        var path = OutputPath.defaultRecording(folder: "Replays")
+        if case .string(let given)? = file {
+            guard given.hasPrefix("/") else { return reply.fail(HandlerError("save", "'\(given)' is not an absolute path")) }
+            path = given
+        } else {
+            path = Self.unused(path)
+        }
+        let ext = path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(String.init) ?? ""
+        guard let container = Muxer.Container(fileExtension: ext) else {
+            return reply.fail(HandlerError("save", "'\(path)': replay saves .mp4 (fragmented MP4) or .mkv (Matroska)"))
+        }
+        let snapshot: ReplayBuffer.Snapshot
+        do {
+            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: file == nil)
+            guard let taken = try buffer.snapshot(last: seconds) else {
+                return reply.fail(HandlerError("save", "nothing to save yet: the buffer is empty"))
+            }
+            snapshot = taken
+        } catch {
+            return reply.fail(error)
+        }
+        let frameDuration = Int64(1_000_000_000 / max(1, options.record.framesPerSecond ?? framesPerSecond))
+        let asked = MonotonicClock.now()
+        saveQueue.async { [saved, logger, path] in
+            do {
+                let written = try ReplaySave.write(snapshot, frameDuration: frameDuration, to: path, container: container)
+                let milliseconds = Double((MonotonicClock.now() - asked) / 100_000) / 10
+                let result: [String: JSONValue] = [
+                    "path": .string(path), "duration": .number((written.duration * 1000).rounded() / 1000),
+                    "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
+                    "bytes": .number(Double(OutputPath.size(of: path) ?? 0)), "videoFrames": .number(Double(written.videoFrames)),
+                    "milliseconds": .number(milliseconds),
+                ]
+                saved.list.withLock { $0.append(result) }
+                logger.info("replay: saved \(written.duration) s to \(path) in \(milliseconds) ms")
+                reply.send(result)
+            } catch {
+                _ = OutputPath.remove(path)
+                logger.error("replay: saving \(path): \(error)")
+                reply.fail(error)
+            }
+        }
+    }
+
+    /// `path`, or with `-2`, `-3`… before its extension when a file of that name exists (two saves in one second).
+    private static func unused(_ path: String) -> String {
+        guard OutputPath.size(of: path) != nil, let dot = path.lastIndex(of: ".") else { return path }
+        for n in 2...99 {
+            let candidate = String(path[..<dot]) + "-\(n)" + String(path[dot...])
+            if OutputPath.size(of: candidate) == nil { return candidate }
+        }
+        return path
+    }
+
+    /// Once a second of file time: what the buffer holds, and the last save (every controller sees it).
+    private func report(at time: UInt64) {
+        if let last = lastReport, time < last + 1_000_000_000 { return }
+        lastReport = time
+        guard let buffer else { return }
+        var info = bufferFigures(buffer)
+        let saves = saved.list.withLock { $0 }
+        info["saves"] = .number(Double(saves.count))
+        if case .string(let path)? = saves.last?["path"] { info["lastSave"] = .string(path) }
+        updateServiceInfo(info)
+    }
+
+    private func bufferFigures(_ buffer: ReplayBuffer) -> [String: JSONValue] {
+        ["buffered": .number((Double(buffer.duration) / 1e8).rounded() / 10), "bufferBytes": .number(Double(buffer.bytes)),
+         "gops": .number(Double(buffer.gops.count)), "maxMemory": .number(Double(buffer.maxBytes))]
+    }
+
+    public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
+        saveQueue.sync {} // the saves asked for are written before the broadcast ends
+        _ = encoder?.pause()
+        var result = encoder?.result() ?? [:]
+        if let buffer {
+            result.merge(bufferFigures(buffer)) { a, _ in a }
+            result["droppedGOPsForLength"] = .number(Double(buffer.droppedForLength))
+            result["droppedGOPsForMemory"] = .number(Double(buffer.droppedForMemory))
+        }
+        result["saves"] = .array(saved.list.withLock { $0 }.map { .object($0) })
+        if let failure { result["error"] = .string(failure) }
+        setBroadcastResult(result)
+    }
+
+    private func fail(_ message: String) {
+        guard failure == nil else { return }
+        failure = message
+        logger.error("replay: \(message)")
+        finishBroadcastWithError(HandlerError("replay", message))
+    }
+}
+
+/// What the saves wrote, shared by the callback thread and the save thread.
+final class SaveLog: Sendable {
+    let list = Mutex<[[String: JSONValue]]>([])
+}
