@@ -23,6 +23,8 @@ public final class RecordHandler: BroadcastSampleHandler {
     /// The file is this broadcast's: checked free (or to be overwritten) and about to be written.
     private var ownsFile = false
     private var lastInfo: (time: UInt64, bytes: Int64)?
+    /// Chapters asked for with `mark`: where they start (file time, ns) and their titles.
+    private var marks: [(time: Int64, title: String)] = []
 
     public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
         MediaLog.install(logger)
@@ -69,7 +71,8 @@ public final class RecordHandler: BroadcastSampleHandler {
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
         if let muxer, let encoder, muxer.started {
             do {
-                _ = try encoder.finish()
+                let end = try encoder.finish()
+                try muxer.addChapters(Chapters.spans(marks, end: Int64(end)))
                 try muxer.finish()
             } catch {
                 logger.error("record: finishing \(options?.path ?? "the file"): \(error)")
@@ -109,8 +112,22 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
     }
 
+    /// `mark [text]`: a chapter from this instant (the end of the last frame) on; in the file when it is finished.
+    public override func handleCommand(_ command: String, arguments: [String: JSONValue]) throws -> [String: JSONValue] {
+        guard command == "mark" else { throw HandlerError(command, "record has no such command") }
+        guard let encoder, failure == nil else { throw HandlerError("mark", failure ?? "the recording did not start") }
+        let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks.count)
+        marks.append(mark)
+        logger.info("record: chapter '\(mark.title)' at \(Double(mark.time) / 1e9) s")
+        var answer = Chapters.describe(mark, number: marks.count)
+        // libavformat writes MP4 chapters into the header, which a fragmented MP4 has written already.
+        if options?.container != .matroska { answer["note"] = .string("chapters go into .mkv recordings; this one lists them in its result") }
+        return answer
+    }
+
     private func result() -> [String: JSONValue] {
         var result: [String: JSONValue] = encoder?.result() ?? ["duration": .number(0)]
+        if !marks.isEmpty { result["chapters"] = .array(marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) }) }
         // Only a file this broadcast writes: not one that was there and is kept (broadcastd removes `file` on a discard).
         if let options, ownsFile {
             result["file"] = .string(options.path)

@@ -63,6 +63,8 @@ final class ReplayBuffer: EncodedOutput {
     private(set) var droppedForMemory = 0
     /// The picture's orientation, as the first frame said.
     private(set) var orientation = Orientation.up
+    /// Chapters asked for with `mark` (file time, ns), those still in the buffer.
+    private(set) var marks: [(time: Int64, title: String)] = []
     /// Start of the newest video frame, file time ns.
     private(set) var newest: Int64 = 0
 
@@ -132,6 +134,12 @@ final class ReplayBuffer: EncodedOutput {
 
     private func drop() {
         bytes -= gops.removeFirst().bytes
+        let oldest = gops.first?.start ?? Int64.max
+        marks.removeAll { $0.time < oldest }
+    }
+
+    func mark(_ mark: (time: Int64, title: String)) {
+        marks.append(mark)
     }
 
     /// File time the buffer covers, ns: from its oldest keyframe to its newest frame.
@@ -162,7 +170,8 @@ final class ReplayBuffer: EncodedOutput {
                 }
             }
         }
-        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, packets: packets)
+        let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
+        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, packets: packets, marks: chapters)
     }
 
     /// A save's part of the buffer.
@@ -173,5 +182,7 @@ final class ReplayBuffer: EncodedOutput {
         let origin: Int64
         let end: Int64
         let packets: [BufferedPacket]
+        /// Chapters, their times from the file's start.
+        let marks: [(time: Int64, title: String)]
     }
 }

@@ -17,6 +17,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
     private var encoder: RecordingEncoder?
     private var failure: String?
     private var lastReport: UInt64?
+    /// Marks made so far (chapters of the saves that hold them).
+    private var marks = 0
     /// Saves, one after the other, off the callback thread.
     private let saveQueue = DispatchQueue(label: "broadcastd.replay.save")
     /// What the saves did, for the service info and the result.
@@ -61,6 +63,12 @@ public final class ReplayHandler: BroadcastSampleHandler {
     public override func handleCommand(_ command: String, arguments: [String: JSONValue], reply: CommandReply) {
         switch command {
         case "save": save(last: arguments["last"], file: arguments["file"], reply: reply)
+        case "mark":
+            guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
+            let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks)
+            buffer.mark(mark)
+            marks += 1
+            reply.send(Chapters.describe(mark, number: marks))
         default: reply.fail(HandlerError(command, "replay has no such command"))
         }
     }
@@ -107,6 +115,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                     "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
                     "bytes": .number(Double(OutputPath.size(of: path) ?? 0)), "videoFrames": .number(Double(written.videoFrames)),
                     "milliseconds": .number(milliseconds),
+                    "chapters": .array(snapshot.marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) }),
                 ]
                 saved.list.withLock { $0.append(result) }
                 logger.info("replay: saved \(written.duration) s to \(path) in \(milliseconds) ms")

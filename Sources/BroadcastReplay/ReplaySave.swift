@@ -1,5 +1,6 @@
 import BroadcastCore
 import BroadcastMedia
+import BroadcastRecord
 import CFFmpeg
 
 /// Writes a part of the replay buffer into a file as it is, without re-encoding (libavformat): fragmented MP4 or
@@ -35,6 +36,7 @@ enum ReplaySave {
         }
         let video = snapshot.streams.firstIndex(where: \.isVideo) ?? 0
         muxer.setOrientation(stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
+        try muxer.addChapters(Chapters.spans(snapshot.marks, end: snapshot.end + frameDuration - snapshot.origin))
         try muxer.start()
         var written = Written(duration: Double(snapshot.end + frameDuration - snapshot.origin) / 1e9, bytes: 0, videoFrames: 0, audioPackets: 0)
         for buffered in snapshot.packets {

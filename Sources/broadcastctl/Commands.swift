@@ -99,3 +99,27 @@ struct Save: ParsableCommand {
         }
     }
 }
+
+struct Mark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add a chapter at this instant to a `record` or `replay` broadcast (ffprobe -show_chapters lists them).",
+        discussion: """
+            A chapter runs from its mark to the next one. A recording gets them when it finishes; a replay's
+            saves get those within what they save.
+            Examples:
+              broadcastctl mark "bug here"
+              broadcastctl mark --broadcast 2
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The broadcast (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?
+    @Flag(help: "Print the answer as JSON: {\"broadcast\", \"command\", \"result\": {\"time\", \"title\", \"chapter\"}}.") var json = false
+    @Argument(help: "The chapter's title (default: Mark N).") var text: String?
+
+    func run() throws {
+        try reporting(json: json) {
+            let answer = try connection.connect().send(command: "mark", arguments: text.map { ["text": .string($0)] } ?? [:], broadcast: broadcast)
+            if json { return print(compactJSON(answer)) }
+            print("chapter \(answer.result["chapter"].map { "\($0)" } ?? "?") '\(answer.result["title"].map { "\($0)" } ?? "")' at \(answer.result["time"].map { "\($0)" } ?? "?") s")
+        }
+    }
+}

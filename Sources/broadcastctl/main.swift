@@ -60,7 +60,7 @@ struct Broadcastctl: ParsableCommand {
             Exit status: 0 success; 1 refused, or the broadcast finished with an error; 64 bad usage;
             69 broadcastd is not running, or another user's program listens on the socket (it is sent nothing).
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self, Send.self, Save.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self, Send.self, Save.self, Mark.self])
 }
 
 struct Handlers: ParsableCommand {

@@ -190,3 +190,57 @@ extension Integration {
     }
 }
 }
+
+extension Integration.ReplayTests {
+    func chapters(_ path: String) throws -> [(start: Double, title: String)] {
+        let result = try runTool("/usr/bin/ffprobe", ["-v", "error", "-show_chapters", "-of", "compact", path])
+        return result.stdout.split(separator: "\n").compactMap { line in
+            let pairs = line.split(separator: "|").map { $0.split(separator: "=", maxSplits: 1).map(String.init) }
+            let fields = Dictionary(pairs.filter { $0.count == 2 }.map { ($0[0], $0[1]) }) { a, _ in a }
+            guard let start = fields["start_time"].flatMap(Double.init), let title = fields["tag:title"] else { return nil }
+            return (start, title)
+        }
+    }
+
+    /// `broadcastctl mark`: chapters that ffprobe sees in a Matroska recording and in a replay's saves (MP4 and
+    /// Matroska), each from its mark; an MP4 recording lists them in its result.
+    @Test func marksAreChaptersInRecordingsAndSaves() throws {
+        let daemon = try Self.daemon()
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let recording = daemon.runtime + "/marked.mkv", mp4 = daemon.runtime + "/marked.mp4"
+        let record = try daemon.start(handler: "record", url: "file://" + recording, on: controller)
+        try daemon.awaitState(controller, .live)
+        let other = try daemon.start(handler: "record", url: "file://" + mp4, on: controller)
+        let replay = try daemon.start(handler: "replay", url: nil, setupInfo: ["length": "10"], on: controller)
+        _ = try Self.waitLive(controller, replay, 1.5)
+        var times: [UInt32: [Double]] = [:]
+        for text in ["bug here", ""] {
+            for id in [record, other, replay] {
+                let marked = try daemon.tool("broadcastctl", ["mark", "--json", "--broadcast", "\(id)"] + (text.isEmpty ? [] : [text]))
+                let answer = try JSONDecoder().decode(CommandResult.self, from: Data(marked.stdout.utf8))
+                times[id, default: []].append(number(answer.result["time"]))
+                if id == other { #expect(answer.result["note"] != nil, "an MP4 recording says where its chapters go") }
+            }
+            usleep(1_500_000)
+        }
+        for (file, container) in [("marked-save.mp4", "mp4"), ("marked-save.mkv", "matroska")] {
+            let saved = try Self.save(daemon, ["--broadcast", "\(replay)", daemon.runtime + "/" + file])
+            let found = try chapters(daemon.runtime + "/" + file)
+            let marks = times[replay]!.map { $0 - number(saved["start"]) }
+            #expect(found.map(\.title) == ["Start", "bug here", "Mark 2"], "\(container): \(found)")
+            #expect(zip(found.dropFirst().map(\.start), marks).allSatisfy { abs($0 - $1) < 0.01 }, "\(container): \(found) vs \(marks)")
+        }
+        for id in [record, other, replay] { try controller.finish(broadcast: id) }
+        var results: [UInt32: [String: JSONValue]] = [:]
+        while results.count < 3 {
+            let finished = try daemon.waitFor(controller, timeout: 30) { if case .finished(let f) = $0 { f } else { nil } }
+            results[finished.broadcast] = finished.result ?? [:]
+        }
+        let found = try chapters(recording)
+        #expect(found.map(\.title) == ["Start", "bug here", "Mark 2"], "\(found)")
+        #expect(zip(found.dropFirst().map(\.start), times[record]!).allSatisfy { abs($0 - $1) < 0.01 }, "\(found) vs \(times[record]!)")
+        guard case .array(let listed)? = results[other]?["chapters"] else { Issue.record("no chapters in \(String(describing: results[other]))"); return }
+        #expect(listed.count == 2)
+    }
+}
