@@ -136,6 +136,14 @@ public struct CommandReply: Sendable {
         try? connection?.send(message)
     }
 
+    /// Answers with the result, or the error.
+    public func answer<Failure: Error>(_ result: Result<[String: JSONValue], Failure>) {
+        switch result {
+        case .success(let value): send(value)
+        case .failure(let error): fail(error)
+        }
+    }
+
     /// Answers with an error: its text is what the controller shows.
     public func fail(_ error: Error) {
         var text = "\(error)"

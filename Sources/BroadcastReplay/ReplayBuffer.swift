@@ -21,6 +21,14 @@ final class BufferedPacket: @unchecked Sendable {
         self.time = time
     }
 
+    /// A reference to `packet`'s data (no copy), which keeps it as it is.
+    init(referencing packet: UnsafeMutablePointer<AVPacket>, stream: Int, time: Int64) throws(MediaError) {
+        guard let clone = av_packet_clone(packet) else { throw MediaError("record the buffer", "out of memory") }
+        self.packet = clone
+        self.stream = stream
+        self.time = time
+    }
+
     /// Another reference to the same data (no copy), for a save.
     init(sharing other: BufferedPacket) throws(MediaError) {
         guard let clone = av_packet_clone(other.packet) else { throw MediaError("save the buffer", "out of memory") }
@@ -65,6 +73,8 @@ final class ReplayBuffer: EncodedOutput {
     private(set) var orientation = Orientation.up
     /// Chapters asked for with `mark` (file time, ns), those still in the buffer.
     private(set) var marks: [(time: Int64, title: String)] = []
+    /// `save --and-record`: the file every packet goes to as well from the save on.
+    var recording: ReplayFile?
     /// Start of the newest video frame, file time ns.
     private(set) var newest: Int64 = 0
 
@@ -93,6 +103,7 @@ final class ReplayBuffer: EncodedOutput {
     func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
         let isKey = (packet.pointee.flags & AV_PKT_FLAG_KEY) != 0
         let time = time(packet.pointee.pts, stream: stream, timeBase: timeBase)
+        if let recording { try recording.append(try BufferedPacket(referencing: packet, stream: stream, time: time)) }
         if streams[stream].isVideo {
             if isKey { gops.append(GOP(start: time)) }
             // After the memory bound took every GOP, the next keyframe starts the buffer anew.

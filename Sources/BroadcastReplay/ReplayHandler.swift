@@ -19,6 +19,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
     private var lastReport: UInt64?
     /// Marks made so far (chapters of the saves that hold them).
     private var marks = 0
+    /// `save --and-record`: the chapters of the recording, from its start.
+    private var recordingMarks: [(time: Int64, title: String)] = []
     /// Saves, one after the other, off the callback thread.
     private let saveQueue = DispatchQueue(label: "broadcastd.replay.save")
     /// What the saves did, for the service info and the result.
@@ -62,11 +64,14 @@ public final class ReplayHandler: BroadcastSampleHandler {
 
     public override func handleCommand(_ command: String, arguments: [String: JSONValue], reply: CommandReply) {
         switch command {
-        case "save": save(last: arguments["last"], file: arguments["file"], reply: reply)
+        case "save":
+            if arguments["andRecord"] == .bool(true) { return reply.answer(Result { () throws(HandlerError) in try andRecord(arguments) }) }
+            save(last: arguments["last"], file: arguments["file"], reply: reply)
         case "mark":
             guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
             let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks)
             buffer.mark(mark)
+            if let recording = buffer.recording { recordingMarks.append((mark.time - recording.origin, mark.title)) }
             marks += 1
             reply.send(Chapters.describe(mark, number: marks))
         default: reply.fail(HandlerError(command, "replay has no such command"))
@@ -83,17 +88,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
             guard value > 0 else { return reply.fail(HandlerError("save", "--last is a number of seconds above 0")) }
             seconds = value
         }
-        var path = OutputPath.defaultRecording(folder: "Replays")
-        if case .string(let given)? = file {
-            guard given.hasPrefix("/") else { return reply.fail(HandlerError("save", "'\(given)' is not an absolute path")) }
-            path = given
-        } else {
-            path = Self.unused(path)
-        }
-        let ext = path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(String.init) ?? ""
-        guard let container = Muxer.Container(fileExtension: ext) else {
-            return reply.fail(HandlerError("save", "'\(path)': replay saves .mp4 (fragmented MP4) or .mkv (Matroska)"))
-        }
+        let target: (path: String, container: Muxer.Container)
+        do { target = try Self.target(file) } catch { return reply.fail(error) }
+        let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
         do {
             try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: file == nil)
@@ -108,7 +105,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let asked = MonotonicClock.now()
         saveQueue.async { [saved, logger, path] in
             do {
-                let written = try ReplaySave.write(snapshot, frameDuration: frameDuration, to: path, container: container)
+                let written = try ReplayFile.save(snapshot, frameDuration: frameDuration, to: path, container: container)
                 let milliseconds = Double((MonotonicClock.now() - asked) / 100_000) / 10
                 let result: [String: JSONValue] = [
                     "path": .string(path), "duration": .number((written.duration * 1000).rounded() / 1000),
@@ -125,6 +122,47 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 logger.error("replay: saving \(path): \(error)")
                 reply.fail(error)
             }
+        }
+    }
+
+    /// Where a save goes: the file asked for (absolute), else the Replays folder; and its container, from its extension.
+    private static func target(_ file: JSONValue?) throws(HandlerError) -> (path: String, container: Muxer.Container) {
+        var path = OutputPath.defaultRecording(folder: "Replays")
+        if case .string(let given)? = file {
+            guard given.hasPrefix("/") else { throw HandlerError("save", "'\(given)' is not an absolute path") }
+            path = given
+        } else {
+            path = unused(path)
+        }
+        let ext = path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(String.init) ?? ""
+        guard let container = Muxer.Container(fileExtension: ext) else {
+            throw HandlerError("save", "'\(path)': replay saves .mp4 (fragmented MP4) or .mkv (Matroska)")
+        }
+        return (path, container)
+    }
+
+    /// `save --and-record FILE`: the buffer (or its last `last` seconds), and from then on everything encoded, into one
+    /// file, until the broadcast finishes: a recording with pre-roll. Written here, on the callback thread, so that no
+    /// packet comes between the buffer and what follows it.
+    private func andRecord(_ arguments: [String: JSONValue]) throws(HandlerError) -> [String: JSONValue] {
+        guard let buffer, let options, failure == nil else { throw HandlerError("save", failure ?? "the replay buffer did not start") }
+        if let recording = buffer.recording { throw HandlerError("save", "already recording into \(recording.path)") }
+        var seconds: Double?
+        if case .number(let value)? = arguments["last"] { seconds = value }
+        let (path, container) = try Self.target(arguments["file"])
+        do {
+            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: arguments["file"] == nil)
+            guard let snapshot = try buffer.snapshot(last: seconds) else { throw HandlerError("save", "nothing to save yet: the buffer is empty") }
+            let file = try ReplayFile(snapshot, to: path, container: container, chapters: [])
+            recordingMarks = snapshot.marks
+            buffer.recording = file
+            logger.info("replay: recording into \(path) from \(Double(snapshot.origin) / 1e9) s on")
+            return ["path": .string(path), "recording": .bool(true), "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
+                    "buffered": .number((Double(snapshot.end - snapshot.origin) / 1e6).rounded() / 1000)]
+        } catch let error as HandlerError {
+            throw error
+        } catch {
+            throw HandlerError("save", "\(error)")
         }
     }
 
@@ -157,8 +195,23 @@ public final class ReplayHandler: BroadcastSampleHandler {
 
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
         saveQueue.sync {} // the saves asked for are written before the broadcast ends
+        var recorded: [String: JSONValue]?
+        if let encoder, let recording = buffer?.recording {
+            do {
+                let end = Int64(try encoder.finish())
+                try recording.finish(end: end, chapters: Chapters.spans(recordingMarks, end: end - recording.origin))
+                recorded = ["path": .string(recording.path), "duration": .number(Double(end - recording.origin) / 1e9),
+                            "start": .number(Double(recording.origin) / 1e9), "bytes": .number(Double(OutputPath.size(of: recording.path) ?? 0)),
+                            "videoFrames": .number(Double(recording.videoFrames)),
+                            "chapters": .array(recordingMarks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) })]
+            } catch {
+                logger.error("replay: finishing \(recording.path): \(error)")
+                if failure == nil { failure = "\(error)" }
+            }
+        }
         _ = encoder?.pause()
         var result = encoder?.result() ?? [:]
+        if let recorded { result["recording"] = .object(recorded) }
         if let buffer {
             result.merge(bufferFigures(buffer)) { a, _ in a }
             result["droppedGOPsForLength"] = .number(Double(buffer.droppedForLength))

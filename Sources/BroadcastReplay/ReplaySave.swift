@@ -3,29 +3,36 @@ import BroadcastMedia
 import BroadcastRecord
 import CFFmpeg
 
-/// Writes a part of the replay buffer into a file as it is, without re-encoding (libavformat): fragmented MP4 or
+/// A part of the replay buffer written into a file as it is, without re-encoding (libavformat): fragmented MP4 or
 /// Matroska, starting at time 0 on a keyframe, audio on the same clock: each track starts with the packet its content
 /// at the keyframe is in, and says to skip what of it comes before (as a whole stream says to skip Opus's priming),
-/// so that its first sample plays with the first frame.
-enum ReplaySave {
-    struct Written {
-        var duration: Double
-        var bytes: Int64
-        var videoFrames: Int
-        var audioPackets: Int
-    }
+/// so that its first sample plays with the first frame. A save writes the snapshot and finishes; `save --and-record`
+/// goes on with every packet encoded after it (`append`), until the broadcast finishes.
+final class ReplayFile {
+    let path: String
+    private let muxer: Muxer
+    private let streams: [ReplayBuffer.Stream]
+    private var indices: [Int] = []
+    /// What each stream's pts less: the keyframe's time for video; for audio its first packet's pts, whose samples
+    /// before the keyframe the decoder skips.
+    private var shifts: [Int64] = []
+    private let video: Int
+    let origin: Int64
+    private(set) var videoFrames = 0
+    private(set) var audioPackets = 0
+    static let nanoseconds = AVRational(num: 1, den: 1_000_000_000)
 
-    static func write(_ snapshot: ReplayBuffer.Snapshot, frameDuration: Int64, to path: String,
-                      container: Muxer.Container) throws(MediaError) -> Written {
-        let muxer = try Muxer(url: path, container: container)
-        let nanoseconds = AVRational(num: 1, den: 1_000_000_000)
-        var indices: [Int] = []
-        // What each stream's pts less: the keyframe's time for video; for audio its first packet's pts, whose samples
-        // before the keyframe the decoder skips.
-        var shifts: [Int64] = []
+    /// Opens `path` and writes `snapshot` into it; `chapters`: those of the snapshot, in the header (MP4 and Matroska).
+    init(_ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container,
+         chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
+        self.path = path
+        muxer = try Muxer(url: path, container: container)
+        streams = snapshot.streams
+        origin = snapshot.origin
+        video = snapshot.streams.firstIndex(where: \.isVideo) ?? 0
         for (index, stream) in snapshot.streams.enumerated() {
             let parameters = try CodecParameters(copying: stream.parameters)
-            let origin = av_rescale_q(snapshot.origin, nanoseconds, stream.timeBase)
+            let origin = av_rescale_q(snapshot.origin, Self.nanoseconds, stream.timeBase)
             var shift = origin
             if !stream.isVideo, let first = snapshot.packets.first(where: { $0.stream == index }) {
                 shift = first.packet.pointee.pts
@@ -34,29 +41,40 @@ enum ReplaySave {
             shifts.append(shift)
             indices.append(try muxer.addStream(parameters: parameters, timeBase: stream.timeBase))
         }
-        let video = snapshot.streams.firstIndex(where: \.isVideo) ?? 0
         muxer.setOrientation(stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
-        try muxer.addChapters(Chapters.spans(snapshot.marks, end: snapshot.end + frameDuration - snapshot.origin))
+        try muxer.addChapters(chapters)
         try muxer.start()
-        var written = Written(duration: Double(snapshot.end + frameDuration - snapshot.origin) / 1e9, bytes: 0, videoFrames: 0, audioPackets: 0)
-        for buffered in snapshot.packets {
-            let stream = snapshot.streams[buffered.stream]
-            let shift = shifts[buffered.stream]
-            let packet = buffered.packet
-            packet.pointee.pts -= shift
-            packet.pointee.dts -= shift
-            if stream.isVideo {
-                try muxer.writeHoldingBack(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
-                written.videoFrames += 1
-            } else {
-                try muxer.write(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
-                written.audioPackets += 1
-            }
+        for packet in snapshot.packets { try append(packet) }
+    }
+
+    /// Writes one packet of the buffer (whose data it may take).
+    func append(_ buffered: BufferedPacket) throws(MediaError) {
+        let stream = streams[buffered.stream]
+        let packet = buffered.packet
+        packet.pointee.pts -= shifts[buffered.stream]
+        packet.pointee.dts -= shifts[buffered.stream]
+        if stream.isVideo {
+            try muxer.writeHoldingBack(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
+            videoFrames += 1
+        } else {
+            try muxer.write(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
+            audioPackets += 1
         }
-        let end = av_rescale_q(snapshot.end + frameDuration - snapshot.origin, nanoseconds, snapshot.streams[video].timeBase)
-        try muxer.endStream(indices[video], at: end)
+    }
+
+    /// The last frame ends at file time `end` (ns, the broadcast's); chapters added now go into the trailer (Matroska).
+    func finish(end: Int64, chapters: [(start: Int64, end: Int64, title: String)] = []) throws(MediaError) {
+        try muxer.endStream(indices[video], at: av_rescale_q(end - origin, Self.nanoseconds, streams[video].timeBase))
+        try muxer.addChapters(chapters)
         try muxer.finish()
-        written.bytes = Int64(muxer.bytesWritten)
-        return written
+    }
+
+    /// A save: the snapshot, finished.
+    static func save(_ snapshot: ReplayBuffer.Snapshot, frameDuration: Int64, to path: String,
+                     container: Muxer.Container) throws(MediaError) -> (duration: Double, videoFrames: Int) {
+        let end = snapshot.end + frameDuration
+        let file = try ReplayFile(snapshot, to: path, container: container, chapters: Chapters.spans(snapshot.marks, end: end - snapshot.origin))
+        try file.finish(end: end)
+        return (Double(end - snapshot.origin) / 1e9, file.videoFrames)
     }
 }

@@ -76,10 +76,13 @@ struct Save: ParsableCommand {
               broadcastctl start --handler replay --set length=120
               broadcastctl save
               broadcastctl save --last 30 clip.mp4
+              broadcastctl save --and-record talk.mp4   (the buffer, then recording goes on into it)
             """)
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "The replay broadcast (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?
     @Option(help: "Only the last this many seconds (from the keyframe at least that far back).") var last: Double?
+    @Flag(help: "Then go on recording into the same file until the broadcast finishes (the buffer is its pre-roll).")
+    var andRecord = false
     @Flag(help: "Print the answer as JSON: {\"broadcast\", \"command\", \"result\": {\"path\", \"duration\", …}}.") var json = false
     @Argument(help: "The file to write (.mp4 or .mkv); a relative name is taken from the current directory.") var file: String?
 
@@ -91,11 +94,13 @@ struct Save: ParsableCommand {
         var arguments: [String: JSONValue] = [:]
         if let last { arguments["last"] = .number(last) }
         if let file { arguments["file"] = .string(FileSystem.absolute(file)) }
+        if andRecord { arguments["andRecord"] = .bool(true) }
         try reporting(json: json) {
             let answer = try connection.connect().send(command: "save", arguments: arguments, broadcast: broadcast)
             if json { return print(compactJSON(answer)) }
             print(answer.result["path"].map { "\($0)" } ?? "saved")
             if let duration = answer.result["duration"] { printError("saved \(duration) s") }
+            if answer.result["recording"] == .bool(true) { printError("recording into it until the broadcast finishes") }
         }
     }
 }

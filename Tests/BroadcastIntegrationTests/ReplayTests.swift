@@ -244,3 +244,38 @@ extension Integration.ReplayTests {
         #expect(listed.count == 2)
     }
 }
+
+extension Integration.ReplayTests {
+    /// `save --and-record`: the buffer, then what comes after the save, in one file without a hole at the save, audio
+    /// as long as the picture; a mark after it is a chapter of the file; the result names it.
+    @Test func saveAndRecordMakesOneContinuousFile() throws {
+        let daemon = try Self.daemon()
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "replay", url: nil, setupInfo: ["length": "3"], on: controller)
+        try daemon.awaitState(controller, .live)
+        _ = try Self.waitLive(controller, id, 5)
+        let path = daemon.runtime + "/preroll.mkv"
+        let saved = try Self.save(daemon, ["--and-record", path])
+        #expect(saved["recording"] == .bool(true) && number(saved["buffered"]) >= 3 && number(saved["buffered"]) <= 5.1, "\(saved)")
+        let again = try daemon.tool("broadcastctl", ["save", "--and-record", daemon.runtime + "/second.mkv"])
+        #expect(again.status == 1 && again.stderr.contains("already recording into \(path)"), "\(again)")
+        usleep(1_500_000)
+        _ = try daemon.tool("broadcastctl", ["mark", "after the save"])
+        usleep(1_500_000)
+        try controller.finish(broadcast: id)
+        let finished = try daemon.waitFor(controller, timeout: 30) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
+        #expect(finished.error == nil)
+        guard case .object(let recording)? = finished.result?["recording"] else { Issue.record("no recording in \(String(describing: finished.result))"); return }
+        let elapsed = number(finished.result?["duration"]), start = number(saved["start"])
+        #expect(recording["path"] == .string(path) && abs(number(recording["duration"]) - (elapsed - start)) < 0.1, "\(recording), \(elapsed)")
+        let file = Recording(path: path, scratch: daemon.runtime)
+        let times = try file.frameTimes()
+        #expect(try keyFrames(path).first == true && times.first == 0)
+        #expect(zip(times, times.dropFirst()).allSatisfy { abs($1 - $0 - 1.0 / 30) < 0.002 }, "no hole at the save: \(times)")
+        #expect(abs((times.last ?? 0) + 1.0 / 30 - (elapsed - start)) < 0.1, "to the end: \(times.last ?? 0) vs \(elapsed - start)")
+        let audio = try file.audio(track: 0)
+        #expect(abs(Double(audio.count) / 48000 - (elapsed - start)) < 0.1, "audio all along: \(Double(audio.count) / 48000)")
+        #expect(try chapters(path).map(\.title) == ["Start", "after the save"])
+    }
+}
