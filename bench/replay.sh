@@ -61,7 +61,7 @@ run() {
             s0=$(date +%s.%N)
             "$BIN/broadcastctl" save --socket "$sock" --json "$WORK/save-$i.mp4" >"$WORK/save-$i.json"
             s1=$(date +%s.%N)
-            printf 'save=%s client_ms=%s %s\n' "$i" "$(echo "($s1 - $s0) * 1000" | bc -l)" \
+            printf 'save=%s client_ms=%s %s\n' "$i" "$(awk -v a="$s0" -v b="$s1" 'BEGIN {printf "%.1f", (b - a) * 1000}')" \
                 "$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print(" ".join(f"{k}={r[k]}" for k in ("milliseconds","duration","bytes","videoFrames")))' "$WORK/save-$i.json")" >>"$WORK/saves.txt"
             rm -f "$WORK/save-$i.mp4"
             sleep 5
@@ -75,7 +75,7 @@ run() {
     done
     t1=$(date +%s.%N)
     for _ in $(seq 100); do [ -z "$(cat /proc/"$bd"/task/*/children 2>/dev/null)" ] && break; sleep 0.05; done
-    sleep 0.3; kill -TERM "$watcher"; reap "$watcher" || true
+    sleep 0.3; kill -TERM "$watcher" 2>/dev/null || true; reap "$watcher" || true
     read -r after children < <(cpu_ticks "$bd")
     kill -TERM "$bd"; reap "$bd" || true
     "$PY" - "$WORK/status.json" "$WORK/watch-$handler.txt" "$handler" "$HZ" "$((children - children_before))" "$t0" "$t1" <<'PY' >>"$RESULTS"
