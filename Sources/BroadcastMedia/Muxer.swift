@@ -22,6 +22,8 @@ public final class Muxer: PacketSink {
         case mpegts
         /// FLV, for RTMP.
         case flv
+        /// NUT: any codec, timestamps in the streams' own time bases, exactly; the replay handler's fragment files.
+        case nut
 
         /// From a file name's extension, or nil for one broadcastd does not write.
         public init?(fileExtension: String) {
@@ -39,7 +41,7 @@ public final class Muxer: PacketSink {
         /// (it writes AV1 as private data, stream type 0x06, which ffmpeg's own demuxer reads as bin_data).
         public func carries(_ codec: VideoCodec) -> Bool {
             switch (self, codec) {
-            case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.mpegts, .hevc): true
+            case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.nut, _), (.mpegts, .hevc): true
             case (.flv, _), (.mpegts, .av1): false
             }
         }
@@ -137,7 +139,7 @@ public final class Muxer: PacketSink {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
-        case .mpegts, .flv:
+        case .mpegts, .flv, .nut:
             break
         }
         if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
@@ -258,5 +260,37 @@ public final class CodecParameters: @unchecked Sendable {
             extradata[10] = UInt8(samples & 0xff)
             extradata[11] = UInt8((samples >> 8) & 0xff)
         }
+    }
+}
+
+/// Reads the packets of a file libavformat wrote (the replay handler's fragment files), in the order they are stored.
+public final class PacketReader {
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private let path: String
+
+    public init(path: String) throws(MediaError) {
+        self.path = path
+        guard let packet = av_packet_alloc() else { throw MediaError("read \(path)", "out of memory") }
+        self.packet = packet
+        try check(avformat_open_input(&context, path, nil, nil), "open \(path)")
+    }
+
+    deinit {
+        avformat_close_input(&context)
+        var owned: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&owned)
+    }
+
+    /// The next packet (valid until the next call; its data may be moved out) and its stream's index and time base,
+    /// or nil at the end.
+    public func next() throws(MediaError) -> (packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)? {
+        guard let context else { return nil }
+        av_packet_unref(packet)
+        let read = av_read_frame(context, packet)
+        if read == cff_error_eof() { return nil }
+        try check(read, "read \(path)")
+        let stream = Int(packet.pointee.stream_index)
+        return (packet, stream, context.pointee.streams[stream]!.pointee.time_base)
     }
 }

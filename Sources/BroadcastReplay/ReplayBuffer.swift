@@ -1,6 +1,7 @@
 import BroadcastCore
 import BroadcastMedia
 import BroadcastRecord
+import BroadcastSystem
 import CFFmpeg
 
 /// One encoded packet kept in the buffer (owned: freed with it).
@@ -30,11 +31,8 @@ final class BufferedPacket: @unchecked Sendable {
     }
 
     /// Another reference to the same data (no copy), for a save.
-    init(sharing other: BufferedPacket) throws(MediaError) {
-        guard let clone = av_packet_clone(other.packet) else { throw MediaError("save the buffer", "out of memory") }
-        packet = clone
-        stream = other.stream
-        time = other.time
+    convenience init(sharing other: BufferedPacket) throws(MediaError) {
+        try self.init(referencing: other.packet, stream: other.stream, time: other.time)
     }
 
     deinit {
@@ -45,7 +43,9 @@ final class BufferedPacket: @unchecked Sendable {
 
 /// The `replay` handler's buffer: the encoded streams, whole GOPs (a keyframe and what follows it, audio included),
 /// the oldest dropped first so that it holds the last `length` of file time (rounded up to a GOP) and no more than
-/// `maxBytes`. Packets keep the encoders' own timestamps; a save takes references to them, not copies.
+/// `maxBytes`. Packets keep the encoders' own timestamps; a save takes references to them, not copies. With a disk
+/// ring (`buffer=disk`), each GOP goes into a NUT file of its own as it is encoded, and only the open one stays in
+/// memory too; `maxBytes` then bounds the files.
 final class ReplayBuffer: EncodedOutput {
     struct Stream {
         let parameters: CodecParameters
@@ -56,13 +56,20 @@ final class ReplayBuffer: EncodedOutput {
     final class GOP {
         /// File time of its keyframe, ns.
         let start: Int64
+        /// Its packets, while in memory (all of them without a disk ring; with one, while it is the open GOP).
         var packets: [BufferedPacket] = []
         var bytes = 0
+        /// With a disk ring: the file it is written to, and its writer while it is open.
+        var file: String?
+        var writer: Muxer?
         init(start: Int64) { self.start = start }
     }
 
     let length: UInt64
     let maxBytes: Int
+    /// The folder of the disk ring's files; nil: the buffer is in memory.
+    let directory: String?
+    private var filesMade = 0
     private(set) var streams: [Stream] = []
     private(set) var gops: [GOP] = []
     private(set) var bytes = 0
@@ -78,9 +85,10 @@ final class ReplayBuffer: EncodedOutput {
     /// Start of the newest video frame, file time ns.
     private(set) var newest: Int64 = 0
 
-    init(length: UInt64, maxBytes: Int) {
+    init(length: UInt64, maxBytes: Int, directory: String? = nil) {
         self.length = length
         self.maxBytes = maxBytes
+        self.directory = directory
     }
 
     var wantsGlobalHeader: Bool { true }
@@ -96,7 +104,7 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     /// File time (ns) of `pts` in `timeBase`, less the stream's priming.
-    private func time(_ pts: Int64, stream: Int, timeBase: AVRational) -> Int64 {
+    func time(_ pts: Int64, stream: Int, timeBase: AVRational) -> Int64 {
         av_rescale_q(pts - streams[stream].parameters.priming, timeBase, AVRational(num: 1, den: 1_000_000_000))
     }
 
@@ -105,7 +113,7 @@ final class ReplayBuffer: EncodedOutput {
         let time = time(packet.pointee.pts, stream: stream, timeBase: timeBase)
         if let recording { try recording.append(try BufferedPacket(referencing: packet, stream: stream, time: time)) }
         if streams[stream].isVideo {
-            if isKey { gops.append(GOP(start: time)) }
+            if isKey { try openGOP(at: time) }
             // After the memory bound took every GOP, the next keyframe starts the buffer anew.
             if gops.isEmpty { return }
             newest = max(newest, time)
@@ -114,8 +122,13 @@ final class ReplayBuffer: EncodedOutput {
             return // audio before the first keyframe: nothing to play it with
         }
         let kept = try BufferedPacket(taking: packet, stream: stream, time: time)
-        gops[gops.count - 1].packets.append(kept)
-        gops[gops.count - 1].bytes += kept.cost
+        let gop = gops[gops.count - 1]
+        if let writer = gop.writer {
+            let copy = try BufferedPacket(sharing: kept)
+            try writer.write(copy.packet, stream: stream, timeBase: streams[stream].timeBase)
+        }
+        gop.packets.append(kept)
+        gop.bytes += kept.cost
         bytes += kept.cost
         trimForMemory()
     }
@@ -126,6 +139,36 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     func endStream(_ stream: Int, at end: Int64) throws(MediaError) {}
+
+    /// A keyframe: the open GOP is closed (with a disk ring, its file finished and its packets let go) and one begins.
+    private func openGOP(at time: Int64) throws(MediaError) {
+        let gop = GOP(start: time)
+        if let directory {
+            try close(gops.last)
+            filesMade += 1
+            let path = directory + "/gop-\(filesMade).nut"
+            let writer = try Muxer(url: path, container: .nut)
+            for stream in streams { try writer.addStream(parameters: stream.parameters, timeBase: stream.timeBase) }
+            try writer.start()
+            (gop.file, gop.writer) = (path, writer)
+        }
+        gops.append(gop)
+    }
+
+    private func close(_ gop: GOP?) throws(MediaError) {
+        guard let gop, let writer = gop.writer else { return }
+        gop.writer = nil
+        try writer.finish()
+        gop.packets = []
+    }
+
+    /// Closes the open GOP's file and removes every file of the disk ring, and its folder (the broadcast is over).
+    func removeFiles() {
+        guard let directory else { return }
+        try? close(gops.last)
+        while !gops.isEmpty { drop() }
+        FileSystem.removeDirectory(directory)
+    }
 
     /// The oldest GOP goes once the rest still hold `length`: the buffer holds `length` to `length` + a GOP.
     private func trimForLength() {
@@ -144,7 +187,10 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     private func drop() {
-        bytes -= gops.removeFirst().bytes
+        let gop = gops.removeFirst()
+        bytes -= gop.bytes
+        if let writer = gop.writer { try? writer.finish() }
+        if let file = gop.file { FileSystem.remove(file) }
         let oldest = gops.first?.start ?? Int64.max
         marks.removeAll { $0.time < oldest }
     }
@@ -156,9 +202,15 @@ final class ReplayBuffer: EncodedOutput {
     /// File time the buffer covers, ns: from its oldest keyframe to its newest frame.
     var duration: Int64 { gops.first.map { newest - $0.start } ?? 0 }
 
+    /// Bytes of files the disk ring holds now (0 without one).
+    var filesOnDisk: (count: Int, bytes: Int64) {
+        gops.compactMap(\.file).reduce((0, 0)) { ($0.0 + 1, $0.1 + (OutputPath.size(of: $1) ?? 0)) }
+    }
+
     /// What a save of the last `seconds` (nil: all) writes: from the newest keyframe at least that far back (the oldest
-    /// one when the buffer is shorter), video from it on, audio whose content starts at or after it. References, no copies.
-    func snapshot(last seconds: Double?) throws(MediaError) -> Snapshot? {
+    /// one when the buffer is shorter), video from it on, audio whose content starts after it and the packet before.
+    /// References to the packets in memory, second names (hard links) for the disk ring's files: nothing is copied.
+    func snapshot(last seconds: Double?, id: Int) throws(MediaError) -> Snapshot? {
         guard !gops.isEmpty else { return nil }
         var first = 0
         if let seconds {
@@ -166,34 +218,99 @@ final class ReplayBuffer: EncodedOutput {
             first = gops.lastIndex { $0.start <= wanted } ?? 0
         }
         let origin = gops[first].start
-        var packets: [BufferedPacket] = []
-        // Audio from the packet its content at the keyframe is in (the save says how much of it to skip).
-        var openingAudio: [Int: BufferedPacket] = [:]
+        var sources: [Snapshot.Source] = []
         for (index, gop) in gops.enumerated().dropFirst(max(0, first - 1)) {
-            for packet in gop.packets {
-                if streams[packet.stream].isVideo {
-                    if index >= first { packets.append(try BufferedPacket(sharing: packet)) }
-                } else if packet.time <= origin {
-                    openingAudio[packet.stream] = packet
-                } else {
-                    if let opening = openingAudio.removeValue(forKey: packet.stream) { packets.append(try BufferedPacket(sharing: opening)) }
-                    packets.append(try BufferedPacket(sharing: packet))
-                }
+            let opening = index >= first
+            if let file = gop.file, gop.writer == nil {
+                let name = file.replacing(".nut", with: "-save\(id).nut")
+                guard FileSystem.link(file, as: name) else { throw MediaError("save", "cannot link \(file) for the save") }
+                sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: name, packets: []))
+            } else {
+                let shared = try gop.packets.map { packet throws(MediaError) in try BufferedPacket(sharing: packet) }
+                sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: nil, packets: shared))
             }
         }
         let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
-        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, packets: packets, marks: chapters)
+        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, sources: sources, marks: chapters)
     }
 
     /// A save's part of the buffer.
     struct Snapshot: @unchecked Sendable {
+        struct Source {
+            /// The keyframe's GOP or a later one: its video is saved (of the GOP before, only audio is).
+            let gopOnOrAfterOrigin: Bool
+            /// A disk ring's file (a name of its own for the save, removed once read), or the packets themselves.
+            let file: String?
+            let packets: [BufferedPacket]
+        }
         let streams: [Stream]
         let orientation: Orientation
         /// File time of its first keyframe, ns: time 0 of the saved file.
         let origin: Int64
         let end: Int64
-        let packets: [BufferedPacket]
+        let sources: [Source]
         /// Chapters, their times from the file's start.
         let marks: [(time: Int64, title: String)]
+    }
+}
+
+/// The packets a save writes, in the order they were encoded, read from memory or from the disk ring's files (one
+/// GOP's at a time): video from the keyframe on; of each audio stream, the packet its content at the keyframe is in
+/// and those after it.
+final class SnapshotPackets {
+    let snapshot: ReplayBuffer.Snapshot
+    private var source = -1
+    private var position = 0
+    private var reader: PacketReader?
+    private var openingAudio: [Int: BufferedPacket] = [:]
+    private var ready: [BufferedPacket] = []
+
+    init(_ snapshot: ReplayBuffer.Snapshot) {
+        self.snapshot = snapshot
+    }
+
+    deinit { for source in snapshot.sources { if let file = source.file { FileSystem.remove(file) } } }
+
+    func next() throws(MediaError) -> BufferedPacket? {
+        while ready.isEmpty {
+            guard let (packet, onOrAfter) = try nextStored() else { return nil }
+            if snapshot.streams[packet.stream].isVideo {
+                if onOrAfter { ready.append(packet) }
+            } else if packet.time <= snapshot.origin {
+                openingAudio[packet.stream] = packet
+            } else {
+                if let opening = openingAudio.removeValue(forKey: packet.stream) { ready.append(opening) }
+                ready.append(packet)
+            }
+        }
+        return ready.removeFirst()
+    }
+
+    private func nextStored() throws(MediaError) -> (BufferedPacket, Bool)? {
+        while source < snapshot.sources.count {
+            if source >= 0 {
+                let current = snapshot.sources[source]
+                if let reader {
+                    if let (packet, stream, timeBase) = try reader.next() {
+                        let original = snapshot.streams[stream].timeBase
+                        av_packet_rescale_ts(packet, timeBase, original)
+                        // NUT stores no dts where it equals the pts (no B-frames here).
+                        if packet.pointee.dts == cff_nopts() { packet.pointee.dts = packet.pointee.pts }
+                        let priming = snapshot.streams[stream].parameters.priming
+                        let time = av_rescale_q(packet.pointee.pts - priming, original, AVRational(num: 1, den: 1_000_000_000))
+                        return (try BufferedPacket(taking: packet, stream: stream, time: time), current.gopOnOrAfterOrigin)
+                    }
+                    self.reader = nil
+                    if let file = current.file { FileSystem.remove(file) }
+                } else if current.file == nil, position < current.packets.count {
+                    position += 1
+                    return (current.packets[position - 1], current.gopOnOrAfterOrigin)
+                }
+            }
+            source += 1
+            position = 0
+            if source < snapshot.sources.count, let file = snapshot.sources[source].file { reader = try PacketReader(path: file) }
+        }
+        return nil
     }
 }

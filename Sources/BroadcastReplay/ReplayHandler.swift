@@ -17,6 +17,11 @@ public final class ReplayHandler: BroadcastSampleHandler {
     private var encoder: RecordingEncoder?
     private var failure: String?
     private var lastReport: UInt64?
+    private var snapshots = 0
+    private func nextSnapshot() -> Int {
+        snapshots += 1
+        return snapshots
+    }
     /// Marks made so far (chapters of the saves that hold them).
     private var marks = 0
     /// `save --and-record`: the chapters of the recording, from its start.
@@ -31,10 +36,20 @@ public final class ReplayHandler: BroadcastSampleHandler {
         do {
             let options = try ReplayOptions(setupInfo: setupInfo)
             self.options = options
-            let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory)
+            var directory: String?
+            if options.onDisk {
+                let cache = Environment.get("XDG_CACHE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil }
+                    ?? (Environment.get("HOME") ?? "/tmp") + "/.cache"
+                directory = cache + "/broadcastd/replay-\(Environment.processID)"
+                do { try FileSystem.makeDirectories(directory!, mode: 0o700) } catch {
+                    throw HandlerError("replay", "cannot make the disk buffer's folder: \(error)")
+                }
+            }
+            let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory)
             encoder = try RecordingEncoder(options.record, for: self, output: buffer)
             self.buffer = buffer
-            logger.info("replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB (\(encoder!.implementationName))")
+            let place = directory.map { "in files in \($0)" } ?? "in memory"
+            logger.info("replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB \(place) (\(encoder!.implementationName))")
         } catch {
             fail("\(error)")
         }
@@ -94,7 +109,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let snapshot: ReplayBuffer.Snapshot
         do {
             try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: file == nil)
-            guard let taken = try buffer.snapshot(last: seconds) else {
+            guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
                 return reply.fail(HandlerError("save", "nothing to save yet: the buffer is empty"))
             }
             snapshot = taken
@@ -152,7 +167,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let (path, container) = try Self.target(arguments["file"])
         do {
             try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: arguments["file"] == nil)
-            guard let snapshot = try buffer.snapshot(last: seconds) else { throw HandlerError("save", "nothing to save yet: the buffer is empty") }
+            guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else { throw HandlerError("save", "nothing to save yet: the buffer is empty") }
             let file = try ReplayFile(snapshot, to: path, container: container, chapters: [])
             recordingMarks = snapshot.marks
             buffer.recording = file
@@ -189,8 +204,15 @@ public final class ReplayHandler: BroadcastSampleHandler {
     }
 
     private func bufferFigures(_ buffer: ReplayBuffer) -> [String: JSONValue] {
-        ["buffered": .number((Double(buffer.duration) / 1e8).rounded() / 10), "bufferBytes": .number(Double(buffer.bytes)),
-         "gops": .number(Double(buffer.gops.count)), "maxMemory": .number(Double(buffer.maxBytes))]
+        var figures: [String: JSONValue] = [
+            "buffered": .number((Double(buffer.duration) / 1e8).rounded() / 10), "bufferBytes": .number(Double(buffer.bytes)),
+            "gops": .number(Double(buffer.gops.count)), "maxMemory": .number(Double(buffer.maxBytes))]
+        if buffer.directory != nil {
+            let files = buffer.filesOnDisk
+            figures["diskFiles"] = .number(Double(files.count))
+            figures["diskBytes"] = .number(Double(files.bytes))
+        }
+        return figures
     }
 
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
@@ -219,6 +241,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         }
         result["saves"] = .array(saved.list.withLock { $0 }.map { .object($0) })
         if let failure { result["error"] = .string(failure) }
+        buffer?.removeFiles()
         setBroadcastResult(result)
     }
 

@@ -10,6 +10,8 @@ struct ReplayOptions {
     var length = Self.defaultLength
     /// Bytes of encoded packets kept at most.
     var maxMemory = Self.defaultMaxMemory
+    /// `buffer=disk`: GOPs in a ring of files in $XDG_CACHE_HOME (bounded by `maxMemory` as well), not in memory.
+    var onDisk = false
     var record: RecordOptions
 
     init(setupInfo: [String: String]) throws(RecordOptions.Invalid) {
@@ -25,6 +27,11 @@ struct ReplayOptions {
                 throw RecordOptions.Invalid("maxMemory '\(text)': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)")
             }
             maxMemory = bytes
+        }
+        switch rest.removeValue(forKey: "buffer") {
+        case nil, "memory": onDisk = false
+        case "disk": onDisk = true
+        case let other?: throw RecordOptions.Invalid("buffer '\(other)': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)")
         }
         // Where saves go is said with each save; the broadcast has no file of its own.
         record = try RecordOptions(url: nil, setupInfo: rest, defaultPath: { "/replay.mp4" })

@@ -30,12 +30,23 @@ final class ReplayFile {
         streams = snapshot.streams
         origin = snapshot.origin
         video = snapshot.streams.firstIndex(where: \.isVideo) ?? 0
+        let packets = SnapshotPackets(snapshot)
+        // Each audio stream's first packet says how much of it to skip (in the header): read ahead until each has
+        // one, or 5 s of video have come without (a stream that sent nothing).
+        var ahead: [BufferedPacket] = []
+        var firstAudio: [Int: Int64] = [:]
+        let audioStreams = snapshot.streams.indices.filter { !snapshot.streams[$0].isVideo }
+        while firstAudio.count < audioStreams.count, let packet = try packets.next() {
+            ahead.append(packet)
+            if !snapshot.streams[packet.stream].isVideo, firstAudio[packet.stream] == nil { firstAudio[packet.stream] = packet.packet.pointee.pts }
+            if snapshot.streams[packet.stream].isVideo, packet.time > snapshot.origin + 5_000_000_000 { break }
+        }
         for (index, stream) in snapshot.streams.enumerated() {
             let parameters = try CodecParameters(copying: stream.parameters)
             let origin = av_rescale_q(snapshot.origin, Self.nanoseconds, stream.timeBase)
             var shift = origin
-            if !stream.isVideo, let first = snapshot.packets.first(where: { $0.stream == index }) {
-                shift = first.packet.pointee.pts
+            if !stream.isVideo, let first = firstAudio[index] {
+                shift = first
                 parameters.setPriming(Int(max(0, origin + stream.parameters.priming - shift)))
             }
             shifts.append(shift)
@@ -44,7 +55,8 @@ final class ReplayFile {
         muxer.setOrientation(stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
         try muxer.addChapters(chapters)
         try muxer.start()
-        for packet in snapshot.packets { try append(packet) }
+        for packet in ahead { try append(packet) }
+        while let packet = try packets.next() { try append(packet) }
     }
 
     /// Writes one packet of the buffer (whose data it may take).

@@ -181,7 +181,13 @@ extension Integration {
         #expect(refused.status == 1 && refused.stderr.contains("2 broadcasts are running"), "\(refused)")
         usleep(1_000_000)
         for id in [record, replay] { try controller.finish(broadcast: id) }
-        for id in [record, replay] { #expect(try daemon.awaitFinish(controller, id) == nil) }
+        // They finish in either order: both FINISHED events are taken as they come.
+        var errors: [UInt32: BroadcastError?] = [:]
+        while errors.count < 2 {
+            let finished = try daemon.waitFor(controller, timeout: 30) { if case .finished(let f) = $0 { f } else { nil } }
+            errors[finished.broadcast] = finished.error
+        }
+        #expect(errors[record]! == nil && errors[replay]! == nil, "\(errors)")
         let times = try Recording(path: recording, scratch: daemon.runtime).frameTimes()
         #expect(times.count > 200 && zip(times, times.dropFirst()).allSatisfy { $1 - $0 < 0.1 }, "the recording is whole: \(times.count) frames")
         let clipTimes = try Recording(path: clip, scratch: daemon.runtime).frameTimes()
@@ -277,5 +283,49 @@ extension Integration.ReplayTests {
         let audio = try file.audio(track: 0)
         #expect(abs(Double(audio.count) / 48000 - (elapsed - start)) < 0.1, "audio all along: \(Double(audio.count) / 48000)")
         #expect(try chapters(path).map(\.title) == ["Start", "after the save"])
+    }
+}
+
+extension Integration.ReplayTests {
+    /// `buffer=disk`: a ring of NUT files in $XDG_CACHE_HOME/broadcastd, one per GOP, bounded by length and by bytes;
+    /// a save from it is whole and in step (audio as long as the picture, a keyframe first), and the files go when
+    /// the broadcast finishes.
+    @Test func aDiskBufferIsARingOfFilesBoundedLikeMemory() throws {
+        let cache = NSTemporaryDirectory() + "/replay-cache-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: cache) }
+        let daemon = try Self.daemon(environment: ["XDG_CACHE_HOME": cache])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "replay", url: nil, setupInfo: ["length": "4", "buffer": "disk", "maxMemory": "1M"], on: controller)
+        try daemon.awaitState(controller, .live)
+        var largest = (files: 0.0, bytes: 0.0), reports = 0, last: [String: JSONValue] = [:]
+        let deadline = Date().addingTimeInterval(9)
+        while Date() < deadline {
+            if case .serviceInfo(let info)? = try controller.nextEvent(timeoutMilliseconds: 200), info.broadcast == id,
+               let files = info.handler?["diskFiles"], let bytes = info.handler?["diskBytes"] {
+                largest = (max(largest.files, number(files)), max(largest.bytes, number(bytes)))
+                reports += 1
+                last = info.handler ?? [:]
+            }
+        }
+        let folder = try FileManager.default.contentsOfDirectory(atPath: cache + "/broadcastd")
+        #expect(folder.count == 1 && folder[0].hasPrefix("replay-"), "\(folder)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: cache + "/broadcastd/" + folder[0])
+        // One file per GOP held (x264 puts a keyframe at each scene cut of the scrolling pattern, besides every 2 s).
+        #expect(files.allSatisfy { $0.hasSuffix(".nut") } && abs(Double(files.count) - number(last["gops"])) <= 1, "\(files), \(last)")
+        #expect(number(last["buffered"]) >= 4 && number(last["buffered"]) <= 6.1, "the ring holds `length`: \(last)")
+        #expect(reports >= 5 && largest.bytes > 0 && largest.bytes <= Double(1 << 20), "\(largest) in \(reports) reports")
+        let path = daemon.runtime + "/from-disk.mp4"
+        let saved = try Self.save(daemon, [path])
+        let duration = number(saved["duration"])
+        #expect(duration >= 4 && duration <= 6.1, "\(saved)")
+        let file = Recording(path: path, scratch: daemon.runtime)
+        let times = try file.frameTimes()
+        #expect(try keyFrames(path).first == true && times.first == 0)
+        #expect(zip(times, times.dropFirst()).allSatisfy { abs($1 - $0 - 1.0 / 30) < 0.002 }, "whole: \(times)")
+        #expect(abs(Double(try file.audio(track: 0).count) / 48000 - duration) < 0.1, "audio as long as the video")
+        try controller.finish(broadcast: id)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache + "/broadcastd").isEmpty, "the ring's files are gone")
     }
 }
