@@ -22,6 +22,7 @@ import PackageDescription
 //                        to many destinations, a GOP-dropping send queue per destination, reconnection
 //   BroadcastUpload      HTTP PUT of a finished file through libcurl: progress, retries with backoff
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
+//   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
 let package = Package(
     name: "broadcastd",
     platforms: [.macOS(.v13)],
@@ -32,6 +33,7 @@ let package = Package(
         .executable(name: "broadcast-handler-inspect", targets: ["broadcast-handler-inspect"]),
         .executable(name: "broadcast-handler-record", targets: ["broadcast-handler-record"]),
         .executable(name: "broadcast-handler-stream", targets: ["broadcast-handler-stream"]),
+        .executable(name: "broadcast-handler-replay", targets: ["broadcast-handler-replay"]),
         .library(name: "BroadcastHandlerKit", targets: ["BroadcastHandlerKit"]),
     ],
     dependencies: [
@@ -120,11 +122,18 @@ let package = Package(
         .executableTarget(name: "broadcast-handler-record", dependencies: [
             "BroadcastRecord", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
+        .target(name: "BroadcastReplay", dependencies: [
+            "BroadcastRecord", "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CFFmpeg",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "broadcast-handler-replay", dependencies: [
+            "BroadcastReplay", "BroadcastHandlerKit", "BroadcastLogging",
+        ]),
         .testTarget(name: "BroadcastUnitTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
             "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
-            "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload",
+            "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload", "BroadcastReplay",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

@@ -39,6 +39,14 @@ public final class ControllerClient {
         try connection.request(opcode, BroadcastReference(broadcast: broadcast)).decode(BroadcastReference.self).broadcast
     }
 
+    /// Revision 2.3: sends command `name` with `arguments` to broadcast `broadcast`'s handler (nil: the only one
+    /// running) and returns its answer; the handler's error, or its silence for 10 s, throws `.refused`.
+    public func send(command name: String, arguments: [String: JSONValue] = [:], broadcast: UInt32? = nil) throws(ProtocolError) -> CommandResult {
+        let reply = try connection.request(.sendCommand, CommandRequest(broadcast: broadcast, command: name, arguments: arguments.isEmpty ? nil : arguments))
+        guard reply.opcode == .commandResult else { throw .unexpected(reply.opcode, "expected COMMAND_RESULT") }
+        return try reply.decode(CommandResult.self)
+    }
+
     /// What the daemon captures, and the outputs it could capture instead.
     /// The running capture takes `choice`'s output or region (the whole screen when neither), for every broadcast.
     public func changeCapture(_ choice: CaptureChoice) throws(ProtocolError) {

@@ -33,5 +33,9 @@ public struct BroadcastError: Error, Equatable, Codable, Sendable, CustomStringC
         public static let captureInUse = Code(rawValue: "capture-in-use")
         public static let notRunning = Code(rawValue: "not-running")
         public static let shutdown = Code(rawValue: "shutdown")
+        /// Revision 2.3: the handler answered a command with an error, or exited before answering.
+        public static let commandFailed = Code(rawValue: "command-failed")
+        /// Revision 2.3: the handler did not answer a command in time (the broadcast goes on).
+        public static let commandTimeout = Code(rawValue: "command-timeout")
     }
 }

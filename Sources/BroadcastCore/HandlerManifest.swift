@@ -20,9 +20,13 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// Whether the handler throws away what it produced when a broadcast is discarded (`broadcastctl discard`);
     /// broadcastd refuses to discard a broadcast whose handler does not say so.
     public var discard: Bool?
+    /// Revision 2.3: the commands it accepts from controllers while its broadcast runs (`broadcastctl send`);
+    /// broadcastd forwards no other.
+    public var commands: [Command]?
 
     public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
-                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil) {
+                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil,
+                commands: [Command]? = nil) {
         self.name = name
         self.displayName = displayName
         self.description = description
@@ -32,6 +36,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         self.setupFields = setupFields
         self.frameRate = frameRate
         self.discard = discard
+        self.commands = commands
     }
 
     public enum FrameRateMode: String, Codable, Sendable {
@@ -39,7 +44,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, displayName, description, exec, arguments, url, setupFields, frameRate, discard
+        case name, displayName, description, exec, arguments, url, setupFields, frameRate, discard, commands
     }
 
     public init(from decoder: Decoder) throws {
@@ -52,6 +57,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         url = try c.decodeIfPresent(URLField.self, forKey: .url)
         setupFields = try c.decodeIfPresent([SetupField].self, forKey: .setupFields)
         discard = try c.decodeIfPresent(Bool.self, forKey: .discard)
+        commands = try c.decodeIfPresent([Command].self, forKey: .commands)
         if let rate = try? c.decodeIfPresent(Double.self, forKey: .frameRate) {
             guard rate > 0 && rate <= 240 else {
                 throw DecodingError.dataCorruptedError(forKey: .frameRate, in: c, debugDescription: "a frame rate is 1 to 240")
@@ -73,6 +79,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         try c.encodeIfPresent(url, forKey: .url)
         try c.encodeIfPresent(setupFields, forKey: .setupFields)
         try c.encodeIfPresent(discard, forKey: .discard)
+        try c.encodeIfPresent(commands, forKey: .commands)
         if let maxFrameRate { try c.encode(maxFrameRate, forKey: .frameRate) } else { try c.encodeIfPresent(frameRate, forKey: .frameRate) }
     }
 
@@ -109,6 +116,36 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
             self.required = required
             self.secret = secret
             self.advanced = advanced
+        }
+    }
+
+    /// Revision 2.3: a command the handler accepts from controllers, as its manifest lists it.
+    public struct Command: Equatable, Codable, Sendable {
+        public var name: String
+        public var help: String
+        public var arguments: [Argument]?
+        public init(name: String, help: String, arguments: [Argument]? = nil) {
+            self.name = name
+            self.help = help
+            self.arguments = arguments
+        }
+
+        /// One named argument: `type` is `string` (the default), `number` or `bool`.
+        public struct Argument: Equatable, Codable, Sendable {
+            public var name: String
+            public var help: String
+            public var type: ArgumentType?
+            public var required: Bool?
+            public init(name: String, help: String, type: ArgumentType? = nil, required: Bool? = nil) {
+                self.name = name
+                self.help = help
+                self.type = type
+                self.required = required
+            }
+        }
+
+        public enum ArgumentType: String, Codable, Sendable {
+            case string, number, bool
         }
     }
 

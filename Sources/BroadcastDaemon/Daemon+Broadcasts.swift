@@ -224,6 +224,7 @@ extension Daemon {
     private func endLink(of broadcast: Broadcast) -> BroadcastError?? {
         guard let link = broadcast.link, let status = link.process.reap() else { return nil }
         broadcast.link = nil
+        abandonCommands(of: link, broadcast: broadcast.id, reason: "it \(status)")
         if let session = link.session {
             if session.closeReason == nil { session.closeReason = "" }
             peers.close(session)
@@ -296,6 +297,8 @@ extension Daemon {
             let result = try message.decode(HandlerResult.self).result
             broadcast.result = result
             logger.debug("handler '\(link.manifest.name)' reported a result: \(result.keys.sorted().joined(separator: ", "))")
+        case .commandAnswer:
+            try commandAnswered(message, by: link, of: broadcast)
         default:
             throw .unexpected(message.opcode, "not a handler message")
         }

@@ -74,6 +74,8 @@ extension Daemon {
             let result = named.flatMap { snapshot(for: session, broadcast: $0, now: clock.now()) }
             if case .success(let snapshot) = result { session.snapshotBytes = snapshot.description.video.frameSize }
             peers.reply(session, seq, result.map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
+        case .sendCommand:
+            try sendCommand(message, from: session)
         case .subscribe:
             session.subscribed = true
             peers.reply(session, seq, .success(.json(.ok, seq: seq, Empty())))

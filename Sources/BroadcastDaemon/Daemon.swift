@@ -158,7 +158,8 @@ public final class Daemon {
         var candidates = [capture?.live?.nextFrameAt, capture?.live?.nextAudioAt, nextServiceInfoAt, systemd.nextWatchdogAt,
                           pendingStart == nil ? nil : source.openRetryAt, peers.nextDeadline]
         for broadcast in broadcasts {
-            candidates += [broadcast.startDeadline, broadcast.maxDurationDeadline, broadcast.link?.terminateAt, broadcast.link?.killAt]
+            candidates += [broadcast.startDeadline, broadcast.maxDurationDeadline, broadcast.link?.terminateAt, broadcast.link?.killAt,
+                           broadcast.link?.commandDeadline]
         }
         return candidates.compactMap { $0 }.min()
     }
@@ -190,6 +191,7 @@ public final class Daemon {
             transition(broadcast, .finish)
         }
         guard let link = broadcast.link else { return }
+        expireCommands(of: link, broadcast: broadcast.id, now: now)
         if let at = link.terminateAt, now >= at {
             logger.warning("handler '\(link.manifest.name)' did not exit in time; sending SIGTERM")
             if broadcast.phase == .finishing && link.session != nil {

@@ -57,6 +57,18 @@ open class BroadcastSampleHandler {
     /// The pointer, when broadcastd runs with `--cursor metadata`: its position every frame,
     /// its image (`cursor.sprite`) only when it changed. Draw it, or not.
     open func processCursor(_ cursor: CursorSample) {}
+    /// Revision 2.3: a command from a controller (`broadcastctl send NAME KEY=VALUE…`), one that the manifest's
+    /// `commands` lists, its arguments checked against it by broadcastd. Return the result for that controller, or
+    /// throw: the error's text goes back to it. Called on the callback thread, between samples: answer quickly
+    /// (broadcastd gives up after 10 s), or override `handleCommand(_:arguments:reply:)` to answer later.
+    open func handleCommand(_ command: String, arguments: [String: JSONValue]) throws -> [String: JSONValue] {
+        throw HandlerError(command, "this handler takes no commands")
+    }
+    /// The same, answered when `reply` is called (exactly once, from any thread): for work done on a thread of
+    /// your own so that samples keep coming meanwhile. By default, `handleCommand(_:arguments:)` answers at once.
+    open func handleCommand(_ command: String, arguments: [String: JSONValue], reply: CommandReply) {
+        do { reply.send(try handleCommand(command, arguments: arguments)) } catch { reply.fail(error) }
+    }
 
     /// Ends the broadcast with `error`; every controller hears it as the finish reason.
     /// `broadcastFinished` follows.
@@ -105,5 +117,37 @@ open class BroadcastSampleHandler {
             return
         }
         try? connection.send(message)
+    }
+}
+
+/// Revision 2.3: the way back for one command's answer; `send` or `fail` it once, from any thread.
+public struct CommandReply: Sendable {
+    let id: UInt32
+    let connection: PeerConnection?
+    let logger: Logger
+
+    /// Answers with `result`, at most 64 KiB once encoded (a larger one is answered as an error instead).
+    public func send(_ result: [String: JSONValue]) {
+        let message = Message.json(.commandAnswer, HandlerCommandAnswer(id: id, result: result))
+        guard message.payload.count <= ProtocolLimits.maxCommandAnswerPayload else {
+            logger.error("command answer not sent: \(message.payload.count) bytes exceed the limit of \(ProtocolLimits.maxCommandAnswerPayload)")
+            return fail(HandlerError("answer", "the result was too large to send (\(message.payload.count) bytes)"))
+        }
+        try? connection?.send(message)
+    }
+
+    /// Answers with the result, or the error.
+    public func answer<Failure: Error>(_ result: Result<[String: JSONValue], Failure>) {
+        switch result {
+        case .success(let value): send(value)
+        case .failure(let error): fail(error)
+        }
+    }
+
+    /// Answers with an error: its text is what the controller shows.
+    public func fail(_ error: Error) {
+        var text = "\(error)"
+        if text.utf8.count > 8192 { text = String(decoding: Array(text.utf8.prefix(8192)), as: UTF8.self) }
+        try? connection?.send(.json(.commandAnswer, HandlerCommandAnswer(id: id, error: HandlerFailure(message: text))))
     }
 }

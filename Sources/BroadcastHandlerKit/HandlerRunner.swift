@@ -115,6 +115,10 @@ struct HandlerRunner {
                 }
             case .cursor:
                 handler.processCursor(try CursorSample(decoding: message.payload))
+            case .command:
+                let command = try message.decode(HandlerCommand.self)
+                handler.handleCommand(command.command, arguments: command.arguments,
+                                      reply: CommandReply(id: command.id, connection: connection, logger: handler.logger))
             case .broadcastPaused:
                 handler.broadcastPaused()
             case .broadcastResumed:

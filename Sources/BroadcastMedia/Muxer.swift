@@ -1,5 +1,9 @@
 import CFFmpeg
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Where encoded packets go: a muxer, or a queue in front of one.
 public protocol PacketSink: AnyObject {
     /// Takes one packet of `stream`, its timestamps in `timeBase` (the packet's data may be moved out).
@@ -21,6 +25,8 @@ public final class Muxer: PacketSink {
         /// HLS: a playlist and fMP4 (CMAF) segments that libavformat's hls muxer writes itself (to files,
         /// or to an HTTP origin by PUT); its options come through `formatOptions`.
         case hls
+        /// NUT: any codec, timestamps in the streams' own time bases, exactly; the replay handler's fragment files.
+        case nut
 
         /// From a file name's extension, or nil for one broadcastd does not write.
         public init?(fileExtension: String) {
@@ -38,7 +44,7 @@ public final class Muxer: PacketSink {
         /// (it writes AV1 as private data, stream type 0x06, which ffmpeg's own demuxer reads as bin_data).
         public func carries(_ codec: VideoCodec) -> Bool {
             switch (self, codec) {
-            case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.mpegts, .hevc): true
+            case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.nut, _), (.mpegts, .hevc): true
             case (.flv, _), (.mpegts, .av1), (.hls, _): false
             }
         }
@@ -108,6 +114,18 @@ public final class Muxer: PacketSink {
         return Int(stream.pointee.index)
     }
 
+    /// Adds a stream carrying packets described by `parameters` (an encoder's, kept: the replay buffer's); returns its index.
+    @discardableResult
+    public func addStream(parameters: CodecParameters, timeBase: AVRational) throws(MediaError) -> Int {
+        guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
+        try check(avcodec_parameters_copy(stream.pointee.codecpar, parameters.pointer), "add a stream")
+        if container == .fragmentedMP4 && parameters.pointer.pointee.codec_id == AV_CODEC_ID_HEVC {
+            stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
+        }
+        stream.pointee.time_base = timeBase
+        return Int(stream.pointee.index)
+    }
+
     /// A four-character code as libavformat stores it (MKTAG).
     static func tag(_ code: String) -> UInt32 {
         code.utf8.prefix(4).enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
@@ -140,7 +158,7 @@ public final class Muxer: PacketSink {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
-        case .mpegts, .flv, .hls:
+        case .mpegts, .flv, .hls, .nut:
             break
         }
         for (key, value) in formatOptions { av_dict_set(&options, key, value, 0) }
@@ -201,6 +219,28 @@ public final class Muxer: PacketSink {
         return avio_tell(pb)
     }
 
+    /// Adds chapters (libavformat's), times in ns of file time: before `start` they go into the header (MP4, Matroska);
+    /// after it, only into the trailer, which Matroska writes them in (fragmented MP4, whose header is written first,
+    /// does not).
+    public func addChapters(_ chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
+        guard let context else { return }
+        for chapter in chapters {
+            guard let added = av_mallocz(MemoryLayout<AVChapter>.size)?.assumingMemoryBound(to: AVChapter.self) else {
+                throw MediaError("add a chapter", "out of memory")
+            }
+            added.pointee.id = Int64(context.pointee.nb_chapters) + 1
+            added.pointee.time_base = AVRational(num: 1, den: 1_000_000_000)
+            added.pointee.start = chapter.start
+            added.pointee.end = max(chapter.end, chapter.start)
+            av_dict_set(&added.pointee.metadata, "title", chapter.title, 0)
+            var array = UnsafeMutableRawPointer(context.pointee.chapters)
+            var count = Int32(context.pointee.nb_chapters)
+            av_dynarray_add(&array, &count, added)
+            context.pointee.chapters = array?.assumingMemoryBound(to: UnsafeMutablePointer<AVChapter>?.self)
+            context.pointee.nb_chapters = UInt32(count)
+        }
+    }
+
     /// Writes what is buffered and the trailer, and closes the output. Safe to call once only.
     public func finish() throws(MediaError) {
         guard let context, started else { return }
@@ -219,5 +259,75 @@ public final class Muxer: PacketSink {
         } else {
             avio_closep(&context.pointee.pb)
         }
+    }
+}
+
+/// An encoder's stream description (codec, size, parameter sets), kept apart from the encoder so that a file can be
+/// written on another thread while the encoder goes on.
+public final class CodecParameters: @unchecked Sendable {
+    public let pointer: UnsafeMutablePointer<AVCodecParameters>
+
+    public init(copying encoder: Encoder) throws(MediaError) {
+        guard let pointer = avcodec_parameters_alloc() else { throw MediaError("describe the \(encoder.kind) stream", "out of memory") }
+        self.pointer = pointer
+        try check(avcodec_parameters_from_context(pointer, encoder.context), "describe the \(encoder.kind) stream")
+    }
+
+    /// A copy of `other`, to change without changing it.
+    public init(copying other: CodecParameters) throws(MediaError) {
+        guard let pointer = avcodec_parameters_alloc() else { throw MediaError("describe a stream", "out of memory") }
+        self.pointer = pointer
+        try check(avcodec_parameters_copy(pointer, other.pointer), "describe a stream")
+    }
+
+    deinit {
+        var owned: UnsafeMutablePointer<AVCodecParameters>? = pointer
+        avcodec_parameters_free(&owned)
+    }
+
+    /// Samples the decoder drops at the start of the stream (Opus's pre-skip); 0 for video.
+    public var priming: Int64 { Int64(pointer.pointee.initial_padding) }
+
+    /// Says how many samples decoders drop at the start of the stream: for a stream cut out of a longer one, what its
+    /// first packet holds from before the cut (Opus's pre-skip is in OpusHead, bytes 10-11, as well).
+    public func setPriming(_ samples: Int) {
+        pointer.pointee.initial_padding = Int32(samples)
+        let size = Int(pointer.pointee.extradata_size)
+        if let extradata = pointer.pointee.extradata, size >= 19, memcmp(extradata, "OpusHead", 8) == 0 {
+            extradata[10] = UInt8(samples & 0xff)
+            extradata[11] = UInt8((samples >> 8) & 0xff)
+        }
+    }
+}
+
+/// Reads the packets of a file libavformat wrote (the replay handler's fragment files), in the order they are stored.
+public final class PacketReader {
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private let path: String
+
+    public init(path: String) throws(MediaError) {
+        self.path = path
+        guard let packet = av_packet_alloc() else { throw MediaError("read \(path)", "out of memory") }
+        self.packet = packet
+        try check(avformat_open_input(&context, path, nil, nil), "open \(path)")
+    }
+
+    deinit {
+        avformat_close_input(&context)
+        var owned: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&owned)
+    }
+
+    /// The next packet (valid until the next call; its data may be moved out) and its stream's index and time base,
+    /// or nil at the end.
+    public func next() throws(MediaError) -> (packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)? {
+        guard let context else { return nil }
+        av_packet_unref(packet)
+        let read = av_read_frame(context, packet)
+        if read == cff_error_eof() { return nil }
+        try check(read, "read \(path)")
+        let stream = Int(packet.pointee.stream_index)
+        return (packet, stream, context.pointee.streams[stream]!.pointee.time_base)
     }
 }

@@ -7,21 +7,22 @@ import Glibc
 
 /// Where recordings go, and the checks made before the first byte is written, so that a wrong
 /// path fails at the start with a message that says what to do.
-enum OutputPath {
-    /// `$XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4` (`UserDirectories.videos`).
-    static func defaultRecording() -> String {
+package enum OutputPath {
+    /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (`UserDirectories.videos`): Broadcasts for recordings, Replays
+    /// for saved replays.
+    package static func defaultRecording(folder: String = "Broadcasts") -> String {
         var now = time(nil)
         var parts = tm()
         localtime_r(&now, &parts)
         var name = [CChar](repeating: 0, count: 64)
         let length = strftime(&name, name.count, "%Y-%m-%d_%H-%M-%S", &parts)
         let stamp = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return UserDirectories.videos() + "/Broadcasts/\(stamp).mp4"
+        return UserDirectories.videos() + "/\(folder)/\(stamp).mp4"
     }
 
     /// Checks that `path` can be created: its folder exists (or is created, for the default
     /// location) and is writable, and the file does not exist unless `overwrite`.
-    static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool) throws(MediaError) {
+    package static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool) throws(MediaError) {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         let folder = directory.isEmpty ? "/" : directory
         if createDirectory { makeDirectories(folder) }
@@ -38,11 +39,11 @@ enum OutputPath {
     }
 
     /// Removes the file; whether it is gone.
-    static func remove(_ path: String) -> Bool {
+    package static func remove(_ path: String) -> Bool {
         unlink(path) == 0 || errno == ENOENT
     }
 
-    static func size(of path: String) -> Int64? {
+    package static func size(of path: String) -> Int64? {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : nil
     }

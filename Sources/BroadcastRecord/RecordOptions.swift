@@ -10,7 +10,7 @@ import Glibc
 
 /// The `record` handler's settings, from its broadcast URL and setup fields
 /// (share/broadcastd/handlers/record.json lists them with their defaults).
-struct RecordOptions: Equatable {
+package struct RecordOptions: Equatable {
     enum AudioLayout: Equatable {
         /// One track per stream, app first.
         case separate([SampleType])
@@ -19,14 +19,14 @@ struct RecordOptions: Equatable {
         case none
     }
 
-    var path: String
-    var container: Muxer.Container
-    var overwrite = false
+    package var path: String
+    package var container: Muxer.Container
+    package var overwrite = false
     var video: VideoEncoderSettings
     /// nil: the captured size.
     var size: (width: Int, height: Int)?
     /// nil: the captured rate.
-    var framesPerSecond: Int?
+    package var framesPerSecond: Int?
     /// nil: what the samples say.
     var rotation: Int?
     var audio: AudioLayout = .separate([.audioApp, .audioMic])
@@ -37,22 +37,22 @@ struct RecordOptions: Equatable {
     var audioBitRate: Int?
     var opusComplexity = 10
     /// Where the file goes when the recording is done (HTTP PUT); nil: nowhere.
-    var upload: HTTPUpload.Settings?
+    package var upload: HTTPUpload.Settings?
 
-    static func == (a: RecordOptions, b: RecordOptions) -> Bool {
+    package static func == (a: RecordOptions, b: RecordOptions) -> Bool {
         a.path == b.path && a.container == b.container && a.overwrite == b.overwrite && a.video == b.video
             && a.size?.width == b.size?.width && a.size?.height == b.size?.height && a.framesPerSecond == b.framesPerSecond
             && a.rotation == b.rotation && a.audio == b.audio && a.gains == b.gains && a.channels == b.channels
             && a.audioBitRate == b.audioBitRate && a.opusComplexity == b.opusComplexity && a.upload == b.upload
     }
 
-    struct Invalid: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
+    package struct Invalid: Error, CustomStringConvertible {
+        package var description: String
+        package init(_ description: String) { self.description = description }
     }
 
     /// `defaultPath` is where a broadcast without a URL goes.
-    init(url: String?, setupInfo: [String: String], defaultPath: () -> String) throws(Invalid) {
+    package init(url: String?, setupInfo: [String: String], defaultPath: () -> String) throws(Invalid) {
         let path: String
         if let url, !url.isEmpty {
             guard let file = FileURL.path(from: url) else {

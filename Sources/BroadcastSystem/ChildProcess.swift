@@ -187,6 +187,8 @@ public enum Environment {
 
     /// Removes `name`, so that programs this process starts do not inherit it.
     public static func unset(_ name: String) { unsetenv(name) }
+    /// This process's id.
+    public static var processID: Int32 { getpid() }
 
     public static var all: [String: String] {
         var result: [String: String] = [:]
@@ -225,6 +227,10 @@ public enum FileSystem {
         return (directory == "/" ? "" : directory) + "/" + relative
     }
     public static func remove(_ path: String) { unlink(path) }
+    /// A second name for the file at `path` (a hard link); whether it was made.
+    public static func link(_ path: String, as name: String) -> Bool { Glibc.link(path, name) == 0 }
+    /// Removes the empty directory `path`.
+    public static func removeDirectory(_ path: String) { rmdir(path) }
     public static func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
 
     /// Creates `path` and missing parents with `mode`.

@@ -45,7 +45,8 @@ struct Stream: ParsableCommand {
             ended.
             Examples:
               broadcastctl stream srt://example.net:9000
-              broadcastctl stream rtmp://live.example.net/app --set key=SECRET --duration 1h30m
+              broadcastctl stream rtmp://live.example.net/app --set key=SECRET \\
+                  --duration 1h30m
             """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "Where to stream: srt://HOST:PORT or rtmp://HOST/APP (see `broadcastctl handlers`).") var url: String

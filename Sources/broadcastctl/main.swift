@@ -81,7 +81,7 @@ struct Broadcastctl: ParsableCommand {
             is not running, or another user's program listens on the socket (it is sent
             nothing).
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Record.self, Stream.self, Capture.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self])
+        subcommands: [Handlers.self, Sources.self, Start.self, Record.self, Stream.self, Capture.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self, Send.self, Save.self, Mark.self])
 }
 
 if let message = SubcommandSuggestion.error(for: Array(CommandLine.arguments.dropFirst()), command: Broadcastctl.self) {

@@ -58,14 +58,14 @@ extension Integration {
                                              "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", ""])
         let names = all.stdout.split(separator: "\n").map(String.init)
         #expect(all.status == 0 && names.contains("inspect") && names.contains("record") && names.contains("stream"), "\(all)")
-        let some = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "2",
-                                              "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", "re"])
+        let some = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "3",
+                                              "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", "rec"])
         #expect(some.stdout.split(separator: "\n") == ["record"], "\(some)")
         // No daemon: nothing to offer, and nothing printed on the terminal besides.
         let none = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "0",
                                               "broadcastctl", "start", "--socket", daemon.runtime + "/nothing.sock", "--handler", ""])
         #expect(none.status == 0 && none.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty && none.stderr.isEmpty, "\(none)")
-        // bash, as it completes `broadcastctl start --handler r<TAB>` with the generated script.
+        // bash, as it completes `broadcastctl start --handler r<TAB>` with the generated script: record and replay.
         let script = daemon.runtime + "/broadcastctl.bash"
         try runTool(broadcastctl, ["--generate-completion-script", "bash"]).stdout.write(toFile: script, atomically: true, encoding: .utf8)
         let line = "broadcastctl start --socket \(daemon.socketPath) --handler r"
@@ -75,7 +75,7 @@ extension Integration {
             COMP_LINE="\(line)"; COMP_POINT=${#COMP_LINE}
             _broadcastctl broadcastctl r --handler; printf '%s\\n' "${COMPREPLY[@]}"
             """])
-        #expect(bash.stdout.split(separator: "\n") == ["record"], "\(bash)")
+        #expect(bash.stdout.split(separator: "\n") == ["record", "replay"], "\(bash)")
         // Every shell's script asks broadcastctl for them.
         for shell in ["bash", "zsh", "fish"] {
             let script = try runTool(broadcastctl, ["--generate-completion-script", shell]).stdout

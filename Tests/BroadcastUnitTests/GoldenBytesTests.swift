@@ -95,6 +95,20 @@ import Glibc
         #expect(try Message(.finish, payload: Array("{}".utf8)).decode(FinishRequest.self) == FinishRequest())
     }
 
+    /// Revision 2.3: a command from a controller to a handler and its answer, each way.
+    @Test func commands() throws {
+        let request = CommandRequest(broadcast: 1, command: "save", arguments: ["last": .number(30)])
+        #expect(Self.golden("send-command") == Message.json(.sendCommand, seq: 5, request).encoded())
+        let command = HandlerCommand(id: 1, command: "save", arguments: ["last": .number(30)])
+        #expect(Self.golden("command") == Message.json(.command, command).encoded())
+        let answer = HandlerCommandAnswer(id: 1, result: ["path": .string("/tmp/a.mp4")])
+        let answerBytes = Message.json(.commandAnswer, answer).encoded()
+        #expect(Self.golden("command-answer") == answerBytes)
+        #expect(try Message(.commandAnswer, payload: Array(answerBytes.dropFirst(12))).decode(HandlerCommandAnswer.self) == answer)
+        let result = CommandResult(broadcast: 1, command: "save", result: ["path": .string("/tmp/a.mp4")])
+        #expect(Self.golden("command-result") == Message.json(.commandResult, seq: 5, result).encoded())
+    }
+
     @Test func snapshot() throws {
         #expect(Self.golden("get-snapshot") == Message.json(.getSnapshot, seq: 3, Empty()).encoded())
         // The SNAPSHOT example is what broadcastd writes for a 640x360 NV12 frame.

@@ -43,6 +43,7 @@ MAX_RESULT_PAYLOAD = 64 << 10  # SET_RESULT
 MAX_SERVICE_INFO_PAYLOAD = 16 << 10  # UPDATE_SERVICE_INFO
 MAX_SERVICE_INFO_KEYS = 64
 MAX_URL_BYTES = 8 << 10  # UPDATE_URL
+MAX_COMMAND_ANSWER_PAYLOAD = 64 << 10  # COMMAND_ANSWER (revision 2.3)
 
 # Opcodes (docs/protocol.md, section 8.1)
 HELLO = 0x0001
@@ -55,6 +56,7 @@ BROADCAST_PAUSED = 0x0302
 BROADCAST_RESUMED = 0x0303
 BROADCAST_FINISHED = 0x0304
 VIDEO_FORMAT_CHANGED = 0x0305
+COMMAND = 0x0306  # revision 2.3
 VIDEO_SAMPLE = 0x0310
 AUDIO_SAMPLE = 0x0311
 CURSOR = 0x0312
@@ -64,6 +66,7 @@ FINISH_WITH_ERROR = 0x0382
 UPDATE_URL = 0x0383
 UPDATE_SERVICE_INFO = 0x0384
 SET_RESULT = 0x0385
+COMMAND_ANSWER = 0x0386  # revision 2.3
 
 OPCODE_NAMES = {
     HELLO: "HELLO", WELCOME: "WELCOME", OK: "OK", ERROR: "ERROR", POOL: "POOL",
@@ -72,6 +75,7 @@ OPCODE_NAMES = {
     VIDEO_FORMAT_CHANGED: "VIDEO_FORMAT_CHANGED", VIDEO_SAMPLE: "VIDEO_SAMPLE", AUDIO_SAMPLE: "AUDIO_SAMPLE", CURSOR: "CURSOR",
     READY: "READY", RELEASE_SLOT: "RELEASE_SLOT", FINISH_WITH_ERROR: "FINISH_WITH_ERROR",
     UPDATE_URL: "UPDATE_URL", UPDATE_SERVICE_INFO: "UPDATE_SERVICE_INFO", SET_RESULT: "SET_RESULT",
+    COMMAND: "COMMAND", COMMAND_ANSWER: "COMMAND_ANSWER",
 }
 
 SAMPLE_TYPES = {1: "video", 2: "audioApp", 3: "audioMic"}
@@ -404,6 +408,30 @@ class SampleHandler:
         """With `broadcastd --cursor metadata`: the hotspot in frame coordinates, every frame; `sprite`
         ({width, height, hotspot_x, hotspot_y, argb: bytes}, premultiplied) only when it changed."""
 
+    # Protocol revision 2.3: commands from controllers (`broadcastctl send NAME KEY=VALUE...`), those the
+    # manifest's "commands" lists, their arguments checked (and converted to the declared types) by broadcastd.
+
+    def handle_command(self, name: str, arguments: Dict) -> Optional[Dict]:
+        """Return the result (a dict) for the controller, or raise: the exception's text goes back to it.
+        Return None to answer later with `answer_command(self.command_id, ...)` (from any thread), for work
+        that takes long; broadcastd gives up waiting after 10 s. The default refuses every command."""
+        raise ValueError(f"this handler takes no command {name!r}")
+
+    #: The id of the command `handle_command` was called for.
+    command_id = 0
+
+    def answer_command(self, command_id: int, result: Optional[Dict] = None, error: Optional[str] = None) -> None:
+        """Answers command `command_id` with `result`, or with `error` (a message for the user)."""
+        answer = {"id": command_id}
+        if error is not None:
+            answer["error"] = {"message": str(error)[:8192]}
+        else:
+            answer["result"] = result or {}
+        payload = encode_json(answer)
+        if len(payload) > MAX_COMMAND_ANSWER_PAYLOAD:
+            payload = encode_json({"id": command_id, "error": {"message": f"the result was too large ({len(payload)} bytes)"}})
+        self._send(COMMAND_ANSWER, payload)
+
     # Requests to the daemon
 
     def _send(self, opcode: int, payload: bytes) -> None:
@@ -514,6 +542,15 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 started = True
                 _callback(handler, handler.broadcast_started, dict(handler.broadcast.get("setupInfo") or {}))
                 connection.send(READY, b"{}")
+            elif op == COMMAND:
+                command = message.json()
+                handler.command_id = int(command["id"])
+                try:
+                    result = handler.handle_command(str(command["command"]), dict(command.get("arguments") or {}))
+                    if result is not None:
+                        handler.answer_command(handler.command_id, result)
+                except Exception as e:  # the controller hears it; the broadcast goes on
+                    handler.answer_command(handler.command_id, error=f"{type(e).__name__}: {e}")
             elif op == BROADCAST_PAUSED:
                 _callback(handler, handler.broadcast_paused)
             elif op == BROADCAST_RESUMED:

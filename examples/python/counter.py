@@ -90,6 +90,20 @@ class Counter(bd.SampleHandler):
             self.failed = True
             self.finish_with_error(f"counter: failing on request after {self.fail_after} video samples")
 
+    def handle_command(self, name, arguments):
+        """count [stream=NAME]: the samples so far; fail: answers with an error; hang: never answers."""
+        self.record("command " + name)
+        if name == "count":
+            stream = arguments.get("stream")
+            if stream is not None and stream not in STREAMS:
+                raise ValueError(f"no stream {stream!r} (streams: {', '.join(STREAMS)})")
+            return {"counts": {stream: self.counts[stream]} if stream else dict(self.counts)}
+        if name == "fail":
+            raise RuntimeError("failing on request")
+        if name == "hang":
+            return None  # never answered: broadcastd tells the controller after 10 s
+        raise ValueError(f"unknown command {name!r}")
+
     def broadcast_paused(self):
         self.record("broadcastPaused")
 

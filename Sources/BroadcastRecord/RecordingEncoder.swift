@@ -1,0 +1,194 @@
+import BroadcastCore
+import BroadcastHandlerKit
+import BroadcastMedia
+import BroadcastTimeline
+import CFFmpeg
+
+/// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
+package protocol EncodedOutput: PacketSink {
+    /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
+    var wantsGlobalHeader: Bool { get }
+    func addStream(for encoder: Encoder) throws(MediaError) -> Int
+    /// The first frame is coming, shown upright after `orientation`.
+    func begin(videoStream: Int, orientation: Orientation) throws(MediaError)
+    /// A frame that lasts until the next one of its stream (see `Muxer.writeHoldingBack`).
+    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError)
+    /// The last frame of `stream` ends at `end` (its time base).
+    func endStream(_ stream: Int, at end: Int64) throws(MediaError)
+}
+
+extension Muxer: EncodedOutput {
+    package func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
+        guard !started else { return }
+        setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
+        try start()
+    }
+}
+
+/// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
+/// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
+/// and the repeated frames not encoded. Packets go to an `EncodedOutput`.
+package final class RecordingEncoder {
+    /// A still screen still gets an encoded frame this often (ns), so fragments keep coming.
+    static let maxFrameGap: UInt64 = 1_000_000_000
+
+    let options: RecordOptions
+    let output: EncodedOutput
+    package let video: Encoder
+    package let videoStream: Int
+    let input: VideoInput
+    package let tracks: [AudioTrack]
+    package private(set) var clock = SegmentClock()
+    /// Audio that came before its segment's first frame (bounded), placed once the frame is in.
+    private var early: [(type: SampleType, pts: UInt64, sample: [UInt8], format: AudioFormat, frames: Int)] = []
+    private var lastEncoded: UInt64?
+    private var nextDue: UInt64 = 0
+    package private(set) var frameCount = 0
+    package private(set) var encodedFrames = 0
+    package private(set) var skippedRepeats = 0
+
+    /// The encoders for `handler`'s formats and `options`, their streams added to `output`.
+    package init(_ options: RecordOptions, for handler: BroadcastSampleHandler, output: EncodedOutput) throws(MediaError) {
+        self.options = options
+        self.output = output
+        let videoFormat = handler.videoFormat
+        var settings = options.video
+        settings.width = options.size?.width ?? videoFormat.width
+        settings.height = options.size?.height ?? videoFormat.height
+        settings.framesPerSecond = options.framesPerSecond ?? handler.framesPerSecond
+        settings.fullRange = handler.videoFullRange
+        guard videoFormat.pixelFormat != .bgrx else {
+            throw MediaError("record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
+        }
+        let implementation = try VideoEncoderImplementation.best(for: settings.codec)
+        let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
+        input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
+        video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
+        videoStream = try output.addStream(for: video)
+        let audioFormat = handler.audioFormat
+        let channels = options.channels ?? audioFormat.channels
+        let audio = AudioEncoderSettings(sampleRate: audioFormat.sampleRate, channels: channels,
+                                         bitRate: options.audioBitRate ?? 64 * channels, complexity: options.opusComplexity)
+        // Tracks for the streams the source delivers (X11 without PipeWire: none).
+        let requested: [SampleType] = switch options.audio {
+        case .none: []
+        case .mixed: [.audioApp, .audioMic]
+        case .separate(let streams): streams
+        }
+        let streams = requested.filter(handler.audioStreams.contains)
+        if case .mixed = options.audio, streams.count == 2 {
+            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio,
+                                     globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)]
+        } else {
+            tracks = try streams.map { stream throws(MediaError) in
+                try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio,
+                               globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)
+            }
+        }
+    }
+
+    package var implementationName: String { video.implementation?.encoderName ?? "" }
+    package var inputSize: (width: Int, height: Int) { (input.format.width, input.format.height) }
+
+    package func inputChanged(to format: VideoFormat) throws(MediaError) {
+        try input.inputChanged(to: format)
+    }
+
+    /// Encodes a video sample; returns its file time when it was encoded (nil: skipped, a repeat or above the rate).
+    @discardableResult
+    package func addVideo(_ sample: SampleBuffer) throws(MediaError) -> UInt64? {
+        guard let format = sample.videoFormat else { return nil }
+        // The header goes out with the first frame, whose orientation it records.
+        let orientation = options.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
+        try output.begin(videoStream: videoStream, orientation: orientation)
+        let opensSegment = clock.offset == nil
+        let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
+        frameCount += 1
+        if opensSegment { try placeEarlyAudio() }
+        // A lower recording rate keeps the frames due at its own interval.
+        if let fps = options.framesPerSecond {
+            let interval = 1_000_000_000 / UInt64(fps)
+            if time + sample.duration / 2 < nextDue { return nil }
+            nextDue = max(nextDue + interval, time)
+        }
+        if sample.isRepeat, let last = lastEncoded, time < last + Self.maxFrameGap {
+            skippedRepeats += 1
+            return nil
+        }
+        let frame = try input.frame(sample.data, layout: format, time: time)
+        try video.encode(frame.frame) { packet throws(MediaError) in
+            try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+        }
+        lastEncoded = time
+        encodedFrames += 1
+        return time
+    }
+
+    package func addAudio(_ sample: SampleBuffer, _ type: SampleType) throws(MediaError) {
+        guard let format = sample.audioFormat else { return }
+        try addAudio(sample.data, format: format, frames: sample.frameCount, type, pts: sample.presentationTime)
+    }
+
+    private func addAudio(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, _ type: SampleType, pts: UInt64) throws(MediaError) {
+        guard tracks.contains(where: { $0.inputs[type] != nil }) else { return }
+        guard let time = clock.fileTime(ofCapture: pts) else {
+            // Before the segment's first frame: keep up to a second of it for the join.
+            early.append((type, pts, Array(data), format, frames))
+            if early.count > 200 { early.removeFirst() }
+            return
+        }
+        for track in tracks where track.inputs[type] != nil {
+            try track.add(data, format: format, frames: frames, from: type, at: time, videoEnd: clock.duration, sink: output)
+        }
+    }
+
+    private func placeEarlyAudio() throws(MediaError) {
+        let pending = early
+        early = []
+        for chunk in pending {
+            try chunk.sample.withUnsafeBytes { data in
+                Result { () throws(MediaError) in try addAudio(data, format: chunk.format, frames: chunk.frames, chunk.type, pts: chunk.pts) }
+            }.get()
+        }
+    }
+
+    /// A pause: the segment ends; returns its end (file time), or nil when no frame opened one.
+    package func pause() -> UInt64? {
+        guard let end = clock.close() else { return nil }
+        early = []
+        for track in tracks { track.endSegment(at: end) }
+        return end
+    }
+
+    /// Closes the open segment and hands on everything the encoders still hold; returns the file's duration.
+    package func finish() throws(MediaError) -> UInt64 {
+        _ = clock.close()
+        let end = clock.duration
+        try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
+        try output.endStream(videoStream, at: Int64((end * 9 + 50_000) / 100_000))
+        for track in tracks { try track.finish(at: end, sink: output) }
+        return end
+    }
+
+    /// The encoding part of a result: frames, segments, tracks, codec.
+    package func result() -> [String: JSONValue] {
+        [
+            "duration": .number(Double(clock.duration) / 1e9),
+            "segments": .array(clock.segments.map { segment in
+                .object(["start": .number(Double(segment.start) / 1e9), "duration": .number(Double(segment.end - segment.start) / 1e9),
+                         "frames": .number(Double(segment.frames))])
+            }),
+            "videoFrames": .number(Double(frameCount)),
+            "encodedFrames": .number(Double(encodedFrames)),
+            "repeatedFramesNotEncoded": .number(Double(skippedRepeats)),
+            "audioTracks": .array(tracks.map { track in
+                .object(track.summary.mapValues { .number(($0 * 10).rounded() / 10) }.merging(["name": .string(track.name)]) { a, _ in a })
+            }),
+            "videoCodec": .string(options.video.codec.rawValue),
+            "videoEncoder": .string(implementationName),
+        ]
+    }
+
+    /// The largest clock offset of the audio inputs, ms, one decimal.
+    package var clockOffsetMs: Double { ((tracks.map(\.clockOffsetMs).max() ?? 0) * 10).rounded() / 10 }
+}

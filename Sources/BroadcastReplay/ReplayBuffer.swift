@@ -1,0 +1,316 @@
+import BroadcastCore
+import BroadcastMedia
+import BroadcastRecord
+import BroadcastSystem
+import CFFmpeg
+
+/// One encoded packet kept in the buffer (owned: freed with it).
+final class BufferedPacket: @unchecked Sendable {
+    let packet: UnsafeMutablePointer<AVPacket>
+    let stream: Int
+    /// Where its content starts in file time, ns (its pts less its stream's priming).
+    let time: Int64
+    /// What it costs: its bytes and libavcodec's packet and buffer structures.
+    var cost: Int { Int(packet.pointee.size) + Self.overhead }
+    static let overhead = 256
+
+    init(taking packet: UnsafeMutablePointer<AVPacket>, stream: Int, time: Int64) throws(MediaError) {
+        guard let owned = av_packet_alloc() else { throw MediaError("buffer a packet", "out of memory") }
+        av_packet_move_ref(owned, packet)
+        self.packet = owned
+        self.stream = stream
+        self.time = time
+    }
+
+    /// A reference to `packet`'s data (no copy), which keeps it as it is.
+    init(referencing packet: UnsafeMutablePointer<AVPacket>, stream: Int, time: Int64) throws(MediaError) {
+        guard let clone = av_packet_clone(packet) else { throw MediaError("record the buffer", "out of memory") }
+        self.packet = clone
+        self.stream = stream
+        self.time = time
+    }
+
+    /// Another reference to the same data (no copy), for a save.
+    convenience init(sharing other: BufferedPacket) throws(MediaError) {
+        try self.init(referencing: other.packet, stream: other.stream, time: other.time)
+    }
+
+    deinit {
+        var owned: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&owned)
+    }
+}
+
+/// The `replay` handler's buffer: the encoded streams, whole GOPs (a keyframe and what follows it, audio included),
+/// the oldest dropped first so that it holds the last `length` of file time (rounded up to a GOP) and no more than
+/// `maxBytes`. Packets keep the encoders' own timestamps; a save takes references to them, not copies. With a disk
+/// ring (`buffer=disk`), each GOP goes into a NUT file of its own as it is encoded, and only the open one stays in
+/// memory too; `maxBytes` then bounds the files.
+final class ReplayBuffer: EncodedOutput {
+    struct Stream {
+        let parameters: CodecParameters
+        let timeBase: AVRational
+        let isVideo: Bool
+    }
+
+    final class GOP {
+        /// File time of its keyframe, ns.
+        let start: Int64
+        /// Its packets, while in memory (all of them without a disk ring; with one, while it is the open GOP).
+        var packets: [BufferedPacket] = []
+        var bytes = 0
+        /// With a disk ring: the file it is written to, and its writer while it is open.
+        var file: String?
+        var writer: Muxer?
+        init(start: Int64) { self.start = start }
+    }
+
+    let length: UInt64
+    let maxBytes: Int
+    /// The folder of the disk ring's files; nil: the buffer is in memory.
+    let directory: String?
+    private var filesMade = 0
+    private(set) var streams: [Stream] = []
+    private(set) var gops: [GOP] = []
+    private(set) var bytes = 0
+    /// Every GOP dropped so far for either bound.
+    private(set) var droppedForLength = 0
+    private(set) var droppedForMemory = 0
+    /// The picture's orientation, as the first frame said.
+    private(set) var orientation = Orientation.up
+    /// Chapters asked for with `mark` (file time, ns), those still in the buffer.
+    private(set) var marks: [(time: Int64, title: String)] = []
+    /// `save --and-record`: the file every packet goes to as well from the save on.
+    var recording: ReplayFile?
+    /// Start of the newest video frame, file time ns.
+    private(set) var newest: Int64 = 0
+
+    init(length: UInt64, maxBytes: Int, directory: String? = nil) {
+        self.length = length
+        self.maxBytes = maxBytes
+        self.directory = directory
+    }
+
+    var wantsGlobalHeader: Bool { true }
+
+    func addStream(for encoder: Encoder) throws(MediaError) -> Int {
+        streams.append(Stream(parameters: try CodecParameters(copying: encoder), timeBase: encoder.timeBase,
+                              isVideo: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO))
+        return streams.count - 1
+    }
+
+    func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
+        if gops.isEmpty { self.orientation = orientation }
+    }
+
+    /// File time (ns) of `pts` in `timeBase`, less the stream's priming.
+    func time(_ pts: Int64, stream: Int, timeBase: AVRational) -> Int64 {
+        av_rescale_q(pts - streams[stream].parameters.priming, timeBase, AVRational(num: 1, den: 1_000_000_000))
+    }
+
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        let isKey = (packet.pointee.flags & AV_PKT_FLAG_KEY) != 0
+        let time = time(packet.pointee.pts, stream: stream, timeBase: timeBase)
+        if let recording { try recording.append(try BufferedPacket(referencing: packet, stream: stream, time: time)) }
+        if streams[stream].isVideo {
+            if isKey { try openGOP(at: time) }
+            // After the memory bound took every GOP, the next keyframe starts the buffer anew.
+            if gops.isEmpty { return }
+            newest = max(newest, time)
+            trimForLength()
+        } else if gops.isEmpty {
+            return // audio before the first keyframe: nothing to play it with
+        }
+        let kept = try BufferedPacket(taking: packet, stream: stream, time: time)
+        let gop = gops[gops.count - 1]
+        if let writer = gop.writer {
+            let copy = try BufferedPacket(sharing: kept)
+            try writer.write(copy.packet, stream: stream, timeBase: streams[stream].timeBase)
+        }
+        gop.packets.append(kept)
+        gop.bytes += kept.cost
+        bytes += kept.cost
+        trimForMemory()
+    }
+
+    /// Video frames are kept as they come: a save gives each its duration (`Muxer.writeHoldingBack`).
+    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        try write(packet, stream: stream, timeBase: timeBase)
+    }
+
+    func endStream(_ stream: Int, at end: Int64) throws(MediaError) {}
+
+    /// A keyframe: the open GOP is closed (with a disk ring, its file finished and its packets let go) and one begins.
+    private func openGOP(at time: Int64) throws(MediaError) {
+        let gop = GOP(start: time)
+        if let directory {
+            try close(gops.last)
+            filesMade += 1
+            let path = directory + "/gop-\(filesMade).nut"
+            let writer = try Muxer(url: path, container: .nut)
+            for stream in streams { try writer.addStream(parameters: stream.parameters, timeBase: stream.timeBase) }
+            try writer.start()
+            (gop.file, gop.writer) = (path, writer)
+        }
+        gops.append(gop)
+    }
+
+    private func close(_ gop: GOP?) throws(MediaError) {
+        guard let gop, let writer = gop.writer else { return }
+        gop.writer = nil
+        try writer.finish()
+        gop.packets = []
+    }
+
+    /// Closes the open GOP's file and removes every file of the disk ring, and its folder (the broadcast is over).
+    func removeFiles() {
+        guard let directory else { return }
+        try? close(gops.last)
+        while !gops.isEmpty { drop() }
+        FileSystem.removeDirectory(directory)
+    }
+
+    /// The oldest GOP goes once the rest still hold `length`: the buffer holds `length` to `length` + a GOP.
+    private func trimForLength() {
+        while gops.count > 1, newest - gops[1].start >= Int64(length) {
+            drop()
+            droppedForLength += 1
+        }
+    }
+
+    /// Never more than `maxBytes`: a GOP larger than that by itself goes too, and what follows it until the next keyframe.
+    private func trimForMemory() {
+        while bytes > maxBytes, !gops.isEmpty {
+            drop()
+            droppedForMemory += 1
+        }
+    }
+
+    private func drop() {
+        let gop = gops.removeFirst()
+        bytes -= gop.bytes
+        if let writer = gop.writer { try? writer.finish() }
+        if let file = gop.file { FileSystem.remove(file) }
+        let oldest = gops.first?.start ?? Int64.max
+        marks.removeAll { $0.time < oldest }
+    }
+
+    func mark(_ mark: (time: Int64, title: String)) {
+        marks.append(mark)
+    }
+
+    /// File time the buffer covers, ns: from its oldest keyframe to its newest frame.
+    var duration: Int64 { gops.first.map { newest - $0.start } ?? 0 }
+
+    /// Bytes of files the disk ring holds now (0 without one).
+    var filesOnDisk: (count: Int, bytes: Int64) {
+        gops.compactMap(\.file).reduce((0, 0)) { ($0.0 + 1, $0.1 + (OutputPath.size(of: $1) ?? 0)) }
+    }
+
+    /// What a save of the last `seconds` (nil: all) writes: from the newest keyframe at least that far back (the oldest
+    /// one when the buffer is shorter), video from it on, audio whose content starts after it and the packet before.
+    /// References to the packets in memory, second names (hard links) for the disk ring's files: nothing is copied.
+    func snapshot(last seconds: Double?, id: Int) throws(MediaError) -> Snapshot? {
+        guard !gops.isEmpty else { return nil }
+        var first = 0
+        if let seconds {
+            let wanted = newest - Int64(seconds * 1e9)
+            first = gops.lastIndex { $0.start <= wanted } ?? 0
+        }
+        let origin = gops[first].start
+        var sources: [Snapshot.Source] = []
+        for (index, gop) in gops.enumerated().dropFirst(max(0, first - 1)) {
+            let opening = index >= first
+            if let file = gop.file, gop.writer == nil {
+                let name = file.replacing(".nut", with: "-save\(id).nut")
+                guard FileSystem.link(file, as: name) else { throw MediaError("save", "cannot link \(file) for the save") }
+                sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: name, packets: []))
+            } else {
+                let shared = try gop.packets.map { packet throws(MediaError) in try BufferedPacket(sharing: packet) }
+                sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: nil, packets: shared))
+            }
+        }
+        let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
+        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, sources: sources, marks: chapters)
+    }
+
+    /// A save's part of the buffer.
+    struct Snapshot: @unchecked Sendable {
+        struct Source {
+            /// The keyframe's GOP or a later one: its video is saved (of the GOP before, only audio is).
+            let gopOnOrAfterOrigin: Bool
+            /// A disk ring's file (a name of its own for the save, removed once read), or the packets themselves.
+            let file: String?
+            let packets: [BufferedPacket]
+        }
+        let streams: [Stream]
+        let orientation: Orientation
+        /// File time of its first keyframe, ns: time 0 of the saved file.
+        let origin: Int64
+        let end: Int64
+        let sources: [Source]
+        /// Chapters, their times from the file's start.
+        let marks: [(time: Int64, title: String)]
+    }
+}
+
+/// The packets a save writes, in the order they were encoded, read from memory or from the disk ring's files (one
+/// GOP's at a time): video from the keyframe on; of each audio stream, the packet its content at the keyframe is in
+/// and those after it.
+final class SnapshotPackets {
+    let snapshot: ReplayBuffer.Snapshot
+    private var source = -1
+    private var position = 0
+    private var reader: PacketReader?
+    private var openingAudio: [Int: BufferedPacket] = [:]
+    private var ready: [BufferedPacket] = []
+
+    init(_ snapshot: ReplayBuffer.Snapshot) {
+        self.snapshot = snapshot
+    }
+
+    deinit { for source in snapshot.sources { if let file = source.file { FileSystem.remove(file) } } }
+
+    func next() throws(MediaError) -> BufferedPacket? {
+        while ready.isEmpty {
+            guard let (packet, onOrAfter) = try nextStored() else { return nil }
+            if snapshot.streams[packet.stream].isVideo {
+                if onOrAfter { ready.append(packet) }
+            } else if packet.time <= snapshot.origin {
+                openingAudio[packet.stream] = packet
+            } else {
+                if let opening = openingAudio.removeValue(forKey: packet.stream) { ready.append(opening) }
+                ready.append(packet)
+            }
+        }
+        return ready.removeFirst()
+    }
+
+    private func nextStored() throws(MediaError) -> (BufferedPacket, Bool)? {
+        while source < snapshot.sources.count {
+            if source >= 0 {
+                let current = snapshot.sources[source]
+                if let reader {
+                    if let (packet, stream, timeBase) = try reader.next() {
+                        let original = snapshot.streams[stream].timeBase
+                        av_packet_rescale_ts(packet, timeBase, original)
+                        // NUT stores no dts where it equals the pts (no B-frames here).
+                        if packet.pointee.dts == cff_nopts() { packet.pointee.dts = packet.pointee.pts }
+                        let priming = snapshot.streams[stream].parameters.priming
+                        let time = av_rescale_q(packet.pointee.pts - priming, original, AVRational(num: 1, den: 1_000_000_000))
+                        return (try BufferedPacket(taking: packet, stream: stream, time: time), current.gopOnOrAfterOrigin)
+                    }
+                    self.reader = nil
+                    if let file = current.file { FileSystem.remove(file) }
+                } else if current.file == nil, position < current.packets.count {
+                    position += 1
+                    return (current.packets[position - 1], current.gopOnOrAfterOrigin)
+                }
+            }
+            source += 1
+            position = 0
+            if source < snapshot.sources.count, let file = snapshot.sources[source].file { reader = try PacketReader(path: file) }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,49 @@
+import BroadcastRecord
+
+/// The `replay` handler's settings: how much it keeps (`length`, `maxMemory`) and, for the rest, the `record`
+/// handler's (codec, quality, audio tracks: share/broadcastd/handlers/replay.json lists them).
+struct ReplayOptions {
+    static let defaultLength: UInt64 = 30_000_000_000
+    static let defaultMaxMemory = 256 << 20
+
+    /// File time kept, ns (rounded up to whole GOPs).
+    var length = Self.defaultLength
+    /// Bytes of encoded packets kept at most.
+    var maxMemory = Self.defaultMaxMemory
+    /// `buffer=disk`: GOPs in a ring of files in $XDG_CACHE_HOME (bounded by `maxMemory` as well), not in memory.
+    var onDisk = false
+    var record: RecordOptions
+
+    init(setupInfo: [String: String]) throws(RecordOptions.Invalid) {
+        var rest = setupInfo.filter { !$0.value.isEmpty }
+        if let text = rest.removeValue(forKey: "length") {
+            guard let seconds = Double(text), seconds >= 1, seconds <= 3600 else {
+                throw RecordOptions.Invalid("length '\(text)': seconds to keep, 1-3600")
+            }
+            length = UInt64(seconds * 1e9)
+        }
+        if let text = rest.removeValue(forKey: "maxMemory") {
+            guard let bytes = Self.bytes(text), bytes >= 64 << 10, bytes <= 64 << 30 else {
+                throw RecordOptions.Invalid("maxMemory '\(text)': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)")
+            }
+            maxMemory = bytes
+        }
+        switch rest.removeValue(forKey: "buffer") {
+        case nil, "memory": onDisk = false
+        case "disk": onDisk = true
+        case let other?: throw RecordOptions.Invalid("buffer '\(other)': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)")
+        }
+        // Where saves go is said with each save; the broadcast has no file of its own.
+        record = try RecordOptions(url: nil, setupInfo: rest, defaultPath: { "/replay.mp4" })
+        if record.upload != nil { throw RecordOptions.Invalid("replay does not upload; upload a saved file with the record handler's tools") }
+    }
+
+    /// `256M`, `2G`, `512K` or a number of bytes.
+    static func bytes(_ text: String) -> Int? {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        if let last = text.uppercased().last, let unit = units[last] {
+            return Double(text.dropLast()).flatMap { $0 > 0 && $0 * Double(unit) < 1e15 ? Int($0 * Double(unit)) : nil }
+        }
+        return Int(text)
+    }
+}

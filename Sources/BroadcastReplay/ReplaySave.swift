@@ -1,0 +1,92 @@
+import BroadcastCore
+import BroadcastMedia
+import BroadcastRecord
+import CFFmpeg
+
+/// A part of the replay buffer written into a file as it is, without re-encoding (libavformat): fragmented MP4 or
+/// Matroska, starting at time 0 on a keyframe, audio on the same clock: each track starts with the packet its content
+/// at the keyframe is in, and says to skip what of it comes before (as a whole stream says to skip Opus's priming),
+/// so that its first sample plays with the first frame. A save writes the snapshot and finishes; `save --and-record`
+/// goes on with every packet encoded after it (`append`), until the broadcast finishes.
+final class ReplayFile {
+    let path: String
+    private let muxer: Muxer
+    private let streams: [ReplayBuffer.Stream]
+    private var indices: [Int] = []
+    /// What each stream's pts less: the keyframe's time for video; for audio its first packet's pts, whose samples
+    /// before the keyframe the decoder skips.
+    private var shifts: [Int64] = []
+    private let video: Int
+    let origin: Int64
+    private(set) var videoFrames = 0
+    private(set) var audioPackets = 0
+    static let nanoseconds = AVRational(num: 1, den: 1_000_000_000)
+
+    /// Opens `path` and writes `snapshot` into it; `chapters`: those of the snapshot, in the header (MP4 and Matroska).
+    init(_ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container,
+         chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
+        self.path = path
+        muxer = try Muxer(url: path, container: container)
+        streams = snapshot.streams
+        origin = snapshot.origin
+        video = snapshot.streams.firstIndex(where: \.isVideo) ?? 0
+        let packets = SnapshotPackets(snapshot)
+        // Each audio stream's first packet says how much of it to skip (in the header): read ahead until each has
+        // one, or 5 s of video have come without (a stream that sent nothing).
+        var ahead: [BufferedPacket] = []
+        var firstAudio: [Int: Int64] = [:]
+        let audioStreams = snapshot.streams.indices.filter { !snapshot.streams[$0].isVideo }
+        while firstAudio.count < audioStreams.count, let packet = try packets.next() {
+            ahead.append(packet)
+            if !snapshot.streams[packet.stream].isVideo, firstAudio[packet.stream] == nil { firstAudio[packet.stream] = packet.packet.pointee.pts }
+            if snapshot.streams[packet.stream].isVideo, packet.time > snapshot.origin + 5_000_000_000 { break }
+        }
+        for (index, stream) in snapshot.streams.enumerated() {
+            let parameters = try CodecParameters(copying: stream.parameters)
+            let origin = av_rescale_q(snapshot.origin, Self.nanoseconds, stream.timeBase)
+            var shift = origin
+            if !stream.isVideo, let first = firstAudio[index] {
+                shift = first
+                parameters.setPriming(Int(max(0, origin + stream.parameters.priming - shift)))
+            }
+            shifts.append(shift)
+            indices.append(try muxer.addStream(parameters: parameters, timeBase: stream.timeBase))
+        }
+        muxer.setOrientation(stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
+        try muxer.addChapters(chapters)
+        try muxer.start()
+        for packet in ahead { try append(packet) }
+        while let packet = try packets.next() { try append(packet) }
+    }
+
+    /// Writes one packet of the buffer (whose data it may take).
+    func append(_ buffered: BufferedPacket) throws(MediaError) {
+        let stream = streams[buffered.stream]
+        let packet = buffered.packet
+        packet.pointee.pts -= shifts[buffered.stream]
+        packet.pointee.dts -= shifts[buffered.stream]
+        if stream.isVideo {
+            try muxer.writeHoldingBack(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
+            videoFrames += 1
+        } else {
+            try muxer.write(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
+            audioPackets += 1
+        }
+    }
+
+    /// The last frame ends at file time `end` (ns, the broadcast's); chapters added now go into the trailer (Matroska).
+    func finish(end: Int64, chapters: [(start: Int64, end: Int64, title: String)] = []) throws(MediaError) {
+        try muxer.endStream(indices[video], at: av_rescale_q(end - origin, Self.nanoseconds, streams[video].timeBase))
+        try muxer.addChapters(chapters)
+        try muxer.finish()
+    }
+
+    /// A save: the snapshot, finished.
+    static func save(_ snapshot: ReplayBuffer.Snapshot, frameDuration: Int64, to path: String,
+                     container: Muxer.Container) throws(MediaError) -> (duration: Double, videoFrames: Int) {
+        let end = snapshot.end + frameDuration
+        let file = try ReplayFile(snapshot, to: path, container: container, chapters: Chapters.spans(snapshot.marks, end: end - snapshot.origin))
+        try file.finish(end: end)
+        return (Double(end - snapshot.origin) / 1e9, file.videoFrames)
+    }
+}

@@ -1,0 +1,6 @@
+import BroadcastHandlerKit
+import BroadcastLogging
+import BroadcastReplay
+
+JournalLogHandler.bootstrap(level: .info)
+runBroadcastHandler(ReplayHandler(), name: "broadcast-handler-replay")
