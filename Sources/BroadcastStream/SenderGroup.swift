@@ -11,7 +11,7 @@ import Logging
 /// Bit rate: the encoder follows the healthiest destination (the connected one with the emptiest
 /// queue); a slower one drops whole GOPs from its own queue. The broadcast fails only when every
 /// destination has been given up on.
-final class SenderGroup: PacketSink {
+public final class SenderGroup: PacketSink {
     let senders: [Sender]
     private let logger: Logger
     /// Per destination, at the last report: bytes sent and GOP drops.
@@ -26,7 +26,7 @@ final class SenderGroup: PacketSink {
 
     func start() { for sender in senders { sender.start() } }
 
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+    public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
         for sender in senders.dropLast() {
             guard let copy = av_packet_clone(packet) else { throw MediaError("queue a packet", "out of memory") }
             defer { var owned: UnsafeMutablePointer<AVPacket>? = copy; av_packet_free(&owned) }
@@ -69,9 +69,7 @@ final class SenderGroup: PacketSink {
             logger.error("stream: \(f.failure!); the other destinations go on")
         }
         let alive = figures.indices.filter { figures[$0].failure == nil }
-        let connected = alive.filter { figures[$0].connected }
-        let candidates = connected.isEmpty ? alive : connected
-        let healthiest = candidates.min { fills[$0] < fills[$1] }
+        let healthiest = Self.healthiest(figures.map { DestinationState(failed: $0.failure != nil, connected: $0.connected) }, fills: fills)
         var report = Report(figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
                             dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false)
         if alive.isEmpty {
@@ -80,6 +78,25 @@ final class SenderGroup: PacketSink {
         }
         last = figures.map { ($0.bytesSent, $0.gopDrops) }
         return report
+    }
+
+    /// What the bit rate policy knows of a destination.
+    public struct DestinationState: Equatable, Sendable {
+        public var failed: Bool
+        public var connected: Bool
+        public init(failed: Bool, connected: Bool) {
+            self.failed = failed
+            self.connected = connected
+        }
+    }
+
+    /// The destination the bit rate follows: of those not given up on, the connected one with the emptiest queue
+    /// (`fills`, 0...1); with none connected, the emptiest of all (so that a single destination that is away still
+    /// lowers the rate as before); nil when every one has failed.
+    public static func healthiest(_ states: [DestinationState], fills: [Double]) -> Int? {
+        let alive = states.indices.filter { !states[$0].failed }
+        let connected = alive.filter { states[$0].connected }
+        return (connected.isEmpty ? alive : connected).min { fills[$0] < fills[$1] }
     }
 
     /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT, libsrt's

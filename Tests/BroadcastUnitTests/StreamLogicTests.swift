@@ -158,4 +158,17 @@ import Testing
             try StreamOptions(url: "hls:///a/i.m3u8", setupInfo: ["playlistLength": "1"])
         }
     }
+
+    @Test func theBitRateFollowsTheHealthiestDestination() {
+        typealias State = SenderGroup.DestinationState
+        let up = State(failed: false, connected: true), away = State(failed: false, connected: false), failed = State(failed: true, connected: false)
+        // A slow destination (queue 90 % full) does not pull the rate down while another keeps up.
+        #expect(SenderGroup.healthiest([up, up], fills: [0.9, 0.05]) == 1)
+        // One that is away (its queue overflowing) neither: the connected one is followed.
+        #expect(SenderGroup.healthiest([away, up], fills: [1.0, 0.6]) == 1)
+        // With none connected, the emptiest: a single destination that is away still lowers the rate.
+        #expect(SenderGroup.healthiest([away], fills: [0.8]) == 0)
+        #expect(SenderGroup.healthiest([failed, away], fills: [0, 0.7]) == 1)
+        #expect(SenderGroup.healthiest([failed, failed], fills: [0, 0]) == nil)
+    }
 }
