@@ -115,8 +115,8 @@ extension Integration {
         try daemon.stop()
     }
 
-    /// `--app PID`: of two programs' windows, the one whose _NET_WM_PID is that process, and its program's audio.
-    @Test func anAppByPIDPicksItsWindowAndItsProgramsAudio() throws {
+    /// `--app PID`: of two programs' windows, the one whose _NET_WM_PID is that process, and that process's audio.
+    @Test func anAppByPIDPicksItsWindowAndThatProcesssAudio() throws {
         let x = try XServer()
         let first = try x.painter(), second = try x.painter()
         try first.fill(128, 128, 128, 0, 0, 640, 480)
@@ -138,7 +138,7 @@ extension Integration {
         try controller.finish()
         #expect(try daemon.awaitFinish(controller, broadcast) == nil)
         #expect(status.source.contains("window \(id) (Beta, \"beta window\")"), "\(status.source)")
-        #expect(status.source.contains("python3"), "app audio: the playback streams of the window's program: \(status.source)")
+        #expect(status.source.contains("app audio pid:\(pid)"), "app audio: the playback streams of that process: \(status.source)")
         let frame = try RGBFrame(dump: try #require(try InspectSummary.load(path).lastFrame))
         #expect(frame.width == 120 && frame.height == 90 && frame.psnr { _, _ in (0, 255, 0) } >= 35)
         try daemon.stop()
