@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
-        .target(name: "BroadcastConfig", dependencies: ["BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
+        .target(name: "BroadcastConfig", dependencies: ["BroadcastCore", "BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
         .target(name: "BroadcastProtocolFuzzing", dependencies: ["BroadcastProtocol", "BroadcastCore", "BroadcastSystem"]),
         .executableTarget(name: "broadcast-fuzz-protocol", dependencies: ["BroadcastProtocolFuzzing"]),

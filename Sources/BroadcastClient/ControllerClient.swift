@@ -18,8 +18,8 @@ public final class ControllerClient {
     }
 
     /// Asks for a broadcast; it then waits for a setup UI to complete it. Returns its id.
-    public func start(handler: String, maxDuration: Double?) throws(ProtocolError) -> UInt32 {
-        let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration))
+    public func start(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError) -> UInt32 {
+        let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
         guard let id = try reply.decode(BroadcastReference.self).broadcast else { throw .malformed(.ok, "no broadcast id") }
         return id
     }
@@ -40,6 +40,11 @@ public final class ControllerClient {
     }
 
     /// What the daemon captures, and the outputs it could capture instead.
+    /// The running capture takes `choice`'s output or region (the whole screen when neither), for every broadcast.
+    public func changeCapture(_ choice: CaptureChoice) throws(ProtocolError) {
+        _ = try connection.request(.changeCapture, choice)
+    }
+
     public func sources() throws(ProtocolError) -> SourceList {
         try connection.request(.listSources).decode(SourceList.self)
     }

@@ -1,3 +1,4 @@
+import BroadcastCore
 import BroadcastSystem
 import TOMLKit
 
@@ -48,7 +49,7 @@ public struct ConfigFile: Sendable {
             let line = Self.line(of: name, in: lines)
             let location = line.map { "\(path):\($0)" } ?? path
             guard let key = keys.first(where: { $0.name == name }) else {
-                let suggestion = Self.closest(to: name, among: keys.map(\.name)).map { "; did you mean '\($0)'?" } ?? ""
+                let suggestion = NameSuggestion.didYouMean(name, among: keys.map(\.name))
                 throw ConfigError(location, "unknown key '\(name)'\(suggestion) (broadcastd --print-config lists every key)")
             }
             guard let value = Self.value(of: node, as: key.kind) else {
@@ -89,25 +90,5 @@ public struct ConfigFile: Sendable {
             }
         }
         return nil
-    }
-
-    /// The known key within two edits of `name`, if there is one.
-    static func closest(to name: String, among names: [String]) -> String? {
-        names.map { ($0, editDistance(Array(name), Array($0))) }.filter { $0.1 <= 2 }.min(by: { $0.1 < $1.1 })?.0
-    }
-
-    /// Edits from `a` to `b`: insertions, deletions, substitutions, and swaps of two neighbours ("fsp" is one
-    /// edit from "fps", so that it is not taken for "app", two substitutions away).
-    private static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
-        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
-        for i in 0...a.count { d[i][0] = i }
-        for j in 0...b.count { d[0][j] = j }
-        for i in stride(from: 1, through: a.count, by: 1) {
-            for j in stride(from: 1, through: b.count, by: 1) {
-                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
-            }
-        }
-        return d[a.count][b.count]
     }
 }

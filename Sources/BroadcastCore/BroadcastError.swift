@@ -29,6 +29,8 @@ public struct BroadcastError: Error, Equatable, Codable, Sendable, CustomStringC
         public static let ambiguousBroadcast = Code(rawValue: "ambiguous-broadcast")
         public static let budget = Code(rawValue: "memory-budget")
         public static let captureFailed = Code(rawValue: "capture-failed")
+        /// START asked for a capture other than the one running for other broadcasts (they share it).
+        public static let captureInUse = Code(rawValue: "capture-in-use")
         public static let notRunning = Code(rawValue: "not-running")
         public static let shutdown = Code(rawValue: "shutdown")
     }

@@ -83,10 +83,13 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         public var prompt: String
         public var `default`: String?
         public var required: Bool?
-        public init(prompt: String, default: String? = nil, required: Bool? = nil) {
+        /// Revision 2.1: the URL may be a file's path; setup UIs make a relative one absolute, from where they run.
+        public var file: Bool?
+        public init(prompt: String, default: String? = nil, required: Bool? = nil, file: Bool? = nil) {
             self.prompt = prompt
             self.default = `default`
             self.required = required
+            self.file = file
         }
     }
 

@@ -63,6 +63,9 @@ extension Daemon {
             peers.reply(session, seq, result)
         case .getStatus:
             peers.reply(session, seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
+        case .changeCapture:
+            let asked = try message.decode(CaptureChoice.self)
+            peers.reply(session, seq, changeCapture(asked).map { .json(.ok, seq: seq, Empty()) })
         case .listSources:
             peers.reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .getSnapshot:
@@ -114,6 +117,8 @@ extension Daemon {
         if let max = request.maxDuration, !(max > 0 && max < 1e9) {
             return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))
         }
+        let asked = request.capture ?? CaptureChoice()
+        var askedFrameRate: Double?
         let active = broadcasts.filter(\.isActive)
         if active.count >= configuration.maxBroadcasts {
             let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase))" }.joined(separator: ", ")
@@ -121,6 +126,10 @@ extension Daemon {
                                            "(broadcastd --max-broadcasts \(configuration.maxBroadcasts)); stop one first with `broadcastctl stop --broadcast N`"))
         }
         if let capture {
+            switch join(asked, running: active) {
+            case .success(let rate): askedFrameRate = rate
+            case .failure(let error): return .failure(error)
+            }
             // Every handler needs a slot of the shared pool at least.
             let room = capture.plan.slotCount - 2
             if active.count + 1 > room {
@@ -129,13 +138,16 @@ extension Daemon {
                     "--memory-budget (about \((configuration.memoryBudget + capture.plan.slotSize + (1 << 20) - 1) >> 20)) or a smaller capture"))
             }
         } else {
+            if let error = choose(asked) { return .failure(error) }
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
             switch CaptureSession.open(source, budget: configuration.memoryBudget) {
             case .success(.waiting(let why)):
                 pendingReason = why
                 return .success(nil)
             case .success(.planned(let plan)): capture = CaptureSession(source: source, plan: plan, budget: configuration.memoryBudget)
-            case .failure(let error): return .failure(error)
+            case .failure(let error):
+                restoreDefaultSource()
+                return .failure(error)
             }
         }
         let id = nextBroadcastID
@@ -143,6 +155,7 @@ extension Daemon {
         do { broadcast = try Broadcast(id: id, entry: entry, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) }) } catch {
             return .failure(error)
         }
+        broadcast.askedFrameRate = askedFrameRate
         nextBroadcastID += 1
         broadcasts.removeAll { !$0.isActive }
         broadcasts.append(broadcast)

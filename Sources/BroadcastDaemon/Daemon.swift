@@ -13,7 +13,14 @@ public final class Daemon {
     let configuration: DaemonConfiguration
     let logger: Logger
     let clock: DaemonClock
-    let source: CaptureSource
+    /// What is captured: broadcastd's own source, or the one the first broadcast of the capture chose.
+    var source: CaptureSource
+    /// The source broadcastd's options describe.
+    let defaultSource: CaptureSource
+    /// How a broadcast's START may choose another source; nil: broadcastd's own only.
+    let sources: CaptureSources?
+    /// What `source` captures, as a choice (START's `capture` is compared with it).
+    var captureChoice: CaptureChoice
     let registry: HandlerRegistry
     /// Where the listener is: the configured path, or where systemd bound the socket it passed.
     let socketPath: String
@@ -46,13 +53,19 @@ public final class Daemon {
     var sessionLocked = false
     /// Broadcasts paused because the session locked: they resume when it is unlocked.
     var pausedForLock: Set<UInt32> = []
+    /// Told when capture starts and stops (a desktop notification); set before `run`.
+    public var captureIndicator: (any CaptureIndicator)?
+    var captureIndicated = false
 
     /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
     /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).
-    public init(configuration: DaemonConfiguration, source: CaptureSource, logger: Logger,
+    public init(configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources? = nil, logger: Logger,
                 clock: DaemonClock = SystemClock()) throws(DaemonError) {
         self.configuration = configuration
         self.source = source
+        defaultSource = source
+        self.sources = sources
+        captureChoice = sources?.defaults ?? CaptureChoice()
         self.logger = logger
         self.clock = clock
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())

@@ -27,11 +27,15 @@ indirect enum DBusValue: Equatable {
     }
 }
 
-/// An argument broadcastd sends: strings, object paths and a{sv} option dictionaries.
+/// An argument broadcastd sends: strings, object paths and a{sv} option dictionaries; numbers and string
+/// arrays (a desktop notification's).
 enum DBusArgument {
     case string(String)
     case objectPath(String)
     case options([(String, DBusOption)])
+    case uint32(UInt32)
+    case int32(Int32)
+    case strings([String])
 }
 
 /// A value in an a{sv} options dictionary.
@@ -153,6 +157,13 @@ final class DBusConnection: @unchecked Sendable {
         switch argument {
         case .string(let s): appendBasic(s, type: "s", to: &iterator)
         case .objectPath(let s): appendBasic(s, type: "o", to: &iterator)
+        case .uint32(var u): dbus_message_iter_append_basic(&iterator, type("u"), &u)
+        case .int32(var i): dbus_message_iter_append_basic(&iterator, type("i"), &i)
+        case .strings(let items):
+            var array = DBusMessageIter()
+            dbus_message_iter_open_container(&iterator, type("a"), "s", &array)
+            for item in items { appendBasic(item, type: "s", to: &array) }
+            dbus_message_iter_close_container(&iterator, &array)
         case .options(let options):
             var array = DBusMessageIter()
             dbus_message_iter_open_container(&iterator, type("a"), "{sv}", &array)

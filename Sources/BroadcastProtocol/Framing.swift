@@ -22,6 +22,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case sources = 0x010A
     case getSnapshot = 0x010B
     case snapshot = 0x010C
+    /// Revision 2.1: change what the running capture takes, for every broadcast sharing it.
+    case changeCapture = 0x010F
     case stateChanged = 0x0180
     case serviceInfo = 0x0181
     case urlUpdated = 0x0182
@@ -69,6 +71,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .sources: "SOURCES"
         case .getSnapshot: "GET_SNAPSHOT"
         case .snapshot: "SNAPSHOT"
+        case .changeCapture: "CHANGE_CAPTURE"
         case .stateChanged: "STATE_CHANGED"
         case .serviceInfo: "SERVICE_INFO"
         case .urlUpdated: "URL_UPDATED"

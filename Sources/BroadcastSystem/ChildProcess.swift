@@ -162,6 +162,8 @@ public enum Signals {
     public static let terminate = SIGTERM
     public static let kill = SIGKILL
     public static let hangUp = SIGHUP
+    /// The terminal was resized.
+    public static let windowChanged = SIGWINCH
 
     /// Ignores `signal` process-wide (SIGPIPE: writes to closed peers then fail with EPIPE instead of killing us).
     public static func ignore(_ signal: Int32) { Glibc.signal(signal, SIG_IGN) }
@@ -211,6 +213,17 @@ public enum ProcessMemory {
 
 public enum FileSystem {
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// `path` from the current directory when it is relative ("~/" from HOME); unchanged when absolute or a URL.
+    public static func absolutePath(_ path: String) -> String {
+        if path.hasPrefix("/") || path.contains("://") { return path }
+        if path == "~" || path.hasPrefix("~/"), let home = getenv("HOME") { return String(cString: home) + path.dropFirst() }
+        guard let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        let directory = String(cString: cwd)
+        let relative = path.hasPrefix("./") ? String(path.dropFirst(2)) : path
+        return (directory == "/" ? "" : directory) + "/" + relative
+    }
     public static func remove(_ path: String) { unlink(path) }
     public static func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
 

@@ -36,7 +36,7 @@ public final class X11ScreenSource: CaptureSource {
         }
     }
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     private let logger: Logger
     private var connection: XConnection?
     private var window: WindowCapture?
@@ -216,6 +216,25 @@ public final class X11ScreenSource: CaptureSource {
             }
         }
         connection.flush()
+    }
+
+    /// Captures another part of the screen from the next frame on: the whole screen, an output or a region
+    /// (a format change when the size differs). Checked against the screen now; a window cannot be switched to
+    /// or from while capturing (its pixmap and damage are set up when the source opens).
+    public func retarget(_ target: CaptureTarget) throws(CaptureError) {
+        let operation = "capture \(target) instead of \(configuration.target)"
+        if case .window = target { throw CaptureError(source: "x11", operation: operation, reason: "a window is chosen when capture starts") }
+        if window != nil { throw CaptureError(source: "x11", operation: operation, reason: "a window's capture cannot change target") }
+        if let connection {
+            do {
+                _ = try target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
+                                       outputs: target == .screen ? [] : connection.outputs())
+            } catch {
+                throw CaptureError(source: "x11", operation: operation, reason: error.description)
+            }
+        }
+        configuration.target = target
+        geometryChanged = true
     }
 
     // MARK: - Capturing

@@ -9,7 +9,7 @@ import Logging
 /// Every broadcastd setting: its configuration-file key is its long option without the dashes.
 enum DaemonKeys {
     static let source = ConfigKey.choice("source", ["auto", "x11", "pipewire", "synthetic"], default: "auto",
-        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else synthetic.")
+        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else nothing: broadcasts are refused with what to do (never a test pattern unasked).")
     static let pipewireNode = ConfigKey("pipewire-node", .string,
         help: "With source pipewire, capture this PipeWire video node, by node name or serial (`pw-cli ls Node`), instead of asking the portal: a kiosk's or headless server's video source.")
     static let portalSource = ConfigKey.choice("portal-source", ScreenCastRequest.Sources.allCases.map(\.rawValue), default: "monitor",
@@ -75,12 +75,14 @@ enum DaemonKeys {
         help: "Seconds a handler has to exit after the broadcast finished before it is stopped.")
     static let handlerTimeout = ConfigKey.integer("handler-timeout", 1...600, default: 10,
         help: "Seconds a live handler may go without reading, or without releasing a frame it holds, before the broadcast finishes with an error that it hung.")
+    static let notify = ConfigKey.boolean("notify", default: true,
+        help: "A desktop notification (org.freedesktop.Notifications) when capture of the screen starts and stops; nothing where the session has none. Not for the synthetic source.")
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
     static let all = [source, pipewireNode, portalSource, display, output, region, window, app, excludeWindow, onLock, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
-                      startTimeout, finishTimeout, handlerTimeout, logLevel]
+                      startTimeout, finishTimeout, handlerTimeout, notify, logLevel]
 }
 
 extension Configuration {

@@ -17,17 +17,21 @@ struct BroadcastDaemonCommand: ParsableCommand {
         abstract: "Captures the screen and audio and delivers them to a broadcast handler.",
         discussion: """
             Control it with broadcastctl. Examples:
-              systemctl --user enable --now broadcastd.socket  # as a user service, started on first use
-              broadcastd &                                   # the X11 screen in $DISPLAY
+              systemctl --user enable --now broadcastd.socket   # a user service
+              broadcastd &                           # the X11 screen in $DISPLAY
               broadcastd --output HDMI-1 --fps 60 --cursor metadata &
               broadcastd --region 0,0,1280x720 &
-              broadcastd --window firefox &                  # one window (X11), see broadcastctl sources
-              broadcastd --source synthetic &                # a test pattern and two tones
-              broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
-              broadcastctl start --handler record --url file:///tmp/talk.mp4 --duration 60 --wait
-            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the option without
-            its dashes, e.g. fps = 60); options override the file. To start a file with every key:
-              mkdir -p ~/.config/broadcastd && broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
+              broadcastd --window firefox &          # one window (X11)
+              broadcastd --source synthetic &        # a test pattern and two tones
+              broadcastctl start --handler inspect --url file:///tmp/summary.json \\
+                  --duration 5 --wait
+              broadcastctl start --handler record --url file:///tmp/talk.mp4 \\
+                  --duration 60 --wait
+            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the
+            option without its dashes, e.g. fps = 60); options override the file.
+            To start a file with every key:
+              mkdir -p ~/.config/broadcastd
+              broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
             """)
 
     @Option(help: ArgumentHelp(DaemonKeys.source.help)) var source: String?
@@ -64,6 +68,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.notify.help)) var notify: Bool?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
     @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
                                valueName: "FILE"))
@@ -86,6 +91,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         }
         values["damage"] = damage.map(ConfigValue.boolean)
         values["sync-marks"] = syncMarks.map(ConfigValue.boolean)
+        values["notify"] = notify.map(ConfigValue.boolean)
         if !handlersDirectories.isEmpty { values["handlers-dir"] = .strings(handlersDirectories) }
         if !excludedWindows.isEmpty { values["exclude-window"] = .strings(excludedWindows) }
         return values
@@ -120,10 +126,19 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let logger = Logger(label: "broadcastd")
         let (source, why) = chosenSource(configuration)
         if let why { logger.log(level: why.level, "\(why.text)") }
+        let sources = CaptureSources(defaults: captureDefaults(source, configuration)) { choice throws(CaptureError) in
+            try captureSource(choosing: choice, of: source, configuration)
+        }
         do {
-            let daemon = try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger)
-            if configuration.string("on-lock") != LockAction.ignore.rawValue { daemon.sessionLock = try SessionLockWatcher(logger: Logger(label: "broadcastd.lock")) }
+            let daemon = try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration),
+                                    sources: sources, logger: logger)
+            if configuration.string("on-lock") != LockAction.ignore.rawValue {
+                daemon.sessionLock = try SessionLockWatcher(logger: Logger(label: "broadcastd.lock"))
+            }
+            let notifications = captureNotifications(configuration)
+            daemon.captureIndicator = notifications
             try daemon.run()
+            notifications?.waitUntilDelivered(milliseconds: 2_000)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -156,7 +171,35 @@ struct BroadcastDaemonCommand: ParsableCommand {
         return configuration
     }
 
+    /// What broadcastd's own options capture, as START's `capture` would say it.
+    func captureDefaults(_ source: String, _ settings: Configuration) -> CaptureChoice {
+        CaptureChoice(display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
+                      output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
+                      app: settings.string("app"), frameRate: settings.integer("fps"), cursor: settings.string("cursor"))
+    }
+
+    /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display
+    /// is captured through X11 whatever broadcastd's own source is; output and region are X11's.
+    func captureSource(choosing choice: CaptureChoice, of source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
+        let kind = choice.display != nil ? "x11" : source
+        if kind != "x11" && (choice.output ?? choice.region ?? choice.window ?? choice.app) != nil {
+            throw CaptureError(source: source, operation: "choose what to capture", reason:
+                "--output, --region, --window and --app choose part of an X11 screen, and broadcastd captures " +
+                "\(source == "none" ? "nothing" : source) (add --display :N to capture an X display)")
+        }
+        let overrides: [String: ConfigValue?] = ["display": choice.display.map(ConfigValue.string), "output": choice.output.map(ConfigValue.string),
+                                                 "region": choice.region.map(ConfigValue.string), "window": choice.window.map(ConfigValue.string),
+                                                 "app": choice.app.map(ConfigValue.string), "fps": choice.frameRate.map(ConfigValue.integer),
+                                                 "cursor": choice.cursor.map(ConfigValue.string)]
+        let chosen: Configuration
+        do { chosen = try settings.overriding(overrides) } catch {
+            throw CaptureError(source: kind, operation: "choose what to capture", reason: error.description)
+        }
+        return try captureSource(kind, chosen)
+    }
+
     func captureSource(_ source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
+        if source == "none" { return UnavailableSource(reason: Self.noScreen) }
         let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
         let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         let fps = settings.integer("fps")
@@ -229,17 +272,22 @@ struct BroadcastDaemonCommand: ParsableCommand {
 }
 
 extension BroadcastDaemonCommand {
-    /// "x11", "pipewire" or "synthetic": what `source` asks for, with auto resolved from the session, and why when
-    /// auto chose the synthetic source (a warning when the session's screen cannot be captured).
+    /// "x11", "pipewire", "synthetic" or "none": what `source` asks for, with auto resolved from the session, and
+    /// why when auto found no screen (never the synthetic source: a test pattern is asked for by name).
+    static let noScreen = "neither DISPLAY nor WAYLAND_DISPLAY is set in broadcastd's environment; under systemd run " +
+        "`systemctl --user import-environment DISPLAY XAUTHORITY WAYLAND_DISPLAY` and restart broadcastd, " +
+        "give a display per broadcast (broadcastctl start --display :0), or run broadcastd --source synthetic for a test pattern"
+
     func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
         guard source == "auto" else { return (source, nil) }
-        let x11 = settings.string("display") != nil || Environment.get("DISPLAY") != nil
+        func given(_ name: String) -> Bool { Environment.get(name).map { !$0.isEmpty } ?? false }
+        let x11 = settings.string("display") != nil || given("DISPLAY")
         // A window is chosen on X11 (XWayland's windows too) even in a Wayland session.
         if settings.string("window") ?? settings.string("app") != nil && settings.string("pipewire-node") == nil && x11 { return ("x11", nil) }
-        if settings.string("pipewire-node") != nil || Environment.get("WAYLAND_DISPLAY") != nil { return ("pipewire", nil) }
-        if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
-        return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
+        if settings.string("pipewire-node") != nil || given("WAYLAND_DISPLAY") { return ("pipewire", nil) }
+        if x11 { return ("x11", nil) }
+        return ("none", (.warning, "nothing to capture: \(Self.noScreen)"))
     }
 }
 

@@ -1,4 +1,5 @@
 @testable import BroadcastConfig
+import BroadcastCore
 import BroadcastPortal
 import Testing
 
@@ -40,9 +41,9 @@ import Testing
 
     /// Two neighbours swapped are one edit: "fsp" means "fps", not "app" (two substitutions away).
     @Test func aSwapOfNeighboursIsTheClosestKey() {
-        #expect(ConfigFile.closest(to: "fsp", among: ["app", "fps"]) == "fps")
-        #expect(ConfigFile.closest(to: "windwo", among: ["window", "app"]) == "window")
-        #expect(ConfigFile.closest(to: "zzz", among: ["app", "fps"]) == nil)
+        #expect(NameSuggestion.closest(to: "fsp", among: ["app", "fps"]) == "fps")
+        #expect(NameSuggestion.closest(to: "windwo", among: ["window", "app"]) == "window")
+        #expect(NameSuggestion.closest(to: "zzz", among: ["app", "fps"]) == nil)
     }
 
     @Test func mistakesNameTheFileTheLineAndWhatIsWrong() {
