@@ -108,8 +108,9 @@ xeyes -geometry 400x300+1800+200 2>/dev/null & PIDS_APPS+=($!)
 xlogo -geometry 400x300+1800+700 2>/dev/null & PIDS_APPS+=($!)
 xcalc -geometry 300x400+2400+200 2>/dev/null & PIDS_APPS+=($!)
 for _ in $(seq 100); do
-    WINDOW=$(xwininfo -root -tree 2>/dev/null | awk '/"xclock"/ && /1280x720/ {print $1; exit}')
-    [[ -n $WINDOW ]] && [[ $(xwininfo -root -tree | grep -c -E '"(xeyes|xlogo|xcalc)"') -ge 3 ]] && break
+    TREE=$(xwininfo -root -tree 2>/dev/null || true)
+    WINDOW=$(awk '/"xclock"/ && /1280x720/ {print $1}' <<<"$TREE" | head -n 1)
+    [[ -n $WINDOW ]] && [[ $(grep -c -E '"(xeyes|xlogo|xcalc)"' <<<"$TREE") -ge 3 ]] && break
     sleep 0.1
 done
 [[ -n $WINDOW ]] || { log "xclock's window did not appear"; exit 1; }

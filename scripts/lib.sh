@@ -8,7 +8,8 @@
 #              libpng for `broadcastctl snapshot`; libcurl (OpenSSL) for the recorder's upload; libsrt (GnuTLS, the one
 #              libavformat links) for the stream handler's own SRT connections and their statistics
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
-#   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
+#   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter),
+#              twm (a window manager: frames around the windows the window-capture tests capture and exclude)
 #   ffmpeg     ffprobe describes what the demo wrote; the tests judge recordings and snapshots with it
 #   install    make, and man-db/groff-base to check that the man pages render (`make install` test)
 #   servers    srt-live-transmit (srt-tools) and nginx with its RTMP module, for the stream handler's tests;
@@ -20,7 +21,7 @@
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev libxcb-composite0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev libsrt-gnutls-dev
-    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
+    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib twm ffmpeg
     make man-db groff-base srt-tools nginx libnginx-mod-rtmp iproute2
     libpipewire-0.3-dev libdbus-1-dev pipewire pipewire-bin wireplumber dbus-daemon python3-dbus python3-gi
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire)

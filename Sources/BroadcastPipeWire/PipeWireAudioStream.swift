@@ -13,7 +13,7 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
     /// A node by its name (`node.name`) or serial number (`object.serial`), as `pw-cli ls Node` or
     /// `wpctl status` show them; for app audio
     /// also an application by its name (`application.name`, in any case): all of its playback streams,
-    /// mixed, as they come and go.
+    /// mixed, as they come and go; `pid:N`: the playback streams of process N (`application.process.id`).
     case node(String)
 
     public var description: String {

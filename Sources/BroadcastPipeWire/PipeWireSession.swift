@@ -36,6 +36,9 @@ public final class PipeWireSession: @unchecked Sendable {
         var binary: String?
         /// `client.id`: where `binary` comes from when the node does not say it.
         var client: UInt32?
+        /// The process that plays the stream (`pid:N` targets it): its client's `pipewire.sec.pid`, which PipeWire
+        /// itself sets, else the node's `application.process.id`.
+        var pid: String?
 
         /// Named `name` (`node.name`), or with that serial number.
         func isNamed(_ name: String) -> Bool { self.name == name || serial == name }
@@ -44,11 +47,14 @@ public final class PipeWireSession: @unchecked Sendable {
         /// program's, in any case; never broadcastd's own.
         func plays(_ name: String) -> Bool {
             mediaClass == "Stream/Output/Audio" && !self.name.hasPrefix("broadcastd-")
-                && (isNamed(name) || [application, binary].contains { $0?.lowercased() == name.lowercased() })
+                && (isNamed(name) || [application, binary].contains { $0?.lowercased() == name.lowercased() }
+                    || (name.hasPrefix("pid:") && pid != nil && "pid:" + pid! == name))
         }
     }
     /// On PipeWire's thread: the clients' executables (by their `pipewire.sec.pid`, which PipeWire itself sets).
     private var clientBinaries: [UInt32: String] = [:]
+    /// On PipeWire's thread: the clients' `pipewire.sec.pid`.
+    private var clientPIDs: [UInt32: String] = [:]
     /// On PipeWire's thread: the ports of the nodes, as far as linking needs them.
     private var ports: [UInt32: Port] = [:]
     struct Port {
@@ -120,7 +126,7 @@ public final class PipeWireSession: @unchecked Sendable {
             if let registry { bd_pw_proxy_destroy(UnsafeMutableRawPointer(registry)) }
         }
         (connection, core, registry, metadata) = (nil, nil, nil, nil)
-        (nodes, ports, links, clientBinaries) = ([:], [:], [:], [:])
+        (nodes, ports, links, clientBinaries, clientPIDs) = ([:], [:], [:], [:], [:])
         (defaultSink, defaultSource) = (nil, nil)
     }
 
@@ -132,13 +138,16 @@ public final class PipeWireSession: @unchecked Sendable {
             let client = property("client.id").flatMap(UInt32.init)
             nodes[id] = Node(serial: property("object.serial") ?? "\(id)", name: name, mediaClass: mediaClass,
                              application: property("application.name"),
-                             binary: property("application.process.binary") ?? client.flatMap { clientBinaries[$0] }, client: client)
+                             binary: property("application.process.binary") ?? client.flatMap { clientBinaries[$0] }, client: client,
+                             pid: client.flatMap { clientPIDs[$0] } ?? property("application.process.id"))
             follow()
         } else if type == String(cString: bd_pw_type_client()), let pid = property("pipewire.sec.pid").flatMap(Int32.init),
                   let path = FileSystem.executable(ofProcess: pid) {
             clientBinaries[id] = String(path.split(separator: "/").last ?? "")
+            clientPIDs[id] = "\(pid)"
             // A client's nodes may have come first.
             for (node, value) in nodes where value.client == id && value.binary == nil { nodes[node]?.binary = clientBinaries[id] }
+            for (node, value) in nodes where value.client == id { nodes[node]?.pid = clientPIDs[id] }
             follow()
         } else if type == String(cString: bd_pw_type_port()), let node = property("node.id").flatMap(UInt32.init),
                   let direction = property("port.direction") {
@@ -153,6 +162,7 @@ public final class PipeWireSession: @unchecked Sendable {
 
     private func globalRemoved(_ id: UInt32) {
         clientBinaries[id] = nil
+        clientPIDs[id] = nil
         guard nodes.removeValue(forKey: id) != nil || ports.removeValue(forKey: id) != nil else { return }
         follow()
     }

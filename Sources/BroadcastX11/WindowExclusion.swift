@@ -13,20 +13,33 @@ final class WindowExclusion {
     /// Set by events: the rectangles must be worked out again.
     private(set) var stale = true
     private let connection: XConnection
+    private let windows: XWindows
+    /// Whether each top-level window (a root child) is excluded, worked out once it is shown with a class: a
+    /// client sets WM_CLASS before it maps its window (ICCCM), so the answer holds until the window is mapped
+    /// again or a window manager reparents a window.
+    private var excludedByWindow: [xcb_window_t: Bool] = [:]
 
     init(connection: XConnection, classes: [String]) {
         self.connection = connection
         self.classes = Set(classes.map { $0.lowercased() })
+        windows = XWindows(connection)
         let mask = [UInt32(XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue)]
         _ = xcb_change_window_attributes(connection.raw, connection.root, UInt32(XCB_CW_EVENT_MASK.rawValue), mask)
         connection.flush()
     }
 
     /// Notes events that may change what is visible; the event is left for others too.
-    func note(_ type: UInt8) {
-        switch Int32(type) {
-        case XCB_CREATE_NOTIFY, XCB_DESTROY_NOTIFY, XCB_UNMAP_NOTIFY, XCB_MAP_NOTIFY, XCB_REPARENT_NOTIFY, XCB_CONFIGURE_NOTIFY,
-             XCB_CIRCULATE_NOTIFY:
+    func note(_ event: UnsafeMutablePointer<xcb_generic_event_t>) {
+        switch Int32(event.pointee.response_type & 0x7f) {
+        case XCB_MAP_NOTIFY:
+            // Mapped (again): its class is looked at anew.
+            excludedByWindow[UnsafeRawPointer(event).assumingMemoryBound(to: xcb_map_notify_event_t.self).pointee.window] = nil
+            stale = true
+        case XCB_REPARENT_NOTIFY:
+            // A window manager took a client into a frame (or gave it back): every class is looked at anew.
+            excludedByWindow = [:]
+            stale = true
+        case XCB_CREATE_NOTIFY, XCB_DESTROY_NOTIFY, XCB_UNMAP_NOTIFY, XCB_CONFIGURE_NOTIFY, XCB_CIRCULATE_NOTIFY:
             stale = true
         default:
             break
@@ -38,8 +51,27 @@ final class WindowExclusion {
         guard stale else { return nil }
         stale = false
         let before = rectangles
-        rectangles = Self.visibleParts(XWindows(connection).list(), excluded: { isExcluded($0.window) })
+        rectangles = visibleNow()
         return rectangles == before ? nil : before
+    }
+
+    /// One request for the stacking order; the class of each window shown since the last look; the geometry of
+    /// the excluded windows and of those above them only. With no excluded window shown, that is the tree alone.
+    private func visibleNow() -> [ScreenRect] {
+        let toplevels = windows.children(of: connection.root)
+        let present = Set(toplevels)
+        excludedByWindow = excludedByWindow.filter { present.contains($0.key) }
+        var entries: [xcb_window_t: XWindows.Entry] = [:]
+        for toplevel in toplevels where excludedByWindow[toplevel] == nil {
+            guard let entry = windows.entry(toplevel) else { continue }
+            entries[toplevel] = entry
+            // Remembered once shown with a class: a frame whose client is not in it yet is looked at again.
+            let named = !entry.window.instance.isEmpty || !entry.window.className.isEmpty
+            if isExcluded(entry.window) || (entry.window.mapped && named) { excludedByWindow[toplevel] = isExcluded(entry.window) }
+        }
+        guard let lowest = toplevels.firstIndex(where: { excludedByWindow[$0] == true }) else { return [] }
+        let stack = toplevels[lowest...].compactMap { entries[$0] ?? windows.entry($0) }
+        return Self.visibleParts(stack, excluded: { excludedByWindow[$0.toplevel] == true || isExcluded($0.window) })
     }
 
     func isExcluded(_ window: CaptureWindow) -> Bool {

@@ -330,7 +330,7 @@ public final class X11ScreenSource: CaptureSource {
         let cursorNotify = connection.xfixes.map { $0.firstEvent + UInt8(XCB_XFIXES_CURSOR_NOTIFY) }
         while let event = xcb_poll_for_event(connection.raw) {
             let type = event.pointee.response_type & 0x7f
-            exclusion?.note(type)
+            exclusion?.note(event)
             if type == damageNotify {
                 damaged = true
             } else if let randrFirst, type == randrFirst + UInt8(XCB_RANDR_SCREEN_CHANGE_NOTIFY) || type == randrFirst + UInt8(XCB_RANDR_NOTIFY) {

@@ -64,14 +64,16 @@ struct XWindows {
         return "; windows: " + shown.joined(separator: ", ") + (all.count > 8 ? ", ... (broadcastctl sources lists them all)" : "")
     }
 
-    private func children(of window: xcb_window_t) -> [xcb_window_t] {
+    func children(of window: xcb_window_t) -> [xcb_window_t] {
         let c = connection.raw
         guard let reply = xcb_query_tree_reply(c, xcb_query_tree(c, window), nil) else { return [] }
         defer { free(reply) }
         return Array(UnsafeBufferPointer(start: xcb_query_tree_children(reply), count: Int(xcb_query_tree_children_length(reply))))
     }
 
-    private func entry(_ toplevel: xcb_window_t) -> Entry? {
+    /// The root child `toplevel` as a top-level window, or nil when it is not one (input-only, override-redirect, or
+    /// neither shown nor managed).
+    func entry(_ toplevel: xcb_window_t) -> Entry? {
         let c = connection.raw
         guard let attributes = xcb_get_window_attributes_reply(c, xcb_get_window_attributes(c, toplevel), nil) else { return nil }
         let a = attributes.pointee

@@ -86,6 +86,10 @@ enum StatusText {
     static func describeOne(_ s: BroadcastStatus) -> String {
         var lines = ["state: \(s.state)", "source: \(s.source)"]
         if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
+        if s.sessionLocked == true {
+            lines.append("session locked: " + (s.pausedForLock == true ? "paused until it is unlocked"
+                : s.blankedForLock == true ? "the privacy frame goes out instead of the screen" : "the screen is not captured meanwhile"))
+        }
         if let id = s.broadcast {
             lines.append("broadcast: \(id) (handler \(s.handler ?? "?"))")
             if let url = s.url { lines.append("url: \(url)") }

@@ -25,7 +25,7 @@ enum DaemonKeys {
         WindowSelector($0.string!) == nil ? "takes a window id (0x... or decimal), a WM_CLASS or a title" : nil
     }
     static let app = ConfigKey("app", .string,
-        help: "Record one application: its window (X11, as --window: by WM_CLASS or title, or with a PID by _NET_WM_PID) and its audio (as --app-audio: its playback streams, by application name or program; with a PID, that process's program), in one option.") {
+        help: "Record one application: its window (X11, as --window: by WM_CLASS or title, or with a PID by _NET_WM_PID) and its audio (as --app-audio: its playback streams, by application name or program; with a PID, the streams that process plays), in one option.") {
         $0.string!.isEmpty || $0.string!.utf8.count > 256 ? "takes an application's name or a process id" : nil
     }
     static let excludeWindow = ConfigKey("exclude-window", .strings, default: .strings(defaultExcludedWindows),

@@ -253,12 +253,12 @@ struct BroadcastDaemonCommand: ParsableCommand {
         return .window(.name(app))
     }
 
-    /// `--app`'s audio: the application's playback streams, by its name, or by the program of process PID
-    /// (PipeWire knows a client's program; an unknown PID matches no stream and the track stays silent).
+    /// `--app`'s audio: the application's playback streams, by its name, or those process PID plays
+    /// (`application.process.id`); none playing, the track is silent until one starts.
     func appAudio(_ settings: Configuration) -> String? {
         guard let app = settings.string("app") else { return nil }
         guard let pid = Int32(app), pid > 0 else { return app }
-        return FileSystem.executable(ofProcess: pid).map { String($0.split(separator: "/").last ?? "") } ?? "pid-\(pid)"
+        return "pid:\(pid)"
     }
 
     /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says,

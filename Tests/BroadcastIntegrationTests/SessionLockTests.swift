@@ -91,6 +91,8 @@ extension Integration {
             try daemon.awaitState(controller, .paused, timeout: 5)
             let status = try controller.status()
             #expect(status.sessionLocked == true && status.pausedForLock == true, "\(status)")
+            let shown = try daemon.tool("broadcastctl", ["status"])
+            #expect(shown.stdout.contains("session locked: paused until it is unlocked"), "\(shown.stdout)")
             let resume = try daemon.tool("broadcastctl", ["resume"])
             #expect(resume.status == 1 && resume.stderr.contains("the session is locked"), "\(resume)")
             usleep(600_000)

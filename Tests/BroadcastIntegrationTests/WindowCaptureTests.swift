@@ -115,8 +115,57 @@ extension Integration {
         try daemon.stop()
     }
 
-    /// `--app PID`: of two programs' windows, the one whose _NET_WM_PID is that process, and its program's audio.
-    @Test func anAppByPIDPicksItsWindowAndItsProgramsAudio() throws {
+    /// Under a window manager (twm: a frame with a title bar around each client) the window is its client's
+    /// content alone, `sources` lists the client, and an excluded window is black with its frame.
+    @Test func underAWindowManagerTheClientIsCapturedAndAnExcludedFrameIsBlack() throws {
+        let x = try XServer()
+        let manager = try x.windowManager()
+        defer { kill(manager.processIdentifier, SIGKILL); manager.waitUntilExit() }
+        let painter = try x.painter()
+        try painter.send("background 128 128 128")
+        let id = try painter.window("subject", 40, 60, 160, 120, (0, 0, 255))
+        try painter.fill(in: "subject", 255, 0, 0, 0, 0, 80, 60)
+        try painter.fill(in: "subject", 0, 255, 0, 80, 60, 80, 60)
+        try painter.window("secret", 300, 200, 120, 90, (255, 0, 0))
+        usleep(300_000)
+        let daemon = try self.daemon(for: x, ["--window", "subject", "--exclude-window", "Secret"])
+        let listed = try daemon.controller().sources()
+        let subject = try #require(listed.windows?.first { $0.instance == "subject" }, "\(listed)")
+        #expect("0x" + String(subject.id, radix: 16) == id && subject.width == 160 && subject.height == 120, "the client, not its frame: \(subject)")
+        let secret = try #require(listed.windows?.first { $0.instance == "secret" })
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath("managed")
+        let broadcast = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/managed.frame"], on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(300_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
+        let frame = try RGBFrame(dump: try #require(try InspectSummary.load(path).lastFrame))
+        #expect(frame.width == 160 && frame.height == 120)
+        let psnr = frame.psnr { Self.content($0, $1) }
+        #expect(psnr >= 35, "PSNR \(psnr) dB: the title bar or border came in?")
+        try daemon.stop()
+
+        let screen = try self.daemon(for: x, ["--exclude-window", "Secret"])
+        let screenController = try screen.subscribedController()
+        let screenPath = screen.summaryPath("screen")
+        let second = try screen.start(handler: "inspect", url: screenPath, setupInfo: ["frameFile": screen.runtime + "/screen.frame"], on: screenController)
+        try screen.awaitState(screenController, .live)
+        usleep(300_000)
+        try screenController.finish()
+        #expect(try screen.awaitFinish(screenController, second) == nil)
+        let whole = try RGBFrame(dump: try #require(try InspectSummary.load(screenPath).lastFrame))
+        let client = whole.matches(secret.x + 60, secret.y + 45, (0, 0, 0))
+        let titleBar = whole.matches(secret.x + 60, secret.y - 8, (0, 0, 0))
+        let around = whole.matches(secret.x + 60, secret.y - 40, (128, 128, 128)) && whole.matches(subject.x + 10, subject.y + 10, (255, 0, 0))
+        #expect(client, "the excluded client")
+        #expect(titleBar, "its frame's title bar, which shows its title")
+        #expect(around, "nothing else is black")
+        try screen.stop()
+    }
+
+    /// `--app PID`: of two programs' windows, the one whose _NET_WM_PID is that process, and that process's audio.
+    @Test func anAppByPIDPicksItsWindowAndThatProcesssAudio() throws {
         let x = try XServer()
         let first = try x.painter(), second = try x.painter()
         try first.fill(128, 128, 128, 0, 0, 640, 480)
@@ -138,9 +187,10 @@ extension Integration {
         try controller.finish()
         #expect(try daemon.awaitFinish(controller, broadcast) == nil)
         #expect(status.source.contains("window \(id) (Beta, \"beta window\")"), "\(status.source)")
-        #expect(status.source.contains("python3"), "app audio: the playback streams of the window's program: \(status.source)")
+        #expect(status.source.contains("app audio pid:\(pid)"), "app audio: the playback streams of that process: \(status.source)")
         let frame = try RGBFrame(dump: try #require(try InspectSummary.load(path).lastFrame))
-        #expect(frame.width == 120 && frame.height == 90 && frame.psnr { _, _ in (0, 255, 0) } >= 35)
+        let psnr = frame.psnr { _, _ in (0, 255, 0) }
+        #expect(frame.width == 120 && frame.height == 90 && psnr >= 35, "\(frame.width)x\(frame.height), PSNR \(psnr) dB")
         try daemon.stop()
         let both = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--app", "\(pid)", "--window", "beta", "--print-config"])
         #expect(both.status != 0 && both.stderr.contains("window, output and region cannot be set with it"), "\(both)")

@@ -200,3 +200,26 @@ extension Painter {
     /// raise, unmap, map or close window `name`.
     func window(_ action: String, _ name: String) throws { try send("\(action) \(name)") }
 }
+
+extension XServer {
+    /// twm managing this server's windows (frames with a title bar, as a desktop has), placing each where its
+    /// program asks; killed when the returned process is.
+    func windowManager() throws -> Process {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/twm") else {
+            throw HarnessError("/usr/bin/twm is missing: the window-manager tests need it (scripts/lib.sh installs twm)")
+        }
+        let rc = FileManager.default.temporaryDirectory.appendingPathComponent("twmrc-\(UUID().uuidString.prefix(8))").path
+        // The core font "fixed" for everything: without fonts it can open, twm gives up and manages nothing.
+        let fonts = ["TitleFont", "ResizeFont", "MenuFont", "IconFont", "IconManagerFont"].map { "\($0) \"fixed\"\n" }.joined()
+        try ("UsePPosition \"on\"\nRandomPlacement\nNoGrabServer\n" + fonts).write(toFile: rc, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/twm")
+        process.arguments = ["-display", display, "-f", rc]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        usleep(300_000)
+        guard process.isRunning else { throw HarnessError("twm exited at once on \(display)") }
+        return process
+    }
+}
