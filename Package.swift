@@ -18,7 +18,8 @@ import PackageDescription
 //   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
-//   BroadcastStream      the built-in `stream` handler: SRT/RTMP through libavformat, a GOP-dropping send queue, reconnection
+//   BroadcastStream      the built-in `stream` handler: SRT (libsrt, for its statistics)/RTMP/HLS through libavformat, one encode
+//                        to many destinations, a GOP-dropping send queue per destination, reconnection
 //   BroadcastUpload      HTTP PUT of a finished file through libcurl: progress, retries with backoff
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 //   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
@@ -50,10 +51,12 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process.
+        .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
-        .target(name: "BroadcastConfig", dependencies: ["BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
+        .target(name: "BroadcastConfig", dependencies: ["BroadcastCore", "BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
         .target(name: "BroadcastProtocolFuzzing", dependencies: ["BroadcastProtocol", "BroadcastCore", "BroadcastSystem"]),
         .executableTarget(name: "broadcast-fuzz-protocol", dependencies: ["BroadcastProtocolFuzzing"]),
@@ -110,7 +113,7 @@ let package = Package(
             "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
         .target(name: "BroadcastStream", dependencies: [
-            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol",
+            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "CSRT", "CFFmpeg",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcast-handler-stream", dependencies: [

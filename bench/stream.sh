@@ -4,7 +4,19 @@
 # RSS; and ffmpeg encoding the same size, rate and x264 settings to the same kind of receiver.
 # Writes the stream section of docs/benchmarks.md. One command: bash bench/stream.sh
 # (bench/run.sh runs it too, unless BENCH_SKIP_STREAM=1).
-# Knobs (environment): BENCH_STREAM_SECONDS (20), BENCH_STREAM_REPEATS (3).
+#
+# Then, against ffmpeg on a private Xvfb (with a private PipeWire stack: audio on, as users run it):
+#   g2g        glass-to-glass latency: a white flash over the X screen (bench/flasher.py) to the first bright frame
+#              an SRT receiver decodes, both on CLOCK_MONOTONIC; ours (broadcastd x11 + the stream handler) and
+#              ffmpeg x11grab → libx264 zerolatency → SRT, the same SRT latency; p50/p99
+#   simulcast  CPU of broadcastd + handler streaming to 1 and to 3 SRT listeners (one encode, `also`), against
+#              1 and 3 ffmpeg processes
+# Writes the glass-to-glass and simulcast section of docs/benchmarks.md.
+# Knobs (environment): BENCH_STREAM_SECONDS (20), BENCH_STREAM_REPEATS (3) for the synthetic part;
+# BENCH_STREAM_PARTS ("synthetic g2g simulcast"), BENCH_G2G_SECONDS (20), BENCH_SIMULCAST_SECONDS (15),
+# BENCH_G2G_REPEATS (2), BENCH_G2G_SIZE (1280x720), BENCH_SRT_LATENCY_US (120000), BENCH_LOAD_NOTE (text
+# appended to the machine's description, e.g. ", loaded by other builds").
+# BENCH_DEBUG_DIR: where to copy each glass-to-glass run's frames and flashes (JSON), to look at them.
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -63,8 +75,14 @@ run_ffmpeg() {
     log "ffmpeg $rep: $cpu s CPU, $rss MB"
 }
 
-for rep in $(seq "$REPEATS"); do
-    run_ours "$rep"
-    run_ffmpeg "$rep"
-done
-"$PY" "$TOOLS" report "$RESULTS" "$DOC"
+PARTS="${BENCH_STREAM_PARTS:-synthetic g2g simulcast}"
+if [[ " $PARTS " == *" synthetic "* ]]; then
+    for rep in $(seq "$REPEATS"); do
+        run_ours "$rep"
+        run_ffmpeg "$rep"
+    done
+    "$PY" "$TOOLS" report "$RESULTS" "$DOC"
+fi
+if [[ " $PARTS " == *" g2g "* || " $PARTS " == *" simulcast "* ]]; then
+    . "$ROOT/bench/stream_x11.sh"
+fi

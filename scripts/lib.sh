@@ -2,24 +2,26 @@
 # shellcheck shell=bash
 
 # The Debian/Ubuntu packages the project needs to build, run its demo and run its tests:
-#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR and DAMAGE extensions;
+#   build      pkg-config and libxcb with the MIT-SHM, XFixes, RandR, DAMAGE and Composite (window capture) extensions;
 #              libavformat/libavcodec/libswscale (Debian's libavcodec drives libx264, libx265, SVT-AV1, libaom and
 #              libopus: its libavcodec59 depends on them, no package of their own is needed) for `record`;
-#              libpng for `broadcastctl snapshot`; libcurl (OpenSSL) for the recorder's upload
+#              libpng for `broadcastctl snapshot`; libcurl (OpenSSL) for the recorder's upload; libsrt (GnuTLS, the one
+#              libavformat links) for the stream handler's own SRT connections and their statistics
 #   X servers  Xvfb, and Xvnc (TigerVNC), which RandR can resize, for the resize and output tests
 #   X clients  xrandr, xdotool (pointer), xclock (the demo's moving content), python3-xlib (the tests' painter)
 #   ffmpeg     ffprobe describes what the demo wrote; the tests judge recordings and snapshots with it
 #   install    make, and man-db/groff-base to check that the man pages render (`make install` test)
 #   servers    srt-live-transmit (srt-tools) and nginx with its RTMP module, for the stream handler's tests;
-#              nginx's own WebDAV module (PUT) for the recorder's upload tests
+#              nginx's own WebDAV module (PUT) for the recorder's upload tests; iproute2 (ip, tc) for the SRT loss test
+#              (a token bucket filter in a network namespace of its own)
 #   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
 #   PipeWire   libpipewire and libdbus-1 (the portal) to build; pipewire, wireplumber, dbus-daemon, GStreamer's
 #              pipewiresink (a video node) for the demo and tests; python3-dbus and python3-gi run the tests' stand-in portal
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
-    libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev
-    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev
+    libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev libxcb-composite0-dev
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev libsrt-gnutls-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib ffmpeg
-    make man-db groff-base srt-tools nginx libnginx-mod-rtmp
+    make man-db groff-base srt-tools nginx libnginx-mod-rtmp iproute2
     libpipewire-0.3-dev libdbus-1-dev pipewire pipewire-bin wireplumber dbus-daemon python3-dbus python3-gi
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire)
 

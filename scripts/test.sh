@@ -8,7 +8,15 @@ ensure_packages "${BROADCASTD_PACKAGES[@]}"
 ensure_swift
 
 echo "==> building" >&2
-swift build --build-tests
+build_log=$(mktemp)
+swift build --build-tests 2>&1 | tee "$build_log"
+# No warnings in the project's own code (a clean clone compiles all of it; the dependencies' are theirs).
+if grep -E "^$PWD/(Sources|Tests)/[^:]+:[0-9]+:[0-9]+: warning:" "$build_log" >&2; then
+    echo "the build has warnings (above): fix them" >&2
+    rm -f "$build_log"
+    exit 1
+fi
+rm -f "$build_log"
 echo "==> testing" >&2
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT

@@ -14,6 +14,21 @@ public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(width)x\(height)+\(x)+\(y)" }
 
+    /// What is left of this rectangle once `other` is taken out of it: at most four rectangles.
+    public func subtracting(_ other: ScreenRect) -> [ScreenRect] {
+        guard let cut = intersection(other) else { return [self] }
+        var pieces: [ScreenRect] = []
+        if cut.y > y { pieces.append(ScreenRect(x: x, y: y, width: width, height: cut.y - y)) }
+        if cut.y + cut.height < y + height {
+            pieces.append(ScreenRect(x: x, y: cut.y + cut.height, width: width, height: y + height - cut.y - cut.height))
+        }
+        if cut.x > x { pieces.append(ScreenRect(x: x, y: cut.y, width: cut.x - x, height: cut.height)) }
+        if cut.x + cut.width < x + width {
+            pieces.append(ScreenRect(x: cut.x + cut.width, y: cut.y, width: x + width - cut.x - cut.width, height: cut.height))
+        }
+        return pieces
+    }
+
     public func intersection(_ other: ScreenRect) -> ScreenRect? {
         let left = max(x, other.x), top = max(y, other.y)
         let right = min(x + width, other.x + other.width), bottom = min(y + height, other.y + other.height)
@@ -58,12 +73,15 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
     case output(String)
     /// A fixed rectangle of the root window.
     case region(ScreenRect)
+    /// One top-level window, wherever it is and whatever covers it (X11: through XComposite).
+    case window(WindowSelector)
 
     public var description: String {
         switch self {
         case .screen: "screen"
         case .output(let name): "output \(name)"
         case .region(let rect): "region \(rect)"
+        case .window(let selector): "window \(selector)"
         }
     }
 
@@ -88,6 +106,8 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
                 throw CaptureAreaError("region \(region) lies outside the \(screenWidth)x\(screenHeight) screen")
             }
             rect = visible
+        case .window(let selector):
+            throw CaptureAreaError("window \(selector) is found by the X11 source, not on a screen's geometry")
         }
         rect.width &= ~1
         rect.height &= ~1

@@ -85,11 +85,14 @@ public struct CaptureOutputs: Sendable {
     public var kind: String
     public var screen: ScreenRect?
     public var outputs: [ScreenOutput]
+    /// The top-level windows that `--window` can capture, bottom to top (X11 only).
+    public var windows: [CaptureWindow]
 
-    public init(kind: String, screen: ScreenRect?, outputs: [ScreenOutput]) {
+    public init(kind: String, screen: ScreenRect?, outputs: [ScreenOutput], windows: [CaptureWindow] = []) {
         self.kind = kind
         self.screen = screen
         self.outputs = outputs
+        self.windows = windows
     }
 }
 
@@ -156,6 +159,9 @@ public protocol CaptureSource: AnyObject {
     /// The audio streams sending silence because nothing comes from their device (missing, unplugged,
     /// no PipeWire), each with why.
     var silentAudio: [SampleType: String] { get }
+    /// Captures `target` instead from the next frame on (`checkForChanges` then says `.resized` when the size
+    /// differs); throws, changing nothing, when this source cannot or the target is not there.
+    func retarget(_ target: CaptureTarget) throws(CaptureError)
     /// Memory the open source maps besides the frame pool and the daemon's own (PipeWire's buffers, shared
     /// with the producer, and the libraries it loads), which the pool's plan leaves room for within the budget.
     var mappedBytes: Int { get }
@@ -169,6 +175,10 @@ extension CaptureSource {
     public var silentAudio: [SampleType: String] { [:] }
     public var mappedBytes: Int { 0 }
     public func cancelOpen(_ reason: String) {}
+    public func retarget(_ target: CaptureTarget) throws(CaptureError) {
+        throw CaptureError(source: description, operation: "capture \(target)",
+                           reason: "this source captures what it was started with until its broadcasts finish")
+    }
 }
 
 /// A run of interleaved PCM samples in the source's audio format.

@@ -18,8 +18,8 @@ public final class ControllerClient {
     }
 
     /// Asks for a broadcast; it then waits for a setup UI to complete it. Returns its id.
-    public func start(handler: String, maxDuration: Double?) throws(ProtocolError) -> UInt32 {
-        let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration))
+    public func start(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError) -> UInt32 {
+        let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
         guard let id = try reply.decode(BroadcastReference.self).broadcast else { throw .malformed(.ok, "no broadcast id") }
         return id
     }
@@ -39,7 +39,7 @@ public final class ControllerClient {
         try connection.request(opcode, BroadcastReference(broadcast: broadcast)).decode(BroadcastReference.self).broadcast
     }
 
-    /// Revision 1.3: sends command `name` with `arguments` to broadcast `broadcast`'s handler (nil: the only one
+    /// Revision 2.3: sends command `name` with `arguments` to broadcast `broadcast`'s handler (nil: the only one
     /// running) and returns its answer; the handler's error, or its silence for 10 s, throws `.refused`.
     public func send(command name: String, arguments: [String: JSONValue] = [:], broadcast: UInt32? = nil) throws(ProtocolError) -> CommandResult {
         let reply = try connection.request(.sendCommand, CommandRequest(broadcast: broadcast, command: name, arguments: arguments.isEmpty ? nil : arguments))
@@ -48,6 +48,11 @@ public final class ControllerClient {
     }
 
     /// What the daemon captures, and the outputs it could capture instead.
+    /// The running capture takes `choice`'s output or region (the whole screen when neither), for every broadcast.
+    public func changeCapture(_ choice: CaptureChoice) throws(ProtocolError) {
+        _ = try connection.request(.changeCapture, choice)
+    }
+
     public func sources() throws(ProtocolError) -> SourceList {
         try connection.request(.listSources).decode(SourceList.self)
     }

@@ -26,30 +26,55 @@ public struct StatusLine: Sendable {
         self.info = info
     }
 
+    /// The most telling figures first, so that a narrow terminal cuts only the least: state, broadcast, elapsed,
+    /// size, drops, silent streams, errors, fps, bit rate; then daemon memory and the handler's other figures,
+    /// each with its unit.
     public var text: String {
         guard let status else { return "connecting" }
         var parts = ["\(status.state)"]
         if let id = status.broadcast { parts.append("broadcast \(id)" + (status.handler.map { " (\($0))" } ?? "")) }
-        if let error = status.error { parts.append("error: \(error.message)") }
-        if let silent = status.silentAudio, !silent.isEmpty {
-            parts.append("silent: " + silent.keys.sorted().map { $0 == "audioApp" ? "app audio" : $0 == "audioMic" ? "mic" : $0 }.joined(separator: ", "))
+        let silent = (status.silentAudio ?? [:]).keys.sorted().map { $0 == "audioApp" ? "app audio" : $0 == "audioMic" ? "mic" : $0 }
+        let error = status.error.map { "error: \($0.message)" }
+        guard let info, info.broadcast == status.broadcast else {
+            return (parts + [silent.isEmpty ? nil : "silent: " + silent.joined(separator: ", "), error].compactMap { $0 })
+                .joined(separator: "  ")
         }
-        guard let info, info.broadcast == status.broadcast else { return parts.joined(separator: "  ") }
         parts.append(Self.clock(info.elapsed))
-        if let framesPerSecond { parts.append(String(format1: framesPerSecond) + " fps") }
         var extras = info.handler ?? [:]
-        if case .number(let kbps)? = extras.removeValue(forKey: "bitRate") { parts.append("\(Int(kbps)) kbit/s") }
-        let drops = [("video", "video"), ("audioApp", "app"), ("audioMic", "mic")].compactMap { key, name in
-            info.streams[key].map { "\(name) \($0.dropped)\(($0.late ?? 0) > 0 ? " (\($0.late!) late)" : "")" }
+        extras["recorded"] = nil // the elapsed time, as the handler counts it
+        if case .number(let bytes)? = extras.removeValue(forKey: "bytes") ?? extras.removeValue(forKey: "bytesSent") {
+            parts.append(ResultText.megabytes(bytes))
         }
-        if !drops.isEmpty { parts.append("dropped " + drops.joined(separator: ", ")) }
-        if let bytes = info.daemonMemory { parts.append("daemon " + String(format1: Double(bytes) / 1_048_576) + " MB") }
-        parts += extras.sorted(by: { $0.key < $1.key }).map { "\($0.key) \($0.value)" }
+        let drops = [("video", "video"), ("audioApp", "app"), ("audioMic", "mic")].compactMap { key, name -> String? in
+            guard let counters = info.streams[key], counters.dropped > 0 else { return nil }
+            return "\(name) \(counters.dropped)\((counters.late ?? 0) > 0 ? " (\(counters.late!) late)" : "")"
+        }
+        parts.append(drops.isEmpty ? "no drops" : "dropped " + drops.joined(separator: ", "))
+        if !silent.isEmpty { parts.append("silent: " + silent.joined(separator: ", ")) }
+        if let error { parts.append(error) }
+        if let framesPerSecond { parts.append(String(format1: framesPerSecond) + " fps") }
+        if case .number(let kbps)? = extras.removeValue(forKey: "bitRate") { parts.append("\(Int(kbps)) kbit/s") }
+        if let bytes = info.daemonMemory { parts.append("daemon " + String(format1: Double(bytes) / 1_048_576) + " MiB") }
+        parts += extras.sorted(by: { $0.key < $1.key }).map { Self.figure($0.key, $0.value) }
         return parts.joined(separator: "  ")
     }
 
+    /// A handler's figure with its unit, told by its name: …Bytes in MB, …Ms in ms, …BitRate in kbit/s, …Rate
+    /// (bytes per second) in MB/s, …In in seconds.
+    static func figure(_ key: String, _ value: JSONValue) -> String {
+        let name = ResultText.words(key)
+        guard case .number(let n) = value else { return "\(name) \(ResultText.plain(value))" }
+        let lower = key.lowercased()
+        if lower.hasSuffix("bytes") { return "\(name) \(ResultText.megabytes(n))" }
+        if key.hasSuffix("Ms") { return "\(ResultText.words(String(key.dropLast(2)))) \(String(format1: n)) ms" }
+        if lower.hasSuffix("bitrate") { return "\(name) \(Int(n)) kbit/s" }
+        if lower.hasSuffix("rate") { return "\(name) \(String(format1: n / 1e6)) MB/s" }
+        if key.hasSuffix("In") { return "\(name) \(Int(n)) s" }
+        return "\(name) \(ResultText.plain(value))"
+    }
+
     /// m:ss.s, or h:mm:ss once past an hour.
-    static func clock(_ seconds: Double) -> String {
+    public static func clock(_ seconds: Double) -> String {
         let tenths = Int((seconds * 10).rounded())
         let (h, m, s) = (tenths / 36000, tenths / 600 % 60, tenths % 600)
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }

@@ -7,8 +7,8 @@ public struct StatusLines: Sendable {
     private var lines: [(id: UInt32?, line: StatusLine)] = []
     /// Only this broadcast's events count, when set.
     private let only: UInt32?
-    /// How many lines are on screen below the last kept line.
-    private var shown = 0
+    /// The width of each line on screen below the last kept line.
+    private var shownWidths: [Int] = []
     /// The line of the broadcast the last event was about.
     public private(set) var changed = "connecting"
 
@@ -39,17 +39,22 @@ public struct StatusLines: Sendable {
     public var texts: [String] { lines.map(\.line.text) }
 
     /// Redraws the lines in place at `columns` (each cut to fit, so none wraps), with `kept` printed above
-    /// them to stay. The cursor is left at the end of the last line.
+    /// them to stay. The cursor is left at the end of the last line. After a resize to fewer columns, the lines
+    /// drawn before take the rows the terminal wrapped them onto, and all of those are cleared.
     public mutating func redraw(columns: Int, keeping kept: String?) {
+        print(redrawing(columns: columns, keeping: kept), terminator: "")
+    }
+
+    /// What `redraw` prints.
+    public mutating func redrawing(columns: Int, keeping kept: String?) -> String {
         func fit(_ text: String) -> String { text.count >= columns ? String(text.prefix(columns - 1)) : text }
-        var out = (shown > 1 ? "\u{1B}[\(shown - 1)A" : "") + "\r"
-        if let kept { out += "\u{1B}[K" + fit(kept) + "\n\r" }
-        let rows = texts.isEmpty ? [""] : texts
-        out += rows.map { "\u{1B}[K" + fit($0) }.joined(separator: "\n\r")
-        // Fewer lines than before (a broadcast finished): what was below goes.
-        if rows.count + (kept == nil ? 0 : 1) < shown { out += "\u{1B}[J" }
-        print(out, terminator: "")
-        shown = rows.count
+        let rowsShown = shownWidths.reduce(0) { $0 + max(1, ($1 + columns - 1) / columns) }
+        var out = (rowsShown > 1 ? "\u{1B}[\(rowsShown - 1)A" : "") + "\r\u{1B}[J"
+        if let kept { out += fit(kept) + "\n\r" }
+        let rows = (texts.isEmpty ? [""] : texts).map(fit)
+        out += rows.joined(separator: "\n\r")
+        shownWidths = rows.map(\.count)
+        return out
     }
 
     private mutating func slot(_ id: UInt32?) -> Int {

@@ -1,3 +1,4 @@
+import BroadcastCore
 import BroadcastSystem
 import TOMLKit
 
@@ -48,7 +49,7 @@ public struct ConfigFile: Sendable {
             let line = Self.line(of: name, in: lines)
             let location = line.map { "\(path):\($0)" } ?? path
             guard let key = keys.first(where: { $0.name == name }) else {
-                let suggestion = Self.closest(to: name, among: keys.map(\.name)).map { "; did you mean '\($0)'?" } ?? ""
+                let suggestion = NameSuggestion.didYouMean(name, among: keys.map(\.name))
                 throw ConfigError(location, "unknown key '\(name)'\(suggestion) (broadcastd --print-config lists every key)")
             }
             guard let value = Self.value(of: node, as: key.kind) else {
@@ -89,22 +90,5 @@ public struct ConfigFile: Sendable {
             }
         }
         return nil
-    }
-
-    /// The known key within two edits of `name`, if there is one.
-    static func closest(to name: String, among names: [String]) -> String? {
-        names.map { ($0, editDistance(Array(name), Array($0))) }.filter { $0.1 <= 2 }.min(by: { $0.1 < $1.1 })?.0
-    }
-
-    private static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
-        var previous = Array(0...b.count)
-        for (i, ca) in a.enumerated() {
-            var current = [i + 1]
-            for (j, cb) in b.enumerated() {
-                current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (ca == cb ? 0 : 1)))
-            }
-            previous = current
-        }
-        return previous[b.count]
     }
 }

@@ -45,6 +45,22 @@ public struct Configuration: Sendable {
         self.file = file
     }
 
+    /// These settings with `values` in place of theirs (nil unsets a key), checked like the command line's.
+    public func overriding(_ values: [String: ConfigValue?]) throws(ConfigError) -> Configuration {
+        var settings = self.settings
+        for (index, setting) in settings.enumerated() {
+            guard let value = values[setting.key.name] else { continue }
+            if let value, let reason = setting.key.check(value) { throw ConfigError("--\(setting.key.name) \(Self.plain(value))", reason) }
+            settings[index] = Setting(key: setting.key, value: value, origin: .commandLine)
+        }
+        return Configuration(settings: settings, file: file)
+    }
+
+    private init(settings: [Setting], file: ConfigFile?) {
+        self.settings = settings
+        self.file = file
+    }
+
     public func setting(_ name: String) -> Setting {
         guard let setting = settings.first(where: { $0.key.name == name }) else { preconditionFailure("no configuration key '\(name)'") }
         return setting

@@ -29,11 +29,13 @@ public struct BroadcastError: Error, Equatable, Codable, Sendable, CustomStringC
         public static let ambiguousBroadcast = Code(rawValue: "ambiguous-broadcast")
         public static let budget = Code(rawValue: "memory-budget")
         public static let captureFailed = Code(rawValue: "capture-failed")
+        /// START asked for a capture other than the one running for other broadcasts (they share it).
+        public static let captureInUse = Code(rawValue: "capture-in-use")
         public static let notRunning = Code(rawValue: "not-running")
         public static let shutdown = Code(rawValue: "shutdown")
-        /// Revision 1.3: the handler answered a command with an error, or exited before answering.
+        /// Revision 2.3: the handler answered a command with an error, or exited before answering.
         public static let commandFailed = Code(rawValue: "command-failed")
-        /// Revision 1.3: the handler did not answer a command in time (the broadcast goes on).
+        /// Revision 2.3: the handler did not answer a command in time (the broadcast goes on).
         public static let commandTimeout = Code(rawValue: "command-timeout")
     }
 }

@@ -20,7 +20,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// Whether the handler throws away what it produced when a broadcast is discarded (`broadcastctl discard`);
     /// broadcastd refuses to discard a broadcast whose handler does not say so.
     public var discard: Bool?
-    /// Revision 1.3: the commands it accepts from controllers while its broadcast runs (`broadcastctl send`);
+    /// Revision 2.3: the commands it accepts from controllers while its broadcast runs (`broadcastctl send`);
     /// broadcastd forwards no other.
     public var commands: [Command]?
 
@@ -90,10 +90,13 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         public var prompt: String
         public var `default`: String?
         public var required: Bool?
-        public init(prompt: String, default: String? = nil, required: Bool? = nil) {
+        /// Revision 2.1: the URL may be a file's path; setup UIs make a relative one absolute, from where they run.
+        public var file: Bool?
+        public init(prompt: String, default: String? = nil, required: Bool? = nil, file: Bool? = nil) {
             self.prompt = prompt
             self.default = `default`
             self.required = required
+            self.file = file
         }
     }
 
@@ -116,7 +119,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         }
     }
 
-    /// Revision 1.3: a command the handler accepts from controllers, as its manifest lists it.
+    /// Revision 2.3: a command the handler accepts from controllers, as its manifest lists it.
     public struct Command: Equatable, Codable, Sendable {
         public var name: String
         public var help: String

@@ -75,10 +75,14 @@ final class Broadcast {
         return liveSince + (max > elapsedBefore ? max - elapsedBefore : 0)
     }
 
+    /// A lower frame rate than the capture's, asked for by START (`--fps`) when it joined a running capture.
+    var askedFrameRate: Double?
+
     /// The frame rate its handler gets when the capture runs at `captureRate`: the rate its setup's `frameRate`
-    /// or its manifest's asks for, as the nearest whole divisor of the capture's.
+    /// or its manifest's asks for (or START's, when lower), as the nearest whole divisor of the capture's.
     func chooseFrameRate(captureRate: Double) -> Double {
-        let wanted = setupInfo[HandlerManifest.frameRateKey].flatMap(Double.init) ?? manifest.maxFrameRate
+        let wanted = [setupInfo[HandlerManifest.frameRateKey].flatMap(Double.init) ?? manifest.maxFrameRate, askedFrameRate]
+            .compactMap { $0 }.min()
         frameDivisor = wanted.map { max(1, UInt64((captureRate / $0).rounded())) } ?? 1
         return captureRate / Double(frameDivisor)
     }
@@ -123,6 +127,7 @@ final class Broadcast {
         s.streams = ledger.streams
         if frameDivisor > 1, let interval = frameInterval { s.frameRate = 1e9 / Double(interval * frameDivisor) }
         if machine.phase == .finished { s.result = result }
+        if case .string(let file)? = result?["file"] { s.file = file }
         if machine.discarded { s.discarded = true }
         return s
     }

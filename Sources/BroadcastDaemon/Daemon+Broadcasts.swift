@@ -77,10 +77,14 @@ extension Daemon {
             if broadcast.machine.discarded { DiscardedOutput.remove(result: broadcast.result, logger: logger) }
             peers.publish(.json(.finished, FinishedEvent(broadcast: broadcast.id, error: error, result: broadcast.result,
                                                          discarded: broadcast.machine.discarded ? true : nil)))
+            // A request cancelled at setup never began: the FINISHED says why, and status is back to idle.
+            if error?.code == .setupCancelled && broadcast.link == nil { broadcasts.removeAll { $0 === broadcast } }
             if !broadcasts.contains(where: \.isActive) {
                 capture?.close()
                 capture = nil
+                indicateCapture(false)
                 nextServiceInfoAt = nil
+                restoreDefaultSource()
             }
         case .discardFinished:
             DiscardedOutput.remove(result: broadcast.result, logger: logger)
@@ -101,6 +105,7 @@ extension Daemon {
                 return
             }
             capture.live = LiveCapture(source: source, now: now, begun: clock.now())
+            indicateCapture(true)
         }
         broadcast.frameInterval = source.frameInterval
         broadcast.beginLive(now: now)
@@ -127,6 +132,7 @@ extension Daemon {
         guard let capture, capture.live != nil, !broadcasts.contains(where: { $0.isLive || $0.audioDrain != nil }) else { return }
         source.end()
         capture.live = nil
+        indicateCapture(false)
     }
 
     /// The wait for `broadcast`'s audio after its pause or finish is over: its handler hears of it.
@@ -306,6 +312,7 @@ extension Daemon {
         s.video = source.videoFormat
         s.audio = source.audioFormat
         s.daemonMemory = ProcessMemory.residentBytes()
+        addPrivacy(to: &s, of: broadcast)
         guard let broadcast else { return s }
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics

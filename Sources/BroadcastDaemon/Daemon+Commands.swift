@@ -2,7 +2,7 @@ import BroadcastCore
 import BroadcastProtocol
 import BroadcastSystem
 
-/// Revision 1.3: a controller's command on its way to a handler, kept by the handler's link until it is answered,
+/// Revision 2.3: a controller's command on its way to a handler, kept by the handler's link until it is answered,
 /// times out, or the handler exits.
 struct PendingCommand {
     /// The controller that asked, and its request's seq.

@@ -56,12 +56,16 @@ extension Daemon {
             }
             let result = addressed(request.broadcast, by: session).flatMap { broadcast in
                 let event: Result<BroadcastEvent, BroadcastError> = message.opcode == .pause ? .success(.pause)
-                    : message.opcode == .resume ? .success(.resume) : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
+                    : message.opcode == .resume ? refuseResumeWhileLocked().map { .failure($0) } ?? .success(.resume)
+                    : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
                 return event.flatMap { transition(broadcast, $0) }.map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
             }
             peers.reply(session, seq, result)
         case .getStatus:
             peers.reply(session, seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
+        case .changeCapture:
+            let asked = try message.decode(CaptureChoice.self)
+            peers.reply(session, seq, changeCapture(asked).map { .json(.ok, seq: seq, Empty()) })
         case .listSources:
             peers.reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .getSnapshot:
@@ -115,6 +119,8 @@ extension Daemon {
         if let max = request.maxDuration, !(max > 0 && max < 1e9) {
             return .failure(BroadcastError(.invalidRequest, "maxDuration must be a positive number of seconds"))
         }
+        let asked = request.capture ?? CaptureChoice()
+        var askedFrameRate: Double?
         let active = broadcasts.filter(\.isActive)
         if active.count >= configuration.maxBroadcasts {
             let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase))" }.joined(separator: ", ")
@@ -122,6 +128,10 @@ extension Daemon {
                                            "(broadcastd --max-broadcasts \(configuration.maxBroadcasts)); stop one first with `broadcastctl stop --broadcast N`"))
         }
         if let capture {
+            switch join(asked, running: active) {
+            case .success(let rate): askedFrameRate = rate
+            case .failure(let error): return .failure(error)
+            }
             // Every handler needs a slot of the shared pool at least.
             let room = capture.plan.slotCount - 2
             if active.count + 1 > room {
@@ -130,13 +140,16 @@ extension Daemon {
                     "--memory-budget (about \((configuration.memoryBudget + capture.plan.slotSize + (1 << 20) - 1) >> 20)) or a smaller capture"))
             }
         } else {
+            if let error = choose(asked) { return .failure(error) }
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
             switch CaptureSession.open(source, budget: configuration.memoryBudget) {
             case .success(.waiting(let why)):
                 pendingReason = why
                 return .success(nil)
             case .success(.planned(let plan)): capture = CaptureSession(source: source, plan: plan, budget: configuration.memoryBudget)
-            case .failure(let error): return .failure(error)
+            case .failure(let error):
+                restoreDefaultSource()
+                return .failure(error)
             }
         }
         let id = nextBroadcastID
@@ -144,6 +157,7 @@ extension Daemon {
         do { broadcast = try Broadcast(id: id, entry: entry, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) }) } catch {
             return .failure(error)
         }
+        broadcast.askedFrameRate = askedFrameRate
         nextBroadcastID += 1
         broadcasts.removeAll { !$0.isActive }
         broadcasts.append(broadcast)
@@ -219,7 +233,11 @@ extension Daemon {
                                        outputs: list.outputs.map {
                                            OutputDescription(name: $0.name, x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height,
                                                              rotation: $0.rotation, reflected: $0.reflected, primary: $0.primary)
-                                       }))
+                                       },
+                                       windows: list.kind == "x11" ? list.windows.map {
+                                           WindowDescription(id: $0.id, instance: $0.instance, class: $0.className, title: $0.title, pid: $0.pid,
+                                                             x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height, mapped: $0.mapped)
+                                       } : nil))
         } catch {
             return .failure(BroadcastError(.captureFailed, error.description))
         }

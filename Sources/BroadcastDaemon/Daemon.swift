@@ -13,7 +13,14 @@ public final class Daemon {
     let configuration: DaemonConfiguration
     let logger: Logger
     let clock: DaemonClock
-    let source: CaptureSource
+    /// What is captured: broadcastd's own source, or the one the first broadcast of the capture chose.
+    var source: CaptureSource
+    /// The source broadcastd's options describe.
+    let defaultSource: CaptureSource
+    /// How a broadcast's START may choose another source; nil: broadcastd's own only.
+    let sources: CaptureSources?
+    /// What `source` captures, as a choice (START's `capture` is compared with it).
+    var captureChoice: CaptureChoice
     let registry: HandlerRegistry
     /// Where the listener is: the configured path, or where systemd bound the socket it passed.
     let socketPath: String
@@ -41,13 +48,24 @@ public final class Daemon {
     /// Set while a transition is carried out; events it raises wait in `followUps`.
     var transitioning = false
     var followUps: [(Broadcast, BroadcastEvent)] = []
+    /// Whether the desktop session is locked (Daemon+Privacy.swift); set before `run`.
+    public var sessionLock: SessionLockSignal?
+    var sessionLocked = false
+    /// Broadcasts paused because the session locked: they resume when it is unlocked.
+    var pausedForLock: Set<UInt32> = []
+    /// Told when capture starts and stops (a desktop notification); set before `run`.
+    public var captureIndicator: (any CaptureIndicator)?
+    var captureIndicated = false
 
     /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
     /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).
-    public init(configuration: DaemonConfiguration, source: CaptureSource, logger: Logger,
+    public init(configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources? = nil, logger: Logger,
                 clock: DaemonClock = SystemClock()) throws(DaemonError) {
         self.configuration = configuration
         self.source = source
+        defaultSource = source
+        self.sources = sources
+        captureChoice = sources?.defaults ?? CaptureChoice()
         self.logger = logger
         self.clock = clock
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
@@ -110,6 +128,7 @@ public final class Daemon {
             for broadcast in broadcasts { if let link = broadcast.link { watches.append((link.process.pidDescriptor.raw, .readable, .handlerExited(broadcast))) } }
             if pendingStart != nil, let answered = source.openAnswered { watches.append((answered.raw, .readable, .sourceAnswered)) }
             if capture?.live?.nextAudioAt != nil, let arrival = source.audioArrival { watches.append((arrival.descriptor.raw, .readable, .audioArrived)) }
+            if let sessionLock { watches.append((sessionLock.changed.descriptor.raw, .readable, .sessionLock)) }
             let woken = try loop.wait(watches, until: nextDeadline(), immediately: peers.hasBacklog)
             if woken[0].event.readable, handleSignals() { break }
             for (wake, event) in woken.dropFirst() {
@@ -123,10 +142,12 @@ public final class Daemon {
                         arrival.acknowledge()
                         captureAudio(now: clock.now())
                     }
+                case .sessionLock: if event.readable { sessionLockChanged() }
                 case .signals, .timer: break
                 }
             }
             runDueWork(now: clock.now())
+            enforceSessionLock()
             peers.closeFinishedSessions()
         }
         peers.closeAll()
@@ -243,7 +264,7 @@ public final class Daemon {
         case .awaitingSetup: return "waiting for setup: \(what)"
         case .starting: return "starting: \(what)"
         case .live: return "live: \(what), \(clock)"
-        case .paused: return "paused: \(what), \(clock)"
+        case .paused: return "paused\(pausedForLock.contains(broadcast.id) ? " (the session is locked)" : ""): \(what), \(clock)"
         case .finishing: return "finishing: \(what), \(clock)"
         case .finished: return broadcast.machine.error.map { "idle; \(what) failed: \($0.message)" } ?? "idle; \(what) finished, \(clock)"
         }

@@ -17,6 +17,8 @@ public struct DaemonConfiguration {
     /// Most broadcasts requested and not finished at once (they share one capture).
     public var maxBroadcasts = 8
     public var serverName = "broadcastd 0.1.0"
+    /// What a locked session does to live broadcasts.
+    public var onLock: LockAction = .pause
 
     public static let defaultMemoryBudget = 50 << 20
 

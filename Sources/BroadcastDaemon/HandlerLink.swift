@@ -35,7 +35,7 @@ final class HandlerLink {
     private var progress = (bytesSent: UInt64(0), readStalledSince: UInt64(0), releases: UInt64(0), releaseStalledSince: UInt64(0))
     /// The serial of the last cursor sprite it was sent (metadata cursor mode).
     var cursorSpriteSent: UInt32?
-    /// Revision 1.3: the commands forwarded to it and not answered yet, by id (Daemon+Commands.swift).
+    /// Revision 2.3: the commands forwarded to it and not answered yet, by id (Daemon+Commands.swift).
     var commands: [UInt32: PendingCommand] = [:]
     var nextCommandID: UInt32 = 1
 

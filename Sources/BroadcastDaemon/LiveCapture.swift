@@ -21,6 +21,10 @@ final class LiveCapture {
     private var lostFrames: UInt64 = 0
     /// The audio streams last published as silent.
     private(set) var silentAudio: Set<SampleType> = []
+    /// The session is locked and `--on-lock blank`: the privacy frame goes out instead of the screen.
+    var privacy = false
+    /// The privacy frame is the latest in the pool; the next frame of the screen is grabbed whole.
+    private var privacyShown = false
 
     /// Capture was asked to begin (`source.begin`) at `now` and had begun at `begun`: frames are due from
     /// then on, on the grid that starts at `now` (the source's marks count from there), so the deadlines
@@ -72,6 +76,12 @@ final class LiveCapture {
             for broadcast in targets { broadcast.ledger.skip(.video) }
             return nil
         }
+        if privacy {
+            sendPrivacyFrame(at: deadline, targets: targets, session: session)
+            return nil
+        }
+        let wasPrivate = privacyShown
+        privacyShown = false
         let change: FrameChange
         do {
             change = try source.checkForChanges()
@@ -84,7 +94,7 @@ final class LiveCapture {
         guard let pool = session.pool else { return nil }
         if videoHeader?.pool != pool.id { videoHeader = prototype(pool: pool) }
         for broadcast in targets { sendCursor(to: broadcast.link!, at: deadline) }
-        if change == .unchanged, let latest = pool.latest {
+        if change == .unchanged, !wasPrivate, let latest = pool.latest {
             for broadcast in targets {
                 broadcast.ledger.repeated()
                 if broadcast.manifest.frameRate == .variable { continue }
@@ -108,7 +118,7 @@ final class LiveCapture {
         let pts: UInt64
         do {
             pts = try source.captureFrame(index: index, deadline: deadline, into: pool.pointer(slot),
-                                          previous: pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
+                                          previous: wasPrivate ? nil : pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
         } catch {
             pool.setLatest(nil)
             lostFrames += 1
@@ -126,6 +136,33 @@ final class LiveCapture {
             deliver(slot: slot, pts: pts, interval: interval * broadcast.frameDivisor, repeated: false, to: broadcast, pool: pool)
         }
         return nil
+    }
+
+    /// The privacy frame for `targets`: drawn once into a slot, then repeated while the session stays locked.
+    private func sendPrivacyFrame(at deadline: UInt64, targets: [Broadcast], session: CaptureSession) {
+        guard let pool = session.pool else { return }
+        if videoHeader?.pool != pool.id { videoHeader = prototype(pool: pool) }
+        let interval = source.frameInterval
+        if privacyShown, let latest = pool.latest {
+            for broadcast in targets {
+                broadcast.ledger.repeated()
+                if broadcast.manifest.frameRate == .variable { continue }
+                pool.hold(latest, for: broadcast.link!.holder)
+                deliver(slot: latest, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: true, to: broadcast, pool: pool)
+            }
+            return
+        }
+        guard let slot = pool.acquire() else {
+            for broadcast in targets { broadcast.ledger.skip(.video) }
+            return
+        }
+        PrivacyFrame.draw(source.videoFormat, range: source.colorRange, into: pool.pointer(slot))
+        pool.setLatest(slot)
+        privacyShown = true
+        for broadcast in targets {
+            pool.hold(slot, for: broadcast.link!.holder)
+            deliver(slot: slot, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: false, to: broadcast, pool: pool)
+        }
     }
 
     /// The VIDEO_SAMPLE fields that stay the same from frame to frame.

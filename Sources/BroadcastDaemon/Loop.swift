@@ -9,6 +9,8 @@ enum Wake {
     case sourceAnswered
     /// Audio came from the capture source's thread.
     case audioArrived
+    /// The session may have been locked or unlocked.
+    case sessionLock
     case peer(PeerSession)
     /// A handler process exited (its pidfd became readable).
     case handlerExited(Broadcast)

@@ -47,7 +47,7 @@ final class PeerSession {
     var partialSince: UInt64?
     /// The size of the frame in the last SNAPSHOT sent to it, while that may still be unread (0: none).
     var snapshotBytes = 0
-    /// Revision 1.3: the command it sent that is not answered yet (one at a time): its broadcast and id.
+    /// Revision 2.3: the command it sent that is not answered yet (one at a time): its broadcast and id.
     var commandInFlight: (broadcast: UInt32, id: UInt32)?
 
     init(id: Int, socket: Descriptor, isLaunchedHandler: Bool = false, now: UInt64) {

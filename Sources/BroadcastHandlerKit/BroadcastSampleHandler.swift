@@ -57,7 +57,7 @@ open class BroadcastSampleHandler {
     /// The pointer, when broadcastd runs with `--cursor metadata`: its position every frame,
     /// its image (`cursor.sprite`) only when it changed. Draw it, or not.
     open func processCursor(_ cursor: CursorSample) {}
-    /// Revision 1.3: a command from a controller (`broadcastctl send NAME KEY=VALUE…`), one that the manifest's
+    /// Revision 2.3: a command from a controller (`broadcastctl send NAME KEY=VALUE…`), one that the manifest's
     /// `commands` lists, its arguments checked against it by broadcastd. Return the result for that controller, or
     /// throw: the error's text goes back to it. Called on the callback thread, between samples: answer quickly
     /// (broadcastd gives up after 10 s), or override `handleCommand(_:arguments:reply:)` to answer later.
@@ -120,7 +120,7 @@ open class BroadcastSampleHandler {
     }
 }
 
-/// Revision 1.3: the way back for one command's answer; `send` or `fail` it once, from any thread.
+/// Revision 2.3: the way back for one command's answer; `send` or `fail` it once, from any thread.
 public struct CommandReply: Sendable {
     let id: UInt32
     let connection: PeerConnection?

@@ -22,6 +22,9 @@ public final class Muxer: PacketSink {
         case mpegts
         /// FLV, for RTMP.
         case flv
+        /// HLS: a playlist and fMP4 (CMAF) segments that libavformat's hls muxer writes itself (to files,
+        /// or to an HTTP origin by PUT); its options come through `formatOptions`.
+        case hls
         /// NUT: any codec, timestamps in the streams' own time bases, exactly; the replay handler's fragment files.
         case nut
 
@@ -42,16 +45,32 @@ public final class Muxer: PacketSink {
         public func carries(_ codec: VideoCodec) -> Bool {
             switch (self, codec) {
             case (_, .h264), (.fragmentedMP4, _), (.matroska, _), (.nut, _), (.mpegts, .hevc): true
-            case (.flv, _), (.mpegts, .av1): false
+            case (.flv, _), (.mpegts, .av1), (.hls, _): false
             }
         }
     }
 
     /// Options for the output's protocol (avio_open2), e.g. `rw_timeout` for a network URL.
     public var ioOptions: [String: String] = [:]
+    /// Options for the muxer itself (avformat_write_header), after the container's own.
+    public var formatOptions: [String: String] = [:]
+
+    /// An output the caller opened and owns (e.g. over a socket of its own), instead of `url` opened
+    /// through libavformat's protocols; it must outlive the muxer, which never closes it. Before `start`.
+    public var customIO: UnsafeMutablePointer<AVIOContext>?
+
+    /// HLS to an HTTP origin: its DELETE requests (of old segments) go without a body, which nginx's
+    /// WebDAV requires (libavformat's http sends an empty chunked one). Before `start`.
+    public func sendDeleteWithoutBody() {
+        if let context { cff_delete_without_body(context) }
+    }
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.
     public var maxInterleaveDelta: Int64 = 1_000_000
+    /// Whether packets are interleaved by time across streams before they are written (held until every
+    /// stream has caught up, at most `maxInterleaveDelta`); a live MPEG-TS stream writes each as it comes, so
+    /// that video never waits for audio that is placed later.
+    public var interleaved = true
     /// How errors name the output: the URL, unless it carries a secret (a stream key).
     public var displayURL: String
     private var context: UnsafeMutablePointer<AVFormatContext>?
@@ -73,7 +92,7 @@ public final class Muxer: PacketSink {
     deinit {
         for (packet, _) in held.values { var owned: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&owned) }
         if let context {
-            if started { avio_closep(&context.pointee.pb) }
+            if started { closeOutput(context) }
             avformat_free_context(context)
         }
     }
@@ -139,10 +158,14 @@ public final class Muxer: PacketSink {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
-        case .mpegts, .flv, .nut:
+        case .mpegts, .flv, .hls, .nut:
             break
         }
-        if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
+        for (key, value) in formatOptions { av_dict_set(&options, key, value, 0) }
+        if let customIO {
+            context.pointee.pb = customIO
+            context.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        } else if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
             var io: OpaquePointer?
             defer { av_dict_free(&io) }
             for (key, value) in ioOptions { av_dict_set(&io, key, value, 0) }
@@ -150,6 +173,10 @@ public final class Muxer: PacketSink {
         }
         started = true
         context.pointee.max_interleave_delta = maxInterleaveDelta
+        // Written as they come, the first packet (video at 0) would fix the shift that keeps timestamps
+        // non-negative before the audio encoders' priming (AAC: -21 ms) shows up, and those would wrap: all
+        // streams start 0.1 s later instead.
+        if !interleaved { context.pointee.output_ts_offset = 100_000 }
         try check(avformat_write_header(context, &options), "write the \(container.formatName) header to \(displayURL)")
     }
 
@@ -158,7 +185,7 @@ public final class Muxer: PacketSink {
         guard let context else { return }
         packet.pointee.stream_index = Int32(stream)
         av_packet_rescale_ts(packet, timeBase, context.pointee.streams[stream]!.pointee.time_base)
-        try check(av_interleaved_write_frame(context, packet), "write to \(displayURL)")
+        try check(interleaved ? av_interleaved_write_frame(context, packet) : av_write_frame(context, packet), "write to \(displayURL)")
     }
 
     /// Packets held back until the next one of their stream says how long they last.
@@ -218,10 +245,20 @@ public final class Muxer: PacketSink {
     public func finish() throws(MediaError) {
         guard let context, started else { return }
         defer {
-            avio_closep(&context.pointee.pb)
+            closeOutput(context)
             started = false
         }
         try check(av_write_trailer(context), "finish \(displayURL)")
+    }
+
+    /// Closes the output libavformat opened; a custom one is flushed and left to its owner.
+    private func closeOutput(_ context: UnsafeMutablePointer<AVFormatContext>) {
+        if customIO != nil {
+            if let pb = context.pointee.pb { avio_flush(pb) }
+            context.pointee.pb = nil
+        } else {
+            avio_closep(&context.pointee.pb)
+        }
     }
 }
 

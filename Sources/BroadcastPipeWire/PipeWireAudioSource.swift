@@ -35,6 +35,8 @@ public final class PipeWireAudioSource: CaptureSource {
     /// Signalled by PipeWire's thread when a stream has queued audio.
     private let arrival: Wakeup
     private var silenceReported: Set<SampleType> = []
+    /// Why PipeWire could not be reached when the streams were started, if it could not: every stream is silent.
+    private var sessionFailure: String?
 
     public init(video: CaptureSource, configuration: Configuration, logger: Logger) throws(CaptureError) {
         self.video = video
@@ -93,6 +95,7 @@ public final class PipeWireAudioSource: CaptureSource {
         video.mappedBytes + streams.count * PipeWireAudioStream.queueBytes(configuration.format)
     }
     public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
+    public func retarget(_ target: CaptureTarget) throws(CaptureError) { try video.retarget(target) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }
     public func close() {
         live = false
@@ -129,12 +132,14 @@ public final class PipeWireAudioSource: CaptureSource {
 
     private func startSession() {
         guard session == nil, !streams.isEmpty else { return }
+        sessionFailure = nil
         let session = PipeWireSession(streams: Array(streams.values))
         do {
             try session.start(at: nil)
             sessionStarted = MonotonicClock.now()
         } catch {
             logger.warning("\(error); app audio and the microphone will be silent")
+            sessionFailure = "\(error)"
         }
         self.session = session
     }
@@ -164,6 +169,9 @@ public final class PipeWireAudioSource: CaptureSource {
 
     /// The streams `nextAudioChunk` last found silent: nothing is built while none is (the daemon asks at every poll).
     public var silentAudio: [SampleType: String] {
+        if let sessionFailure, session != nil {
+            return Dictionary(uniqueKeysWithValues: streams.map { ($0.key, "\($0.value.name): no PipeWire (\(sessionFailure))") })
+        }
         guard live, !silenceReported.isEmpty else { return [:] }
         return Dictionary(uniqueKeysWithValues: silenceReported.compactMap { type in
             streams[type].map { (type, "\($0.name) (\($0.target)): nothing from PipeWire (stream \($0.status.state))") }

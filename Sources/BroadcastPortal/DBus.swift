@@ -27,11 +27,15 @@ indirect enum DBusValue: Equatable {
     }
 }
 
-/// An argument broadcastd sends: strings, object paths and a{sv} option dictionaries.
+/// An argument broadcastd sends: strings, object paths and a{sv} option dictionaries; numbers and string
+/// arrays (a desktop notification's).
 enum DBusArgument {
     case string(String)
     case objectPath(String)
     case options([(String, DBusOption)])
+    case uint32(UInt32)
+    case int32(Int32)
+    case strings([String])
 }
 
 /// A value in an a{sv} options dictionary.
@@ -56,14 +60,15 @@ final class DBusConnection: @unchecked Sendable {
     /// The connection's unique name, e.g. ":1.42".
     let uniqueName: String
 
-    init() throws(PortalError) {
+    /// `system`: the system bus (DBUS_SYSTEM_BUS_ADDRESS, else the standard socket), where logind lives.
+    init(system: Bool = false) throws(PortalError) {
         DBusLibrary.initialize()
         var error = DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
-        guard let connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error) else {
-            throw PortalError("connect to the D-Bus session bus",
-                              "\(Self.text(error)) (is DBUS_SESSION_BUS_ADDRESS set? the portal lives on the session bus of a desktop session)")
+        guard let connection = dbus_bus_get_private(system ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &error) else {
+            throw PortalError("connect to the D-Bus \(system ? "system" : "session") bus", system ? Self.text(error)
+                              : "\(Self.text(error)) (is DBUS_SESSION_BUS_ADDRESS set? the portal lives on the session bus of a desktop session)")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
         self.connection = connection
@@ -152,6 +157,13 @@ final class DBusConnection: @unchecked Sendable {
         switch argument {
         case .string(let s): appendBasic(s, type: "s", to: &iterator)
         case .objectPath(let s): appendBasic(s, type: "o", to: &iterator)
+        case .uint32(var u): dbus_message_iter_append_basic(&iterator, type("u"), &u)
+        case .int32(var i): dbus_message_iter_append_basic(&iterator, type("i"), &i)
+        case .strings(let items):
+            var array = DBusMessageIter()
+            dbus_message_iter_open_container(&iterator, type("a"), "s", &array)
+            for item in items { appendBasic(item, type: "s", to: &array) }
+            dbus_message_iter_close_container(&iterator, &array)
         case .options(let options):
             var array = DBusMessageIter()
             dbus_message_iter_open_container(&iterator, type("a"), "{sv}", &array)

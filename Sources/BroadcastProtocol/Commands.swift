@@ -1,6 +1,6 @@
 import BroadcastCore
 
-// Revision 1.3: commands from controllers to handlers (docs/protocol.md §8.6). A controller sends SEND_COMMAND,
+// Revision 2.3: commands from controllers to handlers (docs/protocol.md §8.6). A controller sends SEND_COMMAND,
 // broadcastd checks it against the handler's manifest and forwards it as COMMAND; the handler's COMMAND_ANSWER
 // comes back to that controller as COMMAND_RESULT, or as ERROR.
 

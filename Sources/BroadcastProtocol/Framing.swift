@@ -22,7 +22,9 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case sources = 0x010A
     case getSnapshot = 0x010B
     case snapshot = 0x010C
-    /// Revision 1.3: a command for a broadcast's handler, and its answer.
+    /// Revision 2.1: change what the running capture takes, for every broadcast sharing it.
+    case changeCapture = 0x010F
+    /// Revision 2.3: a command for a broadcast's handler, and its answer.
     case sendCommand = 0x010D
     case commandResult = 0x010E
     case stateChanged = 0x0180
@@ -41,7 +43,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case broadcastResumed = 0x0303
     case broadcastFinished = 0x0304
     case videoFormatChanged = 0x0305
-    /// Revision 1.3: a controller's command, forwarded to the handler.
+    /// Revision 2.3: a controller's command, forwarded to the handler.
     case command = 0x0306
     case videoSample = 0x0310
     case audioSample = 0x0311
@@ -52,7 +54,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case updateURL = 0x0383
     case updateServiceInfo = 0x0384
     case setResult = 0x0385
-    /// Revision 1.3: the handler's answer to a COMMAND.
+    /// Revision 2.3: the handler's answer to a COMMAND.
     case commandAnswer = 0x0386
 
     public var description: String { "\(name) (0x\(String(rawValue, radix: 16)))" }
@@ -76,6 +78,7 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .sources: "SOURCES"
         case .getSnapshot: "GET_SNAPSHOT"
         case .snapshot: "SNAPSHOT"
+        case .changeCapture: "CHANGE_CAPTURE"
         case .sendCommand: "SEND_COMMAND"
         case .commandResult: "COMMAND_RESULT"
         case .stateChanged: "STATE_CHANGED"
@@ -124,10 +127,10 @@ public enum ProtocolLimits {
     /// Largest UPDATE_SERVICE_INFO payload, and most keys in it: it travels to every subscriber every second.
     public static let maxServiceInfoPayload = 16 << 10
     public static let maxServiceInfoKeys = 64
-    /// Revision 1.3: largest SEND_COMMAND payload (and so COMMAND), and largest COMMAND_ANSWER payload.
+    /// Revision 2.3: largest SEND_COMMAND payload (and so COMMAND), and largest COMMAND_ANSWER payload.
     public static let maxCommandPayload = 16 << 10
     public static let maxCommandAnswerPayload = 64 << 10
-    /// Revision 1.3: how long a handler has to answer a COMMAND before the controller is told it did not.
+    /// Revision 2.3: how long a handler has to answer a COMMAND before the controller is told it did not.
     public static let commandTimeout: UInt64 = 10_000_000_000
 }
 

@@ -64,9 +64,12 @@ public struct StartRequest: Codable, Equatable, Sendable {
     public var handler: String
     /// Seconds of live time after which the broadcast finishes by itself.
     public var maxDuration: Double?
-    public init(handler: String, maxDuration: Double? = nil) {
+    /// What to capture, where it differs from broadcastd's options (revision 2.1).
+    public var capture: CaptureChoice?
+    public init(handler: String, maxDuration: Double? = nil, capture: CaptureChoice? = nil) {
         self.handler = handler
         self.maxDuration = maxDuration
+        self.capture = capture
     }
 }
 
@@ -120,6 +123,14 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var frameRate: Double?
     /// Revision 1.2: the broadcast is being, or was, discarded.
     public var discarded: Bool?
+    /// Revision 2.1: the file the handler writes, as its result names it (`file`), as soon as it does: live too.
+    public var file: String?
+    /// Revision 2.2: the desktop session is locked (logind's LockedHint or the screensaver).
+    public var sessionLocked: Bool?
+    /// Revision 2.2: broadcastd paused this broadcast because the session locked; it resumes on unlock.
+    public var pausedForLock: Bool?
+    /// Revision 2.2: this live broadcast's handler gets the privacy frame instead of the screen (`--on-lock blank`).
+    public var blankedForLock: Bool?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state
@@ -480,13 +491,50 @@ public struct SourceList: Codable, Equatable, Sendable {
     public var screenHeight: Int?
     /// What `broadcastd --output NAME` can capture.
     public var outputs: [OutputDescription]
+    /// The top-level windows `broadcastd --window ID|CLASS|TITLE` can capture, bottom to top (X11; since 2.2).
+    public var windows: [WindowDescription]?
 
-    public init(kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil, outputs: [OutputDescription] = []) {
+    public init(kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil, outputs: [OutputDescription] = [],
+                windows: [WindowDescription]? = nil) {
         self.kind = kind
         self.source = source
         self.screenWidth = screenWidth
         self.screenHeight = screenHeight
         self.outputs = outputs
+        self.windows = windows
+    }
+}
+
+/// One top-level window (SOURCES, since 2.2).
+public struct WindowDescription: Codable, Equatable, Sendable {
+    /// The X window id of the client window.
+    public var id: UInt32
+    /// WM_CLASS: the instance and the class name.
+    public var instance: String
+    public var `class`: String
+    public var title: String
+    /// _NET_WM_PID, when the client sets it.
+    public var pid: Int?
+    /// The client area, in root-window pixels.
+    public var x: Int
+    public var y: Int
+    public var width: Int
+    public var height: Int
+    /// Shown (false: minimised or otherwise unmapped).
+    public var mapped: Bool
+
+    public init(id: UInt32, instance: String, class className: String, title: String, pid: Int?,
+                x: Int, y: Int, width: Int, height: Int, mapped: Bool) {
+        self.id = id
+        self.instance = instance
+        self.class = className
+        self.title = title
+        self.pid = pid
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+        self.mapped = mapped
     }
 }
 

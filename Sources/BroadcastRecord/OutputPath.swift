@@ -8,33 +8,16 @@ import Glibc
 /// Where recordings go, and the checks made before the first byte is written, so that a wrong
 /// path fails at the start with a message that says what to do.
 package enum OutputPath {
-    /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (Broadcasts for recordings, Replays for saved replays); XDG_VIDEOS_DIR from the environment, else
-    /// from `$XDG_CONFIG_HOME/user-dirs.dirs`, else `~/Videos`.
+    /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (`UserDirectories.videos`): Broadcasts for recordings, Replays for
+    /// saved replays.
     package static func defaultRecording(folder: String = "Broadcasts") -> String {
-        let home = Environment.get("HOME") ?? "/tmp"
-        var videos = Environment.get("XDG_VIDEOS_DIR")
-        if videos == nil {
-            let config = Environment.get("XDG_CONFIG_HOME") ?? home + "/.config"
-            videos = userDirsEntry(file: config + "/user-dirs.dirs", key: "XDG_VIDEOS_DIR", home: home)
-        }
         var now = time(nil)
         var parts = tm()
         localtime_r(&now, &parts)
         var name = [CChar](repeating: 0, count: 64)
         let length = strftime(&name, name.count, "%Y-%m-%d_%H-%M-%S", &parts)
         let stamp = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return (videos ?? home + "/Videos") + "/\(folder)/\(stamp).mp4"
-    }
-
-    /// `XDG_VIDEOS_DIR="$HOME/Videos"` lines as xdg-user-dirs writes them.
-    static func userDirsEntry(file: String, key: String, home: String) -> String? {
-        guard let bytes = try? FileSystem.readFile(file, limit: 64 << 10) else { return nil }
-        let text = String(decoding: bytes, as: UTF8.self)
-        for line in text.split(separator: "\n") where line.hasPrefix(key + "=") {
-            let value = line.dropFirst(key.count + 1).trimming("\"")
-            return value.replacing("$HOME", with: home)
-        }
-        return nil
+        return UserDirectories.videos() + "/\(folder)/\(stamp).mp4"
     }
 
     /// Checks that `path` can be created: its folder exists (or is created, for the default
@@ -51,7 +34,7 @@ package enum OutputPath {
             throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
         }
         if !overwrite && access(path, F_OK) == 0 {
-            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or set overwrite=true")
+            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or --set overwrite=true")
         }
     }
 

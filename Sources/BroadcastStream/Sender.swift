@@ -23,10 +23,11 @@ final class QueuedPacket {
     }
 }
 
-/// The network side of the `stream` handler, on a thread of its own so that a slow or broken link
-/// never holds up the handler's callbacks: it connects (libavformat's srt, rtmp and rtmps protocols),
-/// sends what the bounded `SendQueue` holds, and on an error reconnects with backoff
-/// (0.5 s doubling to 5 s) until `reconnectFor` has passed, then gives up with the reason.
+/// The network side of one destination of the `stream` handler, on a thread of its own so that a slow or
+/// broken link never holds up the handler's callbacks nor the other destinations: it connects
+/// (libavformat's srt, rtmp and rtmps protocols, or its hls muxer to files or HTTP PUT), sends what its
+/// own bounded `SendQueue` holds, and on an error reconnects with backoff (0.5 s doubling to 5 s) until
+/// `reconnectFor` has passed, then gives up with the reason.
 final class Sender: PacketSink, @unchecked Sendable {
     struct Figures: Equatable {
         var bytesSent: Int64 = 0
@@ -39,8 +40,11 @@ final class Sender: PacketSink, @unchecked Sendable {
         var gopDrops = 0
         var lastError: String?
         var failure: String?
+        /// libsrt's figures, while an SRT connection is open.
+        var srt: SRTStatistics?
     }
 
+    let destination: StreamDestination
     private let options: StreamOptions
     private let encoders: [Encoder]
     private let logger: Logger
@@ -50,11 +54,14 @@ final class Sender: PacketSink, @unchecked Sendable {
     private var figures = Figures()
     private var finishing = false
     private var keyframeWanted = false
+    /// The open SRT connection (its statistics are read from other threads).
+    private var srt: SRTConnection?
     private var thread: Thread?
     private let done = DispatchSemaphore(value: 0)
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
-    init(options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+        self.destination = destination
         self.options = options
         self.encoders = encoders
         self.logger = logger
@@ -80,8 +87,12 @@ final class Sender: PacketSink, @unchecked Sendable {
         let bytes = Int(packet.pointee.size)
         guard let box = QueuedPacket(moving: packet, stream: stream, timeBase: timeBase) else { throw MediaError("queue a packet", "out of memory") }
         condition.lock()
+        // A destination given up on takes nothing more.
+        guard figures.failure == nil else { return condition.unlock() }
         queue.push(.init(isVideo: isVideo, isKeyframe: isKeyframe, bytes: bytes, time: time, payload: box))
-        if isVideo && queue.waitingForKeyframe { keyframeWanted = true }
+        // Only a connected destination asks for keyframes: one that is away must not cost the others
+        // theirs (it asks when it is back).
+        if isVideo && queue.waitingForKeyframe && figures.connected { keyframeWanted = true }
         condition.signal()
         condition.unlock()
     }
@@ -104,6 +115,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         f.droppedVideoFrames = queue.droppedVideoFrames
         f.droppedAudioPackets = queue.droppedAudioPackets
         f.gopDrops = queue.drops
+        f.srt = srt?.statistics
         return f
     }
 
@@ -114,14 +126,19 @@ final class Sender: PacketSink, @unchecked Sendable {
         return max(Double(queue.bytes) / Double(queue.maxBytes), Double(queue.duration) / Double(queue.maxDuration))
     }
 
-    /// Sends what is queued (for at most `timeout` seconds), closes the connection and ends the thread.
-    func finish(timeout: Double) {
+    /// Asks the thread to send what is queued, close the connection and end (`finish` waits for it).
+    func requestFinish() {
         condition.lock()
         finishing = true
         condition.broadcast()
         condition.unlock()
-        if thread != nil, done.wait(timeout: .now() + timeout) == .timedOut {
-            logger.warning("stream: the queue was not sent within \(timeout) s; \(snapshot.queueMs) ms of it are lost")
+    }
+
+    /// Sends what is queued (until `deadline`), closes the connection and ends the thread.
+    func finish(deadline: DispatchTime) {
+        requestFinish()
+        if thread != nil, done.wait(timeout: deadline) == .timedOut {
+            logger.warning("stream: the queue to \(destination.displayURL) was not sent in time; \(snapshot.queueMs) ms of it are lost")
             condition.lock()
             while queue.pop() != nil {}
             condition.unlock()
@@ -139,12 +156,14 @@ final class Sender: PacketSink, @unchecked Sendable {
             if muxer == nil {
                 if isFinishing() && everConnected { break }
                 do {
-                    muxer = try connect()
-                    logger.info("stream: connected to \(options.displayURL)\(everConnected ? " again" : "")")
+                    let connection = try connect()
+                    muxer = connection.muxer
+                    logger.info("stream: connected to \(destination.displayURL)\(everConnected ? " again" : "")")
                     condition.lock()
                     if everConnected { figures.reconnects += 1 }
                     figures.connected = true
                     figures.lastError = nil
+                    srt = connection.srt
                     queue.restartAtKeyframe()
                     if queue.waitingForKeyframe { keyframeWanted = true }
                     condition.unlock()
@@ -161,8 +180,8 @@ final class Sender: PacketSink, @unchecked Sendable {
                     figures.lastError = "\(error)"
                     if waited >= options.reconnectFor || finishing {
                         figures.failure = everConnected
-                            ? "the connection to \(options.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
-                            : "cannot stream to \(options.displayURL): \(error); check that the server runs and listens there, and that the URL and stream key are right (the handler's log has the server's own message, if it sent one)"
+                            ? "the connection to \(destination.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
+                            : "cannot stream to \(destination.displayURL): \(error); check that the server runs and listens there, and that the URL and stream key are right (the handler's log has the server's own message, if it sent one)"
                         condition.unlock()
                         return
                     }
@@ -184,11 +203,13 @@ final class Sender: PacketSink, @unchecked Sendable {
                 figures.bytesSent += Int64(entry.bytes)
                 condition.unlock()
             } catch {
-                logger.warning("stream: \(error); reconnecting")
+                let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
+                logger.warning("stream: \(reason); reconnecting")
                 muxer = nil
                 condition.lock()
+                srt = nil
                 figures.connected = false
-                figures.lastError = "\(error)"
+                figures.lastError = reason
                 condition.unlock()
                 failingSince = Date()
             }
@@ -196,7 +217,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         if let muxer {
             do { try muxer.finish() } catch { logger.warning("stream: \(error)") }
         }
+        muxer = nil
         condition.lock()
+        srt = nil
         figures.connected = false
         condition.unlock()
     }
@@ -207,14 +230,50 @@ final class Sender: PacketSink, @unchecked Sendable {
         return finishing
     }
 
-    private func connect() throws(MediaError) -> Muxer {
-        let muxer = try Muxer(url: options.url, container: options.container)
-        muxer.displayURL = options.displayURL
+    /// A new connection: the muxer, and for SRT the libsrt connection under it (which must outlive it).
+    private func connect() throws(MediaError) -> (muxer: Muxer, srt: SRTConnection?) {
+        let muxer = try Muxer(url: destination.url, container: destination.container)
+        muxer.displayURL = destination.displayURL
         muxer.maxInterleaveDelta = 200_000
+        var srt: SRTConnection?
+        switch destination.scheme {
+        // libsrt's own connection, for its statistics; a dead peer is noticed within 5 s.
+        case .srt:
+            let connection = try SRTConnection(url: destination.url, displayURL: destination.displayURL, sendTimeout: 5)
+            muxer.customIO = connection.io
+            // Each packet as it comes: video is not held back until the audio of its time is encoded
+            // (audio is placed on its timeline later than frames arrive; MPEG-TS needs no interleaving).
+            muxer.interleaved = false
+            srt = connection
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
-        muxer.ioOptions = options.scheme == .srt ? ["rw_timeout": "5000000", "connect_timeout": "3000"] : ["rw_timeout": "5000000"]
+        case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]
+        case .hls: muxer.formatOptions = hlsOptions()
+        case .http, .https:
+            muxer.formatOptions = hlsOptions()
+            muxer.sendDeleteWithoutBody()
+        }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()
-        return muxer
+        return (muxer, srt)
+    }
+
+    /// libavformat's hls muxer: fMP4 (CMAF) segments cut on keyframes, a sliding playlist whose old
+    /// segments are deleted; files are written under a temporary name and renamed (a player never
+    /// reads half a playlist); over HTTP, PUT and DELETE. Segment numbers start from the time, so
+    /// that a muxer opened again after an error does not write over what players are reading.
+    private func hlsOptions() -> [String: String] {
+        var flags = "delete_segments+independent_segments"
+        if destination.scheme == .hls {
+            flags += "+temp_file"
+            let directory = (destination.url as NSString).deletingLastPathComponent
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        let name = ((destination.url.split(separator: "?").first.map(String.init) ?? "") as NSString).lastPathComponent
+        let stem = (name as NSString).deletingPathExtension
+        var options = ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
+                       "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4"]
+        // Not for files: with a method set, the muxer "deletes" a file by opening it for writing.
+        if destination.scheme != .hls { options.merge(["method": "PUT", "timeout": "5"]) { _, new in new } }
+        return options
     }
 }

@@ -6,20 +6,21 @@ import BroadcastTimeline
 import CFFmpeg
 
 /// The built-in `stream` handler: H.264 (libx264, bit rate driven; or HEVC over SRT) and one audio track (app and mic
-/// mixed; Opus or AAC) to an SRT (MPEG-TS) or RTMP (FLV) media server. Encoding happens in the
-/// callbacks; sending on a thread of its own through a bounded queue that drops whole GOPs when the
-/// link is slow, while the bit rate adapts; a lost connection is made again with backoff.
+/// mixed; Opus or AAC) to SRT (MPEG-TS) or RTMP (FLV) media servers, or as HLS to a directory or an HTTP origin.
+/// Encoding happens once, in the callbacks; each destination sends on a thread of its own through a bounded
+/// queue that drops whole GOPs when its link is slow, while the bit rate adapts; a lost connection is made
+/// again with backoff.
 public final class StreamHandler: BroadcastSampleHandler {
     private var options: StreamOptions?
     private var video: Encoder?
     private var audio: AudioTrack?
-    private var sender: Sender?
+    private var sender: SenderGroup?
     private var rate: BitRateController?
     private var input: VideoInput?
     private var clock = SegmentClock()
     private var failure: String?
     private var frames = 0
-    private var lastInfo: (time: UInt64, bytes: Int64, drops: Int)?
+    private var lastInfo: UInt64?
 
     public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
         MediaLog.install(logger)
@@ -27,7 +28,8 @@ public final class StreamHandler: BroadcastSampleHandler {
             let options = try StreamOptions(url: broadcastURL, setupInfo: setupInfo)
             self.options = options
             try open(options)
-            logger.info("stream: to \(options.displayURL) (\(options.container), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s)")
+            let to = options.destinations.map { "\($0.displayURL) (\($0.container))" }.joined(separator: ", ")
+            logger.info("stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -46,7 +48,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         let implementation = try VideoEncoderImplementation.best(for: settings.codec)
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
-        let globalHeader = options.container == .flv
+        let globalHeader = options.globalHeader
         let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
         var encoders = [video]
         let streams = options.audio.filter(audioStreams.contains)
@@ -59,7 +61,9 @@ public final class StreamHandler: BroadcastSampleHandler {
             }
         }
         let bytesPerSecond = ((settings.bitRate ?? 4500) + (audio == nil ? 0 : options.audioBitRate)) * 1000 / 8
-        let sender = Sender(options: options, encoders: encoders, bytesPerSecond: bytesPerSecond, logger: logger)
+        let sender = SenderGroup(options.destinations.map {
+            Sender(destination: $0, options: options, encoders: encoders, bytesPerSecond: bytesPerSecond, logger: logger)
+        }, logger: logger)
         self.video = video
         self.input = input
         self.sender = sender
@@ -83,7 +87,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         }
     }
 
-    private func addVideo(_ sample: SampleBuffer, sender: Sender) throws(MediaError) {
+    private func addVideo(_ sample: SampleBuffer, sender: SenderGroup) throws(MediaError) {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
         let frame = try input.frame(sample.data, layout: format, time: time)
@@ -94,7 +98,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         report(at: time, sender: sender)
     }
 
-    private func addAudio(_ sample: SampleBuffer, _ type: SampleType, sender: Sender) throws(MediaError) {
+    private func addAudio(_ sample: SampleBuffer, _ type: SampleType, sender: SenderGroup) throws(MediaError) {
         // Audio from before the segment's first frame is not sent: the stream starts with a picture.
         guard let audio, audio.inputs[type] != nil, let format = sample.audioFormat,
               let time = clock.fileTime(ofCapture: sample.presentationTime) else { return }
@@ -118,42 +122,46 @@ public final class StreamHandler: BroadcastSampleHandler {
             }
         }
         sender.finish(timeout: 3)
-        let f = sender.snapshot
+        let report = sender.report(seconds: 1)
+        let f = report.figures[0]
         var result: [String: JSONValue] = [
             "url": .string(options?.displayURL ?? ""), "duration": .number(Double(clock.duration) / 1e9),
             "videoFrames": .number(Double(frames)), "bytesSent": .number(Double(f.bytesSent)), "reconnects": .number(Double(f.reconnects)),
             "droppedVideoFrames": .number(Double(f.droppedVideoFrames)), "droppedAudioPackets": .number(Double(f.droppedAudioPackets)),
+            "destinations": .array(zip(sender.senders, report.figures).map { .object(SenderGroup.result($0, $1)) }),
         ]
-        if let failure = failure ?? f.failure { result["error"] = .string(failure) }
+        if let failure = failure ?? report.failure { result["error"] = .string(failure) }
         setBroadcastResult(result)
-        logger.info("stream: finished; \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped")
+        for (s, f) in zip(sender.senders, report.figures) {
+            logger.info("stream: finished \(s.destination.displayURL); \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped")
+        }
     }
 
-    /// Service info about once a second, and the bit rate adapted to the link.
-    private func report(at time: UInt64, sender: Sender) {
-        let last = lastInfo ?? (0, 0, 0)
-        guard time >= last.time + 1_000_000_000 else { return }
-        let f = sender.snapshot
-        if let reason = f.failure { return fail(reason) }
-        let seconds = Double(time - last.time) / 1e9
+    /// Service info about once a second, and the bit rate adapted to the link of the healthiest destination.
+    /// The top-level figures are the broadcast URL's; `alsoN.*` those of `also`'s N-th URL.
+    private func report(at time: UInt64, sender: SenderGroup) {
+        let last = lastInfo ?? 0
+        guard time >= last + 1_000_000_000 else { return }
+        let report = sender.report(seconds: Double(time - last) / 1e9)
+        if let reason = report.failure { return fail(reason) }
         if var controller = rate {
-            let change = controller.update(fill: sender.fill, dropped: f.gopDrops > last.drops, now: time)
+            let change = controller.update(fill: report.fill, dropped: report.dropped, now: time)
             rate = controller
             if let change, let video {
                 video.setVideoBitRate(change)
-                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(f.queueMs) ms)")
+                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(Int(report.fill * 100))% full)")
             }
         }
         var info: [String: JSONValue] = [
-            "bitRate": .number((Double(f.bytesSent - last.bytes) * 8 / 1000 / seconds).rounded()),
-            "videoBitRate": .number(Double(rate?.current ?? options?.video.bitRate ?? 0)),
-            "queueMs": .number(Double(f.queueMs)), "queueBytes": .number(Double(f.queueBytes)),
-            "droppedFrames": .number(Double(f.droppedVideoFrames)), "reconnects": .number(Double(f.reconnects)),
-            "connected": .bool(f.connected),
+            "videoBitRate": .number(Double(rate?.current ?? options?.video.bitRate ?? 0)), "destinations": .number(Double(sender.senders.count)),
         ]
-        if let error = f.lastError { info["lastError"] = .string(error) }
+        for (index, (destination, figures)) in zip(sender.senders, report.figures).enumerated() {
+            let each = SenderGroup.info(destination, figures, bitRate: report.bitRates[index], prefix: index == 0 ? "" : "also\(index).")
+            info.merge(each) { first, _ in first }
+        }
+        if let publicURL = options?.publicURL { info["publicURL"] = .string(publicURL) }
         updateServiceInfo(info)
-        lastInfo = (time, f.bytesSent, f.gopDrops)
+        lastInfo = time
     }
 
     private func fail(_ message: String) {

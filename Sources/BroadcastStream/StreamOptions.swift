@@ -1,5 +1,6 @@
 import BroadcastCore
 import BroadcastMedia
+import Foundation
 
 /// The error type of BroadcastStream: what failed, and why.
 public struct StreamError: Error, CustomStringConvertible, Equatable, Sendable {
@@ -7,17 +8,80 @@ public struct StreamError: Error, CustomStringConvertible, Equatable, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
-/// The `stream` handler's settings, from its broadcast URL and setup fields
-/// (share/broadcastd/handlers/stream.json lists them with their defaults).
-public struct StreamOptions: Equatable, Sendable {
-    public enum Scheme: String, Sendable { case srt, rtmp, rtmps }
+/// One place a `stream` broadcast goes to: its own connection, queue and reconnection (see `Sender`).
+public struct StreamDestination: Equatable, Sendable {
+    public enum Scheme: String, Sendable { case srt, rtmp, rtmps, hls, http, https }
 
     public var scheme: Scheme
-    /// What libavformat opens: the URL with the stream key put in.
+    /// What libavformat opens: the URL with the stream key put in (for hls://, the playlist's path).
     public var url: String
     /// The URL as logs, errors and status may show it: no stream key, no passphrase.
     public var displayURL: String
     public var container: Muxer.Container
+
+    /// HLS, to a directory (hls:///DIR/NAME.m3u8) or an HTTP origin by PUT (http[s]://…/NAME.m3u8).
+    public var isHLS: Bool { container == .hls }
+
+    /// `url` as a destination; `key` (the primary URL's stream key) goes into SRT's streamid or onto
+    /// RTMP's path. In `also`, the stream keys are in the URLs themselves: what follows an RTMP URL's
+    /// application is hidden as a key.
+    init(_ url: String, key: String?, keyInPath: Bool) throws(StreamError) {
+        let usage = "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8 or http[s]://HOST/PATH/NAME.m3u8"
+        guard let colon = url.firstIndex(of: ":"), let scheme = Scheme(rawValue: url[..<colon].lowercased()),
+              url[colon...].hasPrefix("://"), url.count > url.distance(from: url.startIndex, to: colon) + 3 else {
+            throw StreamError("'\(StreamOptions.redacted(url))' is not a stream URL: \(usage)")
+        }
+        self.scheme = scheme
+        displayURL = StreamOptions.redacted(url)
+        switch scheme {
+        case .srt:
+            container = .mpegts
+            // The stream key is SRT's streamid, unless the URL names one already.
+            if let key, !url.contains("streamid=") {
+                self.url = url + (url.contains("?") ? "&" : "?") + "streamid=" + StreamOptions.percentEncoded(key)
+            } else {
+                self.url = url
+            }
+        case .rtmp, .rtmps:
+            container = .flv
+            // The stream key is the last path component, as YouTube and Twitch give it.
+            self.url = key.map { (url.hasSuffix("/") ? url : url + "/") + $0 } ?? url
+            if keyInPath { displayURL = StreamOptions.redactedRTMPKey(displayURL) }
+        case .hls, .http, .https:
+            container = .hls
+            let rest = url[url.index(colon, offsetBy: 3)...]
+            let path = rest.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
+            guard path.lowercased().hasSuffix(".m3u8") else {
+                throw StreamError("'\(displayURL)': an HLS URL names its playlist (…/index.m3u8)")
+            }
+            if scheme == .hls {
+                guard path.hasPrefix("/") else { throw StreamError("'\(displayURL)': hls:// takes an absolute path, hls:///DIR/NAME.m3u8") }
+                self.url = path
+            } else {
+                self.url = url
+            }
+        }
+    }
+}
+
+/// The `stream` handler's settings, from its broadcast URL and setup fields
+/// (share/broadcastd/handlers/stream.json lists them with their defaults).
+public struct StreamOptions: Equatable, Sendable {
+    /// At most this many destinations in one broadcast (the URL and `also`): service info has at most
+    /// 64 keys, the URL's take 17 and each other's 11.
+    public static let maxDestinations = 5
+
+    /// Where the stream goes: the broadcast URL first, then `also`'s, in their order. One encode
+    /// feeds them all.
+    public var destinations: [StreamDestination]
+    public var primary: StreamDestination { destinations[0] }
+    public var scheme: StreamDestination.Scheme { primary.scheme }
+    public var url: String { primary.url }
+    public var displayURL: String { primary.displayURL }
+    public var container: Muxer.Container { primary.container }
+    /// Whether the encoders must put their parameter sets in a global header (FLV and fMP4 want it;
+    /// the MPEG-TS muxer puts them back before each keyframe).
+    public var globalHeader: Bool { destinations.contains { $0.container != .mpegts } }
     public var video: VideoEncoderSettings
     public var audioCodec: String
     /// kbit/s.
@@ -30,30 +94,28 @@ public struct StreamOptions: Equatable, Sendable {
     public var reconnectFor: Double
     /// The URL viewers watch, published to controllers.
     public var publicURL: String?
+    /// HLS: seconds per segment (cut on the next keyframe after it), and segments in the playlist.
+    public var segmentDuration: Double
+    public var playlistLength: Int
 
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
-        guard let url, !url.isEmpty else { throw StreamError("the stream handler needs a URL: srt://HOST:PORT or rtmp://HOST/APP") }
-        guard let colon = url.firstIndex(of: ":"), let scheme = Scheme(rawValue: url[..<colon].lowercased()),
-              url[colon...].hasPrefix("://"), url.count > url.distance(from: url.startIndex, to: colon) + 3 else {
-            throw StreamError("'\(Self.redacted(url))' is not a stream URL: give srt://HOST:PORT[?streamid=...] or rtmp[s]://HOST/APP")
+        guard let url, !url.isEmpty else {
+            throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, hls:///DIR/index.m3u8 or http(s)://HOST/PATH/index.m3u8")
         }
-        self.scheme = scheme
         let key = setupInfo["key"].flatMap { $0.isEmpty ? nil : $0 }
-        switch scheme {
-        case .srt:
-            container = .mpegts
-            // The stream key is SRT's streamid, unless the URL names one already.
-            if let key, !url.contains("streamid=") {
-                self.url = url + (url.contains("?") ? "&" : "?") + "streamid=" + Self.percentEncoded(key)
-            } else {
-                self.url = url
+        var destinations = [try StreamDestination(url, key: key, keyInPath: false)]
+        let also = (setupInfo["also"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        for other in also {
+            guard destinations.count < Self.maxDestinations else {
+                throw StreamError("also: at most \(Self.maxDestinations - 1) more destinations (one encode feeds them all)")
             }
-        case .rtmp, .rtmps:
-            container = .flv
-            // The stream key is the last path component, as YouTube and Twitch give it.
-            self.url = key.map { (url.hasSuffix("/") ? url : url + "/") + $0 } ?? url
+            let destination = try StreamDestination(other, key: nil, keyInPath: true)
+            guard !destinations.contains(where: { $0.url == destination.url }) else {
+                throw StreamError("also: \(destination.displayURL) is given twice")
+            }
+            destinations.append(destination)
         }
-        displayURL = Self.redacted(url)
+        self.destinations = destinations
 
         func number(_ name: String, _ fallback: Double, _ range: ClosedRange<Double>) throws(StreamError) -> Double {
             guard let text = setupInfo[name], !text.isEmpty else { return fallback }
@@ -62,22 +124,30 @@ public struct StreamOptions: Equatable, Sendable {
             }
             return value
         }
+        let hasRTMP = destinations.contains { $0.container == .flv }
         let videoCodecName = setupInfo["codec"].flatMap { $0.isEmpty ? nil : $0.lowercased() } ?? "h264"
         guard let videoCodec = VideoCodec(rawValue: videoCodecName) else { throw StreamError("codec '\(videoCodecName)': h264, or hevc over srt://") }
-        guard container.carries(videoCodec) else {
-            throw StreamError(container == .flv
-                ? "codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://"
-                : "codec \(videoCodec.rawValue): libavformat 5.1 has no \(videoCodec.displayName) in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")
+        for destination in destinations where !destination.container.carries(videoCodec) {
+            switch destination.container {
+            case .flv:
+                throw StreamError("codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://")
+            case .hls:
+                throw StreamError("codec \(videoCodec.rawValue): HLS is sent as H.264, which every player takes; use h264")
+            default:
+                throw StreamError("codec \(videoCodec.rawValue): libavformat 5.1 has no \(videoCodec.displayName) in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")
+            }
         }
         let videoKbps = Int(try number("videoBitRate", 4500, 100...100_000))
         video = VideoEncoderSettings(codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
                                      preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
                                      keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
-        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (scheme == .srt ? "opus" : "aac")).lowercased()
-        switch (codec, scheme) {
+        // Opus where every destination is SRT; AAC as soon as one is RTMP or HLS (what every player takes).
+        let allSRT = destinations.allSatisfy { $0.container == .mpegts }
+        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (allSRT ? "opus" : "aac")).lowercased()
+        switch (codec, hasRTMP) {
         case ("aac", _): audioCodec = "aac"
-        case ("opus", .srt): audioCodec = "libopus"
-        case ("opus", _): throw StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")
+        case ("opus", false): audioCodec = "libopus"
+        case ("opus", true): throw StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")
         default: throw StreamError("audioCodec '\(codec)': aac or opus")
         }
         audioBitRate = Int(try number("audioBitRate", 128, 16...512))
@@ -90,7 +160,15 @@ public struct StreamOptions: Equatable, Sendable {
         }
         maxQueueSeconds = try number("maxQueue", 3, 0.5...30)
         reconnectFor = try number("reconnectFor", 30, 0...3600)
-        publicURL = setupInfo["publicURL"].flatMap { $0.isEmpty ? nil : $0 }
+        segmentDuration = try number("segmentDuration", 2, 0.5...30)
+        playlistLength = Int(try number("playlistLength", 6, 2...100))
+        // HLS cuts segments on keyframes: one at least every segment.
+        if destinations.contains(where: \.isHLS), video.keyframeInterval > segmentDuration {
+            video.keyframeInterval = segmentDuration
+        }
+        // An HLS origin's playlist is what viewers load, unless another address is given.
+        let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
+        publicURL = setupInfo["publicURL"].flatMap { $0.isEmpty ? nil : $0 } ?? origin.map { Self.withoutUserInfo($0.url) }
     }
 
     /// `url` without what must stay private: the values of `streamid` and `passphrase`, and user info.
@@ -106,6 +184,22 @@ public struct StreamOptions: Equatable, Sendable {
            !result[scheme.upperBound..<at].contains("/") {
             result.replaceSubrange(scheme.upperBound...at, with: "***@")
         }
+        return result
+    }
+
+    /// An RTMP URL with what follows its application (the stream key) hidden.
+    static func redactedRTMPKey(_ url: String) -> String {
+        guard let scheme = url.range(of: "://") else { return url }
+        let parts = url[scheme.upperBound...].split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[2].isEmpty else { return url }
+        return String(url[..<scheme.upperBound]) + parts[0] + "/" + parts[1] + "/***"
+    }
+
+    static func withoutUserInfo(_ url: String) -> String {
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
+              !url[scheme.upperBound..<at].contains("/") else { return url }
+        var result = url
+        result.removeSubrange(scheme.upperBound...at)
         return result
     }
 

@@ -162,6 +162,8 @@ public enum Signals {
     public static let terminate = SIGTERM
     public static let kill = SIGKILL
     public static let hangUp = SIGHUP
+    /// The terminal was resized.
+    public static let windowChanged = SIGWINCH
 
     /// Ignores `signal` process-wide (SIGPIPE: writes to closed peers then fail with EPIPE instead of killing us).
     public static func ignore(_ signal: Int32) { Glibc.signal(signal, SIG_IGN) }
@@ -213,13 +215,16 @@ public enum ProcessMemory {
 
 public enum FileSystem {
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
-    /// `path` from the current directory, unless it is absolute already.
-    public static func absolute(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        guard getcwd(&buffer, buffer.count) != nil else { return path }
-        let directory = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return (directory == "/" ? "" : directory) + "/" + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
+
+    /// `path` from the current directory when it is relative ("~/" from HOME); unchanged when absolute or a URL.
+    public static func absolutePath(_ path: String) -> String {
+        if path.hasPrefix("/") || path.contains("://") { return path }
+        if path == "~" || path.hasPrefix("~/"), let home = getenv("HOME") { return String(cString: home) + path.dropFirst() }
+        guard let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        let directory = String(cString: cwd)
+        let relative = path.hasPrefix("./") ? String(path.dropFirst(2)) : path
+        return (directory == "/" ? "" : directory) + "/" + relative
     }
     public static func remove(_ path: String) { unlink(path) }
     /// A second name for the file at `path` (a hard link); whether it was made.

@@ -106,15 +106,17 @@ final class BandGrabber {
         return nil
     }
 
-    /// Grabs rows `bands` (each within the area, `bandRows` rows at most) of the area whose top left corner is
-    /// (`x`, `y`), and calls `convert(band, pixels, stride)` for each in order. `pixels` is writable
+    /// Grabs rows `bands` (each within the area, `bandRows` rows at most) of the area of `drawable` (nil: the root
+    /// window; a window's named pixmap) whose top left corner is (`x`, `y`), and calls `convert(band, pixels, stride)` for each in order. `pixels` is writable
     /// (the cursor is drawn into it) and valid only during the call.
-    func grab(x: Int, y: Int, bands: [Range<Int>], convert: (Range<Int>, UnsafeMutableRawPointer, Int) -> Void) throws(CaptureError) {
+    func grab(from drawable: xcb_drawable_t? = nil, x: Int, y: Int, bands: [Range<Int>],
+              convert: (Range<Int>, UnsafeMutableRawPointer, Int) -> Void) throws(CaptureError) {
         let c = connection.raw
+        let drawable = drawable ?? connection.root
         let format = UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue)
         if method == .getImage {
             try pipeline(bands, request: { band in
-                xcb_get_image(c, format, connection.root, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width),
+                xcb_get_image(c, format, drawable, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width),
                               UInt16(bands[band].count), UInt32.max).sequence
             }, finish: { band, sequence throws(CaptureError) in
                 guard let reply = xcb_get_image_reply(c, xcb_get_image_cookie_t(sequence: sequence), nil) else { try fail(bands[band]) }
@@ -124,7 +126,7 @@ final class BandGrabber {
             return
         }
         try pipeline(bands, request: { band in
-            xcb_shm_get_image(c, connection.root, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width), UInt16(bands[band].count),
+            xcb_shm_get_image(c, drawable, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width), UInt16(bands[band].count),
                               UInt32.max, format, segment, UInt32(band % depth * bandBytes)).sequence
         }, finish: { band, sequence throws(CaptureError) in
             guard let reply = xcb_shm_get_image_reply(c, xcb_shm_get_image_cookie_t(sequence: sequence), nil) else { try fail(bands[band]) }

@@ -12,7 +12,9 @@ import Glibc
 /// converted straight into the pool slot. With DAMAGE, only bands that changed are grabbed again (the
 /// rest is copied from the previous frame, and a frame in which nothing changed is not captured at
 /// all); with XFixes the cursor is drawn in, reported as metadata, or left out; with RandR a resized
-/// screen or output keeps the broadcast going in the new size.
+/// screen or output keeps the broadcast going in the new size. A window target is read from its XComposite
+/// pixmap (see `WindowCapture`): resized, it changes the format as RandR does; unmapped, its last frame repeats;
+/// closed, capture fails with "the window closed".
 public final class X11ScreenSource: CaptureSource {
     public struct Configuration: Sendable {
         /// nil: $DISPLAY.
@@ -25,6 +27,8 @@ public final class X11ScreenSource: CaptureSource {
         public var grabMethod: GrabMethod = .auto
         /// Use XDamage to skip what did not change (when the server has it).
         public var useDamage = true
+        /// WM_CLASS names of windows whose visible parts are blacked out (screen, output and region targets).
+        public var excludedWindows: [String] = []
         public var audio = AudioFormat()
 
         public init(display: String? = nil) {
@@ -32,9 +36,13 @@ public final class X11ScreenSource: CaptureSource {
         }
     }
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     private let logger: Logger
     private var connection: XConnection?
+    private var window: WindowCapture?
+    private var exclusion: WindowExclusion?
+    /// The window is mapped and big enough for a frame; otherwise its last frame repeats.
+    private var windowShown = true
     private var grabber: BandGrabber?
     private var converter: FrameConverter?
     private var area = ScreenRect(x: 0, y: 0, width: 0, height: 0)
@@ -65,7 +73,7 @@ public final class X11ScreenSource: CaptureSource {
 
     public var description: String {
         let display = connection?.displayName ?? configuration.display ?? Environment.get("DISPLAY") ?? "?"
-        var text = "x11 \(display) \(configuration.target)"
+        var text = "x11 \(display) " + (window.map { "window \($0.label)" } ?? configuration.target.description)
         if connection != nil { text += " \(area) \(configuration.pixelFormat)" }
         return text + " @ \(configuration.framesPerSecond) fps, cursor \(configuration.cursor.rawValue)"
     }
@@ -97,6 +105,9 @@ public final class X11ScreenSource: CaptureSource {
         do throws(CaptureError) {
             try setUpArea()
             try setUpEvents()
+            if window == nil && !configuration.excludedWindows.isEmpty {
+                exclusion = WindowExclusion(connection: connection, classes: configuration.excludedWindows)
+            }
         } catch {
             close()
             throw error
@@ -104,6 +115,8 @@ public final class X11ScreenSource: CaptureSource {
         var using = ["MIT-SHM \(connection.shm?.version ?? "missing") (\(grabber!.method.rawValue))"]
         using.append(connection.xfixes.map { "XFixes \($0.version)" } ?? "no XFixes (no cursor)")
         using.append(connection.randr.map { "RandR \($0.version)" } ?? "no RandR (fixed size)")
+        if window != nil { using.append("Composite \(connection.composite!.version)") }
+        if let exclusion { using.append("windows of class \(exclusion.classes.sorted().joined(separator: ", ")) blacked out") }
         using.append(damage != 0 ? "DAMAGE \(connection.damage!.version)" : connection.damage == nil ? "no DAMAGE (every frame grabbed whole)" : "DAMAGE not used")
         logger.info("X display \(connection.displayName): capturing \(configuration.target) \(area); using \(using.joined(separator: ", "))")
         return videoFormat
@@ -119,6 +132,9 @@ public final class X11ScreenSource: CaptureSource {
         }
         damage = 0
         damageRegion = 0
+        window = nil
+        windowShown = true
+        exclusion = nil
         connection = nil
         pointer = nil
         sprite = nil
@@ -130,18 +146,45 @@ public final class X11ScreenSource: CaptureSource {
         let connection: XConnection
         if let open = self.connection { connection = open } else { connection = try XConnection(display: configuration.display) }
         return CaptureOutputs(kind: "x11", screen: ScreenRect(x: 0, y: 0, width: connection.screenWidth, height: connection.screenHeight),
-                              outputs: connection.outputs())
+                              outputs: connection.outputs(), windows: XWindows(connection).list().map(\.window))
     }
 
     /// Works out the capture area and sets up grabbing and conversion for its size.
     private func setUpArea() throws(CaptureError) {
         let connection = connection!
+        if case .window(let selector) = configuration.target {
+            if window == nil { window = try WindowCapture(connection: connection, entry: XWindows(connection).find(selector), logger: logger) }
+            let window = window!
+            guard window.mapped else {
+                throw CaptureError(source: "x11", operation: "capture window \(window.label)",
+                                   reason: "the window is not shown (minimised or unmapped): show it, then start")
+            }
+            guard let rect = Self.frameRect(window.rect) else {
+                throw CaptureError(source: "x11", operation: "capture window \(window.label)",
+                                   reason: "the window is \(window.rect.width)x\(window.rect.height): frames must be at least 16x16")
+            }
+            area = rect
+            try setUpGrabbing()
+            return
+        }
         do {
             area = try configuration.target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
                                                     outputs: configuration.target == .screen ? [] : connection.outputs())
         } catch {
             throw CaptureError(source: "x11", operation: "find the capture area on \(connection.displayName)", reason: error.description)
         }
+        try setUpGrabbing()
+    }
+
+    /// A window's content rectangle as frames take it: even sizes, at least 16x16; nil when too small.
+    private static func frameRect(_ rect: ScreenRect) -> ScreenRect? {
+        let even = ScreenRect(x: rect.x, y: rect.y, width: rect.width & ~1, height: rect.height & ~1)
+        return even.width >= 16 && even.height >= 16 ? even : nil
+    }
+
+    /// Band memory, conversion and the dirty-band account for the area's size.
+    private func setUpGrabbing() throws(CaptureError) {
+        let connection = connection!
         if grabber?.width != area.width {
             grabber = nil
             grabber = try BandGrabber(connection: connection, width: area.width, method: configuration.grabMethod) { logger.warning("\($0)") }
@@ -165,14 +208,33 @@ public final class X11ScreenSource: CaptureSource {
             damage = connection.generateID()
             damageRegion = connection.generateID()
             let level = UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue)
-            if let error = connection.check(xcb_damage_create_checked(c, damage, connection.root, level)) {
-                logger.warning("DAMAGE could not watch the root window (\(error)); grabbing every frame whole")
+            if let error = connection.check(xcb_damage_create_checked(c, damage, window?.toplevel ?? connection.root, level)) {
+                logger.warning("DAMAGE could not watch the \(window == nil ? "root window" : "window") (\(error)); grabbing every frame whole")
                 damage = 0
             } else {
                 xcb_xfixes_create_region(c, damageRegion, 0, nil)
             }
         }
         connection.flush()
+    }
+
+    /// Captures another part of the screen from the next frame on: the whole screen, an output or a region
+    /// (a format change when the size differs). Checked against the screen now; a window cannot be switched to
+    /// or from while capturing (its pixmap and damage are set up when the source opens).
+    public func retarget(_ target: CaptureTarget) throws(CaptureError) {
+        let operation = "capture \(target) instead of \(configuration.target)"
+        if case .window = target { throw CaptureError(source: "x11", operation: operation, reason: "a window is chosen when capture starts") }
+        if window != nil { throw CaptureError(source: "x11", operation: operation, reason: "a window's capture cannot change target") }
+        if let connection {
+            do {
+                _ = try target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
+                                       outputs: target == .screen ? [] : connection.outputs())
+            } catch {
+                throw CaptureError(source: "x11", operation: operation, reason: error.description)
+            }
+        }
+        configuration.target = target
+        geometryChanged = true
     }
 
     // MARK: - Capturing
@@ -191,9 +253,16 @@ public final class X11ScreenSource: CaptureSource {
         readEvents(connection)
         try connection.checkAlive("capture")
         var resized: VideoFormat?
-        if geometryChanged {
+        if let window {
+            geometryChanged = false
+            if window.changed || window.closed { resized = try followWindow(window) }
+            guard windowShown else { return .unchanged }
+        } else if geometryChanged {
             geometryChanged = false
             resized = try followGeometry(connection)
+        }
+        if let exclusion, let before = exclusion.refresh() {
+            for rect in before + exclusion.rectangles { dirty.mark(rows: rect.y - area.y, rect.y - area.y + rect.height) }
         }
         if configuration.cursor != .hidden && connection.xfixes != nil { try readCursor(connection) }
         if damage != 0 {
@@ -221,15 +290,24 @@ public final class X11ScreenSource: CaptureSource {
             }
         }
         let cursorRect = configuration.cursor == .embedded ? cursorRectInArea() : nil
+        let hidden = exclusion?.rectangles.compactMap { $0.intersection(area) }.map {
+            ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height)
+        } ?? []
         let taken = MonotonicClock.now()
+        if let window, window.pixmap == 0 {
+            window.markChanged()
+            throw CaptureError(source: "x11", operation: "capture window \(window.label)", reason: "the window is not shown", transient: true)
+        }
         do {
-            try grabber.grab(x: area.x, y: area.y, bands: bands) { rows, pixels, stride in
+            try grabber.grab(from: window?.pixmap, x: window?.offset.x ?? area.x, y: window?.offset.y ?? area.y, bands: bands) { rows, pixels, stride in
+                for rect in hidden { Self.blackOut(rect, in: pixels, stride: stride, rows: rows) }
                 if let cursorRect, let sprite { Self.draw(sprite, at: cursorRect, into: pixels, stride: stride, rows: rows) }
                 converter.convert(bgrx: pixels, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: slot)
             }
         } catch {
             // Most likely the screen shrank under the grab and RandR's event is on its way: look again next frame.
             geometryChanged = true
+            window?.markChanged()
             dirty.markAll()
             throw error
         }
@@ -252,12 +330,15 @@ public final class X11ScreenSource: CaptureSource {
         let cursorNotify = connection.xfixes.map { $0.firstEvent + UInt8(XCB_XFIXES_CURSOR_NOTIFY) }
         while let event = xcb_poll_for_event(connection.raw) {
             let type = event.pointee.response_type & 0x7f
+            exclusion?.note(type)
             if type == damageNotify {
                 damaged = true
             } else if let randrFirst, type == randrFirst + UInt8(XCB_RANDR_SCREEN_CHANGE_NOTIFY) || type == randrFirst + UInt8(XCB_RANDR_NOTIFY) {
                 geometryChanged = true
             } else if type == cursorNotify {
                 cursorShapeChanged = true
+            } else if let window, window.handle(event) {
+                // Noted by the window: checkForChanges follows it.
             } else if type == 0 {
                 let error = UnsafeRawPointer(event).assumingMemoryBound(to: xcb_generic_error_t.self).pointee
                 logger.debug("X error \(error.error_code) on request \(error.major_code).\(error.minor_code)")
@@ -281,6 +362,28 @@ public final class X11ScreenSource: CaptureSource {
         return videoFormat
     }
 
+    /// Follows the window after StructureNotify events: moved (the cursor is placed relative to it), resized (the
+    /// new format), unmapped or too small (its last frame repeats). Throws "the window closed" when it is gone.
+    private func followWindow(_ window: WindowCapture) throws(CaptureError) -> VideoFormat? {
+        let wasShown = windowShown
+        try window.refresh()
+        guard window.mapped, let rect = Self.frameRect(window.rect) else {
+            windowShown = false
+            if wasShown { logger.info("window \(window.label) is \(window.mapped ? "smaller than 16x16" : "not shown"): repeating its last frame") }
+            return nil
+        }
+        windowShown = true
+        if !wasShown { logger.info("window \(window.label) is shown again") }
+        let before = area
+        area = rect
+        dirty.markAll()
+        guard rect.width != before.width || rect.height != before.height else { return nil }
+        try setUpGrabbing()
+        logger.info("window \(window.label) resized from \(before.width)x\(before.height) to \(rect.width)x\(rect.height)")
+        counts.resizes += 1
+        return videoFormat
+    }
+
     /// Marks the bands DAMAGE reports as changed since the last look, and resets its account.
     private func readDamage(_ connection: XConnection) throws(CaptureError) {
         damaged = false
@@ -295,7 +398,12 @@ public final class X11ScreenSource: CaptureSource {
         let rectangles = UnsafeBufferPointer(start: xcb_xfixes_fetch_region_rectangles(reply),
                                              count: Int(xcb_xfixes_fetch_region_rectangles_length(reply)))
         for r in rectangles {
-            let changed = ScreenRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height))
+            var changed = ScreenRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height))
+            if let window {
+                // Window coordinates: placed where the window's content lies in area coordinates.
+                changed.x += area.x - window.offset.x + window.border
+                changed.y += area.y - window.offset.y + window.border
+            }
             if let inside = changed.intersection(area) {
                 dirty.mark(rows: inside.y - area.y, inside.y - area.y + inside.height)
             }
@@ -339,6 +447,13 @@ public final class X11ScreenSource: CaptureSource {
         let rect = ScreenRect(x: pointer.x - sprite.hotspotX - area.x, y: pointer.y - sprite.hotspotY - area.y,
                               width: sprite.width, height: sprite.height)
         return rect.intersection(ScreenRect(x: 0, y: 0, width: area.width, height: area.height)) == nil ? nil : rect
+    }
+
+    /// Blacks out `rect` (area coordinates, within the area) in the band of BGRx `pixels` holding `rows`.
+    static func blackOut(_ rect: ScreenRect, in pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
+        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
+        guard top < bottom else { return }
+        for y in top..<bottom { memset(pixels + (y - rows.lowerBound) * stride + rect.x * 4, 0, rect.width * 4) }
     }
 
     /// Blends `sprite` (premultiplied ARGB), placed at `rect` in area coordinates, over the band of BGRx `pixels` holding `rows`.

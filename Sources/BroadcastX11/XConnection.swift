@@ -27,6 +27,7 @@ final class XConnection {
     private(set) var xfixes: Extension?
     private(set) var randr: Extension?
     private(set) var damage: Extension?
+    private(set) var composite: Extension?
 
     /// Connects to `display` (nil: $DISPLAY) and checks that its pixels are 32-bit BGRx, the layout capture reads.
     init(display: String?) throws(CaptureError) {
@@ -141,6 +142,9 @@ final class XConnection {
             (Int($0.major_version), Int($0.minor_version))
         }
         damage = probe(cxcb_damage_extension(), { xcb_damage_query_version_reply(raw, xcb_damage_query_version(raw, 1, 1), nil) }) {
+            (Int($0.major_version), Int($0.minor_version))
+        }
+        composite = probe(cxcb_composite_extension(), { xcb_composite_query_version_reply(raw, xcb_composite_query_version(raw, 0, 4), nil) }) {
             (Int($0.major_version), Int($0.minor_version))
         }
     }

@@ -9,12 +9,15 @@ struct BroadcastSetupCommand: ParsableCommand {
         commandName: "broadcast-setup",
         abstract: "Completes a broadcast request with a URL and setup info, or cancels it (the setup UI).",
         discussion: """
-            broadcastctl start runs this for you. On a terminal it asks for the handler's setup fields
-            (secrets without echo, defaults in brackets, Enter takes the default); without a terminal,
-            or with --non-interactive, it uses --url, --set and the defaults. Ctrl-C cancels the request.
-            Exit status: 0 completed, 1 cancelled or refused.
+            broadcastctl start runs this for you. On a terminal it asks for the handler's
+            setup fields (secrets without echo, defaults in brackets, Enter takes the
+            default; a required field is asked again until it has an answer); without a
+            terminal, or with --non-interactive, it uses --url, --set and the defaults.
+            Ctrl-C cancels the request.
+            Exit status: 0 completed; 1 refused, or input ended; 64 bad usage (also:
+            XDG_RUNTIME_DIR unset); 69 broadcastd is not running; 130 cancelled (Ctrl-C).
             Examples:
-              broadcast-setup                                  (asks for the waiting request's fields)
+              broadcast-setup                   (asks for the waiting request's fields)
               broadcast-setup --non-interactive --url file:///tmp/talk.mkv --set audio=app
             """)
 
@@ -31,8 +34,15 @@ struct BroadcastSetupCommand: ParsableCommand {
 
     func run() throws {
         Terminal.catchInterrupt(2)
+        let socketPath: String
         do {
-            let client = try SetupClient(socketPath: try SocketLocation.resolve(explicit: socket))
+            socketPath = try SocketLocation.resolve(explicit: socket)
+        } catch {
+            printError("broadcast-setup: \(error.refusal?.message ?? "\(error)")")
+            throw ExitCode(64)
+        }
+        do {
+            let client = try SetupClient(socketPath: socketPath)
             let pending = try client.fetchRequest(broadcast: request)
             do {
                 var form = SetupForm(manifest: pending.handler, url: url, values: try SetupForm.parseAssignments(assignments))
@@ -42,16 +52,24 @@ struct BroadcastSetupCommand: ParsableCommand {
                     Terminal.prompt(question)
                     return Terminal.readLine(echo: !secret)
                 }
+                if let problem = form.problem() { throw problem }
                 try client.complete(broadcast: pending.broadcast, url: form.url, setupInfo: form.values)
             } catch {
-                let reason = Terminal.wasInterrupted ? BroadcastError(.setupCancelled, "cancelled by the user (Ctrl-C)")
-                    : (error as? BroadcastError) ?? (error as? ProtocolError)?.refusal ?? BroadcastError(.setupCancelled, "\(error)")
+                if Terminal.wasInterrupted {
+                    // A cancellation, not a failure: the request goes, and the shell hears of SIGINT (128 + 2).
+                    try? client.cancel(broadcast: pending.broadcast, error: BroadcastError(.setupCancelled, "cancelled by the user (Ctrl-C)"))
+                    printError("\nsetup cancelled")
+                    throw ExitCode(130)
+                }
+                let reason = (error as? BroadcastError) ?? (error as? ProtocolError)?.refusal ?? BroadcastError(.setupCancelled, "\(error)")
                 try? client.cancel(broadcast: pending.broadcast, error: reason)
                 throw reason
             }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             printError("broadcast-setup: \(error)")
-            throw ExitCode.failure
+            throw ExitCode((error as? ProtocolError)?.refusal?.code == .notRunning ? 69 : 1)
         }
     }
 }

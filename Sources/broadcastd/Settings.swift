@@ -1,6 +1,7 @@
 import BroadcastCapture
 import BroadcastConfig
 import BroadcastCore
+import BroadcastDaemon
 import BroadcastPortal
 import BroadcastX11
 import Logging
@@ -8,7 +9,7 @@ import Logging
 /// Every broadcastd setting: its configuration-file key is its long option without the dashes.
 enum DaemonKeys {
     static let source = ConfigKey.choice("source", ["auto", "x11", "pipewire", "synthetic"], default: "auto",
-        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else synthetic.")
+        help: "Capture source: pipewire is the screen the user shares in the desktop portal's dialog (Wayland), or pipewire-node; auto picks pipewire when pipewire-node or WAYLAND_DISPLAY is set, else x11 when DISPLAY is set, else nothing: broadcasts are refused with what to do (never a test pattern unasked).")
     static let pipewireNode = ConfigKey("pipewire-node", .string,
         help: "With source pipewire, capture this PipeWire video node, by node name or serial (`pw-cli ls Node`), instead of asking the portal: a kiosk's or headless server's video source.")
     static let portalSource = ConfigKey.choice("portal-source", ScreenCastRequest.Sources.allCases.map(\.rawValue), default: "monitor",
@@ -19,6 +20,21 @@ enum DaemonKeys {
     static let region = ConfigKey("region", .string, help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") {
         ScreenRect(region: $0.string!) == nil ? "takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720" : nil
     }
+    static let window = ConfigKey("window", .string,
+        help: "Capture one top-level window (X11, through XComposite), by id (0x... or decimal), WM_CLASS or title (see `broadcastctl sources`): its own content even when covered; a resize changes the frame size, a hidden window repeats its last frame, and the broadcast finishes with \"the window closed\" when it closes.") {
+        WindowSelector($0.string!) == nil ? "takes a window id (0x... or decimal), a WM_CLASS or a title" : nil
+    }
+    static let app = ConfigKey("app", .string,
+        help: "Record one application: its window (X11, as --window: by WM_CLASS or title, or with a PID by _NET_WM_PID) and its audio (as --app-audio: its playback streams, by application name or program; with a PID, that process's program), in one option.") {
+        $0.string!.isEmpty || $0.string!.utf8.count > 256 ? "takes an application's name or a process id" : nil
+    }
+    static let excludeWindow = ConfigKey("exclude-window", .strings, default: .strings(defaultExcludedWindows),
+        help: "Windows never captured (X11): the visible parts of windows of these WM_CLASS names (instance or class, any case) are blacked out in every frame before any handler sees it, following them as they move and are restacked. Default: the password managers \(defaultExcludedWindows.joined(separator: ", ")); none: no window.") {
+        ($0.strings ?? []).contains { $0.isEmpty || $0.utf8.count > 256 } ? "takes WM_CLASS names of 1 to 256 bytes" : nil
+    }
+    static let onLock = ConfigKey.choice("on-lock", LockAction.allCases.map(\.rawValue), default: "pause",
+        help: "When the desktop session locks (logind's LockedHint, or the screensaver's ActiveChanged): pause every live broadcast until it is unlocked (a recording's segments show it), send a privacy frame instead of the screen (blank: black with \"SCREEN LOCKED\", for streams whose viewers should not see a freeze), or ignore the lock.")
+    static let defaultExcludedWindows = ["KeePassXC", "1Password", "Bitwarden"]
     static let cursor = ConfigKey.choice("cursor", CursorMode.allCases.map(\.rawValue), default: "embedded",
         help: "The pointer: drawn into frames, sent as CURSOR messages (metadata), or hidden.")
     static let colorRange = ConfigKey.choice("color-range", ColorRange.allCases.map(\.rawValue), default: "limited",
@@ -59,12 +75,14 @@ enum DaemonKeys {
         help: "Seconds a handler has to exit after the broadcast finished before it is stopped.")
     static let handlerTimeout = ConfigKey.integer("handler-timeout", 1...600, default: 10,
         help: "Seconds a live handler may go without reading, or without releasing a frame it holds, before the broadcast finishes with an error that it hung.")
+    static let notify = ConfigKey.boolean("notify", default: true,
+        help: "A desktop notification (org.freedesktop.Notifications) when capture of the screen starts and stops; nothing where the session has none. Not for the synthetic source.")
     static let logLevel = ConfigKey.choice("log-level", Logger.Level.allCases.map(\.rawValue), default: "info",
         help: "Log level.")
 
-    static let all = [source, pipewireNode, portalSource, display, output, region, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
+    static let all = [source, pipewireNode, portalSource, display, output, region, window, app, excludeWindow, onLock, cursor, colorRange, x11Grab, damage, size, fps, pixelFormat,
                       audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket, handlersDir,
-                      startTimeout, finishTimeout, handlerTimeout, logLevel]
+                      startTimeout, finishTimeout, handlerTimeout, notify, logLevel]
 }
 
 extension Configuration {
@@ -72,6 +90,29 @@ extension Configuration {
     func checkCombinations() throws(ConfigError) {
         if string("output") != nil && string("region") != nil {
             throw error(["region", "output"], "output and region cannot both be set")
+        }
+        if string("app") != nil && (string("window") != nil || string("output") != nil || string("region") != nil) {
+            throw error(["app", "window", "output", "region"], "app captures the application's window; window, output and region cannot be set with it")
+        }
+        if string("app") != nil && string("app-audio") != "default" {
+            throw error(["app", "app-audio"], "app captures the application's audio; app-audio cannot be set with it")
+        }
+        if string("app") != nil && (string("source") == "pipewire" || string("source") == "synthetic") {
+            throw error(["app", "source"], string("source") == "pipewire"
+                ? "app chooses an X11 window; with source pipewire the desktop portal's dialog chooses (portal-source window), and app-audio the application's sound"
+                : "app chooses an X11 window; the synthetic source has none")
+        }
+        if string("source") == "pipewire" && setting("exclude-window").origin != .builtIn && !strings("exclude-window").isEmpty
+            && strings("exclude-window").map({ $0.lowercased() }) != ["none"] {
+            throw error(["exclude-window"], "exclude-window blacks out X11 windows; with source pipewire the desktop portal shares only what is chosen in its dialog (portal-source window: one window)")
+        }
+        if string("window") != nil && (string("output") != nil || string("region") != nil) {
+            throw error(["window", "output", "region"], "window captures one window; output and region cannot be set with it")
+        }
+        if string("window") != nil && (string("source") == "pipewire" || string("source") == "synthetic") {
+            throw error(["window", "source"], string("source") == "pipewire"
+                ? "window chooses an X11 window; with source pipewire the desktop portal's dialog chooses: set portal-source to window"
+                : "window chooses an X11 window; the synthetic source has none")
         }
         if string("source") == "synthetic" && (string("app-audio") != "default" || string("mic") != "default") {
             throw error(["app-audio", "mic"], "app-audio and mic choose PipeWire audio for a screen; the synthetic source makes its own tones")

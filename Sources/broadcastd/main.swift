@@ -17,16 +17,21 @@ struct BroadcastDaemonCommand: ParsableCommand {
         abstract: "Captures the screen and audio and delivers them to a broadcast handler.",
         discussion: """
             Control it with broadcastctl. Examples:
-              systemctl --user enable --now broadcastd.socket  # as a user service, started on first use
-              broadcastd &                                   # the X11 screen in $DISPLAY
+              systemctl --user enable --now broadcastd.socket   # a user service
+              broadcastd &                           # the X11 screen in $DISPLAY
               broadcastd --output HDMI-1 --fps 60 --cursor metadata &
               broadcastd --region 0,0,1280x720 &
-              broadcastd --source synthetic &                # a test pattern and two tones
-              broadcastctl start --handler inspect --url file:///tmp/summary.json --duration 5 --wait
-              broadcastctl start --handler record --url file:///tmp/talk.mp4 --duration 60 --wait
-            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the option without
-            its dashes, e.g. fps = 60); options override the file. To start a file with every key:
-              mkdir -p ~/.config/broadcastd && broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
+              broadcastd --window firefox &          # one window (X11)
+              broadcastd --source synthetic &        # a test pattern and two tones
+              broadcastctl start --handler inspect --url file:///tmp/summary.json \\
+                  --duration 5 --wait
+              broadcastctl start --handler record --url file:///tmp/talk.mp4 \\
+                  --duration 60 --wait
+            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the
+            option without its dashes, e.g. fps = 60); options override the file.
+            To start a file with every key:
+              mkdir -p ~/.config/broadcastd
+              broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
             """)
 
     @Option(help: ArgumentHelp(DaemonKeys.source.help)) var source: String?
@@ -35,6 +40,11 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.display.help)) var display: String?
     @Option(help: ArgumentHelp(DaemonKeys.output.help)) var output: String?
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
+    @Option(help: ArgumentHelp(DaemonKeys.window.help, valueName: "ID|CLASS|TITLE")) var window: String?
+    @Option(help: ArgumentHelp(DaemonKeys.app.help, valueName: "NAME|PID")) var app: String?
+    @Option(name: .customLong("exclude-window"), help: ArgumentHelp(DaemonKeys.excludeWindow.help + " Repeatable; given, it replaces the list.", valueName: "CLASS"))
+    var excludedWindows: [String] = []
+    @Option(help: ArgumentHelp(DaemonKeys.onLock.help)) var onLock: String?
     @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
     @Option(help: ArgumentHelp(DaemonKeys.colorRange.help)) var colorRange: String?
     @Option(help: ArgumentHelp(DaemonKeys.x11Grab.help)) var x11Grab: String?
@@ -58,6 +68,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.notify.help)) var notify: Bool?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
     @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
                                valueName: "FILE"))
@@ -68,7 +79,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("cursor", cursor),
+        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("app", app), ("on-lock", onLock), ("cursor", cursor),
                              ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
                              ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
             values[key] = value.map(ConfigValue.string)
@@ -80,7 +91,9 @@ struct BroadcastDaemonCommand: ParsableCommand {
         }
         values["damage"] = damage.map(ConfigValue.boolean)
         values["sync-marks"] = syncMarks.map(ConfigValue.boolean)
+        values["notify"] = notify.map(ConfigValue.boolean)
         if !handlersDirectories.isEmpty { values["handlers-dir"] = .strings(handlersDirectories) }
+        if !excludedWindows.isEmpty { values["exclude-window"] = .strings(excludedWindows) }
         return values
     }
 
@@ -113,8 +126,19 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let logger = Logger(label: "broadcastd")
         let (source, why) = chosenSource(configuration)
         if let why { logger.log(level: why.level, "\(why.text)") }
+        let sources = CaptureSources(defaults: captureDefaults(source, configuration)) { choice throws(CaptureError) in
+            try captureSource(choosing: choice, of: source, configuration)
+        }
         do {
-            try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration), logger: logger).run()
+            let daemon = try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration),
+                                    sources: sources, logger: logger)
+            if configuration.string("on-lock") != LockAction.ignore.rawValue {
+                daemon.sessionLock = try SessionLockWatcher(logger: Logger(label: "broadcastd.lock"))
+            }
+            let notifications = captureNotifications(configuration)
+            daemon.captureIndicator = notifications
+            try daemon.run()
+            notifications?.waitUntilDelivered(milliseconds: 2_000)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -143,10 +167,39 @@ struct BroadcastDaemonCommand: ParsableCommand {
         configuration.finishTimeout = UInt64(settings.integer("finish-timeout")) * 1_000_000_000
         configuration.hangTimeout = UInt64(settings.integer("handler-timeout")) * 1_000_000_000
         configuration.maxBroadcasts = settings.integer("max-broadcasts")
+        configuration.onLock = LockAction(rawValue: settings.string("on-lock")!)!
         return configuration
     }
 
+    /// What broadcastd's own options capture, as START's `capture` would say it.
+    func captureDefaults(_ source: String, _ settings: Configuration) -> CaptureChoice {
+        CaptureChoice(display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
+                      output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
+                      app: settings.string("app"), frameRate: settings.integer("fps"), cursor: settings.string("cursor"))
+    }
+
+    /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display
+    /// is captured through X11 whatever broadcastd's own source is; output and region are X11's.
+    func captureSource(choosing choice: CaptureChoice, of source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
+        let kind = choice.display != nil ? "x11" : source
+        if kind != "x11" && (choice.output ?? choice.region ?? choice.window ?? choice.app) != nil {
+            throw CaptureError(source: source, operation: "choose what to capture", reason:
+                "--output, --region, --window and --app choose part of an X11 screen, and broadcastd captures " +
+                "\(source == "none" ? "nothing" : source) (add --display :N to capture an X display)")
+        }
+        let overrides: [String: ConfigValue?] = ["display": choice.display.map(ConfigValue.string), "output": choice.output.map(ConfigValue.string),
+                                                 "region": choice.region.map(ConfigValue.string), "window": choice.window.map(ConfigValue.string),
+                                                 "app": choice.app.map(ConfigValue.string), "fps": choice.frameRate.map(ConfigValue.integer),
+                                                 "cursor": choice.cursor.map(ConfigValue.string)]
+        let chosen: Configuration
+        do { chosen = try settings.overriding(overrides) } catch {
+            throw CaptureError(source: kind, operation: "choose what to capture", reason: error.description)
+        }
+        return try captureSource(kind, chosen)
+    }
+
     func captureSource(_ source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
+        if source == "none" { return UnavailableSource(reason: Self.noScreen) }
         let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
         let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         let fps = settings.integer("fps")
@@ -167,18 +220,22 @@ struct BroadcastDaemonCommand: ParsableCommand {
             screen = try PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
         } else {
             var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
-            x11.target = settings.string("output").map { .output($0) } ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
+            x11.target = appWindow(settings) ?? settings.string("window").flatMap { WindowSelector($0) }.map { .window($0) } ?? settings.string("output").map { .output($0) }
+                ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
             x11.framesPerSecond = fps
             x11.pixelFormat = pixelFormat
             x11.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
             x11.cursor = CursorMode(rawValue: settings.string("cursor")!)!
             x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
             x11.useDamage = settings.boolean("damage")
+            let excluded = settings.strings("exclude-window")
+            x11.excludedWindows = excluded.map { $0.lowercased() } == ["none"] ? [] : excluded
             x11.audio = audio
             screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
         }
         func target(_ key: String) -> AudioTarget? {
-            switch settings.string(key)! {
+            if key == "app-audio", let app = appAudio(settings) { return .node(app) }
+            return switch settings.string(key)! {
             case "none": nil
             case "default": .defaultDevice
             case let name: .node(name)
@@ -187,6 +244,21 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let pipewire = PipeWireAudioSource.Configuration(app: target("app-audio"), mic: target("mic"), format: audio)
         guard pipewire.app != nil || pipewire.mic != nil else { return screen }
         return try PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
+    }
+
+    /// `--app PID`: the window of that process; `--app NAME`: the window whose class or title is NAME.
+    func appWindow(_ settings: Configuration) -> CaptureTarget? {
+        guard let app = settings.string("app") else { return nil }
+        if let pid = Int32(app), pid > 0 { return .window(.pid(Int(pid))) }
+        return .window(.name(app))
+    }
+
+    /// `--app`'s audio: the application's playback streams, by its name, or by the program of process PID
+    /// (PipeWire knows a client's program; an unknown PID matches no stream and the track stays silent).
+    func appAudio(_ settings: Configuration) -> String? {
+        guard let app = settings.string("app") else { return nil }
+        guard let pid = Int32(app), pid > 0 else { return app }
+        return FileSystem.executable(ofProcess: pid).map { String($0.split(separator: "/").last ?? "") } ?? "pid-\(pid)"
     }
 
     /// The desktop portal's share dialog, offering what portal-source says, with the pointer as cursor says,
@@ -200,15 +272,25 @@ struct BroadcastDaemonCommand: ParsableCommand {
 }
 
 extension BroadcastDaemonCommand {
-    /// "x11", "pipewire" or "synthetic": what `source` asks for, with auto resolved from the session, and why when
-    /// auto chose the synthetic source (a warning when the session's screen cannot be captured).
+    /// "x11", "pipewire", "synthetic" or "none": what `source` asks for, with auto resolved from the session, and
+    /// why when auto found no screen (never the synthetic source: a test pattern is asked for by name).
+    static let noScreen = "neither DISPLAY nor WAYLAND_DISPLAY is set in broadcastd's environment; under systemd run " +
+        "`systemctl --user import-environment DISPLAY XAUTHORITY WAYLAND_DISPLAY` and restart broadcastd, " +
+        "give a display per broadcast (broadcastctl start --display :0), or run broadcastd --source synthetic for a test pattern"
+
     func chosenSource(_ settings: Configuration) -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
         guard source == "auto" else { return (source, nil) }
-        if settings.string("pipewire-node") != nil || Environment.get("WAYLAND_DISPLAY") != nil { return ("pipewire", nil) }
-        if settings.string("display") != nil || Environment.get("DISPLAY") != nil { return ("x11", nil) }
-        return ("synthetic", (.notice, "no X display (DISPLAY is not set); using the synthetic source"))
+        func given(_ name: String) -> Bool { Environment.get(name).map { !$0.isEmpty } ?? false }
+        let x11 = settings.string("display") != nil || given("DISPLAY")
+        // A window is chosen on X11 (XWayland's windows too) even in a Wayland session.
+        if settings.string("window") ?? settings.string("app") != nil && settings.string("pipewire-node") == nil && x11 { return ("x11", nil) }
+        if settings.string("pipewire-node") != nil || given("WAYLAND_DISPLAY") { return ("pipewire", nil) }
+        if x11 { return ("x11", nil) }
+        return ("none", (.warning, "nothing to capture: \(Self.noScreen)"))
     }
 }
+
+extension SessionLockWatcher: SessionLockSignal {}
 
 BroadcastDaemonCommand.main()

@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 extension Integration {
-/// Commands from controllers to handlers (protocol revision 1.3), through real processes: broadcastctl, broadcastd and
+/// Commands from controllers to handlers (protocol revision 2.3), through real processes: broadcastctl, broadcastd and
 /// the Python example handler, whose manifest lists `count`, `fail` and `hang`.
 @Suite(.serialized) struct CommandTests {
     static let arguments = ["--source", "synthetic", "--size", "320x180", "--fps", "30"]

@@ -38,7 +38,8 @@ func isRunning(_ pid: Int32) -> Bool {
     return !stat[close...].hasPrefix(") Z")
 }
 
-func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60) throws -> ToolResult {
+func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60,
+             directory: String? = nil) throws -> ToolResult {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -48,6 +49,7 @@ func runTool(_ path: String, _ arguments: [String], environment: [String: String
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     process.standardOutput = FileHandle(forWritingAtPath: scratch + "/out")
     process.standardError = FileHandle(forWritingAtPath: scratch + "/err")
     process.standardInput = FileHandle.nullDevice
@@ -101,6 +103,8 @@ final class DaemonHarness {
         // Never the user's own PipeWire: tests that want audio pass their private stack's.
         environment["PIPEWIRE_REMOTE"] = nil
         environment["PIPEWIRE_RUNTIME_DIR"] = nil
+        // Nor the user's session bus: a test that wants one (the portal, notifications) passes its private bus.
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
         environment.merge(extra) { _, new in new }
         process.environment = environment
         process.standardError = FileHandle(forWritingAtPath: logPath)
@@ -155,8 +159,9 @@ final class DaemonHarness {
     func setup() throws -> SetupClient { try SetupClient(socketPath: socketPath, client: "test-setup") }
 
     /// Runs broadcastctl or broadcast-setup against this daemon.
-    func tool(_ name: String, _ arguments: [String], timeout: TimeInterval = 60) throws -> ToolResult {
-        try runTool(Paths.binary(name), arguments + ["--socket", socketPath], environment: ["XDG_RUNTIME_DIR": runtime], timeout: timeout)
+    func tool(_ name: String, _ arguments: [String], timeout: TimeInterval = 60, directory: String? = nil) throws -> ToolResult {
+        try runTool(Paths.binary(name), arguments + ["--socket", socketPath], environment: ["XDG_RUNTIME_DIR": runtime], timeout: timeout,
+                    directory: directory)
     }
 
     /// Starts a broadcast through the API: START, then the setup UI's COMPLETE_SETUP. Returns its id.

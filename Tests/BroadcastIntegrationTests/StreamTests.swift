@@ -189,8 +189,13 @@ extension Integration {
         let during = Self.residentKiB(handler)
         let daemonDuring = try controller.status().daemonMemory ?? 0
         server = try nginx(port: port, in: daemon.runtime)
-        // Backoff is at most 2 s by now: the stream is back within 3 s.
-        sleep(3)
+        // Pulled once the handler says it is connected again (backoff may be 4 s by then: a pull that starts
+        // before the publisher is back can miss its AVC sequence header and see h264 0x0).
+        try daemon.waitFor(controller, timeout: 10) { event -> Bool? in
+            guard case .serviceInfo(let info) = event, info.handler?["connected"] == .bool(true),
+                  info.handler?["reconnects"] == .number(1) else { return nil }
+            return true
+        }
         let after = daemon.runtime + "/after.flv"
         try pull(port: port, key: "sekrit-k", seconds: 1, to: after)
         #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil, "an outage shorter than reconnectFor is not an error")

@@ -182,3 +182,21 @@ struct RGBFrame {
         return abs(p.r - colour.0) <= tolerance && abs(p.g - colour.1) <= tolerance && abs(p.b - colour.2) <= tolerance
     }
 }
+
+extension Painter {
+    /// A top-level window of the painter's, WM_CLASS `name`/`Name`, title "`name` window", filled with `colour`; its id.
+    @discardableResult
+    func window(_ name: String, _ x: Int, _ y: Int, _ w: Int, _ h: Int, _ colour: (Int, Int, Int)) throws -> String {
+        try send("window \(name) \(x) \(y) \(w) \(h) \(colour.0) \(colour.1) \(colour.2)")
+    }
+
+    /// A rectangle drawn in window `name`, in its coordinates (kept and drawn again whenever the server exposes it).
+    func fill(in name: String, _ r: Int, _ g: Int, _ b: Int, _ x: Int, _ y: Int, _ w: Int, _ h: Int) throws {
+        try send("wfill \(name) \(r) \(g) \(b) \(x) \(y) \(w) \(h)")
+    }
+
+    func move(_ name: String, _ x: Int, _ y: Int) throws { try send("move \(name) \(x) \(y)") }
+    func resize(_ name: String, _ w: Int, _ h: Int) throws { try send("resize \(name) \(w) \(h)") }
+    /// raise, unmap, map or close window `name`.
+    func window(_ action: String, _ name: String) throws { try send("\(action) \(name)") }
+}

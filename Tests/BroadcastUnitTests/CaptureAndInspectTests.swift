@@ -110,6 +110,33 @@ import Testing
         #expect(asked == ["Stream key: "])
     }
 
+    @Test func anEmptyAnswerToARequiredFieldAsksAgain() throws {
+        var form = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
+        var asked: [String] = []
+        let answers = ["", "", "k"]
+        try form.fill(interactive: true) { q, _ in asked.append(q); return answers[asked.count - 1] }
+        #expect(asked == ["Stream key: ", "Stream key (required; Ctrl-C cancels): ", "Stream key (required; Ctrl-C cancels): "])
+        #expect(form.values == ["key": "k"])
+        // Empty lines for ever end, as a cancellation.
+        var endless = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
+        let error = #expect(throws: BroadcastError.self) { try endless.fill(interactive: true) { _, _ in "" } }
+        #expect(error?.code == .setupCancelled && error?.message.contains("Stream key") == true)
+    }
+
+    @Test func problemsNameTheOptionsAsTyped() {
+        func problem(url: String? = "rtmp://x/app", _ values: [String: String]) -> String? {
+            SetupForm(manifest: manifest, url: url, values: values).problem()?.message
+        }
+        #expect(problem(["key": "k", "titel": "Talk"]) ==
+            "--set titel=Talk: handler 'stream' has no setup field 'titel'; did you mean --set title=Talk?")
+        #expect(problem(["key": "k", "zzzzzz": "1"])?.hasSuffix("(its fields: key, title, preset)") == true)
+        #expect(problem([:]) == "handler 'stream' needs setup field 'key' (Stream key): give --set key=VALUE")
+        #expect(problem(["key": "k\u{7}"])?.hasPrefix("--set key=…: setup field 'key' is refused") == true)
+        #expect(problem(["key": "k", "frameRate": "500"])?.hasPrefix("--set frameRate=…:") == true)
+        #expect(problem(url: "rtmp://x/\u{1}", ["key": "k"])?.hasPrefix("--url: the URL is refused") == true)
+        #expect(problem(["key": "k"]) == nil)
+    }
+
     @Test func neverAsksWhenNotInteractive() throws {
         var form = SetupForm(manifest: manifest, url: nil, values: [:])
         try form.fill(interactive: false) { _, _ in Issue.record("asked"); return nil }

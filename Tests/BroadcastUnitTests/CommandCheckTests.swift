@@ -3,7 +3,7 @@ import BroadcastProtocol
 import Foundation
 import Testing
 
-/// Revision 1.3: what broadcastd checks of a command before it forwards it, against the handler's manifest.
+/// Revision 2.3: what broadcastd checks of a command before it forwards it, against the handler's manifest.
 @Suite struct CommandCheckTests {
     static let manifest: HandlerManifest = {
         let json = """

@@ -1,4 +1,5 @@
 @testable import BroadcastConfig
+import BroadcastCore
 import BroadcastPortal
 import Testing
 
@@ -36,6 +37,13 @@ import Testing
         #expect(file.entries["handlers-dir"] == .init(value: .strings(["/a", "/b c"]), line: 6))
         #expect(file.entries["display"] == nil)
         #expect(try parse("").entries.isEmpty)
+    }
+
+    /// Two neighbours swapped are one edit: "fsp" means "fps", not "app" (two substitutions away).
+    @Test func aSwapOfNeighboursIsTheClosestKey() {
+        #expect(NameSuggestion.closest(to: "fsp", among: ["app", "fps"]) == "fps")
+        #expect(NameSuggestion.closest(to: "windwo", among: ["window", "app"]) == "window")
+        #expect(NameSuggestion.closest(to: "zzz", among: ["app", "fps"]) == nil)
     }
 
     @Test func mistakesNameTheFileTheLineAndWhatIsWrong() {

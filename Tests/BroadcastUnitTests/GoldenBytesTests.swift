@@ -14,7 +14,9 @@ import Glibc
         defer { fclose(file) }
         var text = ""
         var buffer = [CChar](repeating: 0, count: 4096)
-        while fgets(&buffer, 4096, file) != nil { text += String(cString: buffer) }
+        while fgets(&buffer, 4096, file) != nil {
+            text += String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
         return text
     }()
 
@@ -35,6 +37,18 @@ import Glibc
         let bytes = Message.json(.hello, seq: 1, Hello(role: .controller, client: "broadcastctl")).encoded()
         #expect(Self.golden("hello-controller") == bytes)
         #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"{"client":"broadcastctl","protocol":2,"role":"controller"}"#)
+    }
+
+    @Test func startChoosingItsCapture() throws {
+        let request = StartRequest(handler: "record", capture: CaptureChoice(region: "0,0,1280x720", frameRate: 60))
+        let bytes = Message.json(.start, seq: 5, request).encoded()
+        #expect(Self.golden("start-capture") == bytes)
+        #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
+    @Test func changeOfTheRunningCapture() throws {
+        let bytes = Message.json(.changeCapture, seq: 6, CaptureChoice(region: "0,0,1280x720")).encoded()
+        #expect(Self.golden("change-capture") == bytes)
     }
 
     @Test func pauseOfOneBroadcast() {
@@ -81,7 +95,7 @@ import Glibc
         #expect(try Message(.finish, payload: Array("{}".utf8)).decode(FinishRequest.self) == FinishRequest())
     }
 
-    /// Revision 1.3: a command from a controller to a handler and its answer, each way.
+    /// Revision 2.3: a command from a controller to a handler and its answer, each way.
     @Test func commands() throws {
         let request = CommandRequest(broadcast: 1, command: "save", arguments: ["last": .number(30)])
         #expect(Self.golden("send-command") == Message.json(.sendCommand, seq: 5, request).encoded())

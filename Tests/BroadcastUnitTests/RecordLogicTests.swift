@@ -1,6 +1,7 @@
 @testable import BroadcastRecord
 @testable import BroadcastTimeline
 import BroadcastCore
+import BroadcastSystem
 import BroadcastUpload
 import Testing
 
@@ -269,8 +270,8 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         let file = try #require(fopen(path, "w"))
         fputs(text, file)
         fclose(file)
-        #expect(OutputPath.userDirsEntry(file: path, key: "XDG_VIDEOS_DIR", home: "/home/u") == "/home/u/Filme")
-        #expect(OutputPath.userDirsEntry(file: path, key: "XDG_MUSIC_DIR", home: "/home/u") == nil)
+        #expect(UserDirectories.entry(file: path, key: "XDG_VIDEOS_DIR", home: "/home/u") == "/home/u/Filme")
+        #expect(UserDirectories.entry(file: path, key: "XDG_MUSIC_DIR", home: "/home/u") == nil)
         #expect(OutputPath.defaultRecording().hasSuffix(".mp4"))
     }
 

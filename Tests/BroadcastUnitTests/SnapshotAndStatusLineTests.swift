@@ -65,12 +65,15 @@ import Testing
                         handler: ["bitRate": .number(2450), "segment": .number(1)], daemonMemory: 24_326_963)
         }
         line.update(info(1.0, 29))
-        #expect(line.text == "live  broadcast 4 (record)  0:01.0  29.0 fps  2450 kbit/s  dropped video 2, app 0, mic 1  daemon 23.2 MB  segment 1")
+        #expect(line.text == "live  broadcast 4 (record)  0:01.0  dropped video 2, mic 1  29.0 fps  2450 kbit/s  daemon 23.2 MiB  segment 1")
         line.update(info(2.0, 59, late: 1))
-        #expect(line.text.contains("0:02.0  30.0 fps") && line.text.contains("dropped video 2 (1 late), app 0"))
+        #expect(line.text.contains("0:02.0  dropped video 2 (1 late), mic 1  30.0 fps"), "\(line.text)")
         status.silentAudio = ["audioMic": "mic (default): nothing from PipeWire (stream unconnected)"]
         line.update(status)
-        #expect(line.text.hasPrefix("live  broadcast 4 (record)  silent: mic  0:02.0"), "\(line.text)")
+        // Drops, silent streams and size come before the less telling figures, within 80 columns.
+        #expect(line.text.hasPrefix("live  broadcast 4 (record)  0:02.0  dropped video 2 (1 late), mic 1  silent: mic  30.0 fps"),
+                "\(line.text)")
+        #expect(line.text.prefix(80).contains("silent: mic"))
         status.silentAudio = nil
         status.state = .paused
         line.update(status)
@@ -80,5 +83,43 @@ import Testing
         line.update(status)
         #expect(line.text == "paused  broadcast 5 (record)")
         #expect(StatusLine.clock(3725.04) == "1:02:05" && StatusLine.clock(59.96) == "1:00.0")
+    }
+
+    @Test func theWatchLineSaysSizeAndEveryFigureWithItsUnit() {
+        var line = StatusLine()
+        var status = BroadcastStatus(state: .live, source: "synthetic")
+        status.broadcast = 2
+        status.handler = "record"
+        line.update(status)
+        line.update(ServiceInfo(broadcast: 2, elapsed: 62.4, streams: ["video": StreamCounters(delivered: 1872)],
+                                handler: ["bitRate": .number(2800), "bytes": .number(21_840_000), "recorded": .number(62.4),
+                                          "clockOffsetMs": .number(0.3), "queueBytes": .number(2_000_000), "uploadRetryIn": .number(4)],
+                                daemonMemory: 26_214_400))
+        #expect(line.text == "live  broadcast 2 (record)  1:02.4  21.8 MB  no drops  30.0 fps  2800 kbit/s  daemon 25.0 MiB  " +
+                "clock offset 0.3 ms  queue bytes 2.0 MB  upload retry in 4 s", "\(line.text)")
+    }
+
+    @Test func aResultReadsInWords() {
+        let lines = ResultText.lines(["file": .string("/v/a.mp4"), "duration": .number(85.04), "bytes": .number(12_400_000),
+                                      "audioTracks": .array([.object(["name": .string("audioApp"), "missingMs": .number(0)]),
+                                                             .object(["name": .string("audioMic"), "missingMs": .number(120.5)])]),
+                                      "videoFrames": .number(2551), "videoCodec": .string("h264")])
+        #expect(lines == ["file: /v/a.mp4", "duration: 1:25.0", "size: 12.4 MB", "audio tracks:", "  name      missing ms",
+                          "  audioApp  0", "  audioMic  120.5", "video codec: h264", "video frames: 2551"], "\(lines)")
+    }
+
+    @Test func aRedrawAfterANarrowingClearsTheRowsTheTerminalWrappedTheLinesOnto() {
+        var lines = StatusLines()
+        var status = BroadcastStatus(state: .live, source: "synthetic")
+        status.broadcast = 1
+        status.handler = "record"
+        lines.update(status)
+        status.broadcast = 2
+        lines.update(status)
+        _ = lines.redrawing(columns: 120, keeping: nil)
+        // Two lines of 26 characters, at 10 columns: 3 rows each; up 5 rows, then clear to the end of the screen.
+        let redrawn = lines.redrawing(columns: 10, keeping: nil)
+        #expect(redrawn.hasPrefix("\u{1B}[5A\r\u{1B}[J"), "\(redrawn.debugDescription)")
+        #expect(redrawn.hasSuffix("live  bro\n\rlive  bro"), "\(redrawn.debugDescription)")
     }
 }

@@ -91,8 +91,8 @@ import Testing
         #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
             try StreamOptions(url: "rtmp://h/app", setupInfo: ["audioCodec": "opus"])
         }
-        #expect(throws: StreamError("'http://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...] or rtmp[s]://HOST/APP")) {
-            try StreamOptions(url: "http://h/x", setupInfo: [:])
+        #expect(throws: StreamError("'ftp://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8 or http[s]://HOST/PATH/NAME.m3u8")) {
+            try StreamOptions(url: "ftp://h/x", setupInfo: [:])
         }
         #expect(throws: StreamError("videoBitRate 'lots': a number from 100.0 to 100000.0")) {
             try StreamOptions(url: "srt://h:1", setupInfo: ["videoBitRate": "lots"])
@@ -104,6 +104,58 @@ import Testing
         }
         #expect(throws: StreamError("codec av1: libavformat 5.1 has no AV1 in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")) {
             try StreamOptions(url: "srt://h:1", setupInfo: ["codec": "av1"])
+        }
+    }
+
+    @Test func oneEncodeToManyDestinations() throws {
+        let options = try StreamOptions(url: "rtmp://a.rtmp.youtube.com/live2", setupInfo: [
+            "key": "yt-key", "also": " srt://backup.example:9000?streamid=s3cret , rtmp://live.twitch.tv/app/tw-key,hls:///var/www/live/index.m3u8",
+        ])
+        #expect(options.destinations.map(\.url) == ["rtmp://a.rtmp.youtube.com/live2/yt-key", "srt://backup.example:9000?streamid=s3cret",
+                                                     "rtmp://live.twitch.tv/app/tw-key", "/var/www/live/index.m3u8"])
+        // The keys in `also` are never shown: SRT's streamid, and what follows an RTMP URL's application.
+        #expect(options.destinations.map(\.displayURL) == ["rtmp://a.rtmp.youtube.com/live2", "srt://backup.example:9000?streamid=***",
+                                                            "rtmp://live.twitch.tv/app/***", "hls:///var/www/live/index.m3u8"])
+        #expect(options.destinations.map(\.container) == [.flv, .mpegts, .flv, .hls])
+        // One audio encoder for all: AAC as soon as one destination is RTMP or HLS; global headers for FLV and fMP4.
+        #expect(options.audioCodec == "aac" && options.globalHeader)
+        let srtOnly = try StreamOptions(url: "srt://a:1", setupInfo: ["also": "srt://b:2"])
+        #expect(srtOnly.audioCodec == "libopus" && !srtOnly.globalHeader && srtOnly.destinations.count == 2)
+        #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
+            try StreamOptions(url: "srt://a:1", setupInfo: ["also": "rtmp://h/app", "audioCodec": "opus"])
+        }
+        #expect(throws: StreamError("codec hevc: RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no HEVC); use h264, or stream over srt://")) {
+            try StreamOptions(url: "srt://a:1", setupInfo: ["also": "rtmp://h/app/k", "codec": "hevc"])
+        }
+        #expect(throws: StreamError("also: srt://a:1 is given twice")) {
+            try StreamOptions(url: "srt://a:1", setupInfo: ["also": "srt://a:1"])
+        }
+        let many = (1...5).map { "srt://h:\($0)" }.joined(separator: ",")
+        #expect(throws: StreamError("also: at most 4 more destinations (one encode feeds them all)")) {
+            try StreamOptions(url: "srt://a:1", setupInfo: ["also": many])
+        }
+    }
+
+    @Test func hlsToADirectoryOrAnOrigin() throws {
+        let directory = try StreamOptions(url: "hls:///srv/live/index.m3u8", setupInfo: ["keyframeInterval": "4", "segmentDuration": "1"])
+        #expect(directory.url == "/srv/live/index.m3u8" && directory.container == .hls && directory.audioCodec == "aac")
+        #expect(directory.publicURL == nil && directory.playlistLength == 6)
+        #expect(directory.video.keyframeInterval == 1, "a keyframe at least every segment")
+        let origin = try StreamOptions(url: "https://me:pw@origin.example/live/index.m3u8", setupInfo: [:])
+        #expect(origin.url == "https://me:pw@origin.example/live/index.m3u8" && origin.displayURL == "https://***@origin.example/live/index.m3u8")
+        #expect(origin.publicURL == "https://origin.example/live/index.m3u8", "the origin's playlist is what viewers load")
+        #expect(try StreamOptions(url: "http://o/i.m3u8", setupInfo: ["publicURL": "https://cdn/i.m3u8"]).publicURL == "https://cdn/i.m3u8")
+        #expect(throws: StreamError("'http://o/live': an HLS URL names its playlist (…/index.m3u8)")) {
+            try StreamOptions(url: "http://o/live", setupInfo: [:])
+        }
+        #expect(throws: StreamError("'hls://live/index.m3u8': hls:// takes an absolute path, hls:///DIR/NAME.m3u8")) {
+            try StreamOptions(url: "hls://live/index.m3u8", setupInfo: [:])
+        }
+        #expect(throws: StreamError("codec hevc: HLS is sent as H.264, which every player takes; use h264")) {
+            try StreamOptions(url: "hls:///a/i.m3u8", setupInfo: ["codec": "hevc"])
+        }
+        #expect(throws: StreamError("playlistLength '1': a number from 2.0 to 100.0")) {
+            try StreamOptions(url: "hls:///a/i.m3u8", setupInfo: ["playlistLength": "1"])
         }
     }
 }

@@ -43,7 +43,7 @@ MAX_RESULT_PAYLOAD = 64 << 10  # SET_RESULT
 MAX_SERVICE_INFO_PAYLOAD = 16 << 10  # UPDATE_SERVICE_INFO
 MAX_SERVICE_INFO_KEYS = 64
 MAX_URL_BYTES = 8 << 10  # UPDATE_URL
-MAX_COMMAND_ANSWER_PAYLOAD = 64 << 10  # COMMAND_ANSWER (revision 1.3)
+MAX_COMMAND_ANSWER_PAYLOAD = 64 << 10  # COMMAND_ANSWER (revision 2.3)
 
 # Opcodes (docs/protocol.md, section 8.1)
 HELLO = 0x0001
@@ -56,7 +56,7 @@ BROADCAST_PAUSED = 0x0302
 BROADCAST_RESUMED = 0x0303
 BROADCAST_FINISHED = 0x0304
 VIDEO_FORMAT_CHANGED = 0x0305
-COMMAND = 0x0306  # revision 1.3
+COMMAND = 0x0306  # revision 2.3
 VIDEO_SAMPLE = 0x0310
 AUDIO_SAMPLE = 0x0311
 CURSOR = 0x0312
@@ -66,7 +66,7 @@ FINISH_WITH_ERROR = 0x0382
 UPDATE_URL = 0x0383
 UPDATE_SERVICE_INFO = 0x0384
 SET_RESULT = 0x0385
-COMMAND_ANSWER = 0x0386  # revision 1.3
+COMMAND_ANSWER = 0x0386  # revision 2.3
 
 OPCODE_NAMES = {
     HELLO: "HELLO", WELCOME: "WELCOME", OK: "OK", ERROR: "ERROR", POOL: "POOL",
@@ -408,7 +408,7 @@ class SampleHandler:
         """With `broadcastd --cursor metadata`: the hotspot in frame coordinates, every frame; `sprite`
         ({width, height, hotspot_x, hotspot_y, argb: bytes}, premultiplied) only when it changed."""
 
-    # Protocol revision 1.3: commands from controllers (`broadcastctl send NAME KEY=VALUE...`), those the
+    # Protocol revision 2.3: commands from controllers (`broadcastctl send NAME KEY=VALUE...`), those the
     # manifest's "commands" lists, their arguments checked (and converted to the declared types) by broadcastd.
 
     def handle_command(self, name: str, arguments: Dict) -> Optional[Dict]:

@@ -1,0 +1,22 @@
+import BroadcastCapture
+
+/// Whoever should know when the screen starts and stops being captured: the person at it, through a
+/// desktop notification (broadcastd gives the daemon BroadcastPortal's `DesktopNotifications`, unless
+/// `notify = false`). Called on the daemon's loop, so it must not block: a D-Bus conversation goes to a
+/// thread of its own.
+public protocol CaptureIndicator: AnyObject {
+    /// The shared capture began (the first broadcast went live); `what` is the source's description.
+    func captureStarted(_ what: String)
+    /// The capture ended (no broadcast is live any more). Said once per start; an extra call does nothing.
+    func captureStopped()
+}
+
+extension Daemon {
+    /// Tells the indicator once per capture: `live` true when capture began, false when it ended.
+    /// A test pattern is nobody's screen: it is not announced.
+    func indicateCapture(_ live: Bool) {
+        guard let indicator = captureIndicator, live != captureIndicated, !(source is SyntheticSource) else { return }
+        captureIndicated = live
+        live ? indicator.captureStarted(source.description) : indicator.captureStopped()
+    }
+}

@@ -1,0 +1,105 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastProtocol
+
+/// How broadcastd comes by its capture source: the one its own options describe (`defaults`), and, for a
+/// broadcast that chooses its capture (START's `capture`), another made by `make`.
+public struct CaptureSources {
+    /// What broadcastd's options capture, said as a choice (its display, output or region, frame rate, cursor).
+    public var defaults: CaptureChoice
+    public var make: (CaptureChoice) throws(CaptureError) -> CaptureSource
+
+    public init(defaults: CaptureChoice, make: @escaping (CaptureChoice) throws(CaptureError) -> CaptureSource) {
+        self.defaults = defaults
+        self.make = make
+    }
+}
+
+extension Daemon {
+    /// Makes the source `asked` describes the daemon's while no capture is open; nil when it already is.
+    /// The first broadcast of a capture chooses it.
+    func choose(_ asked: CaptureChoice) -> BroadcastError? {
+        if let problem = asked.problem { return BroadcastError(.invalidRequest, problem) }
+        guard let sources else {
+            return asked.isEmpty ? nil : BroadcastError(.invalidRequest, "this broadcastd captures what its own options say only")
+        }
+        let wanted = sources.defaults.choosing(asked)
+        guard wanted != captureChoice else { return nil }
+        do { source = try sources.make(wanted) } catch { return BroadcastError(.captureFailed, error.description) }
+        captureChoice = wanted
+        logger.info("capture chosen by START (\(asked)): \(source.description)")
+        return nil
+    }
+
+    /// Back to broadcastd's own source, once no capture is open (nothing to do when it is the one).
+    /// After a CHANGE_CAPTURE of broadcastd's own source, that source takes its own target again too.
+    func restoreDefaultSource() {
+        guard capture == nil else { return }
+        let defaults = sources?.defaults ?? CaptureChoice()
+        if source !== defaultSource {
+            source = defaultSource
+        } else if captureChoice.target != defaults.target, let target = Self.screenTarget(of: defaults) {
+            try? source.retarget(target)
+        }
+        captureChoice = defaults
+    }
+
+    /// The part of the screen `choice` names when it is an output, a region or the whole screen (nil for a
+    /// window or an app, or a region that does not parse).
+    static func screenTarget(of choice: CaptureChoice) -> CaptureTarget? {
+        if choice.window != nil || choice.app != nil { return nil }
+        if let output = choice.output { return .output(output) }
+        if let region = choice.region { return ScreenRect(region: region).map { .region($0) } }
+        return .screen
+    }
+
+    /// Whether a broadcast asking for `asked` can join the capture running for the others: when it asks for the
+    /// same, or only a lower frame rate (its handler then gets every n-th frame), which is returned.
+    func join(_ asked: CaptureChoice, running active: [Broadcast]) -> Result<Double?, BroadcastError> {
+        if let problem = asked.problem { return .failure(BroadcastError(.invalidRequest, problem)) }
+        let rate = 1e9 / Double(source.frameInterval)
+        var differs: [String] = []
+        let running = captureChoice.choosing(CaptureChoice(frameRate: Int(rate.rounded())))
+        let wanted = running.choosing(asked)
+        if wanted.display != running.display || wanted.target != running.target {
+            differs.append([asked.display.map { "--display \($0)" }, asked.output.map { "--output \($0)" },
+                            asked.region.map { "--region \($0)" }, asked.window.map { "--window \($0)" },
+                            asked.app.map { "--app \($0)" }].compactMap { $0 }.joined(separator: " "))
+        }
+        if wanted.cursor != running.cursor, let cursor = asked.cursor { differs.append("--cursor \(cursor)") }
+        if let fps = asked.frameRate, Double(fps) > rate + 0.5 { differs.append("--fps \(fps)") }
+        guard differs.isEmpty else {
+            let list = active.map { "\($0.id) (\($0.manifest.name))" }.joined(separator: ", ")
+            return .failure(BroadcastError(.captureInUse, "broadcast(s) \(list) share the capture running: \(source.description); " +
+                "this one asks for \(differs.joined(separator: " ")). Start it once they finish, or without capture options " +
+                "to join theirs (a lower --fps joins it, taking every n-th frame)"))
+        }
+        return .success(asked.frameRate.map(Double.init).flatMap { $0 < rate - 0.5 ? $0 : nil })
+    }
+
+    /// CHANGE_CAPTURE: the running capture takes another part of the screen (an output, a region, or the whole
+    /// screen when neither is given) from its next frame on, for every broadcast sharing it; a new size reaches
+    /// every handler as a format change. What cannot change while capturing (display, rate, cursor, a window or
+    /// an app, chosen when capture starts) is refused, and nothing changes.
+    func changeCapture(_ asked: CaptureChoice) -> Result<Void, BroadcastError> {
+        if let problem = asked.problem { return .failure(BroadcastError(.invalidRequest, problem)) }
+        guard capture != nil else {
+            return .failure(BroadcastError(.noBroadcast, "no capture runs; give the capture options to `broadcastctl start`, " +
+                                           "`record` or `stream` instead"))
+        }
+        let fixed = [("--display", asked.display), ("--window", asked.window), ("--app", asked.app),
+                     ("--fps", asked.frameRate.map(String.init)), ("--cursor", asked.cursor)].filter { $0.1 != nil }.map(\.0)
+        guard fixed.isEmpty else {
+            return .failure(BroadcastError(.invalidRequest, "\(fixed.joined(separator: ", ")) cannot change while capturing " +
+                                           "(chosen when capture starts); an output or a region can, or the whole screen"))
+        }
+        guard let target = Self.screenTarget(of: asked) else {
+            return .failure(BroadcastError(.invalidRequest, "--region \(asked.region ?? ""): takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720"))
+        }
+        do { try source.retarget(target) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
+        captureChoice.target = (asked.output, asked.region, nil, nil)
+        logger.info("capture changed to \(target) for every broadcast: \(source.description)")
+        for broadcast in broadcasts where broadcast.isActive { peers.publish(.json(.stateChanged, status(of: broadcast))) }
+        return .success(())
+    }
+}

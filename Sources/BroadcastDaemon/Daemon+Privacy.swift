@@ -1,0 +1,76 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// Whether the desktop session is locked, from a watcher on another thread (`SessionLockWatcher`: logind's
+/// LockedHint, the screensaver's ActiveChanged).
+public protocol SessionLockSignal: AnyObject {
+    /// Readable when `locked` may have changed; the daemon acknowledges it.
+    var changed: Wakeup { get }
+    var locked: Bool { get }
+}
+
+/// What a locked session does to live broadcasts (`broadcastd --on-lock`).
+public enum LockAction: String, Sendable, CaseIterable {
+    /// Every live broadcast pauses (a recording's segments show it) and resumes on unlock.
+    case pause
+    /// Broadcasts stay live, with the privacy frame (black, "SCREEN LOCKED") instead of the screen.
+    case blank
+    /// Broadcasts carry on, but never show the screen while it is locked.
+    case ignore
+}
+
+/// Privacy on lock: while the session is locked no broadcast shows the screen. Broadcasts broadcastd paused
+/// for the lock resume when it is unlocked; those the user paused stay paused.
+extension Daemon {
+    /// Reads the watcher after its descriptor became readable.
+    func sessionLockChanged() {
+        guard let sessionLock else { return }
+        sessionLock.changed.acknowledge()
+        let locked = sessionLock.locked
+        guard locked != sessionLocked else { return }
+        sessionLocked = locked
+        let what = switch configuration.onLock {
+        case .pause: locked ? ": live broadcasts pause until it is unlocked" : ": broadcasts paused for the lock resume"
+        case .blank: locked ? ": broadcasts show the privacy frame until it is unlocked" : ": broadcasts show the screen again"
+        case .ignore: " (on-lock ignore)"
+        }
+        logger.notice("the session is \(locked ? "locked" : "unlocked")\(what)")
+        if locked {
+            enforceSessionLock()
+        } else {
+            let paused = pausedForLock
+            pausedForLock = []
+            for broadcast in broadcasts where paused.contains(broadcast.id) && broadcast.isActive && broadcast.machine.wantsPaused {
+                if case .failure(let refusal) = transition(broadcast, .resume) { logger.debug("resume after unlock refused: \(refusal)") }
+            }
+        }
+        updateStatus()
+        for broadcast in broadcasts where broadcast.isActive { peers.publish(.json(.stateChanged, status(of: broadcast))) }
+    }
+
+    /// While locked, pauses every broadcast that is live or about to be (one started, or resumed, meanwhile).
+    func enforceSessionLock() {
+        capture?.live?.privacy = sessionLocked && configuration.onLock == .blank
+        guard sessionLocked, configuration.onLock == .pause else { return }
+        for broadcast in broadcasts where (broadcast.phase == .live || broadcast.phase == .starting) && !broadcast.machine.wantsPaused {
+            guard case .success = transition(broadcast, .pause) else { continue }
+            pausedForLock.insert(broadcast.id)
+            logger.info("broadcast \(broadcast.id) paused: the session is locked")
+        }
+    }
+
+    /// A RESUME while the session is locked is refused (the screen would show the lock screen, or worse).
+    func refuseResumeWhileLocked() -> BroadcastError? {
+        guard sessionLocked, configuration.onLock == .pause else { return nil }
+        return BroadcastError(.busy, "the session is locked: broadcasts stay paused until it is unlocked, then those paused for the lock resume")
+    }
+
+    /// The status fields of privacy on lock.
+    func addPrivacy(to status: inout BroadcastStatus, of broadcast: Broadcast?) {
+        guard sessionLocked else { return }
+        status.sessionLocked = true
+        if let broadcast, pausedForLock.contains(broadcast.id) { status.pausedForLock = true }
+        if let broadcast, configuration.onLock == .blank, broadcast.phase == .live { status.blankedForLock = true }
+    }
+}

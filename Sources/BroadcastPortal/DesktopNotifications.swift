@@ -1,0 +1,108 @@
+import BroadcastSystem
+import Glibc
+import Logging
+import Synchronization
+
+/// Tells the person at the screen that it is being captured: a desktop notification
+/// (org.freedesktop.Notifications.Notify on the session bus) when capture starts, which stays until
+/// capture stops and is then replaced by one that says so. Where there is no session bus or no
+/// notification service, nothing is shown and the reason is logged at debug level.
+///
+/// The daemon's loop never waits for the bus: each event is queued and a background thread delivers
+/// the queue in order (the thread holds `bus` while it talks; the loop only takes `queue`, briefly).
+public final class DesktopNotifications: @unchecked Sendable {
+    public enum Event: Equatable, Sendable {
+        /// Capture began; `what` says what is captured (the source's description).
+        case started(String)
+        case stopped
+    }
+
+    private struct Bus {
+        var connection: DBusConnection?
+        /// The notification shown while capturing, which the next one replaces.
+        var shown: UInt32 = 0
+    }
+
+    private let logger: Logger
+    private let queue = Mutex<(events: [Event], delivering: Int)>(([], 0))
+    private let bus = Mutex<Bus>(Bus())
+    private let appName: String
+    /// A notification service that does not answer within this long is given up on for this event.
+    static let callTimeoutMilliseconds: Int32 = 2_000
+
+    public init(appName: String = "broadcastd", logger: Logger) {
+        self.appName = appName
+        self.logger = logger
+    }
+
+    public func captureStarted(_ what: String) { post(.started(what)) }
+    public func captureStopped() { post(.stopped) }
+
+    /// Queues `event` for the background thread; never blocks on the bus.
+    public func post(_ event: Event) {
+        queue.withLock {
+            $0.events.append(event)
+            $0.delivering += 1
+        }
+        do {
+            try BackgroundThread.start { [self] in deliverQueued() }
+        } catch {
+            queue.withLock { $0.delivering -= 1 }
+            logger.debug("no capture notification: \(error)")
+        }
+    }
+
+    /// Waits up to `milliseconds` for the queued notifications to be delivered (broadcastd, before it exits).
+    public func waitUntilDelivered(milliseconds: Int) {
+        for _ in 0..<max(1, milliseconds / 10) where queue.withLock({ $0.delivering > 0 }) { usleep(10_000) }
+    }
+
+    private func deliverQueued() {
+        bus.withLock { state in
+            while let event = queue.withLock({ $0.events.isEmpty ? nil : $0.events.removeFirst() }) {
+                deliver(event, &state)
+            }
+        }
+        queue.withLock { $0.delivering -= 1 }
+    }
+
+    /// A session bus named in the environment, or systemd's at $XDG_RUNTIME_DIR/bus. Without either libdbus
+    /// would autolaunch one (dbus-launch, where installed): a daemon of its own that nobody shows notices from.
+    static func hasSessionBus() -> Bool {
+        if let address = Environment.get("DBUS_SESSION_BUS_ADDRESS"), !address.isEmpty { return true }
+        guard let runtime = Environment.get("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return false }
+        return access(runtime + "/bus", F_OK) == 0
+    }
+
+    private func deliver(_ event: Event, _ state: inout Bus) {
+        let (summary, body, expire): (String, String, Int32)
+        switch event {
+        case .started(let what):
+            summary = "Your screen is being captured"
+            (body, expire) = ("broadcastd captures \(what). `broadcastctl stop --all` ends it.", 0)
+        case .stopped:
+            guard state.shown != 0 else { return } // nothing was shown (no service), so nothing to take back
+            (summary, body, expire) = ("Screen capture stopped", "broadcastd no longer captures the screen.", -1)
+        }
+        do {
+            guard Self.hasSessionBus() else {
+                return logger.debug("no capture notification (\(summary)): no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
+            }
+            if state.connection == nil { state.connection = try DBusConnection() }
+            let service = "org.freedesktop.Notifications"
+            let reply = try state.connection!.call(
+                service, "/org/freedesktop/Notifications", service, "Notify",
+                [.string(appName), .uint32(state.shown), .string("media-record"), .string(summary), .string(body),
+                 .strings([]), .options([("category", .string("device"))]), .int32(expire)],
+                timeoutMilliseconds: Self.callTimeoutMilliseconds)
+            state.shown = event == .stopped ? 0 : reply.first?.uint32 ?? 0
+            logger.debug("capture notification: \(summary)")
+        } catch {
+            // No session bus, or no notification service on it: capture goes on without the notice.
+            if let name = error.name, ["Disconnected", "NoReply"].contains(name.split(separator: ".").last) {
+                state.connection = nil
+            }
+            logger.debug("no capture notification (\(summary)): \(error)")
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import BroadcastMedia
+import CFFmpeg
+import CSRT
+import Foundation
+
+/// What libsrt says of a connection, for service info.
+public struct SRTStatistics: Equatable, Sendable {
+    /// Smoothed round-trip time, ms.
+    public var rttMs: Double
+    /// Packets the receiver reported lost, retransmitted, and dropped as too late to send (totals).
+    public var lostPackets: Int
+    public var retransmittedPackets: Int
+    public var droppedPackets: Int
+    /// The link's estimated bandwidth and the current sending rate, Mbit/s.
+    public var bandwidthMbps: Double
+    public var sendRateMbps: Double
+}
+
+/// An SRT caller connection opened with libsrt itself (live mode, as libavformat's `srt` protocol opens it) and an
+/// AVIOContext over it for the MPEG-TS muxer, so that libsrt's statistics can be read: libavformat does not
+/// expose them. Each write is one SRT message of at most 1316 bytes (seven TS packets).
+///
+/// The URL takes the options of libavformat's srt:// URLs that make sense for a caller that sends: `streamid`,
+/// `passphrase`, `pbkeylen`, `latency`, `rcvlatency`, `peerlatency` (µs), `connect_timeout` (ms), `maxbw`
+/// (bytes/s), `oheadbw` (%), `mode=caller`; others are refused with their name.
+final class SRTConnection {
+    static let payloadSize: Int32 = 1316
+    static let supportedOptions = ["streamid", "passphrase", "pbkeylen", "latency", "rcvlatency", "peerlatency", "connect_timeout",
+                                   "maxbw", "oheadbw", "mode"]
+
+    private let socket: SRTSOCKET
+    private(set) var io: UnsafeMutablePointer<AVIOContext>?
+    /// libsrt's message for the last failed send.
+    private(set) var lastError: String?
+
+    /// Connects to `url` (srt://HOST:PORT[?options]); `displayURL` names it in errors. `sendTimeout`: seconds a
+    /// send may block (a dead peer is an error then, as libavformat's rw_timeout).
+    init(url: String, displayURL: String, sendTimeout: Double = 5) throws(MediaError) {
+        let options = try Self.options(of: url, displayURL: displayURL)
+        guard let components = URLComponents(string: url), let host = components.host, let port = components.port else {
+            throw MediaError("open \(displayURL)", "an SRT URL is srt://HOST:PORT")
+        }
+        srt_startup()
+        socket = srt_create_socket()
+        guard socket != SRT_INVALID_SOCK else {
+            srt_cleanup()
+            throw MediaError("open \(displayURL)", Self.lastLibraryError())
+        }
+        do throws(MediaError) {
+            try configure(options, sendTimeout: sendTimeout, displayURL: displayURL)
+            try connect(host: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port, displayURL: displayURL)
+            try makeIO(displayURL: displayURL)
+        } catch {
+            srt_close(socket)
+            srt_cleanup()
+            throw error
+        }
+    }
+
+    deinit {
+        if let io {
+            av_freep(&io.pointee.buffer)
+            var owned: UnsafeMutablePointer<AVIOContext>? = io
+            avio_context_free(&owned)
+        }
+        srt_close(socket)
+        srt_cleanup()
+    }
+
+    /// The URL's options, checked: only those this caller supports.
+    static func options(of url: String, displayURL: String) throws(MediaError) -> [String: String] {
+        var options: [String: String] = [:]
+        for item in URLComponents(string: url)?.queryItems ?? [] {
+            guard supportedOptions.contains(item.name) else {
+                throw MediaError("open \(displayURL)", "the SRT option '\(item.name)' is not supported; these are: \(supportedOptions.joined(separator: ", "))")
+            }
+            options[item.name] = item.value ?? ""
+        }
+        if let mode = options["mode"], mode != "caller" {
+            throw MediaError("open \(displayURL)", "mode=\(mode): the stream handler connects as an SRT caller; run the listener on the server")
+        }
+        return options
+    }
+
+    private func configure(_ options: [String: String], sendTimeout: Double, displayURL: String) throws(MediaError) {
+        func set(_ option: SRT_SOCKOPT, _ value: Int32, _ name: String) throws(MediaError) {
+            var value = value
+            guard srt_setsockflag(socket, option, &value, Int32(MemoryLayout<Int32>.size)) == 0 else {
+                throw MediaError("open \(displayURL)", "\(name): \(Self.lastLibraryError())")
+            }
+        }
+        func set64(_ option: SRT_SOCKOPT, _ value: Int64, _ name: String) throws(MediaError) {
+            var value = value
+            guard srt_setsockflag(socket, option, &value, Int32(MemoryLayout<Int64>.size)) == 0 else {
+                throw MediaError("open \(displayURL)", "\(name): \(Self.lastLibraryError())")
+            }
+        }
+        func string(_ option: SRT_SOCKOPT, _ value: String, _ name: String) throws(MediaError) {
+            let ok = value.withCString { srt_setsockflag(socket, option, $0, Int32(strlen($0))) == 0 }
+            guard ok else { throw MediaError("open \(displayURL)", "\(name): \(Self.lastLibraryError())") }
+        }
+        func number(_ name: String) throws(MediaError) -> Int64? {
+            guard let text = options[name] else { return nil }
+            guard let value = Int64(text), value >= 0 else { throw MediaError("open \(displayURL)", "the SRT option \(name)='\(text)' is not a number") }
+            return value
+        }
+        try set(SRTO_TRANSTYPE, Int32(SRTT_LIVE.rawValue), "transtype")
+        try set(SRTO_SENDER, 1, "sender")
+        try set(SRTO_PAYLOADSIZE, Self.payloadSize, "payload_size")
+        try set(SRTO_SNDTIMEO, Int32(sendTimeout * 1000), "send timeout")
+        if let latency = try number("latency") { try set(SRTO_LATENCY, Int32(clamping: latency / 1000), "latency") }
+        if let latency = try number("rcvlatency") { try set(SRTO_RCVLATENCY, Int32(clamping: latency / 1000), "rcvlatency") }
+        if let latency = try number("peerlatency") { try set(SRTO_PEERLATENCY, Int32(clamping: latency / 1000), "peerlatency") }
+        try set(SRTO_CONNTIMEO, Int32(clamping: try number("connect_timeout") ?? 3000), "connect_timeout")
+        if let maxbw = try number("maxbw") { try set64(SRTO_MAXBW, maxbw, "maxbw") }
+        if let overhead = try number("oheadbw") { try set(SRTO_OHEADBW, Int32(clamping: overhead), "oheadbw") }
+        if let length = try number("pbkeylen") { try set(SRTO_PBKEYLEN, Int32(clamping: length), "pbkeylen") }
+        if let passphrase = options["passphrase"] { try string(SRTO_PASSPHRASE, passphrase, "passphrase") }
+        if let streamID = options["streamid"] { try string(SRTO_STREAMID, streamID, "streamid") }
+    }
+
+    private func connect(host: String, port: Int, displayURL: String) throws(MediaError) {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &found)
+        guard status == 0, let first = found else {
+            throw MediaError("open \(displayURL)", "cannot resolve \(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(found) }
+        var problem = "no address"
+        var address: UnsafeMutablePointer<addrinfo>? = first
+        while let candidate = address {
+            if srt_connect(socket, candidate.pointee.ai_addr, Int32(candidate.pointee.ai_addrlen)) != SRT_ERROR { return }
+            problem = Self.lastLibraryError()
+            address = candidate.pointee.ai_next
+        }
+        throw MediaError("open \(displayURL)", problem)
+    }
+
+    private func makeIO(displayURL: String) throws(MediaError) {
+        guard let buffer = av_malloc(Int(Self.payloadSize))?.assumingMemoryBound(to: UInt8.self) else {
+            throw MediaError("open \(displayURL)", "out of memory")
+        }
+        let opaque = Unmanaged.passUnretained(self).toOpaque()
+        guard let io = avio_alloc_context(buffer, Self.payloadSize, 1, opaque, nil, { opaque, data, size in
+            let connection = Unmanaged<SRTConnection>.fromOpaque(opaque!).takeUnretainedValue()
+            return connection.send(data, size)
+        }, nil) else {
+            var owned: UnsafeMutableRawPointer? = UnsafeMutableRawPointer(buffer)
+            av_freep(&owned)
+            throw MediaError("open \(displayURL)", "out of memory")
+        }
+        io.pointee.max_packet_size = Self.payloadSize
+        self.io = io
+    }
+
+    private func send(_ data: UnsafeMutablePointer<UInt8>?, _ size: Int32) -> Int32 {
+        guard let data else { return 0 }
+        var offset: Int32 = 0
+        while offset < size {
+            let chunk = min(size - offset, Self.payloadSize)
+            let sent = data.advanced(by: Int(offset)).withMemoryRebound(to: CChar.self, capacity: Int(chunk)) { srt_sendmsg2(socket, $0, chunk, nil) }
+            guard sent != SRT_ERROR else {
+                lastError = Self.lastLibraryError()
+                return -5 // AVERROR(EIO)
+            }
+            offset += chunk
+        }
+        return size
+    }
+
+    /// libsrt's figures for this connection (thread-safe: libsrt locks them).
+    var statistics: SRTStatistics? {
+        var perf = SRT_TRACEBSTATS()
+        guard srt_bstats(socket, &perf, 0) == 0 else { return nil }
+        return SRTStatistics(rttMs: perf.msRTT, lostPackets: Int(perf.pktSndLossTotal), retransmittedPackets: Int(perf.pktRetransTotal),
+                             droppedPackets: Int(perf.pktSndDropTotal), bandwidthMbps: perf.mbpsBandwidth, sendRateMbps: perf.mbpsSendRate)
+    }
+
+    static func lastLibraryError() -> String { String(cString: srt_getlasterror_str()) }
+}

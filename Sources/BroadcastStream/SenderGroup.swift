@@ -1,0 +1,121 @@
+import BroadcastMedia
+import BroadcastProtocol
+import CFFmpeg
+import Foundation
+import Logging
+
+/// The destinations of one stream broadcast, fed by one encode: each packet goes to every `Sender`
+/// (its data shared by reference counting, not copied), each with its own connection, queue, GOP
+/// dropping and reconnection, so that a slow or dead destination never holds up the others.
+///
+/// Bit rate: the encoder follows the healthiest destination (the connected one with the emptiest
+/// queue); a slower one drops whole GOPs from its own queue. The broadcast fails only when every
+/// destination has been given up on.
+final class SenderGroup: PacketSink {
+    let senders: [Sender]
+    private let logger: Logger
+    /// Per destination, at the last report: bytes sent and GOP drops.
+    private var last: [(bytes: Int64, drops: Int)]
+    private var reportedFailures = Set<Int>()
+
+    init(_ senders: [Sender], logger: Logger) {
+        self.senders = senders
+        self.logger = logger
+        last = Array(repeating: (0, 0), count: senders.count)
+    }
+
+    func start() { for sender in senders { sender.start() } }
+
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        for sender in senders.dropLast() {
+            guard let copy = av_packet_clone(packet) else { throw MediaError("queue a packet", "out of memory") }
+            defer { var owned: UnsafeMutablePointer<AVPacket>? = copy; av_packet_free(&owned) }
+            try sender.write(copy, stream: stream, timeBase: timeBase)
+        }
+        try senders.last?.write(packet, stream: stream, timeBase: timeBase)
+    }
+
+    /// Whether the next video frame should be a keyframe: some connected destination needs one (after a
+    /// drop or a reconnection). Clears every destination's request.
+    func takeKeyframeRequest() -> Bool {
+        senders.map { $0.takeKeyframeRequest() }.contains(true)
+    }
+
+    /// Sends what is queued everywhere (at most `timeout` seconds for all of them together).
+    func finish(timeout: Double) {
+        for sender in senders { sender.requestFinish() }
+        let deadline = DispatchTime.now() + timeout
+        for sender in senders { sender.finish(deadline: deadline) }
+    }
+
+    struct Report {
+        var figures: [Sender.Figures]
+        /// kbit/s sent to each destination since the last report.
+        var bitRates: [Double]
+        /// The queue fill and whether it dropped, of the destination the bit rate follows.
+        var fill: Double
+        var dropped: Bool
+        /// Set when every destination has failed: the broadcast's error.
+        var failure: String?
+    }
+
+    /// The figures since the last report, `seconds` ago.
+    func report(seconds: Double) -> Report {
+        let figures = senders.map(\.snapshot)
+        let fills = senders.map(\.fill)
+        let bitRates = figures.indices.map { ((Double(figures[$0].bytesSent - last[$0].bytes) * 8 / 1000) / max(seconds, 0.001)).rounded() }
+        for (index, f) in figures.enumerated() where f.failure != nil && !reportedFailures.contains(index) && figures.count > 1 {
+            reportedFailures.insert(index)
+            logger.error("stream: \(f.failure!); the other destinations go on")
+        }
+        let alive = figures.indices.filter { figures[$0].failure == nil }
+        let connected = alive.filter { figures[$0].connected }
+        let candidates = connected.isEmpty ? alive : connected
+        let healthiest = candidates.min { fills[$0] < fills[$1] }
+        var report = Report(figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
+                            dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false)
+        if alive.isEmpty {
+            report.failure = figures.count == 1 ? figures[0].failure
+                : "every destination failed: " + figures.compactMap(\.failure).joined(separator: "; ")
+        }
+        last = figures.map { ($0.bytesSent, $0.gopDrops) }
+        return report
+    }
+
+    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT, libsrt's
+    /// round-trip time, lost and retransmitted packets (and for the first destination its dropped packets, the link's
+    /// estimated bandwidth and the sending rate).
+    static func info(_ sender: Sender, _ f: Sender.Figures, bitRate: Double, prefix: String) -> [String: JSONValue] {
+        var info: [String: JSONValue] = [
+            "bitRate": .number(bitRate), "queueMs": .number(Double(f.queueMs)),
+            "droppedFrames": .number(Double(f.droppedVideoFrames)), "reconnects": .number(Double(f.reconnects)),
+            "connected": .bool(f.connected),
+        ]
+        if prefix.isEmpty { info["queueBytes"] = .number(Double(f.queueBytes)) } else { info["url"] = .string(sender.destination.displayURL) }
+        if let error = f.lastError { info["lastError"] = .string(error) }
+        if let failure = f.failure { info["failed"] = .string(failure) }
+        if let srt = f.srt {
+            info["rttMs"] = .number((srt.rttMs * 100).rounded() / 100)
+            info["lostPackets"] = .number(Double(srt.lostPackets))
+            info["retransmittedPackets"] = .number(Double(srt.retransmittedPackets))
+            // The others' figures: service info has at most 64 keys.
+            if prefix.isEmpty {
+                info["droppedPackets"] = .number(Double(srt.droppedPackets))
+                info["bandwidthMbps"] = .number((srt.bandwidthMbps * 10).rounded() / 10)
+                info["sendRateMbps"] = .number((srt.sendRateMbps * 100).rounded() / 100)
+            }
+        }
+        return Dictionary(uniqueKeysWithValues: info.map { (prefix + $0.key, $0.value) })
+    }
+
+    /// The result of each destination.
+    static func result(_ sender: Sender, _ f: Sender.Figures) -> [String: JSONValue] {
+        var result: [String: JSONValue] = [
+            "url": .string(sender.destination.displayURL), "bytesSent": .number(Double(f.bytesSent)),
+            "reconnects": .number(Double(f.reconnects)), "droppedVideoFrames": .number(Double(f.droppedVideoFrames)),
+            "droppedAudioPackets": .number(Double(f.droppedAudioPackets)),
+        ]
+        if let failure = f.failure { result["error"] = .string(failure) }
+        return result
+    }
+}

@@ -1,0 +1,145 @@
+import BroadcastCapture
+import CXCB
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The top-level windows of an X screen and what their clients say about them (ICCCM and EWMH properties).
+/// Without a window manager a top-level window is a child of the root; with one, the root's child is the
+/// manager's frame and the client window (the one with WM_STATE) lies inside it.
+struct XWindows {
+    /// A top-level window: the root's child (`toplevel`) and the client window in it (the same without a window manager).
+    struct Entry {
+        var toplevel: xcb_window_t
+        var client: xcb_window_t
+        var window: CaptureWindow
+        /// The top-level window's outside (border and window-manager frame included), root-window pixels.
+        var frame: ScreenRect
+    }
+
+    private let connection: XConnection
+    private let wmState: xcb_atom_t
+    private let netWMName: xcb_atom_t
+    private let netWMPid: xcb_atom_t
+    private let utf8String: xcb_atom_t
+
+    init(_ connection: XConnection) {
+        self.connection = connection
+        wmState = connection.atom("WM_STATE")
+        netWMName = connection.atom("_NET_WM_NAME")
+        netWMPid = connection.atom("_NET_WM_PID")
+        utf8String = connection.atom("UTF8_STRING")
+    }
+
+    /// Every top-level window that is shown, or that a window manager manages (a minimised one), bottom to top.
+    func list() -> [Entry] {
+        children(of: connection.root).compactMap { entry($0) }
+    }
+
+    /// The window `selector` names: by id (a client or its frame), or the topmost best match by class or title.
+    func find(_ selector: WindowSelector) throws(CaptureError) -> Entry {
+        let all = list()
+        switch selector {
+        case .id(let id):
+            if let found = all.first(where: { $0.client == id || $0.toplevel == id }) { return found }
+            throw CaptureError(source: "x11", operation: "find window \(selector)",
+                               reason: "no top-level window has id \(selector) on \(connection.displayName)\(Self.listing(all))")
+        case .pid(let pid):
+            if let found = all.last(where: { $0.window.pid == pid }) { return found }
+            throw CaptureError(source: "x11", operation: "find the window of process \(pid)",
+                               reason: "no top-level window says it belongs to process \(pid) (_NET_WM_PID) on \(connection.displayName)\(Self.listing(all))")
+        case .name(let name):
+            let best = all.map { ($0, $0.window.match(name)) }.filter { $0.1 > 0 }
+            // Stacking order is bottom to top: among equals, the last is the topmost.
+            if let top = best.max(by: { $0.1 <= $1.1 }) { return top.0 }
+            throw CaptureError(source: "x11", operation: "find window \(selector)",
+                               reason: "no top-level window's class or title matches \(selector) on \(connection.displayName)\(Self.listing(all))")
+        }
+    }
+
+    private static func listing(_ all: [Entry]) -> String {
+        guard !all.isEmpty else { return " (it has none)" }
+        let shown = all.suffix(8).reversed().map(\.window.label)
+        return "; windows: " + shown.joined(separator: ", ") + (all.count > 8 ? ", ... (broadcastctl sources lists them all)" : "")
+    }
+
+    private func children(of window: xcb_window_t) -> [xcb_window_t] {
+        let c = connection.raw
+        guard let reply = xcb_query_tree_reply(c, xcb_query_tree(c, window), nil) else { return [] }
+        defer { free(reply) }
+        return Array(UnsafeBufferPointer(start: xcb_query_tree_children(reply), count: Int(xcb_query_tree_children_length(reply))))
+    }
+
+    private func entry(_ toplevel: xcb_window_t) -> Entry? {
+        let c = connection.raw
+        guard let attributes = xcb_get_window_attributes_reply(c, xcb_get_window_attributes(c, toplevel), nil) else { return nil }
+        let a = attributes.pointee
+        free(attributes)
+        guard a._class != UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), a.override_redirect == 0 else { return nil }
+        let mapped = a.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue)
+        var client = toplevel
+        if !hasProperty(toplevel, wmState), let inside = children(of: toplevel).first(where: { hasProperty($0, wmState) }) { client = inside }
+        guard mapped || hasProperty(client, wmState) else { return nil }
+        guard let rect = rootRect(of: client),
+              let geometry = xcb_get_geometry_reply(c, xcb_get_geometry(c, toplevel), nil) else { return nil }
+        let g = geometry.pointee
+        free(geometry)
+        let frame = ScreenRect(x: Int(g.x), y: Int(g.y), width: Int(g.width) + 2 * Int(g.border_width), height: Int(g.height) + 2 * Int(g.border_width))
+        let wmClass = property(client, XCB_ATOM_WM_CLASS.rawValue, type: XCB_ATOM_STRING.rawValue).split(separator: "\0", omittingEmptySubsequences: false)
+        var title = property(client, netWMName, type: utf8String)
+        if title.isEmpty { title = property(client, XCB_ATOM_WM_NAME.rawValue, type: XCB_ATOM_ANY.rawValue) }
+        let pid = cardinal(client, netWMPid)
+        let window = CaptureWindow(id: client, instance: wmClass.first.map(String.init) ?? "", className: wmClass.count > 1 ? String(wmClass[1]) : "",
+                                   title: title, pid: pid.map(Int.init), rect: rect, mapped: mapped)
+        return Entry(toplevel: toplevel, client: client, window: window, frame: frame)
+    }
+
+    /// Where `window`'s inside lies in root-window pixels.
+    func rootRect(of window: xcb_window_t) -> ScreenRect? {
+        let c = connection.raw
+        guard let geometry = xcb_get_geometry_reply(c, xcb_get_geometry(c, window), nil) else { return nil }
+        defer { free(geometry) }
+        guard let origin = xcb_translate_coordinates_reply(c, xcb_translate_coordinates(c, window, connection.root, 0, 0), nil) else { return nil }
+        defer { free(origin) }
+        return ScreenRect(x: Int(origin.pointee.dst_x), y: Int(origin.pointee.dst_y),
+                          width: Int(geometry.pointee.width), height: Int(geometry.pointee.height))
+    }
+
+    private func hasProperty(_ window: xcb_window_t, _ atom: xcb_atom_t) -> Bool {
+        let c = connection.raw
+        guard let reply = xcb_get_property_reply(c, xcb_get_property(c, 0, window, atom, XCB_ATOM_ANY.rawValue, 0, 0), nil) else { return false }
+        defer { free(reply) }
+        return reply.pointee.type != 0
+    }
+
+    /// A text property, at most 4 KiB of it.
+    private func property(_ window: xcb_window_t, _ atom: xcb_atom_t, type: xcb_atom_t) -> String {
+        let c = connection.raw
+        guard let reply = xcb_get_property_reply(c, xcb_get_property(c, 0, window, atom, type, 0, 1024), nil) else { return "" }
+        defer { free(reply) }
+        let length = Int(xcb_get_property_value_length(reply))
+        guard reply.pointee.format == 8, length > 0, let value = xcb_get_property_value(reply) else { return "" }
+        var text = String(decoding: UnsafeRawBufferPointer(start: value, count: length), as: UTF8.self)
+        while text.hasSuffix("\0") { text.removeLast() }
+        return text
+    }
+
+    private func cardinal(_ window: xcb_window_t, _ atom: xcb_atom_t) -> UInt32? {
+        let c = connection.raw
+        guard let reply = xcb_get_property_reply(c, xcb_get_property(c, 0, window, atom, XCB_ATOM_CARDINAL.rawValue, 0, 1), nil) else { return nil }
+        defer { free(reply) }
+        guard reply.pointee.format == 32, xcb_get_property_value_length(reply) >= 4, let value = xcb_get_property_value(reply) else { return nil }
+        return value.load(as: UInt32.self)
+    }
+}
+
+extension XConnection {
+    /// The atom named `name` (created when the server has none yet); 0 when the server does not answer.
+    func atom(_ name: String) -> xcb_atom_t {
+        let reply = name.withCString { xcb_intern_atom_reply(raw, xcb_intern_atom(raw, 0, UInt16(strlen($0)), $0), nil) }
+        guard let reply else { return 0 }
+        defer { free(reply) }
+        return reply.pointee.atom
+    }
+}

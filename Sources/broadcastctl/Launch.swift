@@ -1,0 +1,175 @@
+import ArgumentParser
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+
+/// What to capture, for this broadcast: broadcastd's options are the defaults. The first broadcast of a capture
+/// chooses it; one that joins a running capture with other settings is refused, naming it (a lower --fps joins).
+struct CaptureOptions: ParsableArguments {
+    @Option(help: "Capture this X display (e.g. :1), through X11.") var display: String?
+    @Option(help: "Capture one RandR monitor or output by name (see `broadcastctl sources`).") var output: String?
+    @Option(help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") var region: String?
+    @Option(help: ArgumentHelp("Capture one window (see `broadcastctl sources`).", valueName: "ID|CLASS|TITLE")) var window: String?
+    @Option(help: ArgumentHelp("Capture one application: its window and its sound.", valueName: "NAME|PID")) var app: String?
+    @Option(help: "Frames per second (1-240).") var fps: Int?
+    @Option(help: "The pointer: embedded, metadata or hidden.") var cursor: String?
+
+    var choice: CaptureChoice? {
+        let choice = CaptureChoice(display: display, output: output, region: region, window: window, app: app, frameRate: fps,
+                                   cursor: cursor)
+        return choice.isEmpty ? nil : choice
+    }
+
+    func validate() throws {
+        if let problem = choice?.problem { throw ValidationError(problem) }
+    }
+}
+
+/// A broadcast from START to its end, as `start`, `record` and `stream` run it.
+final class Launch {
+    let client: ControllerClient
+    let handler: String
+    let json: Bool
+    /// The finish in a line (the file, its duration and size), not the whole result: for `record`.
+    var brief = false
+    /// Events read while waiting for something else, in order: `waitForFinish` takes them first.
+    private var backlog: [ControllerClient.Event] = []
+
+    init(client: ControllerClient, handler: String, json: Bool) {
+        self.client = client
+        self.handler = handler
+        self.json = json
+    }
+
+    /// START, then broadcast-setup for the URL and fields (asking on a terminal when `interactive`); the id once
+    /// the broadcast is live, or nil (its finish printed) when it finished before.
+    func begin(url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
+               interactive: Bool) throws -> UInt32? {
+        try client.subscribe()
+        let id = try HandlerNames.suggesting(handler, client: client) {
+            try client.start(handler: handler, maxDuration: duration, capture: capture)
+        }
+        try runSetup(id: id, url: url, assignments: assignments, interactive: interactive)
+        return try awaitStart(id: id) ? id : nil
+    }
+
+    /// Runs broadcast-setup (next to broadcastctl, else on PATH) for the request.
+    private func runSetup(id: UInt32, url: String?, assignments: [String], interactive: Bool) throws {
+        var arguments = ["--request", String(id), "--socket", client.socketPath]
+        if let url { arguments += ["--url", url] }
+        for assignment in assignments { arguments += ["--set", assignment] }
+        if !interactive { arguments.append("--non-interactive") }
+        guard let path = FileSystem.findProgram("broadcast-setup") else {
+            let error = BroadcastError(.setupCancelled, "broadcast-setup was not found next to broadcastctl or on PATH")
+            _ = try? client.finish()
+            throw ProtocolError.refused(error)
+        }
+        // Ctrl-C during setup belongs to broadcast-setup, which cancels the request and says so.
+        Signals.ignore(Signals.interrupt)
+        defer { Signals.restoreDefault(Signals.interrupt) }
+        if case .exited(130) = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait() {
+            throw ExitCode(130)  // cancelled with Ctrl-C; broadcast-setup said so
+        }
+    }
+
+    /// Waits until the broadcast is live or has finished; false (after printing why) if it finished.
+    private func awaitStart(id: UInt32) throws -> Bool {
+        while true {
+            guard let event = try client.nextEvent(timeoutMilliseconds: 30_000) else {
+                throw ProtocolError.refused(BroadcastError(.handlerFailed, "broadcast \(id) did not start within 30 s"))
+            }
+            switch event {
+            case .stateChanged(let status) where status.broadcast == id && [.live, .paused].contains(status.state):
+                return true
+            case .finished(let finished) where finished.broadcast == id:
+                try report(finished)
+                return false
+            default:
+                continue
+            }
+        }
+    }
+
+    /// The broadcast's status once it is live: the file it writes, once its handler names it, and the audio
+    /// streams found silent, which take a few tenths of a second to tell (both within `patience`).
+    func settledStatus(of id: UInt32, patience milliseconds: Int = 500) throws -> BroadcastStatus? {
+        let until = MonotonicClock.now() + UInt64(milliseconds) * 1_000_000
+        var status: BroadcastStatus?
+        repeat {
+            status = try client.status().broadcasts?.first { $0.broadcast == id }
+            if status?.state != .live || (status?.silentAudio != nil && (status?.file != nil || handler != "record")) { break }
+            if let event = try client.nextEvent(timeoutMilliseconds: 100) { backlog.append(event) }
+        } while MonotonicClock.now() < until
+        return status
+    }
+
+    /// Lines a user should read once the broadcast is live: where it goes, and which audio is silent and why.
+    static func started(_ status: BroadcastStatus) -> (lines: [String], warnings: [String]) {
+        var lines: [String] = []
+        if let file = status.file { lines.append("writing \(file)") }
+        if status.state == .paused { lines.append("paused (a pause was asked for before it went live)") }
+        let warnings = (status.silentAudio ?? [:]).sorted { $0.key < $1.key }.map { stream, why in
+            "warning: \(StatusText.streamName(stream)) is silent: \(why). " + StatusText.silenceAdvice
+        }
+        return (lines, warnings)
+    }
+
+    /// Until the broadcast finishes; Ctrl-C (or SIGTERM) finishes it (`stopsOnInterrupt`), or only ends the wait.
+    /// `progress` is called with each other event.
+    func waitForFinish(id: UInt32, stopsOnInterrupt: Bool = true, progress: ((ControllerClient.Event) -> Void)? = nil,
+                       interrupted: (() -> Void)? = nil) throws {
+        try waitForFinishes(of: [id], stopsOnInterrupt: stopsOnInterrupt, progress: progress, interrupted: interrupted)
+    }
+
+    /// Until every broadcast of `ids` finishes, each reported as it does; exit status 1 when any failed.
+    func waitForFinishes(of ids: Set<UInt32>, stopsOnInterrupt: Bool = true, progress: ((ControllerClient.Event) -> Void)? = nil,
+                         interrupted: (() -> Void)? = nil) throws {
+        let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate])
+        var stopping = false, waiting = ids, failed = false
+        while !waiting.isEmpty {
+            if !stopping, signals.next() != nil {
+                stopping = true
+                interrupted?()
+                guard stopsOnInterrupt else { throw ExitCode(130) }
+                for id in waiting.sorted() {
+                    printError("stopping broadcast \(id)…")
+                    _ = try? client.finish(broadcast: id)
+                }
+            }
+            guard let event = backlog.isEmpty ? try client.nextEvent(timeoutMilliseconds: 200) : backlog.removeFirst() else { continue }
+            guard case .finished(let finished) = event, waiting.contains(finished.broadcast) else {
+                progress?(event)
+                continue
+            }
+            waiting.remove(finished.broadcast)
+            do { try report(finished) } catch let error as ExitCode where error.rawValue == Exit.failed { failed = true }
+        }
+        if failed { throw ExitCode(Exit.failed) }
+    }
+
+    /// Prints how the broadcast finished and its result; exit status 1 when it finished with an error.
+    func report(_ finished: FinishedEvent) throws {
+        if json {
+            print(compactJSON(finished))
+            if finished.error != nil { throw ExitCode(Exit.failed) }
+            return
+        }
+        if let error = finished.error {
+            printError("broadcast \(finished.broadcast) finished with an error: \(error.message)")
+            printResult(finished.result)
+            throw ExitCode(Exit.failed)
+        }
+        print("broadcast \(finished.broadcast) \(finished.discarded == true ? "discarded" : "finished")")
+        guard brief, let result = finished.result, case .string(let file)? = result["file"] else { return printResult(finished.result) }
+        let figures = [result["duration"].flatMap { if case .number(let n) = $0 { StatusLine.clock(n) } else { nil } },
+                       result["bytes"].flatMap { if case .number(let n) = $0 { ResultText.megabytes(n) } else { nil } }].compactMap { $0 }
+        print("saved \(file)" + (figures.isEmpty ? "" : " (\(figures.joined(separator: ", ")))"))
+    }
+}
+
+/// The handler's result in words, as `status` shows it; it goes to stdout even when the broadcast failed (what was produced).
+func printResult(_ result: [String: JSONValue]?) {
+    guard let result else { return }
+    print(StatusText.describe(result: result).joined(separator: "\n"))
+}

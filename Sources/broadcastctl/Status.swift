@@ -1,0 +1,130 @@
+import ArgumentParser
+import BroadcastClient
+import BroadcastCore
+import BroadcastImage
+import BroadcastProtocol
+import BroadcastSystem
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the state of every broadcast, or of one.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Show this broadcast only.") var broadcast: UInt32?
+    @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Keep showing the state, elapsed time, fps, bit rate, drops per stream and daemon memory until interrupted: one line redrawn in place on a terminal, a line per update when piped, JSON lines with --json.") var watch = false
+
+    func run() throws {
+        try reporting(json: json) {
+            let client = try connection.connect()
+            guard watch else {
+                var status = try client.status()
+                if let broadcast {
+                    guard let one = status.broadcasts?.first(where: { $0.broadcast == broadcast }) else {
+                        throw ProtocolError.refused(BroadcastError(.noBroadcast, "there is no broadcast \(broadcast)"))
+                    }
+                    status = one
+                }
+                return print(json ? prettyJSON(status) : StatusText.describe(status))
+            }
+            try client.subscribe()
+            // On a terminal one line is redrawn in place (cut to its width, so it never wraps); piped,
+            // every change is a line of its own.
+            let redrawn = !json && Terminal.isInteractive(1)
+            var lines = StatusLines(only: broadcast)
+            // Ctrl-C (or SIGTERM) ends the watch cleanly, leaving the cursor on a fresh line; a resize redraws.
+            let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate, Signals.windowChanged])
+            while true {
+                if let signal = signals.next() {
+                    guard signal == Signals.windowChanged else {
+                        if redrawn { print("") }
+                        return
+                    }
+                    if redrawn { lines.redraw(columns: Terminal.columns() ?? 80, keeping: nil) }
+                    Terminal.flushOutput()
+                    continue
+                }
+                guard let event = try client.nextEvent(timeoutMilliseconds: 200) else { continue }
+                if json {
+                    switch event {
+                    case .stateChanged(let s): print(compactJSON(s))
+                    case .serviceInfo(let i): print(compactJSON(i))
+                    case .urlUpdated(let u): print(compactJSON(u))
+                    case .finished(let f): print(compactJSON(f))
+                    }
+                    Terminal.flushOutput()
+                    continue
+                }
+                // Lines worth keeping (a URL, a finish) scroll up; the status lines below them are redrawn.
+                var kept: String?
+                switch event {
+                case .stateChanged(let s): lines.update(s)
+                case .serviceInfo(let i): lines.update(i)
+                case .urlUpdated(let u): kept = "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)"
+                case .finished(let f): kept = StatusText.line(f); lines.finished(f.broadcast)
+                }
+                if redrawn {
+                    lines.redraw(columns: Terminal.columns() ?? 80, keeping: kept)
+                } else {
+                    print(kept ?? lines.changed)
+                }
+                Terminal.flushOutput()
+            }
+        }
+    }
+}
+
+
+enum StatusText {
+    static func describe(_ s: BroadcastStatus) -> String {
+        guard let all = s.broadcasts, all.count > 1 else { return describeOne(s) }
+        var lines = ["source: \(s.source)"]
+        if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
+        lines.append("\(all.count) broadcasts:")
+        for broadcast in all { lines += [""] + describeOne(broadcast).split(separator: "\n").map(String.init).filter { !$0.hasPrefix("source:") && !$0.hasPrefix("daemon memory:") } }
+        return lines.joined(separator: "\n")
+    }
+
+    static func describeOne(_ s: BroadcastStatus) -> String {
+        var lines = ["state: \(s.state)", "source: \(s.source)"]
+        if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
+        if let id = s.broadcast {
+            lines.append("broadcast: \(id) (handler \(s.handler ?? "?"))")
+            if let url = s.url { lines.append("url: \(url)") }
+            if let file = s.file { lines.append("file: \(file)") }
+            if let elapsed = s.elapsed {
+                lines.append("elapsed: \(StatusLine.clock(elapsed))\(s.maxDuration.map { " of at most \(StatusLine.clock($0))" } ?? "")")
+            }
+            if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
+            if let error = s.error { lines.append("error: \(error.message)") }
+            if s.discarded == true { lines.append("discarded: what it produced is deleted") }
+            for name in ["video", "audioApp", "audioMic"] {
+                if let c = s.streams?[name] { lines.append("\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")") }
+            }
+            if let result = s.result { lines += describe(result: result) }
+        }
+        for (stream, why) in (s.silentAudio ?? [:]).sorted(by: { $0.key < $1.key }) {
+            lines.append("\(streamName(stream)): silent: \(why)")
+        }
+        if s.silentAudio?.isEmpty == false { lines.append("  " + silenceAdvice) }
+        return lines.joined(separator: "\n")
+    }
+
+    /// A heading, then the result in words, indented.
+    static func describe(result: [String: JSONValue]) -> [String] {
+        ["result:"] + ResultText.lines(result).map { "  " + $0 }
+    }
+
+    static func streamName(_ stream: String) -> String {
+        stream == "audioApp" ? "app audio" : stream == "audioMic" ? "mic" : stream
+    }
+
+    /// What to do about a silent audio stream, said where the user looks (start, status).
+    static let silenceAdvice = "Check that PipeWire runs (systemctl --user status pipewire; on a PulseAudio desktop, " +
+        "install pipewire-pulse) and that the device exists (pw-cli ls Node); broadcastd --app-audio/--mic choose " +
+        "another one, or none."
+
+    static func line(_ f: FinishedEvent) -> String {
+        "broadcast \(f.broadcast) \(f.discarded == true ? "discarded" : "finished")" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
+    }
+
+}
+

@@ -1,0 +1,157 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Foundation
+import Testing
+
+extension Integration {
+/// The `stream` handler's HLS (libavformat's hls muxer, fMP4 segments): into a private directory that nginx serves
+/// to many viewers at once (light Python clients following the live playlist, and ffmpeg decoders), and by PUT and
+/// DELETE to nginx's WebDAV. The number of viewers and how long they watch: BROADCASTD_HLS_VIEWERS (50) and
+/// BROADCASTD_HLS_SECONDS (12).
+@Suite(.serialized) struct StreamHLSTests {
+    typealias Server = StreamTests.Server
+    let streamTests = StreamTests()
+
+    static var viewers: Int { ProcessInfo.processInfo.environment["BROADCASTD_HLS_VIEWERS"].flatMap(Int.init) ?? 50 }
+    static var seconds: Double { ProcessInfo.processInfo.environment["BROADCASTD_HLS_SECONDS"].flatMap(Double.init) ?? 12 }
+
+    /// nginx on loopback `port` serving `prefix/www`, HLS types, not cached under /live/; WebDAV PUT and DELETE under /dav/.
+    func nginx(port: Int, prefix: String) throws -> Server {
+        try FileManager.default.createDirectory(atPath: prefix + "/www/dav", withIntermediateDirectories: true)
+        try """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid \(prefix)/nginx.pid;
+            error_log \(prefix)/error.log info;
+            events { worker_connections 512; }
+            http { log_format hls '$request $status'; access_log \(prefix)/access.log hls;
+                   client_body_temp_path \(prefix); proxy_temp_path \(prefix);
+                   fastcgi_temp_path \(prefix); uwsgi_temp_path \(prefix); scgi_temp_path \(prefix);
+                   types { application/vnd.apple.mpegurl m3u8; video/iso.segment m4s; video/mp4 mp4; }
+                   server { listen 127.0.0.1:\(port); root \(prefix)/www; client_max_body_size 0;
+                            location /live/ { add_header Cache-Control no-cache; }
+                            location /dav/ { dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw all:r; } } }
+            """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
+        let server = try Server("nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout", log: prefix + "/stderr")
+        let deadline = Date().addingTimeInterval(5)
+        while !StreamTests.accepts(port: port) {
+            guard Date() < deadline else { throw HarnessError("nginx did not listen on \(port): \(server.log)") }
+            usleep(20_000)
+        }
+        return server
+    }
+
+    static func segments(in directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".m4s") }
+    }
+
+    /// `ffmpeg` reading the live playlist for `seconds`, its packets copied into `output` (MPEG-TS).
+    func decoder(_ url: String, seconds: Double, output: String, log: String) throws -> Server {
+        try Server("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", url, "-t", String(seconds), "-map", "0", "-c", "copy", output],
+                   output: log + ".out", log: log)
+    }
+
+    @Test func hlsInADirectoryThatNginxServesToManyViewers() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        let port = try StreamTests.freePort(udp: false)
+        let prefix = daemon.runtime + "/nginx"
+        let server = try nginx(port: port, prefix: prefix)
+        defer { server.stop() }
+        let directory = prefix + "/www/live"
+        let url = "http://127.0.0.1:\(port)/live/index.m3u8"
+        let controller = try daemon.subscribedController()
+        let seconds = Self.seconds
+        let id = try daemon.start(handler: "stream", url: "hls://\(directory)/index.m3u8",
+                                  setupInfo: ["playlistLength": "4", "publicURL": url], maxDuration: seconds + 10, on: controller)
+        // The playlist's first version lists a segment once the first one is done (2 s).
+        let published = try daemon.waitFor(controller, timeout: 15) { event -> String? in
+            guard case .serviceInfo(let info) = event, case .string(let url)? = info.handler?["publicURL"],
+                  FileManager.default.fileExists(atPath: directory + "/index.m3u8") else { return nil }
+            return url
+        }
+        #expect(published == url)
+        #expect(try controller.status().url == url)
+        // Viewers and two ffmpeg decoders at once; the segments on disk counted meanwhile.
+        let decoders = try (0..<2).map { try decoder(url, seconds: seconds - 2, output: daemon.runtime + "/decoded\($0).ts", log: daemon.runtime + "/ffmpeg\($0).log") }
+        let viewers = try Server("python3", [Paths.root + "/Tests/fixtures/hls_viewers.py", url, String(Self.viewers), String(seconds)],
+                                 output: daemon.runtime + "/viewers.json", log: daemon.runtime + "/viewers.log")
+        var mostSegments = 0
+        while viewers.process.reap() == nil {
+            mostSegments = max(mostSegments, Self.segments(in: directory).count)
+            usleep(200_000)
+        }
+        for decoder in decoders { _ = decoder.process.wait() }
+        #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil)
+
+        // Every viewer got every segment from where it joined, each an fMP4 fragment, without an error.
+        let reports = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: daemon.runtime + "/viewers.json"))) as? [[String: Any]]
+        #expect(reports?.count == Self.viewers, "\((try? String(contentsOfFile: daemon.runtime + "/viewers.log", encoding: .utf8)) ?? "")")
+        let expected = Int(seconds / 2) - 2
+        for (index, report) in (reports ?? []).enumerated() {
+            let fetched = report["segments"] as? Int ?? 0, missed = report["missed"] as? Int ?? -1
+            let errors = report["errors"] as? [String] ?? ["?"], bad = report["badSegments"] as? Int ?? -1
+            #expect(fetched >= expected && missed == 0 && errors.isEmpty && bad == 0, "viewer \(index): \(report)")
+        }
+        // The decoders saw continuous video and audio (30 fps; AAC every 21 ms).
+        for index in 0..<2 {
+            let path = daemon.runtime + "/decoded\(index).ts"
+            let log = (try? String(contentsOfFile: daemon.runtime + "/ffmpeg\(index).log", encoding: .utf8)) ?? ""
+            let (streams, duration) = try streamTests.probe(path)
+            #expect(streams == ["h264,320,180", "aac"], "decoder \(index): \(streams) \(log)")
+            #expect(duration >= seconds - 4, "decoder \(index) got \(duration) s: \(log)")
+            let gaps = try streamTests.largestGaps(path)
+            #expect(gaps.video < 0.1 && gaps.audio < 0.1, "decoder \(index): \(gaps)")
+            let decoded = try runTool("/usr/bin/env", ["ffmpeg", "-v", "error", "-i", path, "-f", "null", "-"])
+            #expect(decoded.status == 0 && decoded.stderr.isEmpty, "decoder \(index): \(decoded.stderr)")
+        }
+        // A sliding playlist of 4, old segments deleted (one more waits for deletion; the one in writing is a .tmp).
+        #expect(mostSegments >= 4 && mostSegments <= 5, "\(mostSegments) segments on disk at most: \(Self.segments(in: directory).sorted())")
+        #expect(Self.segments(in: directory).count <= 5, "at the end: \(Self.segments(in: directory).sorted())")
+        let playlist = try String(contentsOfFile: directory + "/index.m3u8", encoding: .utf8)
+        #expect(playlist.contains("#EXT-X-INDEPENDENT-SEGMENTS") && playlist.contains("#EXT-X-MAP:URI=\"index-init.mp4\""), "\(playlist)")
+        #expect(playlist.contains("#EXT-X-ENDLIST"), "the playlist is closed when the broadcast finishes: \(playlist)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/index.m3u8.tmp"))
+        try daemon.stop()
+    }
+
+    @Test func hlsByPutAndDeleteToAnHTTPOrigin() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        let port = try StreamTests.freePort(udp: false)
+        let prefix = daemon.runtime + "/nginx"
+        let server = try nginx(port: port, prefix: prefix)
+        defer { server.stop() }
+        let url = "http://127.0.0.1:\(port)/dav/live/index.m3u8"
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "stream", url: url, setupInfo: ["segmentDuration": "1", "playlistLength": "3"], maxDuration: 8, on: controller)
+        try daemon.awaitState(controller, .live)
+        // The origin's playlist is what viewers load.
+        #expect(try controller.status().url == url)
+        let origin = prefix + "/www/dav/live"
+        let first = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: origin + "/index.m3u8") && Date() < first { usleep(100_000) }
+        var mostSegments = 0
+        let decoder = try decoder(url, seconds: 3, output: daemon.runtime + "/decoded.ts", log: daemon.runtime + "/ffmpeg.log")
+        let deadline = Date().addingTimeInterval(12)
+        while decoder.process.reap() == nil && Date() < deadline {
+            mostSegments = max(mostSegments, Self.segments(in: origin).count)
+            usleep(200_000)
+        }
+        #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil)
+        let (streams, duration) = try streamTests.probe(daemon.runtime + "/decoded.ts")
+        #expect(streams == ["h264,320,180", "aac"], "\(streams)")
+        #expect(duration >= 2.5, "the decoder got \(duration) s")
+        // Old segments are deleted from the origin (DELETE) as the playlist slides.
+        let access = (try? String(contentsOfFile: prefix + "/access.log", encoding: .utf8)) ?? ""
+        #expect(access.contains("PUT /dav/live/index.m3u8 HTTP/1.1 201") || access.contains("PUT /dav/live/index.m3u8 HTTP/1.1 204"), "\(access)")
+        // (libavformat's http sends DELETE with an empty chunked body, which nginx refuses: 415.)
+        #expect(access.contains("DELETE /dav/live/index") && !access.contains(" 415"), "\(access)")
+        #expect(mostSegments >= 3 && mostSegments <= 5, "\(mostSegments) segments on the origin at most")
+        let left = Self.segments(in: origin).count
+        #expect(left <= 5, "\(left) segments left on the origin")
+        try daemon.stop()
+    }
+}
+}

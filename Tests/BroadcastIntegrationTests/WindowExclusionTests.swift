@@ -1,0 +1,113 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import Foundation
+import Testing
+
+/// `--exclude-window CLASS`: the visible parts of those windows are black in every frame, following them.
+extension Integration {
+@Suite(.serialized) struct WindowExclusionTests {
+    struct Rect { var x, y, w, h: Int }
+
+    /// Whether (x, y) lies in `r` with `margin` pixels to spare (negative margin: within that distance of it).
+    static func inside(_ x: Int, _ y: Int, _ r: Rect, margin: Int = 0) -> Bool {
+        x >= r.x + margin && y >= r.y + margin && x < r.x + r.w - margin && y < r.y + r.h - margin
+    }
+
+    @Test func anExcludedWindowMovedAndRestackedIsBlackWhereVisibleAndNothingElseIs() throws {
+        let x = try XServer(width: 320, height: 240)
+        let painter = try x.painter()
+        try painter.send("background 128 128 128")
+        try painter.window("secret", 40, 40, 100, 80, (255, 0, 0))
+        let cover = Rect(x: 100, y: 80, w: 120, h: 100)
+        try painter.window("other", cover.x, cover.y, cover.w, cover.h, (0, 255, 0))
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden",
+                                        "--app-audio", "none", "--mic", "none", "--exclude-window", "Secret"])
+        let controller = try daemon.subscribedController()
+        let path = daemon.runtime + "/excluded.mp4"
+        let broadcast = try daemon.start(handler: "record", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        // Where the secret window is, and whether the other window covers part of it, in each state.
+        let states: [(secret: Rect, covered: Bool)] = [(Rect(x: 40, y: 40, w: 100, h: 80), true), (Rect(x: 120, y: 100, w: 100, h: 80), true),
+                                                       (Rect(x: 120, y: 100, w: 100, h: 80), false), (Rect(x: 260, y: 190, w: 100, h: 80), false)]
+        usleep(300_000)
+        try painter.move("secret", 120, 100)
+        usleep(300_000)
+        try painter.window("raise", "secret")
+        usleep(300_000)
+        try painter.move("secret", 260, 190)
+        usleep(300_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
+        #expect(daemon.logs("windows of class secret blacked out"))
+
+        let output = daemon.runtime + "/decoded.rgb"
+        let decoded = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", output])
+        #expect(decoded.status == 0, "\(decoded.stderr)")
+        let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: output)))
+        let size = 320 * 240 * 3
+        var seen = Set<Int>()
+        for start in stride(from: 0, to: data.count - size + 1, by: size) {
+            let frame = data[start..<(start + size)]
+            func pixel(_ x: Int, _ y: Int) -> (Int, Int, Int) {
+                let o = start + (y * 320 + x) * 3
+                return (Int(frame[o]), Int(frame[o + 1]), Int(frame[o + 2]))
+            }
+            var red = 0
+            for y in 0..<240 { for x in 0..<320 where pixel(x, y).0 > 150 && pixel(x, y).1 < 100 && pixel(x, y).2 < 100 { red += 1 } }
+            #expect(red == 0, "\(red) pixels of the excluded window's red in frame \(start / size)")
+            // The state this frame shows: black exactly where the secret window is visible (edges left out: chroma bleeds).
+            var wrong: [Int: [String]] = [:]
+            for (index, (secret, covered)) in states.enumerated() {
+                for y in stride(from: 1, to: 240, by: 3) {
+                    for x in stride(from: 1, to: 320, by: 3) {
+                        let near = [secret, cover].contains { Self.inside(x, y, $0, margin: -3) && !Self.inside(x, y, $0, margin: 3) }
+                        if near { continue }
+                        let black = Self.inside(x, y, secret) && !(covered && Self.inside(x, y, cover))
+                        let p = pixel(x, y)
+                        if black != (p.0 < 40 && p.1 < 40 && p.2 < 40) { wrong[index, default: []].append("(\(x),\(y))=\(p)") }
+                    }
+                }
+            }
+            let matching = states.indices.filter { wrong[$0] == nil }
+            #expect(matching.count == 1, "frame \(start / size) is black where no state of the excluded window would make it: \(wrong.mapValues { "\($0.count): \($0.prefix(3))" })")
+            seen.formUnion(matching)
+        }
+        #expect(seen == Set(states.indices), "states seen: \(seen.sorted())")
+        try daemon.stop()
+    }
+
+    /// What only X11 can do is refused on Wayland's portal source, each with what to do there instead.
+    @Test func windowOptionsAreRefusedWithThePortalSource() throws {
+        for (arguments, message) in [(["--exclude-window", "Secret"], "exclude-window blacks out X11 windows"),
+                                     (["--window", "firefox"], "set portal-source to window"),
+                                     (["--app", "firefox"], "app chooses an X11 window; with source pipewire")] {
+            let refused = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--source", "pipewire", "--print-config"] + arguments)
+            #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused)")
+        }
+        let fine = try runTool(Paths.binary("broadcastd"), ["--config", "/dev/null", "--source", "pipewire", "--print-config"])
+        #expect(fine.status == 0, "the default exclusion list is no mistake there: \(fine.stderr)")
+    }
+
+    @Test func passwordManagersAreExcludedByDefaultAndNoneTurnsItOff() throws {
+        let x = try XServer(width: 320, height: 240)
+        let painter = try x.painter()
+        try painter.fill(128, 128, 128, 0, 0, 320, 240)
+        try painter.window("keepassxc", 50, 50, 80, 60, (255, 0, 0))
+        for (arguments, black) in [([String](), true), (["--exclude-window", "none"], false)] {
+            let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--cursor", "hidden",
+                                            "--app-audio", "none", "--mic", "none"] + arguments)
+            let controller = try daemon.subscribedController()
+            let path = daemon.summaryPath("default")
+            let id = try daemon.start(handler: "inspect", url: path, setupInfo: ["frameFile": daemon.runtime + "/default.frame"], on: controller)
+            try daemon.awaitState(controller, .live)
+            usleep(300_000)
+            try controller.finish()
+            #expect(try daemon.awaitFinish(controller, id) == nil)
+            let frame = try RGBFrame(dump: try #require(try InspectSummary.load(path).lastFrame))
+            #expect(frame.matches(90, 80, black ? (0, 0, 0) : (255, 0, 0)) && frame.matches(20, 20, (128, 128, 128)), "\(arguments)")
+            try daemon.stop()
+        }
+    }
+}
+}
