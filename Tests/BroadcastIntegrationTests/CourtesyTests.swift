@@ -60,7 +60,7 @@ extension Integration {
         #expect(all.status == 0 && names.contains("inspect") && names.contains("record") && names.contains("stream"), "\(all)")
         let some = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "2",
                                               "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", "re"])
-        #expect(some.stdout.split(separator: "\n") == ["record"], "\(some)")
+        #expect(some.stdout.split(separator: "\n") == ["record", "replay"], "\(some)")
         // No daemon: nothing to offer, and nothing printed on the terminal besides.
         let none = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "0",
                                               "broadcastctl", "start", "--socket", daemon.runtime + "/nothing.sock", "--handler", ""])
@@ -75,7 +75,7 @@ extension Integration {
             COMP_LINE="\(line)"; COMP_POINT=${#COMP_LINE}
             _broadcastctl broadcastctl r --handler; printf '%s\\n' "${COMPREPLY[@]}"
             """])
-        #expect(bash.stdout.split(separator: "\n") == ["record"], "\(bash)")
+        #expect(bash.stdout.split(separator: "\n") == ["record", "replay"], "\(bash)")
         // Every shell's script asks broadcastctl for them.
         for shell in ["bash", "zsh", "fish"] {
             let script = try runTool(broadcastctl, ["--generate-completion-script", shell]).stdout
