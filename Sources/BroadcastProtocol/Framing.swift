@@ -22,11 +22,11 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case sources = 0x010A
     case getSnapshot = 0x010B
     case snapshot = 0x010C
+    /// Revision 2.1: change what the running capture takes, for every broadcast sharing it.
+    case changeCapture = 0x010F
     /// Revision 2.3: a command for a broadcast's handler, and its answer.
     case sendCommand = 0x010D
     case commandResult = 0x010E
-    /// Revision 2.1: change what the running capture takes, for every broadcast sharing it.
-    case changeCapture = 0x010F
     case stateChanged = 0x0180
     case serviceInfo = 0x0181
     case urlUpdated = 0x0182
@@ -78,9 +78,9 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .sources: "SOURCES"
         case .getSnapshot: "GET_SNAPSHOT"
         case .snapshot: "SNAPSHOT"
+        case .changeCapture: "CHANGE_CAPTURE"
         case .sendCommand: "SEND_COMMAND"
         case .commandResult: "COMMAND_RESULT"
-        case .changeCapture: "CHANGE_CAPTURE"
         case .stateChanged: "STATE_CHANGED"
         case .serviceInfo: "SERVICE_INFO"
         case .urlUpdated: "URL_UPDATED"

@@ -8,8 +8,8 @@ import Glibc
 /// Where recordings go, and the checks made before the first byte is written, so that a wrong
 /// path fails at the start with a message that says what to do.
 package enum OutputPath {
-    /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (`UserDirectories.videos`): Broadcasts for recordings, Replays
-    /// for saved replays.
+    /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (`UserDirectories.videos`): Broadcasts for recordings, Replays for
+    /// saved replays.
     package static func defaultRecording(folder: String = "Broadcasts") -> String {
         var now = time(nil)
         var parts = tm()

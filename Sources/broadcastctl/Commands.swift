@@ -55,14 +55,14 @@ func printAnswer(_ answer: CommandResult, json: Bool) {
     }
 }
 
-/// The commands a handler's manifest lists, as `broadcastctl handlers` shows them.
-func commandLines(of handler: HandlerManifest) -> [String] {
-    (handler.commands ?? []).flatMap { command in
-        ["    command \(command.name): \(command.help)"] + (command.arguments ?? []).map { argument in
-            let notes = [argument.type.map(\.rawValue), argument.required == true ? "required" : nil].compactMap { $0 }
-            return "        \(argument.name)=…  \(argument.help)\(notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))")"
-        }
-    }
+/// A command a handler's manifest lists, as `broadcastctl handlers` shows it, and each of its arguments.
+func commandLine(_ command: HandlerManifest.Command) -> String {
+    "command \(command.name): \(command.help)"
+}
+
+func argumentLine(_ argument: HandlerManifest.Command.Argument) -> String {
+    let notes = [argument.type.map(\.rawValue), argument.required == true ? "required" : nil].compactMap { $0 }
+    return "\(argument.name)=…  \(argument.help)\(notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))")"
 }
 
 struct Save: ParsableCommand {
@@ -76,7 +76,7 @@ struct Save: ParsableCommand {
               broadcastctl start --handler replay --set length=120
               broadcastctl save
               broadcastctl save --last 30 clip.mp4
-              broadcastctl save --and-record talk.mp4   (the buffer, and recording goes on)
+              broadcastctl save --and-record talk.mp4   (the buffer, then the rest)
             """)
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "The replay broadcast (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?

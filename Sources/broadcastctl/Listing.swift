@@ -30,9 +30,9 @@ struct Handlers: ParsableCommand {
                     let flags = [field.required == true ? "required" : nil, field.secret == true ? "secret" : nil].compactMap { $0 }
                     show("--set \(field.name)=…  \(field.prompt)\(field.default.map { " [\($0)]" } ?? "")\(flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")")
                 }
-                for line in commandLines(of: handler) {
-                    let indent = String(line.prefix(while: { $0 == " " }))
-                    show(String(line.dropFirst(indent.count)), indent: indent, continuation: indent + "    ")
+                for command in handler.commands ?? [] {
+                    show(commandLine(command))
+                    for argument in command.arguments ?? [] { show(argumentLine(argument), indent: "        ", continuation: "            ") }
                 }
             }
         }

@@ -58,14 +58,14 @@ extension Integration {
                                              "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", ""])
         let names = all.stdout.split(separator: "\n").map(String.init)
         #expect(all.status == 0 && names.contains("inspect") && names.contains("record") && names.contains("stream"), "\(all)")
-        let some = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "3",
-                                              "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", "rec"])
-        #expect(some.stdout.split(separator: "\n") == ["record"], "\(some)")
+        let some = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "2",
+                                              "broadcastctl", "start", "--socket", daemon.socketPath, "--handler", "re"])
+        #expect(some.stdout.split(separator: "\n") == ["record", "replay"], "\(some)")
         // No daemon: nothing to offer, and nothing printed on the terminal besides.
         let none = try runTool(broadcastctl, ["---completion", "start", "--", "--handler", "5", "0",
                                               "broadcastctl", "start", "--socket", daemon.runtime + "/nothing.sock", "--handler", ""])
         #expect(none.status == 0 && none.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty && none.stderr.isEmpty, "\(none)")
-        // bash, as it completes `broadcastctl start --handler r<TAB>` with the generated script: record and replay.
+        // bash, as it completes `broadcastctl start --handler r<TAB>` with the generated script.
         let script = daemon.runtime + "/broadcastctl.bash"
         try runTool(broadcastctl, ["--generate-completion-script", "bash"]).stdout.write(toFile: script, atomically: true, encoding: .utf8)
         let line = "broadcastctl start --socket \(daemon.socketPath) --handler r"

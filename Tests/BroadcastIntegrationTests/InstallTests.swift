@@ -7,8 +7,7 @@ extension Integration {
 @Suite(.serialized) struct InstallTests {
     static let programs = ["broadcastd", "broadcastctl", "broadcast-setup"]
     static let handlers = ["broadcast-handler-inspect", "broadcast-handler-record", "broadcast-handler-stream", "broadcast-handler-replay"]
-    static let subcommands = ["handlers", "sources", "start", "record", "stream", "capture", "pause", "resume", "stop", "discard", "status",
-                              "snapshot", "send", "save", "mark"]
+    static let subcommands = ["handlers", "sources", "start", "record", "stream", "capture", "pause", "resume", "stop", "discard", "status", "snapshot", "send", "save", "mark"]
 
     /// Runs make in the package root, installing the programs of this build.
     @discardableResult

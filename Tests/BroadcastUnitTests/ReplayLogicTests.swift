@@ -1,8 +1,7 @@
 @testable import BroadcastReplay
-import BroadcastSystem
 import Testing
 
-/// The replay handler's settings, and how broadcastctl names a file for the handler, which runs elsewhere.
+/// The replay handler's settings.
 @Suite struct ReplayLogicTests {
     @Test func lengthAndMaxMemoryAreReadAndTheRestIsRecordsSettings() throws {
         let options = try ReplayOptions(setupInfo: ["length": "120", "maxMemory": "64M", "crf": "30", "audio": "app"])
@@ -20,12 +19,5 @@ import Testing
             #expect(throws: Error.self, "\(key)") { try ReplayOptions(setupInfo: [key: value]) }
             do { _ = try ReplayOptions(setupInfo: [key: value]) } catch { #expect(error.description == message) }
         }
-    }
-
-    @Test func aRelativeFileIsTakenFromTheCurrentDirectory() {
-        #expect(FileSystem.absolutePath("/tmp/a.mp4") == "/tmp/a.mp4")
-        let here = FileSystem.absolutePath("a.mp4")
-        #expect(here.hasPrefix("/") && here.hasSuffix("/a.mp4") && !here.contains("/./"))
-        #expect(FileSystem.absolutePath("./b.mkv") == String(here.dropLast(5)) + "b.mkv")
     }
 }
