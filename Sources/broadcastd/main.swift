@@ -130,12 +130,14 @@ struct BroadcastDaemonCommand: ParsableCommand {
             try captureSource(choosing: choice, of: source, configuration)
         }
         do {
+            // The watchers come first: the daemon measures what it has resident (their threads and D-Bus
+            // connections too) when it plans the frame pool within the memory budget.
+            let lock = configuration.string("on-lock") == LockAction.ignore.rawValue ? nil
+                : try SessionLockWatcher(logger: Logger(label: "broadcastd.lock"))
+            let notifications = captureNotifications(configuration)
             let daemon = try Daemon(configuration: try daemonConfiguration(configuration), source: captureSource(source, configuration),
                                     sources: sources, logger: logger)
-            if configuration.string("on-lock") != LockAction.ignore.rawValue {
-                daemon.sessionLock = try SessionLockWatcher(logger: Logger(label: "broadcastd.lock"))
-            }
-            let notifications = captureNotifications(configuration)
+            daemon.sessionLock = lock
             daemon.captureIndicator = notifications
             try daemon.run()
             notifications?.waitUntilDelivered(milliseconds: 2_000)
