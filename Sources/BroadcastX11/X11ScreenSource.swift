@@ -41,6 +41,10 @@ public final class X11ScreenSource: CaptureSource {
     private var connection: XConnection?
     private var window: WindowCapture?
     private var exclusion: WindowExclusion?
+    /// The excluded windows' visible parts in frame coordinates, and the rectangles and area they were worked
+    /// out from: worked out again only when either changes, not every frame.
+    private var hidden: (rects: [ScreenRect], from: [ScreenRect], area: ScreenRect) =
+        ([], [], ScreenRect(x: 0, y: 0, width: 0, height: 0))
     /// The window is mapped and big enough for a frame; otherwise its last frame repeats.
     private var windowShown = true
     private var grabber: BandGrabber?
@@ -176,6 +180,17 @@ public final class X11ScreenSource: CaptureSource {
         try setUpGrabbing()
     }
 
+    /// The excluded windows' visible parts in frame coordinates.
+    private func hiddenInFrame() -> [ScreenRect] {
+        let rects = exclusion?.rectangles ?? []
+        if rects != hidden.from || area != hidden.area {
+            hidden = (rects.compactMap { $0.intersection(area) }.map {
+                ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height)
+            }, rects, area)
+        }
+        return hidden.rects
+    }
+
     /// A window's content rectangle as frames take it: even sizes, at least 16x16; nil when too small.
     private static func frameRect(_ rect: ScreenRect) -> ScreenRect? {
         let even = ScreenRect(x: rect.x, y: rect.y, width: rect.width & ~1, height: rect.height & ~1)
@@ -290,9 +305,7 @@ public final class X11ScreenSource: CaptureSource {
             }
         }
         let cursorRect = configuration.cursor == .embedded ? cursorRectInArea() : nil
-        let hidden = exclusion?.rectangles.compactMap { $0.intersection(area) }.map {
-            ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height)
-        } ?? []
+        let hidden = hiddenInFrame()
         let taken = MonotonicClock.now()
         if let window, window.pixmap == 0 {
             window.markChanged()
