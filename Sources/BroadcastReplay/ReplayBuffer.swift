@@ -84,6 +84,8 @@ final class ReplayBuffer: EncodedOutput {
     var recording: ReplayFile?
     /// Start of the newest video frame, file time ns.
     private(set) var newest: Int64 = 0
+    /// Where each audio stream's newest packet ends, file time ns: the audio encoder works a packet behind the video.
+    private var audioEnds: [Int: Int64] = [:]
 
     init(length: UInt64, maxBytes: Int, directory: String? = nil) {
         self.length = length
@@ -120,6 +122,9 @@ final class ReplayBuffer: EncodedOutput {
             trimForLength()
         } else if gops.isEmpty {
             return // audio before the first keyframe: nothing to play it with
+        } else {
+            let duration = av_rescale_q(packet.pointee.duration, timeBase, AVRational(num: 1, den: 1_000_000_000))
+            audioEnds[stream] = time + max(0, duration)
         }
         let kept = try BufferedPacket(taking: packet, stream: stream, time: time)
         let gop = gops[gops.count - 1]
@@ -231,7 +236,10 @@ final class ReplayBuffer: EncodedOutput {
             }
         }
         let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
-        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, sources: sources, marks: chapters)
+        // An audio stream more than a second behind the video has stopped: the save does not end where it does.
+        let audioEnd = audioEnds.values.filter { $0 > newest - 1_000_000_000 }.min()
+        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, audioEnd: audioEnd,
+                        sources: sources, marks: chapters)
     }
 
     /// A save's part of the buffer.
@@ -247,7 +255,10 @@ final class ReplayBuffer: EncodedOutput {
         let orientation: Orientation
         /// File time of its first keyframe, ns: time 0 of the saved file.
         let origin: Int64
+        /// Start of its newest video frame, ns.
         let end: Int64
+        /// Where the audio encoded so far ends (that of the stream furthest behind), ns; nil without audio.
+        let audioEnd: Int64?
         let sources: [Source]
         /// Chapters, their times from the file's start.
         let marks: [(time: Int64, title: String)]
@@ -256,17 +267,19 @@ final class ReplayBuffer: EncodedOutput {
 
 /// The packets a save writes, in the order they were encoded, read from memory or from the disk ring's files (one
 /// GOP's at a time): video from the keyframe on; of each audio stream, the packet its content at the keyframe is in
-/// and those after it.
+/// and those after it; none that starts at `until` or later.
 final class SnapshotPackets {
     let snapshot: ReplayBuffer.Snapshot
+    let until: Int64
     private var source = -1
     private var position = 0
     private var reader: PacketReader?
     private var openingAudio: [Int: BufferedPacket] = [:]
     private var ready: [BufferedPacket] = []
 
-    init(_ snapshot: ReplayBuffer.Snapshot) {
+    init(_ snapshot: ReplayBuffer.Snapshot, until: Int64 = .max) {
         self.snapshot = snapshot
+        self.until = until
     }
 
     deinit { for source in snapshot.sources { if let file = source.file { FileSystem.remove(file) } } }
@@ -274,6 +287,7 @@ final class SnapshotPackets {
     func next() throws(MediaError) -> BufferedPacket? {
         while ready.isEmpty {
             guard let (packet, onOrAfter) = try nextStored() else { return nil }
+            if packet.time >= until { continue }
             if snapshot.streams[packet.stream].isVideo {
                 if onOrAfter { ready.append(packet) }
             } else if packet.time <= snapshot.origin {

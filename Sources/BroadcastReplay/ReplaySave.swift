@@ -22,15 +22,16 @@ final class ReplayFile {
     private(set) var audioPackets = 0
     static let nanoseconds = AVRational(num: 1, den: 1_000_000_000)
 
-    /// Opens `path` and writes `snapshot` into it; `chapters`: those of the snapshot, in the header (MP4 and Matroska).
-    init(_ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container,
+    /// Opens `path` and writes `snapshot` into it, without the packets that start at `until` (file time, ns) or later;
+    /// `chapters`: those of the snapshot, in the header (MP4 and Matroska).
+    init(_ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container, until: Int64 = .max,
          chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
         self.path = path
         muxer = try Muxer(url: path, container: container)
         streams = snapshot.streams
         origin = snapshot.origin
         video = snapshot.streams.firstIndex(where: \.isVideo) ?? 0
-        let packets = SnapshotPackets(snapshot)
+        let packets = SnapshotPackets(snapshot, until: until)
         // Each audio stream's first packet says how much of it to skip (in the header): read ahead until each has
         // one, or 5 s of video have come without (a stream that sent nothing).
         var ahead: [BufferedPacket] = []
@@ -81,11 +82,13 @@ final class ReplayFile {
         try muxer.finish()
     }
 
-    /// A save: the snapshot, finished.
+    /// A save: the snapshot, finished where both its video and its audio reach (the audio encoder is a packet or so
+    /// behind: the frames after where its audio ends would play without sound).
     static func save(_ snapshot: ReplayBuffer.Snapshot, frameDuration: Int64, to path: String,
                      container: Muxer.Container) throws(MediaError) -> (duration: Double, videoFrames: Int) {
-        let end = snapshot.end + frameDuration
-        let file = try ReplayFile(snapshot, to: path, container: container, chapters: Chapters.spans(snapshot.marks, end: end - snapshot.origin))
+        let end = max(snapshot.origin + frameDuration, min(snapshot.end + frameDuration, snapshot.audioEnd ?? .max))
+        let file = try ReplayFile(snapshot, to: path, container: container, until: end,
+                                  chapters: Chapters.spans(snapshot.marks, end: end - snapshot.origin))
         try file.finish(end: end)
         return (Double(end - snapshot.origin) / 1e9, file.videoFrames)
     }
