@@ -199,29 +199,59 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         shared.withLock { ($0.state, $0.figures) }
     }
 
-    /// On PipeWire's thread: one buffer of captured audio into the queue.
+    /// On PipeWire's thread: the buffers of captured audio that have come into the queue. A call may come late,
+    /// after the next cycle's buffer is there too: PipeWire's time report is that of the newest cycle, so the
+    /// buffers are taken all at once and stamped back from it, each ending where the next begins (stamping an
+    /// older one with the newest cycle's time would place it a quantum late).
     private func process() {
-        guard let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
-        defer { pw_stream_queue_buffer(stream, buffer) }
-        guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
-              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return }
-        let maximum = Int(data.pointee.maxsize)
-        let offset = min(Int(chunk.pointee.offset), maximum)
+        guard let stream else { return }
+        var buffers: [UnsafeMutablePointer<pw_buffer>] = []
+        while let buffer = pw_stream_dequeue_buffer(stream) { buffers.append(buffer) }
+        defer { for buffer in buffers { pw_stream_queue_buffer(stream, buffer) } }
         let frameBytes = format.bytesPerFrame * deliveredChannels / format.channels
-        let size = (min(Int(chunk.pointee.size), maximum - offset) / frameBytes) * frameBytes
-        guard size > 0 else { return }
+        let captured = buffers.compactMap { Self.contents(of: $0, frameBytes: frameBytes) }
+        guard !captured.isEmpty else { return }
         var time = pw_time()
         pw_stream_get_time_n(stream, &time, MemoryLayout<pw_time>.size)
-        let frames = size / frameBytes
-        let duration = UInt64(frames) * 1_000_000_000 / UInt64(Self.rate)
-        // A device's buffer was captured until `delay` before the cycle began at `now`; what a sink plays (its
-        // monitor, or an application's output) is played from the cycle's start on, after any filter's `delay`.
         var delay: Int64 = 0
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
+        let starts = Self.stamps(frames: captured.map { $0.count / frameBytes }, now: time.now, delay: delay,
+                                 waiting: Int(time.avail_buffers), capturesSink: capturesSink)
         // A stamp more than a second from the clock is not believed (the buffer follows the last one).
-        let first = time.now - delay - (capturesSink ? 0 : Int64(duration))
-        let stamped = time.now > 0 && abs(first - Int64(MonotonicClock.now())) < 1_000_000_000 ? UInt64(first) : nil
-        let captured = UnsafeRawBufferPointer(start: base + offset, count: size)
+        let clock = Int64(MonotonicClock.now())
+        let stamps = starts.map { time.now > 0 && abs($0 - clock) < 1_000_000_000 ? UInt64($0) : nil }
+        for (bytes, stamped) in zip(captured, stamps) { enqueue(bytes, frameBytes: frameBytes, stamped: stamped) }
+        arrival?.signal()
+    }
+
+    /// Where the first sample of each of the buffers taken at once (`frames` each, in order) was heard, ns. A device's
+    /// buffer was captured until `delay` before the cycle began at `now`; what a sink plays (its monitor, or an
+    /// application's output) is played from the cycle's start on, after any filter's `delay`. The newest is of the
+    /// cycle `now` is of, unless `waiting` buffers came after it (each as long as it); each ends where the next begins.
+    static func stamps(frames: [Int], now: Int64, delay: Int64, waiting: Int, capturesSink: Bool) -> [Int64] {
+        func duration(_ frames: Int) -> Int64 { Int64(frames) * 1_000_000_000 / Int64(rate) }
+        guard let newest = frames.last else { return [] }
+        var end = now - delay + (capturesSink ? duration(newest) : 0) - Int64(waiting) * duration(newest)
+        var starts: [Int64] = []
+        for count in frames.reversed() {
+            end -= duration(count)
+            starts.append(end)
+        }
+        return starts.reversed()
+    }
+
+    /// The whole frames a buffer holds.
+    private static func contents(of buffer: UnsafeMutablePointer<pw_buffer>, frameBytes: Int) -> UnsafeRawBufferPointer? {
+        guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
+              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return nil }
+        let maximum = Int(data.pointee.maxsize)
+        let offset = min(Int(chunk.pointee.offset), maximum)
+        let size = (min(Int(chunk.pointee.size), maximum - offset) / frameBytes) * frameBytes
+        return size > 0 ? UnsafeRawBufferPointer(start: base + offset, count: size) : nil
+    }
+
+    /// One buffer's audio into the queue, placed by its stamp (nil: after the last).
+    private func enqueue(_ captured: UnsafeRawBufferPointer, frameBytes: Int, stamped: UInt64?) {
         // A new stream's first buffer is silence PipeWire fills in while the link starts, not audio: at the start
         // it is dropped, so the handler counts it as missing (and fades in on what comes) instead of taking it
         // for what was heard; on a new device mid-broadcast it keeps the stream continuous.
@@ -235,9 +265,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: frames, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
+            s.enqueue(bytes: bytes, frames: captured.count / frameBytes, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
         }
-        arrival?.signal()
     }
 
     /// Interleaved stereo made mono: each frame's two samples averaged.

@@ -207,6 +207,7 @@ extension Integration {
         // that pins down capture time minus file time in each segment.
         var offsets: [Double] = [] // beep minus where its flash says, ms
         var skipped = 0
+        var details: [String] = [] // each counted beep: its number, offset and the nearest glitch (ms from it)
         // Match by order within each segment.
         for segment in 0..<2 {
             let start = segmentStarts[segment]
@@ -240,10 +241,12 @@ extension Integration {
                 let expected = Double(flash.played) / 1e9 - offset
                 guard let onset = onsets.min(by: { abs($0 - expected) < abs($1 - expected) }) else { continue }
                 offsets.append(((onset - expected) * 10_000).rounded() / 10)
+                let nearest = player.glitchesSeen.map { (Double($0) - Double(flash.played)) / 1e6 }.min { abs($0) < abs($1) }
+                details.append("beep \(flash.beep): \(offsets.last!) ms, glitch at \(nearest.map { "\(Int($0))" } ?? "-") ms")
             }
         }
         #expect(offsets.count >= 10 && offsets.allSatisfy { abs($0) <= 10 },
-                "beep minus its flash, ms: \(offsets); \(skipped) beeps near a quantum change or xrun not counted")
+                "beep minus its flash: \(details); \(skipped) beeps near a quantum change or xrun not counted; audio: \(result["audioTracks"] ?? .null)")
         if case .array(let tracks) = result["audioTracks"], case .object(let app) = tracks.first {
             #expect(number(app["maxClockOffsetMs"]) >= 5, "the quantum changes were seen and followed: \(app)")
         }

@@ -36,6 +36,34 @@ import Testing
     /// A buffer whose frame i carries the byte i % 256.
     func numbered(_ frames: Int) -> [UInt8] { (0..<frames).flatMap { [UInt8](repeating: UInt8($0 % 256), count: 8) } }
 
+    /// The daemon's callback came late, after the next cycles' buffers were there too, and PipeWire's time report
+    /// is the newest cycle's: the buffers taken at once are stamped back from it, each ending where the next
+    /// begins, and go on the timeline exactly where they belong (each stamped with the newest cycle's time, the
+    /// older ones were a quantum or two late, and a stall of three cycles made a resync 42 ms late).
+    @Test func buffersTakenLateAreStampedBackFromTheNewestCycle() {
+        let now: Int64 = 5_000_000_000, q = Int64(quantum)
+        // What a sink plays: from its cycle's start on.
+        #expect(PipeWireAudioStream.stamps(frames: [1024], now: now, delay: 0, waiting: 0, capturesSink: true) == [now])
+        #expect(PipeWireAudioStream.stamps(frames: [1024, 1024, 1024], now: now, delay: 0, waiting: 0, capturesSink: true)
+                == [now - 2 * q, now - q, now])
+        // One more came between taking them and reading the time: all are a cycle earlier.
+        #expect(PipeWireAudioStream.stamps(frames: [1024, 1024], now: now, delay: 0, waiting: 1, capturesSink: true)
+                == [now - 2 * q, now - q])
+        // A device's buffer was captured until `delay` before its cycle began.
+        let delay: Int64 = 3_000_000, small = Int64(256 * 1_000_000_000 / 48_000)
+        #expect(PipeWireAudioStream.stamps(frames: [256, 1024], now: now, delay: delay, waiting: 0, capturesSink: false)
+                == [now - delay - q - small, now - delay - q])
+        // On the timeline: a buffer at 4 s - 3 quanta, then a stall of three cycles; all go back to back.
+        var timeline = PipeWireAudioStream.Shared()
+        timeline.live = true
+        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: UInt64(now - 3 * q), bytesPerFrame: 8)
+        for stamp in PipeWireAudioStream.stamps(frames: [1024, 1024, 1024], now: now, delay: 0, waiting: 0, capturesSink: true) {
+            timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: UInt64(stamp), bytesPerFrame: 8)
+        }
+        #expect(timeline.chunks.map { Int64($0.presentationTime) } == [now - 3 * q, now - 2 * q, now - q, now] && timeline.figures.resyncs == 0,
+                "\(timeline.chunks.map(\.presentationTime))")
+    }
+
     @Test func theFirstBufferGoesExactlyWhereItsStampSays() {
         // 5 ms (240 frames) after the timeline's end: there, with nothing before it (no zeros that would pass
         // for audio: the handler counts what is missing), not a 5 ms error kept for good.
