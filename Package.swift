@@ -113,7 +113,7 @@ let package = Package(
             "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
         .target(name: "BroadcastStream", dependencies: [
-            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "CSRT", "CFFmpeg",
+            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcast-handler-stream", dependencies: [

@@ -10,7 +10,9 @@
 # PipeWire graph, broadcastd beside ffmpeg x11grab + pulse; BENCH_SKIP_SYNC=1 skips it) and bench/many.sh
 # (record + stream + inspect on one capture, beside one ffmpeg doing the same encodes; BENCH_SKIP_MANY=1
 # skips it) and bench/window.sh (a window against the whole 4K screen and ffmpeg x11grab -window_id, and the
-# cost of excluded windows; BENCH_SKIP_WINDOW=1 skips it). The hour-long soak is bench/soak.sh, run on its own.
+# cost of excluded windows; BENCH_SKIP_WINDOW=1 skips it) and bench/replay.sh (the replay handler against record
+# on the same input, and the time a save takes; BENCH_SKIP_REPLAY=1 skips it). The hour-long soak is bench/soak.sh,
+# run on its own.
 # One command: bash bench/run.sh
 #
 # Knobs (environment): BENCH_SECONDS (default 20), BENCH_REPEATS (default 3), BENCH_FPS (default "30 60").
@@ -156,3 +158,4 @@ if [ "${BENCH_SKIP_AUDIO:-}" != 1 ]; then bash "$ROOT/bench/audio.sh"; fi
 if [ "${BENCH_SKIP_SYNC:-}" != 1 ]; then bash "$ROOT/bench/sync.sh"; fi
 if [ "${BENCH_SKIP_MANY:-}" != 1 ]; then bash "$ROOT/bench/many.sh"; fi
 if [ "${BENCH_SKIP_WINDOW:-}" != 1 ]; then bash "$ROOT/bench/window.sh"; fi
+if [ "${BENCH_SKIP_REPLAY:-}" != 1 ]; then bash "$ROOT/bench/replay.sh"; fi

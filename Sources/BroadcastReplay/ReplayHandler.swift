@@ -40,6 +40,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
             if options.onDisk {
                 let cache = Environment.get("XDG_CACHE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil }
                     ?? (Environment.get("HOME") ?? "/tmp") + "/.cache"
+                Self.removeAbandonedRings(in: cache + "/broadcastd")
                 directory = cache + "/broadcastd/replay-\(Environment.processID)"
                 do { try FileSystem.makeDirectories(directory!, mode: 0o700) } catch {
                     throw HandlerError("replay", "cannot make the disk buffer's folder: \(error)")
@@ -243,6 +244,17 @@ public final class ReplayHandler: BroadcastSampleHandler {
         if let failure { result["error"] = .string(failure) }
         buffer?.removeFiles()
         setBroadcastResult(result)
+    }
+
+    /// The disk rings that replay handlers which no longer run left behind (a crash, a kill): `replay-PID` folders
+    /// of GOP files, removed before a new ring starts beside them.
+    private static func removeAbandonedRings(in folder: String) {
+        for name in FileSystem.list(folder) ?? [] where name.hasPrefix("replay-") {
+            guard let pid = Int32(name.dropFirst("replay-".count)), !Environment.isRunning(pid) else { continue }
+            let ring = folder + "/" + name
+            for file in FileSystem.list(ring) ?? [] where file.hasSuffix(".nut") { FileSystem.remove(ring + "/" + file) }
+            FileSystem.removeDirectory(ring)
+        }
     }
 
     private func fail(_ message: String) {

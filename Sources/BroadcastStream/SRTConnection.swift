@@ -1,4 +1,5 @@
 import BroadcastMedia
+import BroadcastSystem
 import CFFmpeg
 import CSRT
 import Foundation
@@ -120,20 +121,14 @@ final class SRTConnection {
     }
 
     private func connect(host: String, port: Int, displayURL: String) throws(MediaError) {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        var found: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &found)
-        guard status == 0, let first = found else {
-            throw MediaError("open \(displayURL)", "cannot resolve \(host): \(String(cString: gai_strerror(status)))")
+        let addresses: [NetworkAddress]
+        do { addresses = try NetworkAddress.datagram(host: host, port: port) } catch {
+            throw MediaError("open \(displayURL)", "cannot resolve \(host): \(error.reason)")
         }
-        defer { freeaddrinfo(found) }
         var problem = "no address"
-        var address: UnsafeMutablePointer<addrinfo>? = first
-        while let candidate = address {
-            if srt_connect(socket, candidate.pointee.ai_addr, Int32(candidate.pointee.ai_addrlen)) != SRT_ERROR { return }
+        for address in addresses {
+            if address.withSocketAddress({ srt_connect(socket, $0, $1) }) != SRT_ERROR { return }
             problem = Self.lastLibraryError()
-            address = candidate.pointee.ai_next
         }
         throw MediaError("open \(displayURL)", problem)
     }

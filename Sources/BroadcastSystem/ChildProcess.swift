@@ -189,6 +189,8 @@ public enum Environment {
     public static func unset(_ name: String) { unsetenv(name) }
     /// This process's id.
     public static var processID: Int32 { getpid() }
+    /// Whether a process `pid` runs (one of another user's counts too).
+    public static func isRunning(_ pid: Int32) -> Bool { pid > 0 && (kill(pid, 0) == 0 || errno == EPERM) }
 
     public static var all: [String: String] {
         var result: [String: String] = [:]

@@ -164,6 +164,49 @@ extension Integration {
                 "\(String(describing: finished.result))")
     }
 
+    /// Five minutes of 1080p30 with `length=120` and a `maxMemory` below what 120 s of it take: the buffer never
+    /// holds more than `maxMemory`, and once it is full the handler's resident memory stops growing (what it frees
+    /// goes back to be used again: nothing piles up beside the buffer).
+    @Test func fiveMinutesOf1080pStayWithinMaxMemory() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "1920x1080", "--fps", "30"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let limit = 4 << 20 // 120 s of the pattern take 7.2 MiB
+        let id = try daemon.start(handler: "replay", url: nil, setupInfo: ["length": "120", "maxMemory": "4M"], on: controller)
+        try daemon.awaitState(controller, .live)
+        let handler = try #require(daemon.children().first)
+        func residentKB() -> Double {
+            let status = (try? String(contentsOfFile: "/proc/\(handler)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Double(line.split(separator: " ").dropFirst().first ?? "") ?? .nan
+        }
+        var largest = 0.0, full: Date?
+        var samples: [(seconds: Int, rss: Double, buffer: Double)] = []
+        let start = Date()
+        var nextSample = 10.0
+        while Date().timeIntervalSince(start) < 300 {
+            if case .serviceInfo(let info)? = try controller.nextEvent(timeoutMilliseconds: 200), info.broadcast == id,
+               let bytes = info.handler?["bufferBytes"] {
+                largest = max(largest, number(bytes))
+                if full == nil, number(bytes) > Double(limit) * 0.9 { full = Date() }
+            }
+            let elapsed = Date().timeIntervalSince(start)
+            if elapsed >= nextSample {
+                samples.append((Int(elapsed), residentKB() / 1024, largest / 1048576))
+                nextSample += 10
+            }
+        }
+        let report = samples.map { "\($0.seconds) s: \(Int($0.rss)) MiB (buffer \(Int($0.buffer)) MiB)" }.joined(separator: ", ")
+        #expect(largest > 0 && largest <= Double(limit), "largest buffer reported: \(largest)")
+        let filled = try #require(full.map { $0.timeIntervalSince(start) }, "the buffer never filled: \(report)")
+        // Once full (and a minute on, for the allocator to settle): no more growth than a few MiB.
+        let settled = samples.filter { Double($0.seconds) >= filled + 60 }.map(\.rss)
+        #expect(settled.count >= 5 && settled.max()! - settled.first! <= 8, "resident memory once the buffer is full: \(report)")
+        try controller.finish(broadcast: id)
+        let finished = try daemon.waitFor(controller, timeout: 30) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
+        #expect(number(finished.result?["droppedGOPsForMemory"]) > 0, "\(String(describing: finished.result))")
+    }
+
     /// A replay beside a recording of the same capture: both whole, the recording every frame, the save playable.
     @Test func aReplayBesideARecordingLeavesBothIntact() throws {
         let daemon = try Self.daemon()
@@ -289,10 +332,19 @@ extension Integration.ReplayTests {
 extension Integration.ReplayTests {
     /// `buffer=disk`: a ring of NUT files in $XDG_CACHE_HOME/broadcastd, one per GOP, bounded by length and by bytes;
     /// a save from it is whole and in step (audio as long as the picture, a keyframe first), and the files go when
-    /// the broadcast finishes.
+    /// the broadcast finishes. A ring left by a replay handler that no longer runs goes when the next one starts.
     @Test func aDiskBufferIsARingOfFilesBoundedLikeMemory() throws {
         let cache = NSTemporaryDirectory() + "/replay-cache-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: cache) }
+        let ended = Process() // a handler's pid, and it no longer runs
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let abandoned = cache + "/broadcastd/replay-\(ended.processIdentifier)", running = cache + "/broadcastd/replay-\(getpid())"
+        for folder in [abandoned, running] {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: folder + "/gop-1.nut", contents: Data(count: 4096)))
+        }
         let daemon = try Self.daemon(environment: ["XDG_CACHE_HOME": cache])
         defer { _ = try? daemon.stop() }
         let controller = try daemon.subscribedController()
@@ -308,6 +360,9 @@ extension Integration.ReplayTests {
                 last = info.handler ?? [:]
             }
         }
+        #expect(!FileManager.default.fileExists(atPath: abandoned) && FileManager.default.fileExists(atPath: running + "/gop-1.nut"),
+                "the abandoned ring is gone, the running one's kept")
+        try FileManager.default.removeItem(atPath: running)
         let folder = try FileManager.default.contentsOfDirectory(atPath: cache + "/broadcastd")
         #expect(folder.count == 1 && folder[0].hasPrefix("replay-"), "\(folder)")
         let files = try FileManager.default.contentsOfDirectory(atPath: cache + "/broadcastd/" + folder[0])

@@ -3,6 +3,7 @@ import BroadcastCapture
 @testable import BroadcastDaemon
 import BroadcastProtocol
 import BroadcastSystem
+import Glibc
 import Testing
 
 /// The daemon's parts, one lifetime each, driven by a hand-moved clock and the synthetic source: no loop,
@@ -143,5 +144,21 @@ import Testing
         #expect(ledger.counters[.video] == StreamCounters(delivered: 1, dropped: 3, late: 2))
         ledger.beginStretch()
         #expect(ledger.deliveredUntil.isEmpty && SampleType.allCases.allSatisfy { ledger.isDiscontinuous($0) })
+    }
+}
+
+/// The resolver the SRT connection connects with (libsrt opens its own sockets).
+@Suite struct NetworkAddressTests {
+    @Test func numericHostsResolveToTheirSocketAddresses() throws {
+        let v4 = try NetworkAddress.datagram(host: "127.0.0.1", port: 9000)
+        #expect(v4.count == 1)
+        v4[0].withSocketAddress { address, length in
+            #expect(Int32(address.pointee.sa_family) == AF_INET && Int(length) == MemoryLayout<sockaddr_in>.size)
+            address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                #expect(UInt16(bigEndian: $0.pointee.sin_port) == 9000 && UInt32(bigEndian: $0.pointee.sin_addr.s_addr) == 0x7f00_0001)
+            }
+        }
+        let v6 = try NetworkAddress.datagram(host: "::1", port: 5)
+        #expect(v6.count == 1 && v6[0].withSocketAddress { address, _ in Int32(address.pointee.sa_family) } == AF_INET6)
     }
 }
