@@ -217,9 +217,12 @@ final class ReplayBuffer: EncodedOutput {
     /// References to the packets in memory, second names (hard links) for the disk ring's files: nothing is copied.
     func snapshot(last seconds: Double?, id: Int) throws(MediaError) -> Snapshot? {
         guard !gops.isEmpty else { return nil }
+        // An audio stream more than a second behind the video has stopped: the save does not end where it does.
+        let audioEnd = audioEnds.values.filter { $0 > newest - 1_000_000_000 }.min()
         var first = 0
         if let seconds {
-            let wanted = newest - Int64(seconds * 1e9)
+            // At least `seconds` before where the save ends (see `ReplayFile.save`).
+            let wanted = min(newest, audioEnd ?? newest) - Int64(seconds * 1e9)
             first = gops.lastIndex { $0.start <= wanted } ?? 0
         }
         let origin = gops[first].start
@@ -236,8 +239,6 @@ final class ReplayBuffer: EncodedOutput {
             }
         }
         let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
-        // An audio stream more than a second behind the video has stopped: the save does not end where it does.
-        let audioEnd = audioEnds.values.filter { $0 > newest - 1_000_000_000 }.min()
         return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, audioEnd: audioEnd,
                         sources: sources, marks: chapters)
     }

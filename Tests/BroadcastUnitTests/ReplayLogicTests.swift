@@ -28,12 +28,13 @@ import Testing
 /// What a save writes, from real encoders' packets in a buffer.
 @Suite struct ReplaySaveTests {
     /// The audio encoder works a packet or so behind the video: a save ends where the audio does, not with frames
-    /// that would play without sound (a save's last flash had no beep, 1 in 20 saves).
-    @Test(arguments: ["mp4", "mkv"])
-    func aSaveEndsWhereItsAudioEnds(_ ext: String) throws {
+    /// that would play without sound (a save's last flash had no beep, 1 in 20 saves); and `--last` counts back from
+    /// there (a save of the last 5 s from a keyframe exactly 5 s before the newest frame lasted 4.98 s).
+    @Test(arguments: [("mp4", nil), ("mkv", nil), ("mp4", 0.9)] as [(String, Double?)])
+    func aSaveEndsWhereItsAudioEnds(_ ext: String, _ last: Double?) throws {
         let fps = 30
         var videoSettings = VideoEncoderSettings(codec: .h264, width: 160, height: 96, framesPerSecond: fps)
-        videoSettings.keyframeInterval = 1
+        videoSettings.keyframeInterval = 1 // keyframes at 0 and 1 s
         let implementation = try VideoEncoderImplementation.best(for: .h264)
         let pixelFormat = implementation.inputFormat(for: .nv12)
         let video = try Encoder.video(videoSettings, pixelFormat: pixelFormat, globalHeader: true, implementation: implementation)
@@ -56,12 +57,13 @@ import Testing
             try silence.withUnsafeBufferPointer { samples throws(MediaError) in try sound.fillAudio(samples, frames: size, pts: Int64(index * size) + priming) }
             try audio.encode(sound.frame) { packet throws(MediaError) in try buffer.write(packet, stream: audioStream, timeBase: audio.timeBase) }
         }
-        let path = FileManager.default.temporaryDirectory.path + "/replay-end-\(getpid()).\(ext)"
+        let path = FileManager.default.temporaryDirectory.path + "/replay-end-\(getpid())-\(last ?? 0).\(ext)"
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let snapshot = try #require(try buffer.snapshot(last: nil, id: 1))
+        let snapshot = try #require(try buffer.snapshot(last: last, id: 1))
         let saved = try ReplayFile.save(snapshot, frameDuration: 1_000_000_000 / Int64(fps), to: path,
                                         container: try #require(Muxer.Container(fileExtension: ext)))
         #expect(saved.duration > 1.8 && saved.duration <= 1.9, "ends with the audio at 1.9 s at the latest: \(saved.duration)")
         #expect(saved.videoFrames == Int((saved.duration * Double(fps)).rounded(.up)), "\(saved.videoFrames) frames")
+        #expect(saved.duration >= last ?? 0, "at least the last \(last ?? 0) s: \(saved.duration)")
     }
 }
