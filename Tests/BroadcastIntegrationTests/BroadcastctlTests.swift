@@ -5,6 +5,7 @@ import BroadcastProtocol
 import Foundation
 import Testing
 
+extension Integration {
 /// broadcastctl as a new user meets it: what is captured chosen per broadcast, one command to record, a line
 /// after every command, and nothing silent (no screen, no audio) left unsaid.
 @Suite(.serialized) struct BroadcastctlTests {
@@ -147,6 +148,7 @@ import Testing
         #expect(stopped.status == 0 && stopped.stderr.hasPrefix("stopping broadcast 1 at 0:01."), "\(stopped)")
         #expect(stopped.stdout.hasPrefix("broadcast 1 finished"), "\(stopped.stdout)")
     }
+}
 }
 
 private let daemon_nowhere = "/nonexistent-pipewire"

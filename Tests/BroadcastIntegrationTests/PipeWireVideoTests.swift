@@ -3,6 +3,7 @@ import BroadcastCore
 import Foundation
 import Testing
 
+extension Integration {
 /// A PipeWire video node that writes the buffer metadata a compositor does (the tests' own source).
 @Suite(.serialized) struct PipeWireVideoTests {
     /// Broadcasts the tests' video source (started with `source` arguments) to inspect for `seconds`, with
@@ -112,4 +113,5 @@ import Testing
         #expect(abs(refused.seconds - 5) < 1.5, "refused after \(refused.seconds) s")
         #expect(try silent.controller().status().state == .idle)
     }
+}
 }

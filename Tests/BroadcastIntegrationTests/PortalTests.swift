@@ -3,6 +3,7 @@ import BroadcastCore
 import Foundation
 import Testing
 
+extension Integration {
 /// broadcastd --source pipewire on a Wayland-like session: the screen comes through xdg-desktop-portal's
 /// ScreenCast conversation, here with the stand-in portal of Tests/fixtures/portal on a private session
 /// bus, which shares a GStreamer video node of a private PipeWire.
@@ -274,4 +275,5 @@ import Testing
         #expect(try daemon.controller().status().state == .idle)
         #expect(waitFor("Session.Close", in: pipewire), "\(pipewire.portalCalls())")
     }
+}
 }

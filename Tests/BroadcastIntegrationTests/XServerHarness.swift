@@ -12,39 +12,73 @@ final class XServer {
 
     let display: String
     let number: Int
-    private let process = Process()
+    private let process: Process
     private var stopped = false
+    /// Display numbers this test process has handed out and not yet given back: tests that run at once never pick
+    /// the same (two did, each taking the other's server for its own, and one's end cut the other's screen off).
+    private nonisolated(unsafe) static var taken = Set<Int>()
+    private static let takenLock = NSLock()
 
     init(_ kind: Kind = .xvfb, width: Int = 640, height: Int = 480) throws {
         let program = "/usr/bin/" + kind.rawValue
         guard FileManager.default.isExecutableFile(atPath: program) else {
             throw HarnessError("\(program) is missing: the X11 tests need it (./scripts/test.sh installs xvfb and tigervnc-standalone-server)")
         }
-        guard let number = (90..<200).first(where: { n in
-            !FileManager.default.fileExists(atPath: "/tmp/.X\(n)-lock") && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(n)")
-        }) else { throw HarnessError("no free X display number between :90 and :199") }
-        self.number = number
-        display = ":\(number)"
-        process.executableURL = URL(fileURLWithPath: program)
-        switch kind {
-        case .xvfb:
-            process.arguments = [display, "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"]
-        case .xvnc:
-            process.arguments = [display, "-geometry", "\(width)x\(height)", "-depth", "24", "-SecurityTypes", "None",
-                                 "-rfbport", "-1", "-localhost", "-nolisten", "tcp", "-noreset"]
-        }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") {
-            guard process.isRunning, Date() < deadline else {
-                stop()
-                throw HarnessError("\(kind.rawValue) \(display) did not start")
+        var tried = Set<Int>()
+        while true {
+            let number = try Self.take(avoiding: tried)
+            tried.insert(number)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: program)
+            let display = ":\(number)"
+            switch kind {
+            case .xvfb:
+                process.arguments = [display, "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"]
+            case .xvnc:
+                process.arguments = [display, "-geometry", "\(width)x\(height)", "-depth", "24", "-SecurityTypes", "None",
+                                     "-rfbport", "-1", "-localhost", "-nolisten", "tcp", "-noreset"]
             }
-            usleep(10_000)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Ours once its lock file names it and its socket is there; a server of another process that took the
+            // number first makes ours exit: the next number is tried.
+            let deadline = Date().addingTimeInterval(10)
+            while process.isRunning && Date() < deadline
+                    && !(Self.lockOwner(number) == process.processIdentifier && FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)")) {
+                usleep(10_000)
+            }
+            if process.isRunning && Self.lockOwner(number) == process.processIdentifier {
+                self.number = number
+                self.display = display
+                self.process = process
+                usleep(100_000)
+                return
+            }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            Self.give(back: number)
+            guard tried.count < 5 else { throw HarnessError("\(kind.rawValue) did not start (displays \(tried.sorted()) tried)") }
         }
-        usleep(100_000)
+    }
+
+    /// A display number that neither this process has handed out nor another server holds (lock file or socket).
+    private static func take(avoiding tried: Set<Int>) throws -> Int {
+        try takenLock.withLock {
+            guard let number = (90..<200).first(where: { n in
+                !taken.contains(n) && !tried.contains(n) && !FileManager.default.fileExists(atPath: "/tmp/.X\(n)-lock")
+                    && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(n)")
+            }) else { throw HarnessError("no free X display number between :90 and :199") }
+            taken.insert(number)
+            return number
+        }
+    }
+
+    private static func give(back number: Int) { _ = takenLock.withLock { taken.remove(number) } }
+
+    /// The pid an X server wrote into the display's lock file.
+    private static func lockOwner(_ number: Int) -> Int32? {
+        (try? String(contentsOfFile: "/tmp/.X\(number)-lock", encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
     deinit { stop() }
@@ -53,12 +87,16 @@ final class XServer {
     func stop() {
         guard !stopped else { return }
         stopped = true
+        let pid = process.processIdentifier
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            kill(pid, SIGKILL)
             process.waitUntilExit()
         }
-        try? FileManager.default.removeItem(atPath: "/tmp/.X\(number)-lock")
-        try? FileManager.default.removeItem(atPath: "/tmp/.X11-unix/X\(number)")
+        if Self.lockOwner(number) == pid {
+            try? FileManager.default.removeItem(atPath: "/tmp/.X\(number)-lock")
+            try? FileManager.default.removeItem(atPath: "/tmp/.X11-unix/X\(number)")
+        }
+        Self.give(back: number)
     }
 
     /// Runs an X client (xrandr, xdotool) against this server; throws when it fails.
