@@ -57,21 +57,31 @@ final class WindowExclusion {
 
     /// One request for the stacking order; the class of each window shown since the last look; the geometry of
     /// the excluded windows and of those above them only. With no excluded window shown, that is the tree alone.
+    /// Pop-ups (override-redirect: menus, tooltips) are looked at every time: one is excluded by its class, or as
+    /// a pop-up of the same process as an excluded window (_NET_WM_PID), and any other covers what lies below it.
     private func visibleNow() -> [ScreenRect] {
         let toplevels = windows.children(of: connection.root)
         let present = Set(toplevels)
         excludedByWindow = excludedByWindow.filter { present.contains($0.key) }
         var entries: [xcb_window_t: XWindows.Entry] = [:]
         for toplevel in toplevels where excludedByWindow[toplevel] == nil {
-            guard let entry = windows.entry(toplevel) else { continue }
+            guard let entry = windows.entry(toplevel, includingPopups: true) else { continue }
             entries[toplevel] = entry
             // Remembered once shown with a class: a frame whose client is not in it yet is looked at again.
             let named = !entry.window.instance.isEmpty || !entry.window.className.isEmpty
-            if isExcluded(entry.window) || (entry.window.mapped && named) { excludedByWindow[toplevel] = isExcluded(entry.window) }
+            if !entry.overrideRedirect, isExcluded(entry.window) || (entry.window.mapped && named) {
+                excludedByWindow[toplevel] = isExcluded(entry.window)
+            }
         }
-        guard let lowest = toplevels.firstIndex(where: { excludedByWindow[$0] == true }) else { return [] }
-        let stack = toplevels[lowest...].compactMap { entries[$0] ?? windows.entry($0) }
-        return Self.visibleParts(stack, excluded: { excludedByWindow[$0.toplevel] == true || isExcluded($0.window) })
+        guard let lowest = toplevels.firstIndex(where: {
+            excludedByWindow[$0] == true || entries[$0].map { $0.overrideRedirect && isExcluded($0.window) } == true
+        }) else { return [] }
+        let stack = toplevels[lowest...].compactMap { entries[$0] ?? windows.entry($0, includingPopups: true) }
+        let processes = Set(stack.filter { excludedByWindow[$0.toplevel] == true }.compactMap(\.window.pid))
+        return Self.visibleParts(stack, excluded: {
+            excludedByWindow[$0.toplevel] == true || isExcluded($0.window)
+                || ($0.overrideRedirect && $0.window.pid.map(processes.contains) == true)
+        })
     }
 
     func isExcluded(_ window: CaptureWindow) -> Bool {

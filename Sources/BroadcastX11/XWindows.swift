@@ -16,6 +16,8 @@ struct XWindows {
         var window: CaptureWindow
         /// The top-level window's outside (border and window-manager frame included), root-window pixels.
         var frame: ScreenRect
+        /// A pop-up (menu, tooltip) no window manager handles: override-redirect.
+        var overrideRedirect = false
     }
 
     private let connection: XConnection
@@ -73,16 +75,17 @@ struct XWindows {
 
     /// The root child `toplevel` as a top-level window, or nil when it is not one (input-only, override-redirect, or
     /// neither shown nor managed).
-    func entry(_ toplevel: xcb_window_t) -> Entry? {
+    func entry(_ toplevel: xcb_window_t, includingPopups: Bool = false) -> Entry? {
         let c = connection.raw
         guard let attributes = xcb_get_window_attributes_reply(c, xcb_get_window_attributes(c, toplevel), nil) else { return nil }
         let a = attributes.pointee
         free(attributes)
-        guard a._class != UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), a.override_redirect == 0 else { return nil }
+        let popup = a.override_redirect != 0
+        guard a._class != UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), includingPopups || !popup else { return nil }
         let mapped = a.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue)
         var client = toplevel
-        if !hasProperty(toplevel, wmState), let inside = children(of: toplevel).first(where: { hasProperty($0, wmState) }) { client = inside }
-        guard mapped || hasProperty(client, wmState) else { return nil }
+        if !popup, !hasProperty(toplevel, wmState), let inside = children(of: toplevel).first(where: { hasProperty($0, wmState) }) { client = inside }
+        guard mapped || (!popup && hasProperty(client, wmState)) else { return nil }
         guard let rect = rootRect(of: client),
               let geometry = xcb_get_geometry_reply(c, xcb_get_geometry(c, toplevel), nil) else { return nil }
         let g = geometry.pointee
@@ -94,7 +97,7 @@ struct XWindows {
         let pid = cardinal(client, netWMPid)
         let window = CaptureWindow(id: client, instance: wmClass.first.map(String.init) ?? "", className: wmClass.count > 1 ? String(wmClass[1]) : "",
                                    title: title, pid: pid.map(Int.init), rect: rect, mapped: mapped)
-        return Entry(toplevel: toplevel, client: client, window: window, frame: frame)
+        return Entry(toplevel: toplevel, client: client, window: window, frame: frame, overrideRedirect: popup)
     }
 
     /// Where `window`'s inside lies in root-window pixels.

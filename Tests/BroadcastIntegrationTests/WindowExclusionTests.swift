@@ -77,6 +77,67 @@ extension Integration {
         try daemon.stop()
     }
 
+    /// Pop-ups (override-redirect windows: menus, tooltips) no window manager handles: one of an excluded class,
+    /// and one of the same process as an excluded window without a class of its own, are black; another
+    /// application's tooltip over the excluded window shows (it covers that part). Pop-ups were not looked at: a
+    /// password manager's menu showed, and a tooltip over it was blacked out.
+    @Test func popUpsOfAnExcludedApplicationAreBlackAndOthersCoverIt() throws {
+        let x = try XServer(width: 320, height: 240)
+        let painter = try x.painter()
+        try painter.send("background 128 128 128")
+        let secret = Rect(x: 40, y: 40, w: 100, h: 80), menu = Rect(x: 160, y: 40, w: 60, h: 60)
+        let classed = Rect(x: 40, y: 150, w: 60, h: 50), tooltip = Rect(x: 60, y: 60, w: 40, h: 30)
+        try painter.send("window secret \(secret.x) \(secret.y) \(secret.w) \(secret.h) 255 0 0 4242")
+        try painter.send("popup menu - \(menu.x) \(menu.y) \(menu.w) \(menu.h) 255 0 0 4242")
+        try painter.send("popup classed secret \(classed.x) \(classed.y) \(classed.w) \(classed.h) 255 0 0 999")
+        try painter.send("popup tooltip tooltip \(tooltip.x) \(tooltip.y) \(tooltip.w) \(tooltip.h) 255 255 255 777")
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden",
+                                        "--app-audio", "none", "--mic", "none", "--exclude-window", "secret"])
+        let controller = try daemon.subscribedController()
+        let path = daemon.runtime + "/popups.mp4"
+        let broadcast = try daemon.start(handler: "record", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(400_000)
+        // A menu of the excluded application opened while live.
+        let late = Rect(x: 200, y: 150, w: 60, h: 40)
+        try painter.send("popup late - \(late.x) \(late.y) \(late.w) \(late.h) 255 0 0 4242")
+        usleep(400_000)
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
+
+        let output = daemon.runtime + "/decoded.rgb"
+        let decoded = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", output])
+        #expect(decoded.status == 0, "\(decoded.stderr)")
+        let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: output)))
+        let size = 320 * 240 * 3
+        var lateSeen = [false, false] // frames before the late menu, and with it
+        for start in stride(from: 0, to: data.count - size + 1, by: size) {
+            func pixel(_ x: Int, _ y: Int) -> (Int, Int, Int) {
+                let o = start + (y * 320 + x) * 3
+                return (Int(data[o]), Int(data[o + 1]), Int(data[o + 2]))
+            }
+            let centre = pixel(late.x + late.w / 2, late.y + late.h / 2)
+            let withLate = centre.0 < 40 && centre.1 < 40 && centre.2 < 40
+            lateSeen[withLate ? 1 : 0] = true
+            var wrong: [String] = []
+            for y in stride(from: 1, to: 240, by: 3) {
+                for x in stride(from: 1, to: 320, by: 3) {
+                    let near = [secret, menu, classed, tooltip, late].contains { Self.inside(x, y, $0, margin: -3) && !Self.inside(x, y, $0, margin: 3) }
+                    if near { continue }
+                    let p = pixel(x, y)
+                    let white = Self.inside(x, y, tooltip)
+                    let black = !white && ([secret, menu, classed] + (withLate ? [late] : [])).contains { Self.inside(x, y, $0) }
+                    let seen = p.0 > 200 && p.1 > 200 && p.2 > 200 ? "white" : p.0 < 40 && p.1 < 40 && p.2 < 40 ? "black"
+                        : p.0 > 150 && p.1 < 100 && p.2 < 100 ? "red" : "other"
+                    if seen != (white ? "white" : black ? "black" : "other") { wrong.append("(\(x),\(y))=\(p)") }
+                }
+            }
+            #expect(wrong.isEmpty, "frame \(start / size): \(wrong.count) pixels wrong: \(wrong.prefix(5))")
+        }
+        #expect(lateSeen == [true, true], "frames before the late menu and with it: \(lateSeen)")
+        try daemon.stop()
+    }
+
     /// What only X11 can do is refused on Wayland's portal source, each with what to do there instead.
     @Test func windowOptionsAreRefusedWithThePortalSource() throws {
         for (arguments, message) in [(["--exclude-window", "Secret"], "exclude-window blacks out X11 windows"),
