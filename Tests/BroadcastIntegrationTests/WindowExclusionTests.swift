@@ -14,6 +14,24 @@ extension Integration {
         x >= r.x + margin && y >= r.y + margin && x < r.x + r.w - margin && y < r.y + r.h - margin
     }
 
+    /// A recording of `x` (320x240) with windows of class `excluded` left out while `scene` runs, decoded: RGB frames
+    /// as they came (a frame only when the screen changed), and the daemon, still running.
+    static func record(_ x: XServer, excluding excluded: String, _ scene: () throws -> Void) throws -> (frames: [UInt8], daemon: DaemonHarness) {
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden",
+                                        "--app-audio", "none", "--mic", "none", "--exclude-window", excluded])
+        let controller = try daemon.subscribedController()
+        let path = daemon.runtime + "/excluded.mp4"
+        let broadcast = try daemon.start(handler: "record", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        try scene()
+        try controller.finish()
+        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
+        let output = daemon.runtime + "/decoded.rgb"
+        let decoded = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", output])
+        #expect(decoded.status == 0, "\(decoded.stderr)")
+        return ([UInt8](try Data(contentsOf: URL(fileURLWithPath: output))), daemon)
+    }
+
     @Test func anExcludedWindowMovedAndRestackedIsBlackWhereVisibleAndNothingElseIs() throws {
         let x = try XServer(width: 320, height: 240)
         let painter = try x.painter()
@@ -21,30 +39,19 @@ extension Integration {
         try painter.window("secret", 40, 40, 100, 80, (255, 0, 0))
         let cover = Rect(x: 100, y: 80, w: 120, h: 100)
         try painter.window("other", cover.x, cover.y, cover.w, cover.h, (0, 255, 0))
-        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden",
-                                        "--app-audio", "none", "--mic", "none", "--exclude-window", "Secret"])
-        let controller = try daemon.subscribedController()
-        let path = daemon.runtime + "/excluded.mp4"
-        let broadcast = try daemon.start(handler: "record", url: "file://" + path, on: controller)
-        try daemon.awaitState(controller, .live)
         // Where the secret window is, and whether the other window covers part of it, in each state.
         let states: [(secret: Rect, covered: Bool)] = [(Rect(x: 40, y: 40, w: 100, h: 80), true), (Rect(x: 120, y: 100, w: 100, h: 80), true),
                                                        (Rect(x: 120, y: 100, w: 100, h: 80), false), (Rect(x: 260, y: 190, w: 100, h: 80), false)]
-        usleep(300_000)
-        try painter.move("secret", 120, 100)
-        usleep(300_000)
-        try painter.window("raise", "secret")
-        usleep(300_000)
-        try painter.move("secret", 260, 190)
-        usleep(300_000)
-        try controller.finish()
-        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
+        let (data, daemon) = try Self.record(x, excluding: "Secret") {
+            usleep(300_000)
+            try painter.move("secret", 120, 100)
+            usleep(300_000)
+            try painter.window("raise", "secret")
+            usleep(300_000)
+            try painter.move("secret", 260, 190)
+            usleep(300_000)
+        }
         #expect(daemon.logs("windows of class secret blacked out"))
-
-        let output = daemon.runtime + "/decoded.rgb"
-        let decoded = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", output])
-        #expect(decoded.status == 0, "\(decoded.stderr)")
-        let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: output)))
         let size = 320 * 240 * 3
         var seen = Set<Int>()
         for start in stride(from: 0, to: data.count - size + 1, by: size) {
@@ -91,24 +98,13 @@ extension Integration {
         try painter.send("popup menu - \(menu.x) \(menu.y) \(menu.w) \(menu.h) 255 0 0 4242")
         try painter.send("popup classed secret \(classed.x) \(classed.y) \(classed.w) \(classed.h) 255 0 0 999")
         try painter.send("popup tooltip tooltip \(tooltip.x) \(tooltip.y) \(tooltip.w) \(tooltip.h) 255 255 255 777")
-        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps", "30", "--cursor", "hidden",
-                                        "--app-audio", "none", "--mic", "none", "--exclude-window", "secret"])
-        let controller = try daemon.subscribedController()
-        let path = daemon.runtime + "/popups.mp4"
-        let broadcast = try daemon.start(handler: "record", url: "file://" + path, on: controller)
-        try daemon.awaitState(controller, .live)
-        usleep(400_000)
         // A menu of the excluded application opened while live.
         let late = Rect(x: 200, y: 150, w: 60, h: 40)
-        try painter.send("popup late - \(late.x) \(late.y) \(late.w) \(late.h) 255 0 0 4242")
-        usleep(400_000)
-        try controller.finish()
-        #expect(try daemon.awaitFinish(controller, broadcast) == nil)
-
-        let output = daemon.runtime + "/decoded.rgb"
-        let decoded = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", output])
-        #expect(decoded.status == 0, "\(decoded.stderr)")
-        let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: output)))
+        let (data, daemon) = try Self.record(x, excluding: "secret") {
+            usleep(400_000)
+            try painter.send("popup late - \(late.x) \(late.y) \(late.w) \(late.h) 255 0 0 4242")
+            usleep(400_000)
+        }
         let size = 320 * 240 * 3
         var lateSeen = [false, false] // frames before the late menu, and with it
         for start in stride(from: 0, to: data.count - size + 1, by: size) {
