@@ -96,6 +96,30 @@ public struct FrameConverter: Sendable {
         }
     }
 
+    /// Paints `rect` (frame pixels, widened to even edges, clipped to the frame) black in the frame in `slot`: what
+    /// was converted there is covered after the fact.
+    public func fillBlack(_ rect: ScreenRect, in slot: UnsafeMutableRawPointer) {
+        let left = max(0, rect.x & ~1), top = max(0, rect.y & ~1)
+        let right = min(format.width, (rect.x + rect.width + 1) & ~1), bottom = min(format.height, (rect.y + rect.height + 1) & ~1)
+        guard left < right, top < bottom else { return }
+        func fill(_ plane: Plane, rows: Range<Int>, bytes: Range<Int>, with value: UInt8) {
+            for row in rows {
+                (slot + plane.offset + row * plane.stride + bytes.lowerBound).initializeMemory(as: UInt8.self, repeating: value, count: bytes.count)
+            }
+        }
+        let black: UInt8 = range == .limited ? 16 : 0
+        switch format.pixelFormat {
+        case .bgrx:
+            fill(planes[0], rows: top..<bottom, bytes: left * 4..<right * 4, with: 0)
+        case .nv12:
+            fill(planes[0], rows: top..<bottom, bytes: left..<right, with: black)
+            fill(planes[1], rows: top / 2..<bottom / 2, bytes: left..<right, with: 128)
+        case .i420:
+            fill(planes[0], rows: top..<bottom, bytes: left..<right, with: black)
+            for plane in planes[1...] { fill(plane, rows: top / 2..<bottom / 2, bytes: left / 2..<right / 2, with: 128) }
+        }
+    }
+
     private func checkBand(_ firstRow: Int, _ rowCount: Int) {
         precondition(firstRow >= 0 && rowCount >= 0 && firstRow + rowCount <= format.height, "rows outside the frame")
         precondition(firstRow % 2 == 0 && rowCount % 2 == 0, "a band starts on an even row and has an even number of rows")

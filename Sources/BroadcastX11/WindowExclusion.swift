@@ -14,6 +14,10 @@ final class WindowExclusion {
     private(set) var stale = true
     private let connection: XConnection
     private let windows: XWindows
+    /// The excluded windows' whole frames (covered parts too), by top-level window, as last worked out; and where
+    /// ConfigureNotify says they went since.
+    private var excludedFrames: [xcb_window_t: ScreenRect] = [:]
+    private var movedTo: [ScreenRect] = []
     /// Whether each top-level window (a root child) is excluded, worked out once it is shown with a class: a
     /// client sets WM_CLASS before it maps its window (ICCCM), so the answer holds until the window is mapped
     /// again or a window manager reparents a window.
@@ -39,7 +43,14 @@ final class WindowExclusion {
             // A window manager took a client into a frame (or gave it back): every class is looked at anew.
             excludedByWindow = [:]
             stale = true
-        case XCB_CREATE_NOTIFY, XCB_DESTROY_NOTIFY, XCB_UNMAP_NOTIFY, XCB_CONFIGURE_NOTIFY, XCB_CIRCULATE_NOTIFY:
+        case XCB_CONFIGURE_NOTIFY:
+            let e = UnsafeRawPointer(event).assumingMemoryBound(to: xcb_configure_notify_event_t.self).pointee
+            if excludedFrames[e.window] != nil {
+                let border = 2 * Int(e.border_width)
+                movedTo.append(ScreenRect(x: Int(e.x), y: Int(e.y), width: Int(e.width) + border, height: Int(e.height) + border))
+            }
+            stale = true
+        case XCB_CREATE_NOTIFY, XCB_DESTROY_NOTIFY, XCB_UNMAP_NOTIFY, XCB_CIRCULATE_NOTIFY:
             stale = true
         default:
             break
@@ -50,9 +61,21 @@ final class WindowExclusion {
     func refresh() -> [ScreenRect]? {
         guard stale else { return nil }
         stale = false
+        movedTo = []
         let before = rectangles
         rectangles = visibleNow()
         return rectangles == before ? nil : before
+    }
+
+    /// After a frame was grabbed with the rectangles as they were, and its events read (those of changes made before
+    /// the grab's replies come before them): when excluded windows moved, or what shows of them changed, the pixels
+    /// may show one where no rectangle was. Every place each excluded window was since, its whole frame, is returned
+    /// to be blacked out in that frame too; nil when nothing that matters changed.
+    func placesSinceGrab() -> [ScreenRect]? {
+        guard stale else { return nil }
+        let framesBefore = Array(excludedFrames.values), moves = movedTo
+        guard refresh() != nil || !moves.isEmpty else { return nil }
+        return framesBefore + moves + excludedFrames.values
     }
 
     /// One request for the stacking order; the class of each window shown since the last look; the geometry of
@@ -75,13 +98,18 @@ final class WindowExclusion {
         }
         guard let lowest = toplevels.firstIndex(where: {
             excludedByWindow[$0] == true || entries[$0].map { $0.overrideRedirect && isExcluded($0.window) } == true
-        }) else { return [] }
+        }) else {
+            excludedFrames = [:]
+            return []
+        }
         let stack = toplevels[lowest...].compactMap { entries[$0] ?? windows.entry($0, includingPopups: true) }
         let processes = Set(stack.filter { excludedByWindow[$0.toplevel] == true }.compactMap(\.window.pid))
-        return Self.visibleParts(stack, excluded: {
-            excludedByWindow[$0.toplevel] == true || isExcluded($0.window)
-                || ($0.overrideRedirect && $0.window.pid.map(processes.contains) == true)
-        })
+        let excluded = { [excludedByWindow] (entry: XWindows.Entry) in
+            excludedByWindow[entry.toplevel] == true || self.isExcluded(entry.window)
+                || (entry.overrideRedirect && entry.window.pid.map(processes.contains) == true)
+        }
+        excludedFrames = Dictionary(stack.filter { $0.window.mapped && excluded($0) }.map { ($0.toplevel, $0.frame) }) { a, _ in a }
+        return Self.visibleParts(stack, excluded: excluded)
     }
 
     func isExcluded(_ window: CaptureWindow) -> Bool {

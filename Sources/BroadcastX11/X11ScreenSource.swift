@@ -329,6 +329,16 @@ public final class X11ScreenSource: CaptureSource {
         counts.bandsGrabbed += UInt64(bands.count)
         counts.bandsCopied += UInt64(dirty.count - bands.count)
         dirty.clear()
+        if let exclusion, let connection {
+            // Windows that changed while the frame was grabbed (their events come before its replies) may show an
+            // excluded window where no rectangle was: every place one was since is blacked out too, and grabbed anew.
+            readEvents(connection)
+            for place in exclusion.placesSinceGrab() ?? [] {
+                guard let inArea = place.intersection(area) else { continue }
+                converter.fillBlack(ScreenRect(x: inArea.x - area.x, y: inArea.y - area.y, width: inArea.width, height: inArea.height), in: slot)
+                dirty.mark(rows: inArea.y - area.y, inArea.y - area.y + inArea.height)
+            }
+        }
         return taken
     }
 
@@ -460,40 +470,5 @@ public final class X11ScreenSource: CaptureSource {
         let rect = ScreenRect(x: pointer.x - sprite.hotspotX - area.x, y: pointer.y - sprite.hotspotY - area.y,
                               width: sprite.width, height: sprite.height)
         return rect.intersection(ScreenRect(x: 0, y: 0, width: area.width, height: area.height)) == nil ? nil : rect
-    }
-
-    /// Blacks out `rect` (area coordinates, within the area) in the band of BGRx `pixels` holding `rows`.
-    static func blackOut(_ rect: ScreenRect, in pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
-        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
-        guard top < bottom else { return }
-        for y in top..<bottom { memset(pixels + (y - rows.lowerBound) * stride + rect.x * 4, 0, rect.width * 4) }
-    }
-
-    /// Blends `sprite` (premultiplied ARGB), placed at `rect` in area coordinates, over the band of BGRx `pixels` holding `rows`.
-    static func draw(_ sprite: CursorSprite, at rect: ScreenRect, into pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
-        let width = stride / 4
-        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
-        let left = max(rect.x, 0), right = min(rect.x + rect.width, width)
-        guard top < bottom && left < right else { return }
-        for y in top..<bottom {
-            let row = (pixels + (y - rows.lowerBound) * stride).assumingMemoryBound(to: UInt32.self)
-            let spriteRow = (y - rect.y) * sprite.width - rect.x
-            for x in left..<right {
-                let s = sprite.pixels[spriteRow + x]
-                let alpha = s >> 24
-                if alpha == 0 { continue }
-                if alpha == 255 {
-                    row[x] = s & 0x00ff_ffff
-                    continue
-                }
-                let d = row[x], inverse = 255 - alpha
-                var out: UInt32 = 0
-                for shift: UInt32 in [0, 8, 16] {
-                    let channel = (s >> shift & 0xff) + ((d >> shift & 0xff) * inverse + 127) / 255
-                    out |= min(channel, 255) << shift
-                }
-                row[x] = out
-            }
-        }
     }
 }

@@ -186,6 +186,30 @@ import Testing
         }
     }
 
+    /// Black painted over a converted frame (an excluded window that moved while the frame was grabbed) is what
+    /// converting black there makes: the rectangle widened to even edges and clipped to the frame, nothing else.
+    @Test(arguments: [PixelFormat.nv12, .i420, .bgrx], ColorRange.allCases)
+    func fillBlackIsConvertedBlackOnEvenEdges(_ pixelFormat: PixelFormat, _ range: ColorRange) {
+        var source = Source(width: 50, height: 24, padding: 4)
+        let converter = FrameConverter(format: VideoFormat(width: 50, height: 24, pixelFormat: pixelFormat), range: range)
+        var filled = convert(source, converter)
+        let rects = [ScreenRect(x: 3, y: 5, width: 10, height: 6), ScreenRect(x: 44, y: -3, width: 20, height: 6)]
+        filled.withUnsafeMutableBytes { slot in for rect in rects { converter.fillBlack(rect, in: slot.baseAddress!) } }
+        // The same rectangles, widened to even edges and clipped, black before converting.
+        for (xs, ys) in [(2..<14, 4..<12), (44..<50, 0..<4)] {
+            for y in ys {
+                for x in xs {
+                    source.set(x, y, (0, 0, 0))
+                    source.bytes[source.misalign + y * source.stride + x * 4 + 3] = 0 // BGRx's x, which BGRx frames keep
+                }
+            }
+        }
+        let expected = convert(source, converter)
+        let differences = zip(filled, expected).enumerated().filter { abs(Int($0.element.0) - Int($0.element.1)) > 1 }
+        #expect(differences.isEmpty, "\(differences.count) bytes differ, first at \(differences.first?.offset ?? -1)")
+        expectPaddingUntouched(filled, converter.format)
+    }
+
     @Test func bgrxRowsAreCopied() {
         let source = Source(width: 18, height: 4, padding: 8, misalign: 3)
         let format = VideoFormat(width: 18, height: 4, pixelFormat: .bgrx)
