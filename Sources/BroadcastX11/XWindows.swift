@@ -73,8 +73,8 @@ struct XWindows {
         return Array(UnsafeBufferPointer(start: xcb_query_tree_children(reply), count: Int(xcb_query_tree_children_length(reply))))
     }
 
-    /// The root child `toplevel` as a top-level window, or nil when it is not one (input-only, override-redirect, or
-    /// neither shown nor managed).
+    /// The root child `toplevel` as a top-level window, or nil when it is not one (input-only, override-redirect
+    /// unless `includingPopups` (then only while shown), or neither shown nor managed).
     func entry(_ toplevel: xcb_window_t, includingPopups: Bool = false) -> Entry? {
         let c = connection.raw
         guard let attributes = xcb_get_window_attributes_reply(c, xcb_get_window_attributes(c, toplevel), nil) else { return nil }
