@@ -95,12 +95,7 @@ final class LiveCapture {
         if videoHeader?.pool != pool.id { videoHeader = prototype(pool: pool) }
         for broadcast in targets { sendCursor(to: broadcast.link!, at: deadline) }
         if change == .unchanged, !wasPrivate, let latest = pool.latest {
-            for broadcast in targets {
-                broadcast.ledger.repeated()
-                if broadcast.manifest.frameRate == .variable { continue }
-                pool.hold(latest, for: broadcast.link!.holder)
-                deliver(slot: latest, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: true, to: broadcast, pool: pool)
-            }
+            hand(latest, pts: deadline, repeated: true, to: targets, pool: pool)
             return nil
         }
         // A handler that holds its share of the slots loses this frame unless the pool has slots to spare: this
@@ -131,10 +126,7 @@ final class LiveCapture {
         lostFrames = 0
         pool.setLatest(slot)
         session.latestFramePTS = pts
-        for broadcast in takers {
-            pool.hold(slot, for: broadcast.link!.holder)
-            deliver(slot: slot, pts: pts, interval: interval * broadcast.frameDivisor, repeated: false, to: broadcast, pool: pool)
-        }
+        hand(slot, pts: pts, repeated: false, to: takers, pool: pool)
         return nil
     }
 
@@ -142,14 +134,8 @@ final class LiveCapture {
     private func sendPrivacyFrame(at deadline: UInt64, targets: [Broadcast], session: CaptureSession) {
         guard let pool = session.pool else { return }
         if videoHeader?.pool != pool.id { videoHeader = prototype(pool: pool) }
-        let interval = source.frameInterval
         if privacyShown, let latest = pool.latest {
-            for broadcast in targets {
-                broadcast.ledger.repeated()
-                if broadcast.manifest.frameRate == .variable { continue }
-                pool.hold(latest, for: broadcast.link!.holder)
-                deliver(slot: latest, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: true, to: broadcast, pool: pool)
-            }
+            hand(latest, pts: deadline, repeated: true, to: targets, pool: pool)
             return
         }
         guard let slot = pool.acquire() else {
@@ -159,16 +145,27 @@ final class LiveCapture {
         PrivacyFrame.draw(source.videoFormat, range: source.colorRange, into: pool.pointer(slot))
         pool.setLatest(slot)
         privacyShown = true
-        for broadcast in targets {
-            pool.hold(slot, for: broadcast.link!.holder)
-            deliver(slot: slot, pts: deadline, interval: interval * broadcast.frameDivisor, repeated: false, to: broadcast, pool: pool)
-        }
+        hand(slot, pts: deadline, repeated: false, to: targets, pool: pool)
     }
 
     /// The VIDEO_SAMPLE fields that stay the same from frame to frame.
     private func prototype(pool: FramePool) -> VideoSampleHeader {
         let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
         return VideoSampleHeader(timing: zero, orientation: source.orientation, pool: pool.id, slot: 0, format: source.videoFormat)
+    }
+
+    /// Holds `slot` for each of `targets` and sends it; `repeated`: the latest frame again, counted as such, which a
+    /// handler that takes only frames that changed does not get.
+    private func hand(_ slot: Int, pts: UInt64, repeated: Bool, to targets: [Broadcast], pool: FramePool) {
+        let interval = source.frameInterval
+        for broadcast in targets {
+            if repeated {
+                broadcast.ledger.repeated()
+                if broadcast.manifest.frameRate == .variable { continue }
+            }
+            pool.hold(slot, for: broadcast.link!.holder)
+            deliver(slot: slot, pts: pts, interval: interval * broadcast.frameDivisor, repeated: repeated, to: broadcast, pool: pool)
+        }
     }
 
     /// Sends the VIDEO_SAMPLE for `slot` (already held for the handler), or drops it when the handler's queue is full.

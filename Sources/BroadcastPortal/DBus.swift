@@ -1,3 +1,4 @@
+import BroadcastSystem
 import CDBus
 import Glibc
 
@@ -56,6 +57,14 @@ struct DBusSignal {
 /// A private connection to the session bus, used from one thread at a time. It never ends the process
 /// when the bus goes away (libdbus's default for shared connections does).
 final class DBusConnection: @unchecked Sendable {
+    /// Whether there is a session bus to ask: one named in the environment, or systemd's at $XDG_RUNTIME_DIR/bus.
+    /// Without either libdbus would "autolaunch" one (dbus-launch, through X11): a bus of its own no desktop is on.
+    static var sessionBusExists: Bool {
+        if let address = Environment.get("DBUS_SESSION_BUS_ADDRESS"), !address.isEmpty { return true }
+        guard let runtime = Environment.get("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return false }
+        return FileSystem.exists(runtime + "/bus")
+    }
+
     private let connection: OpaquePointer
     /// The connection's unique name, e.g. ":1.42".
     let uniqueName: String

@@ -66,14 +66,6 @@ public final class DesktopNotifications: @unchecked Sendable {
         queue.withLock { $0.delivering -= 1 }
     }
 
-    /// A session bus named in the environment, or systemd's at $XDG_RUNTIME_DIR/bus. Without either libdbus
-    /// would autolaunch one (dbus-launch, where installed): a daemon of its own that nobody shows notices from.
-    static func hasSessionBus() -> Bool {
-        if let address = Environment.get("DBUS_SESSION_BUS_ADDRESS"), !address.isEmpty { return true }
-        guard let runtime = Environment.get("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return false }
-        return access(runtime + "/bus", F_OK) == 0
-    }
-
     private func deliver(_ event: Event, _ state: inout Bus) {
         let (summary, body, expire): (String, String, Int32)
         switch event {
@@ -85,7 +77,7 @@ public final class DesktopNotifications: @unchecked Sendable {
             (summary, body, expire) = ("Screen capture stopped", "broadcastd no longer captures the screen.", -1)
         }
         do {
-            guard Self.hasSessionBus() else {
+            guard DBusConnection.sessionBusExists else {
                 return logger.debug("no capture notification (\(summary)): no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
             }
             if state.connection == nil { state.connection = try DBusConnection() }

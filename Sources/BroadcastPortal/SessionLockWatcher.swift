@@ -126,9 +126,7 @@ public final class SessionLockWatcher: Sendable {
     }
 
     private func connectScreensaver(logger: Logger) -> Bus? {
-        // Without an address libdbus would "autolaunch" a bus of its own through X11: only a session's bus is asked.
-        let runtime = Environment.get("XDG_RUNTIME_DIR")
-        guard Environment.get("DBUS_SESSION_BUS_ADDRESS") != nil || runtime.map({ FileSystem.exists($0 + "/bus") }) == true else {
+        guard DBusConnection.sessionBusExists else {
             logger.notice("session lock: the screensaver is not watched (no session bus: DBUS_SESSION_BUS_ADDRESS is not set)")
             return nil
         }

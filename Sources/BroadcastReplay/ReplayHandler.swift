@@ -38,8 +38,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
             self.options = options
             var directory: String?
             if options.onDisk {
-                let cache = Environment.get("XDG_CACHE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil }
-                    ?? (Environment.get("HOME") ?? "/tmp") + "/.cache"
+                let cache = Environment.baseDirectory("XDG_CACHE_HOME", fallback: ".cache", in: Environment.all) ?? "/tmp/.cache"
                 Self.removeAbandonedRings(in: cache + "/broadcastd")
                 directory = cache + "/broadcastd/replay-\(Environment.processID)"
                 do { try FileSystem.makeDirectories(directory!, mode: 0o700) } catch {

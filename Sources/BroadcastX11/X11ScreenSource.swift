@@ -183,12 +183,13 @@ public final class X11ScreenSource: CaptureSource {
     /// The excluded windows' visible parts in frame coordinates.
     private func hiddenInFrame() -> [ScreenRect] {
         let rects = exclusion?.rectangles ?? []
-        if rects != hidden.from || area != hidden.area {
-            hidden = (rects.compactMap { $0.intersection(area) }.map {
-                ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height)
-            }, rects, area)
-        }
+        if rects != hidden.from || area != hidden.area { hidden = (rects.compactMap(inFrame), rects, area) }
         return hidden.rects
+    }
+
+    /// The part of `rect` (root-window pixels) within the capture area, in frame coordinates.
+    private func inFrame(_ rect: ScreenRect) -> ScreenRect? {
+        rect.intersection(area).map { ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height) }
     }
 
     /// A window's content rectangle as frames take it: even sizes, at least 16x16; nil when too small.
@@ -333,10 +334,9 @@ public final class X11ScreenSource: CaptureSource {
             // Windows that changed while the frame was grabbed (their events come before its replies) may show an
             // excluded window where no rectangle was: every place one was since is blacked out too, and grabbed anew.
             readEvents(connection)
-            for place in exclusion.placesSinceGrab() ?? [] {
-                guard let inArea = place.intersection(area) else { continue }
-                converter.fillBlack(ScreenRect(x: inArea.x - area.x, y: inArea.y - area.y, width: inArea.width, height: inArea.height), in: slot)
-                dirty.mark(rows: inArea.y - area.y, inArea.y - area.y + inArea.height)
+            for place in (exclusion.placesSinceGrab() ?? []).compactMap(inFrame) {
+                converter.fillBlack(place, in: slot)
+                dirty.mark(rows: place.y, place.y + place.height)
             }
         }
         return taken

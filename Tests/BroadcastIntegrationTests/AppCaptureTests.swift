@@ -6,17 +6,6 @@ import Testing
 /// `--app PID`: one application's window and its sound, from a real PipeWire graph and a private Xvfb.
 extension Integration {
 @Suite(.serialized) struct AppCaptureTests {
-    /// The amplitude of the `frequency` Hz component of `samples` at 48 kHz (a sine of amplitude a gives a).
-    func amplitude(_ frequency: Double, in samples: ArraySlice<Float>) -> Double {
-        let step = 2 * Double.pi * frequency / 48_000
-        var (re, im) = (0.0, 0.0)
-        for (n, x) in samples.enumerated() {
-            re += Double(x) * cos(step * Double(n))
-            im -= Double(x) * sin(step * Double(n))
-        }
-        return 2 * (re * re + im * im).squareRoot() / Double(max(1, samples.count))
-    }
-
     /// The player (pw-play, 660 Hz) has a window (its _NET_WM_PID, as the painter draws it for it); another window
     /// and the harness's 440 Hz tone into the same sink are not the application's and must not be recorded.
     @Test func anAppByPIDRecordsItsWindowAndOnlyTheSoundThatProcessPlays() throws {

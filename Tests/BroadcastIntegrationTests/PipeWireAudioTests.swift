@@ -155,17 +155,6 @@ extension Integration {
         pipewire.stop()
     }
 
-    /// The amplitude of the `frequency` Hz component of `samples` (a sine of amplitude a gives a).
-    func amplitude(_ frequency: Double, in samples: [Float]) -> Double {
-        let step = 2 * Double.pi * frequency / 48_000
-        var (re, im) = (0.0, 0.0)
-        for (n, x) in samples.enumerated() {
-            re += Double(x) * cos(step * Double(n))
-            im -= Double(x) * sin(step * Double(n))
-        }
-        return 2 * (re * re + im * im).squareRoot() / Double(max(1, samples.count))
-    }
-
     /// An application by name, in any case: every one of its playback streams, mixed by PipeWire, as they
     /// come and go, and nothing else (not the sink's other tone, not another application); mono averages
     /// the two channels rather than adding them.

@@ -234,3 +234,14 @@ final class PipeWireHarness {
         processes.removeAll()
     }
 }
+
+/// The amplitude of the `frequency` Hz component of `samples` at 48 kHz (a sine of amplitude a gives a).
+func amplitude<Samples: Collection<Float>>(_ frequency: Double, in samples: Samples) -> Double {
+    let step = 2 * Double.pi * frequency / 48_000
+    var (re, im) = (0.0, 0.0)
+    for (n, x) in samples.enumerated() {
+        re += Double(x) * cos(step * Double(n))
+        im -= Double(x) * sin(step * Double(n))
+    }
+    return 2 * (re * re + im * im).squareRoot() / Double(max(1, samples.count))
+}
