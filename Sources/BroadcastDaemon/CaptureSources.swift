@@ -94,7 +94,7 @@ extension Daemon {
                                            "(chosen when capture starts); an output or a region can, or the whole screen"))
         }
         guard let target = Self.screenTarget(of: asked) else {
-            return .failure(BroadcastError(.invalidRequest, "--region \(asked.region ?? ""): takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720"))
+            return .failure(BroadcastError(.invalidRequest, "--region \(asked.region ?? ""): \(ScreenRegion.problem(asked.region ?? "") ?? "")"))
         }
         do { try source.retarget(target) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         captureChoice.target = (asked.output, asked.region, nil, nil)

@@ -98,13 +98,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         guard let buffer, let options, failure == nil else {
             return reply.fail(HandlerError("save", failure ?? "the replay buffer did not start"))
         }
-        var seconds: Double?
-        if case .number(let value)? = last {
-            guard value > 0 else { return reply.fail(HandlerError("save", "--last is a number of seconds above 0")) }
-            seconds = value
-        }
-        let target: (path: String, container: Muxer.Container)
-        do { target = try Self.target(file) } catch { return reply.fail(error) }
+        let seconds: Double?, target: (path: String, container: Muxer.Container)
+        do { (seconds, target) = (try Self.seconds(last), try Self.target(file)) } catch { return reply.fail(error) }
         let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
         do {
@@ -140,6 +135,16 @@ public final class ReplayHandler: BroadcastSampleHandler {
         }
     }
 
+    /// `last`: seconds of the buffer to save, above 0 and at most the longest buffer (`length`'s limit), so that
+    /// no arithmetic on it overflows; nil for the whole buffer.
+    static func seconds(_ last: JSONValue?) throws(HandlerError) -> Double? {
+        guard case .number(let value)? = last else { return nil }
+        guard value > 0 && value <= ReplayOptions.maxLength else {
+            throw HandlerError("save", "--last is a number of seconds above 0 and at most \(Int(ReplayOptions.maxLength))")
+        }
+        return value
+    }
+
     /// Where a save goes: the file asked for (absolute), else the Replays folder; and its container, from its extension.
     private static func target(_ file: JSONValue?) throws(HandlerError) -> (path: String, container: Muxer.Container) {
         var path = OutputPath.defaultRecording(folder: "Replays")
@@ -162,8 +167,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
     private func andRecord(_ arguments: [String: JSONValue]) throws(HandlerError) -> [String: JSONValue] {
         guard let buffer, let options, failure == nil else { throw HandlerError("save", failure ?? "the replay buffer did not start") }
         if let recording = buffer.recording { throw HandlerError("save", "already recording into \(recording.path)") }
-        var seconds: Double?
-        if case .number(let value)? = arguments["last"] { seconds = value }
+        let seconds = try Self.seconds(arguments["last"])
         let (path, container) = try Self.target(arguments["file"])
         do {
             try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: arguments["file"] == nil)

@@ -1,0 +1,77 @@
+import BroadcastClient
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Foundation
+import Testing
+
+/// What the third attack campaign found (issue 32): each attack runs against a real daemon with a broadcast live,
+/// and the daemon must refuse it with a reason while the broadcast goes on.
+extension Integration {
+@Suite(.serialized) struct AttackCampaignTests {
+    @Test func regionsBeyondAScreenAreRefusedAndTheBroadcastGoesOn() throws {
+        let x = try XServer()
+        defer { x.stop() }
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--app-audio", "none", "--mic", "none"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let path = daemon.summaryPath("live")
+        let id = try daemon.start(handler: "inspect", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        // x + width overflowed Int in the intersection with the screen: broadcastd trapped (SIGILL).
+        for region in ["9223372036854775807,0,2x2", "0,9223372036854775807,2x2", "0,0,9223372036854775807x2", "32768,0,16x16",
+                       "0,0,16x32768", "-0,0,16x16"] {
+            let changed = #expect(throws: ProtocolError.self) { try controller.changeCapture(CaptureChoice(region: region)) }
+            #expect(changed?.refusal?.code == .invalidRequest && changed?.refusal?.message.contains("--region \(region): takes X,Y,WIDTHxHEIGHT " +
+                "with X and Y from 0 to 32767 and sizes from 1 to 32767") == true, "\(String(describing: changed))")
+            let started = #expect(throws: ProtocolError.self) {
+                try daemon.controller().start(handler: "inspect", maxDuration: 1, capture: CaptureChoice(region: region))
+            }
+            #expect(started?.refusal?.code == .invalidRequest, "\(String(describing: started))")
+        }
+        for command in [["capture", "--region", "9223372036854775807,0,2x2"],
+                        ["start", "--handler", "inspect", "--region", "0,9223372036854775807,2x2", "--duration", "1"]] {
+            let refused = try daemon.tool("broadcastctl", command)
+            #expect(refused.status == 64 && refused.stderr.contains("sizes from 1 to 32767"), "\(command): \(refused)")
+        }
+        // The largest region there is is taken (clipped to the screen).
+        try controller.changeCapture(CaptureChoice(region: "0,0,32767x32767"))
+        #expect(try controller.status().state == .live && isRunning(daemon.pid))
+        try controller.finish(broadcast: id)
+        #expect(try daemon.awaitFinish(controller, id) == nil)
+        #expect(try InspectSummary.load(path).video?.width == 640)
+    }
+    @Test func numbersThatOverflowedAreRefusedWhereTheyEnter() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let replay = try daemon.start(handler: "replay", url: nil, setupInfo: ["length": "10"], on: controller)
+        try daemon.awaitState(controller, .live)
+        // A frame rate of 1e-300 made the frame divisor overflow when the broadcast started (broadcastd trapped),
+        // for a handler that declares the field (record) and one that does not (inspect).
+        for handler in ["record", "inspect"] {
+            let pending = try controller.start(handler: handler, maxDuration: 1)
+            let setup = try daemon.setup()
+            #expect(throws: ProtocolError.refused(BroadcastError(.invalidRequest,
+                "setup field 'frameRate' is frames per second, 1 to 240, not '1e-300'"))) {
+                try setup.complete(broadcast: pending, url: nil, setupInfo: ["frameRate": "1e-300"])
+            }
+            try setup.cancel(broadcast: pending, error: BroadcastError(.setupCancelled, "test"))
+            setup.close()
+        }
+        // save's `last` of 1e300 seconds overflowed in the replay handler, which trapped: the broadcast was lost.
+        for last in [1e300, -1e300] {
+            let failed = #expect(throws: ProtocolError.self) {
+                try controller.send(command: "save", arguments: ["last": .number(last), "file": .string(daemon.runtime + "/x.mp4")],
+                                    broadcast: replay)
+            }
+            #expect(failed?.refusal?.code == .commandFailed &&
+                    failed?.refusal?.message.contains("--last is a number of seconds above 0 and at most 3600") == true,
+                    "\(String(describing: failed))")
+        }
+        #expect(try controller.status().broadcasts?.first { $0.broadcast == replay }?.state == .live)
+        try controller.finish(broadcast: replay)
+        #expect(try daemon.awaitFinish(controller, replay) == nil)
+    }
+}
+}

@@ -1,0 +1,42 @@
+import BroadcastCapture
+import BroadcastCore
+import BroadcastProtocol
+import Testing
+
+/// Limits the third hardening round (issue 32) put where peers' input enters.
+@Suite struct InputLimitRound3Tests {
+    @Test func regionsParseWithinWhatAScreenCanHave() {
+        #expect(ScreenRegion("0,0,32767x32767") == ScreenRegion("0,0,32767X32767"))
+        #expect(ScreenRect(region: "32767,32767,1x1") == ScreenRect(x: 32767, y: 32767, width: 1, height: 1))
+        for bad in ["9223372036854775807,0,2x2", "0,9223372036854775807,2x2", "0,0,9223372036854775807x2", "0,0,2x9223372036854775807",
+                    "32768,0,16x16", "0,32768,16x16", "0,0,32768x16", "0,0,16x32768", "0,0,0x16", "-1,0,16x16", "+1,0,16x16",
+                    "-0,0,16x16", "00000001,0,16x16", " 1,0,16x16", "1,,0,16x16", "1,0,16x16x", "1,0,16xx16", "0,0,16x16,"] {
+            #expect(ScreenRegion(bad) == nil, "\(bad)")
+            #expect(ScreenRect(region: bad) == nil, "\(bad)")
+            #expect(CaptureChoice(region: bad).problem == "--region \(bad): takes X,Y,WIDTHxHEIGHT with X and Y from 0 to 32767 " +
+                    "and sizes from 1 to 32767, e.g. 0,0,1280x720", "\(bad)")
+        }
+        // The largest region there is: its intersection with any screen cannot overflow.
+        let largest = ScreenRect(region: "32767,32767,32767x32767")!
+        #expect(largest.intersection(ScreenRect(x: 0, y: 0, width: 32767, height: 32767)) == nil)
+        #expect(CaptureChoice(region: "0,0,32767x32767").problem == nil)
+    }
+
+    @Test func aFrameRateFromSetupIsOneTo240WhetherDeclaredOrNot() throws {
+        let plain = HandlerManifest(name: "plain", displayName: "Plain", exec: "/bin/true")
+        let declaring = HandlerManifest(name: "declaring", displayName: "Declaring", exec: "/bin/true",
+                                        setupFields: [.init(name: "frameRate", prompt: "Frames per second")])
+        for manifest in [plain, declaring] {
+            // 30 / 1e-300 overflowed the frame divisor: broadcastd trapped when the broadcast started.
+            for bad in ["1e-300", "0", "-5", "nan", "inf", "0.5", "241"] {
+                #expect(throws: BroadcastError(.invalidRequest, "setup field 'frameRate' is frames per second, 1 to 240, not '\(bad)'")) {
+                    _ = try manifest.validate(url: nil, setupInfo: ["frameRate": bad])
+                }
+            }
+            #expect(throws: Never.self) { _ = try manifest.validate(url: nil, setupInfo: ["frameRate": "24"]) }
+        }
+        // A handler that declares the field may take words in it (record's "input").
+        #expect(throws: Never.self) { _ = try declaring.validate(url: nil, setupInfo: ["frameRate": "input"]) }
+        #expect(throws: BroadcastError.self) { _ = try plain.validate(url: nil, setupInfo: ["frameRate": "input"]) }
+    }
+}
