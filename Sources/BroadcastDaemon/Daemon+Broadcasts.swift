@@ -280,7 +280,7 @@ extension Daemon {
             let update = try message.decode(URLUpdate.self)
             if let problem = HandlerManifest.urlProblem(update.url) { throw .malformed(.updateURL, "the URL is refused: \(problem)") }
             broadcast.machine.setURL(update.url)
-            peers.publish(.json(.urlUpdated, URLUpdate(broadcast: broadcast.id, url: update.url)))
+            peers.publish(.json(.urlUpdated, URLUpdate(broadcast: broadcast.id, url: SecretURL.masked(update.url))))
         case .updateServiceInfo:
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
             let reported = info.isEmpty ? nil : info

@@ -270,19 +270,3 @@ public final class Daemon {
         }
     }
 }
-
-/// A URL for the log: without its query and user info, where stream keys and tokens live.
-func redactedURL(_ url: String) -> String {
-    var text = Substring(url)
-    var redacted = false
-    if let query = text.firstIndex(where: { $0 == "?" || $0 == "#" }) {
-        text = text[..<query]
-        redacted = true
-    }
-    let parts = text.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
-    // "scheme:", "", "user:key@host", "path"
-    if parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty, let at = parts[2].lastIndex(of: "@") {
-        text = parts[0] + "//…" + parts[2][at...] + (parts.count > 3 ? "/" + parts[3] : "")
-    }
-    return String(text) + (redacted ? "?…" : "")
-}
