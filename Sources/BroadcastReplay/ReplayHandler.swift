@@ -84,7 +84,11 @@ public final class ReplayHandler: BroadcastSampleHandler {
             save(last: arguments["last"], file: arguments["file"], reply: reply)
         case "mark":
             guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
-            let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks)
+            let mark: (time: Int64, title: String)
+            do { mark = try Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks,
+                                               kept: max(buffer.marks.count, recordingMarks.count)) } catch {
+                return reply.fail(error)
+            }
             buffer.mark(mark)
             if let recording = buffer.recording { recordingMarks.append((mark.time - recording.origin, mark.title)) }
             marks += 1

@@ -73,5 +73,34 @@ extension Integration {
         try controller.finish(broadcast: replay)
         #expect(try daemon.awaitFinish(controller, replay) == nil)
     }
+    /// 400 marks of 200 characters made record's result 93 KB: it was not sent, and every controller lost the
+    /// recording's duration, bytes, chapters and upload status.
+    @Test func marksAreBoundedAndTheRecordingsResultArrives() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let path = daemon.runtime + "/marks.mkv"
+        let id = try daemon.start(handler: "record", url: "file://" + path, on: controller)
+        try daemon.awaitState(controller, .live)
+        let title = String(repeating: "ä", count: 100)
+        for (marks, text, refusal) in [(0, title + "x", "a title of 201 bytes is longer than 200"),
+                                        (100, title, "there are 100 marks already, the most a recording takes")] {
+            for _ in 0..<marks { _ = try controller.send(command: "mark", arguments: ["text": .string(title)], broadcast: id) }
+            let refused = #expect(throws: ProtocolError.self) {
+                try controller.send(command: "mark", arguments: ["text": .string(text)], broadcast: id)
+            }
+            #expect(refused?.refusal?.code == .commandFailed && refused?.refusal?.message.contains(refusal) == true,
+                    "\(String(describing: refused))")
+        }
+        try controller.finish(broadcast: id)
+        let finished = try daemon.waitFor(controller) { if case .finished(let f) = $0, f.broadcast == id { f } else { nil } }
+        #expect(finished.error == nil)
+        let result = try #require(finished.result, "the result was not sent")
+        guard case .array(let chapters)? = result["chapters"], case .number(let bytes)? = result["bytes"] else {
+            Issue.record("\(result.keys.sorted())")
+            return
+        }
+        #expect(chapters.count == 100 && bytes > 0 && result["duration"] != nil && result["omitted"] == nil)
+    }
 }
 }

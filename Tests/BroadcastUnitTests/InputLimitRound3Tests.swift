@@ -1,6 +1,9 @@
 import BroadcastCapture
 import BroadcastCore
+@testable import BroadcastHandlerKit
 import BroadcastProtocol
+import BroadcastRecord
+import Logging
 import Testing
 
 /// Limits the third hardening round (issue 32) put where peers' input enters.
@@ -38,5 +41,28 @@ import Testing
         // A handler that declares the field may take words in it (record's "input").
         #expect(throws: Never.self) { _ = try declaring.validate(url: nil, setupInfo: ["frameRate": "input"]) }
         #expect(throws: BroadcastError.self) { _ = try plain.validate(url: nil, setupInfo: ["frameRate": "input"]) }
+    }
+}
+
+@Suite struct MarkAndResultLimitTests {
+    @Test func marksAreCountedAndTheirTitlesBounded() throws {
+        #expect(try Chapters.mark(at: 5, text: nil, count: 2).title == "Mark 3")
+        #expect(try Chapters.mark(at: 5, text: .string(String(repeating: "é", count: 100)), count: 99).title.utf8.count == 200)
+        #expect(throws: HandlerError.self) { try Chapters.mark(at: 5, text: .string(String(repeating: "é", count: 100) + "x"), count: 0) }
+        #expect(throws: HandlerError.self) { try Chapters.mark(at: 5, text: nil, count: 100) }
+        // Replay names marks by their number so far, and counts those it keeps.
+        #expect(try Chapters.mark(at: 5, text: nil, count: 500, kept: 3).title == "Mark 501")
+        #expect(throws: HandlerError.self) { try Chapters.mark(at: 5, text: nil, count: 5, kept: 100) }
+    }
+
+    @Test func aResultBeyondItsLimitLeavesOutItsLargestValues() throws {
+        let big: [String: JSONValue] = ["duration": .number(12.5), "chapters": .array(Array(repeating: .string(String(repeating: "x", count: 1000)), count: 100)),
+                                        "saves": .array(Array(repeating: .string(String(repeating: "y", count: 1000)), count: 40))]
+        let message = BroadcastSampleHandler.resultMessage(big, logger: Logger(label: "test"))
+        #expect(message.payload.count <= ProtocolLimits.maxResultPayload)
+        let sent = try message.decode(HandlerResult.self).result
+        #expect(sent == ["duration": .number(12.5), "saves": big["saves"]!, "omitted": .array([.string("chapters")])])
+        let small: [String: JSONValue] = ["duration": .number(1)]
+        #expect(try BroadcastSampleHandler.resultMessage(small, logger: Logger(label: "test")).decode(HandlerResult.self).result == small)
     }
 }
