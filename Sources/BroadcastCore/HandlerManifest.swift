@@ -160,7 +160,9 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         textProblem(value, limit: maxURLBytes)
     }
 
-    static func textProblem(_ value: String, limit: Int) -> String? {
+    /// Why `value` is refused: longer than `limit` bytes, or with a control character (a forged log line, a file
+    /// name with a line break); nil when it is taken.
+    public static func textProblem(_ value: String, limit: Int) -> String? {
         if value.utf8.count > limit { return "it is \(value.utf8.count) bytes long; the limit is \(limit)" }
         if let c = value.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
             return "it contains a control character (U+\(String(c.value, radix: 16, uppercase: true).leftPadded(4)))"

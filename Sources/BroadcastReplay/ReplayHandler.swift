@@ -107,11 +107,12 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
         do {
-            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: file == nil)
-            guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
-                return reply.fail(HandlerError("save", "nothing to save yet: the buffer is empty"))
+            snapshot = try claiming(path, createDirectory: file == nil) {
+                guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
+                    throw HandlerError("save", "nothing to save yet: the buffer is empty")
+                }
+                return taken
             }
-            snapshot = taken
         } catch {
             return reply.fail(error)
         }
@@ -169,14 +170,17 @@ public final class ReplayHandler: BroadcastSampleHandler {
     /// file, until the broadcast finishes: a recording with pre-roll. Written here, on the callback thread, so that no
     /// packet comes between the buffer and what follows it.
     private func andRecord(_ arguments: [String: JSONValue]) throws(HandlerError) -> [String: JSONValue] {
-        guard let buffer, let options, failure == nil else { throw HandlerError("save", failure ?? "the replay buffer did not start") }
+        guard let buffer, options != nil, failure == nil else { throw HandlerError("save", failure ?? "the replay buffer did not start") }
         if let recording = buffer.recording { throw HandlerError("save", "already recording into \(recording.path)") }
         let seconds = try Self.seconds(arguments["last"])
         let (path, container) = try Self.target(arguments["file"])
         do {
-            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: arguments["file"] == nil)
-            guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else { throw HandlerError("save", "nothing to save yet: the buffer is empty") }
-            let file = try ReplayFile(snapshot, to: path, container: container, chapters: [])
+            let (file, snapshot) = try claiming(path, createDirectory: arguments["file"] == nil) {
+                guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
+                    throw HandlerError("save", "nothing to save yet: the buffer is empty")
+                }
+                return (try ReplayFile(snapshot, to: path, container: container, chapters: []), snapshot)
+            }
             recordingMarks = snapshot.marks
             buffer.recording = file
             logger.info("replay: recording into \(path) from \(Double(snapshot.origin) / 1e9) s on")
@@ -186,6 +190,19 @@ public final class ReplayHandler: BroadcastSampleHandler {
             throw error
         } catch {
             throw HandlerError("save", "\(error)")
+        }
+    }
+
+    /// Checks `path` and, unless overwriting, creates it empty where nothing is (a file or a symbolic link that is
+    /// there, dangling or not, is refused and never followed); then `take`, after which a file so created and not
+    /// written goes again when it fails.
+    private func claiming<T>(_ path: String, createDirectory: Bool, _ take: () throws -> T) throws -> T {
+        let overwrite = options?.record.overwrite ?? false
+        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory)
+        if !overwrite { try OutputPath.claim(path) }
+        do { return try take() } catch {
+            if !overwrite { _ = OutputPath.remove(path) }
+            throw error
         }
     }
 

@@ -102,5 +102,35 @@ extension Integration {
         }
         #expect(chapters.count == 100 && bytes > 0 && result["duration"] != nil && result["omitted"] == nil)
     }
+    /// A line break in save's file made `a\nb.mp4` and forged a log line; a dangling symbolic link was followed and its
+    /// target created.
+    @Test func controlCharactersInArgumentsAreRefusedAndSaveFollowsNoLink() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let folder = daemon.runtime + "/saves"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let replay = try daemon.start(handler: "replay", url: nil, setupInfo: ["length": "10"], on: controller)
+        try daemon.awaitState(controller, .live)
+        usleep(1_500_000)
+        let forged = #expect(throws: ProtocolError.self) {
+            try controller.send(command: "save", arguments: ["file": .string(folder + "/a\nbroadcastd: forged.mp4")], broadcast: replay)
+        }
+        #expect(forged?.refusal == BroadcastError(.invalidRequest, "argument 'file' of command 'save' is refused: " +
+                                                                    "it contains a control character (U+000A)"), "\(String(describing: forged))")
+        // A dangling link: what it points to is not created, and the link is kept.
+        try FileManager.default.createSymbolicLink(atPath: folder + "/link.mp4", withDestinationPath: folder + "/target.mp4")
+        let linked = #expect(throws: ProtocolError.self) {
+            try controller.send(command: "save", arguments: ["file": .string(folder + "/link.mp4")], broadcast: replay)
+        }
+        #expect(linked?.refusal?.code == .commandFailed && linked?.refusal?.message.contains("the file exists and is kept") == true,
+                "\(String(describing: linked))")
+        let saved = try controller.send(command: "save", arguments: ["file": .string(folder + "/clip.mp4")], broadcast: replay)
+        #expect(saved.result["path"] == .string(folder + "/clip.mp4"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["clip.mp4", "link.mp4"])
+        #expect(!daemon.log.contains("\nbroadcastd: forged"))
+        try controller.finish(broadcast: replay)
+        #expect(try daemon.awaitFinish(controller, replay) == nil)
+    }
 }
 }

@@ -66,3 +66,19 @@ import Testing
         #expect(try BroadcastSampleHandler.resultMessage(small, logger: Logger(label: "test")).decode(HandlerResult.self).result == small)
     }
 }
+
+@Suite struct CommandArgumentTextTests {
+    @Test func stringArgumentsWithControlCharactersOrTooLongAreRefused() {
+        let manifest = HandlerManifest(name: "replay", displayName: "Replay", exec: "/bin/true",
+                                       commands: [.init(name: "save", help: "Save", arguments: [.init(name: "file", help: "File")])])
+        func check(_ value: JSONValue) -> BroadcastError? {
+            if case .failure(let error) = manifest.checkedCommand(CommandRequest(command: "save", arguments: ["file": value])) { return error }
+            return nil
+        }
+        #expect(check(.string("/tmp/a\nb.mp4")) == BroadcastError(.invalidRequest,
+            "argument 'file' of command 'save' is refused: it contains a control character (U+000A)"))
+        #expect(check(.string("/tmp/a\u{7f}.mp4"))?.message.contains("U+007F") == true)
+        #expect(check(.string(String(repeating: "x", count: 9000)))?.message.contains("it is 9000 bytes long; the limit is 8192") == true)
+        #expect(check(.string("/tmp/ä b.mp4")) == nil && check(.number(3)) == nil)
+    }
+}
