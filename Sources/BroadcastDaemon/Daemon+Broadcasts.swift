@@ -235,6 +235,7 @@ extension Daemon {
     }
 
     func sessionClosed(_ session: PeerSession) {
+        dropCommand(of: session)
         if let broadcast = broadcast(ofHandler: session), let link = broadcast.link {
             link.disconnected()
             capture?.pool?.releaseAll(heldBy: link.holder)

@@ -56,6 +56,8 @@ public final class Daemon {
     /// Told when capture starts and stops (a desktop notification); set before `run`.
     public var captureIndicator: (any CaptureIndicator)?
     var captureIndicated = false
+    /// "did not answer" of handlers' commands, which controllers can cause by the thousand.
+    var commandWarnings = WarningThrottle()
 
     /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
     /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).
