@@ -14,6 +14,11 @@ extension Daemon {
             case nil: break
             }
         } catch {
+            // Revision 2.4: a controller's or setup UI's request that is JSON but has a field wrong is refused, saying
+            // which; the connection stays (only a message that is not JSON is a protocol violation).
+            if case .malformed(let opcode, let why) = error, session.role != .handler, message.isJSON {
+                return peers.reply(session, message.seq, .failure(BroadcastError(.invalidRequest, "\(opcode.name) is refused: \(why)")))
+            }
             peers.protocolViolation(session, error.description, seq: message.seq)
         }
     }

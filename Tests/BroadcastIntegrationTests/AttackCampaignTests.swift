@@ -151,5 +151,43 @@ extension Integration {
         try controller.finish(broadcast: id)
         #expect(try daemon.awaitFinish(controller, id) == nil)
     }
+    /// `{"broadcast": -1}` was answered "payload is not valid JSON" and the connection closed.
+    @Test func aFieldOutOfRangeIsRefusedSayingWhichAndTheConnectionStays() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let peer = try PeerConnection.connect(path: daemon.socketPath)
+        defer { peer.close() }
+        try peer.hello(role: .controller, client: "out-of-range")
+        for (payload, field) in [(["broadcast": JSONValue.number(-1), "command": .string("count")], "broadcast"),
+                                 (["broadcast": .number(4294967296), "command": .string("count")], "broadcast"),
+                                 (["broadcast": .number(1.5), "command": .string("count")], "broadcast")] {
+            #expect(throws: ProtocolError.refused(BroadcastError(.invalidRequest, "SEND_COMMAND is refused: '\(field)' holds a number its " +
+                "field cannot take (ids and other integers are whole numbers from 0 to 4294967295)"))) {
+                try peer.request(.sendCommand, JSONValue.object(payload))
+            }
+        }
+        #expect(throws: ProtocolError.refused(BroadcastError(.invalidRequest, "START is refused: wrong type at 'handler'"))) {
+            try peer.request(.start, JSONValue.object(["handler": .number(3)]))
+        }
+        #expect(try peer.request(.getStatus).opcode == .status, "the connection stays open")
+    }
+
+    /// 64 connections that never said HELLO kept a controller waiting until they were closed, 10 s after they came.
+    @Test func silentConnectionsMakeRoomForAControllerThatSpeaks() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let attack = Process()
+        attack.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        attack.arguments = ["python3", Paths.root + "/Tests/fixtures/peer_attacks.py", "silent", daemon.socketPath, "64", "8"]
+        attack.standardOutput = FileHandle.nullDevice
+        try attack.run()
+        defer { attack.terminate(); attack.waitUntilExit() }
+        usleep(1_500_000)
+        let asked = Date()
+        let status = try daemon.controller().status()
+        let waited = Date().timeIntervalSince(asked)
+        #expect(status.state == .idle && waited < 1, "a controller waited \(waited) s behind 64 silent connections")
+        #expect(daemon.logs("without HELLO, to make room for a new connection: 64 peers were connected"))
+    }
 }
 }
