@@ -460,10 +460,11 @@ extension Message {
     }
 
     /// The top-level field of a JSON object payload without which it decodes (or fails otherwise): the one whose
-    /// number does not fit. Tried for objects of at most 32 fields, so that the search costs little.
+    /// number does not fit. Tried for payloads of at most 16 KiB with at most 32 fields (a request's size), so that
+    /// the search costs little.
     private func numberOutOfRange<T: Decodable>(decoding type: T.Type) -> String? {
-        guard JSONDepth.excess(payload) == nil, let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)),
-              object.count <= 32 else { return nil }
+        guard payload.count <= 16 << 10, JSONDepth.excess(payload) == nil,
+              let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)), object.count <= 32 else { return nil }
         for key in object.keys.sorted() {
             var without = object
             without[key] = nil

@@ -21,7 +21,8 @@ final class HLSOutput {
     let playlist: String?
     let watch: UnsafeMutablePointer<CFFOutputWatch>
     private let lock = NSLock()
-    private var written: Set<String> = []
+    /// The segments this stream opened last (a muxer opens each once, as NAME.tmp, then renames it).
+    private var written: [String] = []
     private var failure: MediaError?
     private var completed = 0
     private var locked = false
@@ -106,7 +107,7 @@ final class HLSOutput {
                                             "this stream: it is left as it is, and segments are numbered anew")
             return -EEXIST
         }
-        written.insert(final)
+        if final.hasSuffix(".m4s") { written = written.suffix(15) + [final] }
         return 0
     }
 

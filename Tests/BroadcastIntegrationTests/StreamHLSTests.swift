@@ -158,11 +158,7 @@ extension Integration {
     @Test func hlsOnAFullDiskSaysSoAndFinishesWithTheCauseNeverWithAnEmptyPlaylist() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
         defer { _ = try? daemon.stop() }
-        let mount = daemon.runtime + "/small"
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        let mounted = try runTool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", mount])
-        try #require(mounted.status == 0, "this test mounts a small tmpfs and needs root (or CAP_SYS_ADMIN): \(mounted.stderr)")
-        defer { _ = try? runTool("/usr/bin/umount", ["-l", mount]) }
+        let mount = try daemon.smallDisk("64k")
         let playlist = mount + "/live/index.m3u8"
         let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "stream", url: "hls://" + playlist,

@@ -82,3 +82,21 @@ import Testing
         #expect(check(.string("/tmp/ä b.mp4")) == nil && check(.number(3)) == nil)
     }
 }
+
+@Suite struct RequestFieldTests {
+    @Test func aNumberThatDoesNotFitItsFieldIsNamed() {
+        func why(_ json: String, _ type: (some Decodable).Type) -> String? {
+            do { _ = try Message(.start, payload: Array(json.utf8)).decode(type) } catch {
+                if case .malformed(_, let text) = error { return text }
+            }
+            return nil
+        }
+        let range = "holds a number its field cannot take (ids and other integers are whole numbers from 0 to 4294967295)"
+        #expect(why(#"{"broadcast":-1,"command":"save"}"#, CommandRequest.self) == "'broadcast' " + range)
+        #expect(why(#"{"handler":"inspect","maxDuration":-5,"capture":{"frameRate":1.5}}"#, StartRequest.self) == "'capture' " + range)
+        #expect(why(#"{"handler":"inspect","capture":{"frameRate":"x"}}"#, StartRequest.self) == "wrong type at 'capture.frameRate'")
+        #expect(why(#"{"handler":"inspect""#, StartRequest.self) == "payload is not valid JSON")
+        #expect(Message(.start, payload: Array(#"{"broadcast":-1}"#.utf8)).isJSON)
+        #expect(!Message(.start, payload: Array(#"{"broadcast":"#.utf8)).isJSON)
+    }
+}
