@@ -1,7 +1,7 @@
 /// URLs as they may be shown (revision 2.4): status, events, results, logs and errors never carry what gives access
 /// to a stream. Masked with `***`: the user info (`rtmp://user:PASS@host` → `rtmp://***@host`), an RTMP URL's last
-/// path element when it has an application before it (the stream key: `rtmp://host/live/KEY` → `rtmp://host/live/***`),
-/// and the values of query parameters whose names say they are secret (`passphrase`, `streamid`, `key`, `token`, and
+/// path element when it has an application before it (the stream key: `rtmp://host/live/KEY` →
+/// `rtmp://host/live/***`), and the values of query parameters whose names say they are secret (`passphrase`, `streamid`, `key`, `token`, and
 /// any name containing pass, secret, token, key, auth or sig). What has no scheme (a file path) is shown as it is.
 public enum SecretURL {
     public static let mask = "***"
@@ -25,7 +25,8 @@ public enum SecretURL {
     private static func maskedQuery(_ text: Substring) -> String {
         guard text.first == "?" else { return String(text) }
         let end = text.firstIndex(of: "#") ?? text.endIndex
-        let items = text[text.index(after: text.startIndex)..<end].split(separator: "&", omittingEmptySubsequences: false).map { item in
+        let query = text[text.index(after: text.startIndex)..<end]
+        let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item in
             guard let equals = item.firstIndex(of: "=") else { return String(item) }
             let name = item[..<equals].lowercased()
             return secretNames.contains { name.contains($0) } ? item[...equals] + mask : String(item)

@@ -79,9 +79,8 @@ extension Daemon {
         for (id, pending) in link.commands.sorted(by: { $0.key < $1.key }) where now >= pending.deadline {
             link.commands[id] = nil
             let seconds = ProtocolLimits.commandTimeout / 1_000_000_000
-            if let text = commandWarnings.pass("handler '\(link.manifest.name)' did not answer command '\(pending.name)' within \(seconds) s", now: now) {
-                logger.warning("\(text)")
-            }
+            let warning = "handler '\(link.manifest.name)' did not answer command '\(pending.name)' within \(seconds) s"
+            if let text = commandWarnings.pass(warning, now: now) { logger.warning("\(text)") }
             deliver(pending, id: id, broadcast: broadcast, .failure(BroadcastError(.commandTimeout,
                 "handler '\(link.manifest.name)' did not answer '\(pending.name)' within \(seconds) s; broadcast \(broadcast) goes on")))
         }
@@ -94,7 +93,8 @@ extension Daemon {
         session.commandInFlight = nil
         guard let link = broadcasts.first(where: { $0.id == inFlight.broadcast })?.link,
               let pending = link.commands.removeValue(forKey: inFlight.id) else { return }
-        logger.debug("broadcast \(inFlight.broadcast): command '\(pending.name)' (\(inFlight.id)) dropped: \(session.name) went away")
+        let what = "command '\(pending.name)' (\(inFlight.id))"
+        logger.debug("broadcast \(inFlight.broadcast): \(what) dropped: \(session.name) went away")
     }
 
     /// The handler is gone: what it was asked and did not answer fails.

@@ -118,15 +118,17 @@ open class BroadcastSampleHandler {
     static func resultMessage(_ result: [String: JSONValue], logger: Logger) -> Message {
         var kept = result, omitted: [String] = []
         var message = Message.json(.setResult, HandlerResult(result: kept))
+        func size(_ entry: (key: String, value: JSONValue)) -> Int { compactJSON(entry.value).utf8.count }
         while message.payload.count > ProtocolLimits.maxResultPayload,
-              let largest = kept.filter({ $0.key != "omitted" }).max(by: { compactJSON($0.value).utf8.count < compactJSON($1.value).utf8.count })?.key {
+              let largest = kept.filter({ $0.key != "omitted" }).max(by: { size($0) < size($1) })?.key {
             kept[largest] = nil
             omitted.append(largest)
             kept["omitted"] = .array(omitted.sorted().map(JSONValue.string))
             message = Message.json(.setResult, HandlerResult(result: kept))
         }
         if !omitted.isEmpty {
-            logger.error("broadcast result: \(omitted.joined(separator: ", ")) left out, beyond the limit of \(ProtocolLimits.maxResultPayload) bytes")
+            let limit = ProtocolLimits.maxResultPayload
+            logger.error("broadcast result: \(omitted.joined(separator: ", ")) left out, beyond the limit of \(limit) bytes")
         }
         return message
     }

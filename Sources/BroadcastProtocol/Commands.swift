@@ -78,8 +78,10 @@ extension HandlerManifest {
                                                "not \(compactJSON(value))"))
             }
             // As URLs and setup values: no control character reaches a handler (a line break in save's file).
-            if case .string(let text) = converted, let problem = Self.textProblem(text, limit: Self.maxSetupValueBytes) {
-                return .failure(BroadcastError(.invalidRequest, "argument '\(key)' of command '\(command.name)' is refused: \(problem)"))
+            if case .string(let text) = converted,
+               let problem = Self.textProblem(text, limit: Self.maxSetupValueBytes) {
+                return .failure(BroadcastError(.invalidRequest,
+                                               "argument '\(key)' of command '\(command.name)' is refused: \(problem)"))
             }
             arguments[key] = converted
         }

@@ -438,7 +438,8 @@ extension Message {
 
     /// Whether the payload is JSON (within the depth limit): a request whose fields are wrong, not a broken message.
     public var isJSON: Bool {
-        JSONDepth.excess(payload) == nil && (try? JSONDecoder().decode(JSONValue.self, from: Data(payload.isEmpty ? Array("{}".utf8) : payload))) != nil
+        let bytes = Data(payload.isEmpty ? Array("{}".utf8) : payload)
+        return JSONDepth.excess(payload) == nil && (try? JSONDecoder().decode(JSONValue.self, from: bytes)) != nil
     }
 
     private func describe<T: Decodable>(_ error: Error, decoding type: T.Type) -> String {
@@ -450,9 +451,10 @@ extension Message {
         case DecodingError.dataCorrupted(let context):
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             if !path.isEmpty { return "invalid value at '\(path)'" }
-            // Foundation says a number that does not fit its field (-1 for a u32) is not valid JSON, and names no field.
+            // Foundation says a number that does not fit its field (-1 for a u32) is not valid JSON, naming no field.
             if let field = numberOutOfRange(decoding: type) {
-                return "'\(field)' holds a number its field cannot take (ids and other integers are whole numbers from 0 to 4294967295)"
+                return "'\(field)' holds a number its field cannot take " +
+                    "(ids and other integers are whole numbers from 0 to 4294967295)"
             }
             return "payload is not valid JSON"
         default: return "\(error)"
@@ -464,12 +466,14 @@ extension Message {
     /// the search costs little.
     private func numberOutOfRange<T: Decodable>(decoding type: T.Type) -> String? {
         guard payload.count <= 16 << 10, JSONDepth.excess(payload) == nil,
-              let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)), object.count <= 32 else { return nil }
+              let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)),
+              object.count <= 32 else { return nil }
         for key in object.keys.sorted() {
             var without = object
             without[key] = nil
             guard let data = try? Self.encoder.encode(without) else { continue }
-            do { _ = try JSONDecoder().decode(T.self, from: data) } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+            do { _ = try JSONDecoder().decode(T.self, from: data) } catch DecodingError.dataCorrupted(let context)
+                where context.codingPath.isEmpty {
                 continue
             } catch {}
             return key

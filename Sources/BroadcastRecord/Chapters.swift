@@ -10,7 +10,8 @@ package enum Chapters {
 
     /// A mark at file time `time` (ns), titled by the command's `text`, else "Mark N" after `count` marks so far;
     /// refused when `kept` marks are kept already or the title is too long (broadcastd refuses control characters).
-    package static func mark(at time: Int64, text: JSONValue?, count: Int, kept: Int? = nil) throws(HandlerError) -> (time: Int64, title: String) {
+    package static func mark(at time: Int64, text: JSONValue?, count: Int, kept: Int? = nil) throws(HandlerError)
+        -> (time: Int64, title: String) {
         guard (kept ?? count) < maxMarks else {
             throw HandlerError("mark", "there are \(maxMarks) marks already, the most a recording takes")
         }

@@ -145,7 +145,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
     static func seconds(_ last: JSONValue?) throws(HandlerError) -> Double? {
         guard case .number(let value)? = last else { return nil }
         guard value > 0 && value <= ReplayOptions.maxLength else {
-            throw HandlerError("save", "--last is a number of seconds above 0 and at most \(Int(ReplayOptions.maxLength))")
+            throw HandlerError("save", "--last is a number of seconds above 0 and at most " +
+                               "\(Int(ReplayOptions.maxLength))")
         }
         return value
     }
@@ -170,7 +171,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
     /// file, until the broadcast finishes: a recording with pre-roll. Written here, on the callback thread, so that no
     /// packet comes between the buffer and what follows it.
     private func andRecord(_ arguments: [String: JSONValue]) throws(HandlerError) -> [String: JSONValue] {
-        guard let buffer, options != nil, failure == nil else { throw HandlerError("save", failure ?? "the replay buffer did not start") }
+        guard let buffer, options != nil, failure == nil else {
+            throw HandlerError("save", failure ?? "the replay buffer did not start")
+        }
         if let recording = buffer.recording { throw HandlerError("save", "already recording into \(recording.path)") }
         let seconds = try Self.seconds(arguments["last"])
         let (path, container) = try Self.target(arguments["file"])

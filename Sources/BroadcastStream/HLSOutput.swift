@@ -53,17 +53,19 @@ final class HLSOutput {
     func lockPlaylist() throws(MediaError) {
         guard let playlist, let lockPath, !locked else { return }
         let pid = Environment.processID
-        try? FileManager.default.createDirectory(atPath: (playlist as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let folder = (playlist as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         for _ in 0..<2 {
             do {
                 try FileSystem.createExclusively(lockPath, contents: Array("\(pid)\n".utf8))
                 locked = true
                 return
             } catch where error.errno == EEXIST {
-                let text = (try? FileSystem.readRegularFile(lockPath, limit: 64)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-                if let holder = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), Environment.isRunning(holder) {
-                    throw MediaError("stream to \(playlist)", "another stream is live to this playlist (process \(holder) holds " +
-                                     "\(lockPath)): choose another playlist, or finish that stream first")
+                let bytes = (try? FileSystem.readRegularFile(lockPath, limit: 64)) ?? []
+                let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                if let holder = Int32(text), Environment.isRunning(holder) {
+                    throw MediaError("stream to \(playlist)", "another stream is live to this playlist (process \(holder) " +
+                                     "holds \(lockPath)): choose another playlist, or finish that stream first")
                 }
                 // Left by a process that is gone: taken over.
                 FileSystem.remove(lockPath)
@@ -103,8 +105,8 @@ final class HLSOutput {
         lock.lock()
         defer { lock.unlock() }
         if final.hasSuffix(".m4s") && !written.contains(final) && FileSystem.entryExists(final) {
-            failure = failure ?? MediaError("write \(final)", "a segment of that name is there already and was not written by " +
-                                            "this stream: it is left as it is, and segments are numbered anew")
+            failure = failure ?? MediaError("write \(final)", "a segment of that name is there already and was not " +
+                                            "written by this stream: it is left as it is, and segments are numbered anew")
             return -EEXIST
         }
         if final.hasSuffix(".m4s") { written = written.suffix(15) + [final] }

@@ -231,7 +231,8 @@ final class Sender: PacketSink, @unchecked Sendable {
                 figures.connected = false
                 figures.lastError = reason
                 if Date().timeIntervalSince(since) >= options.reconnectFor {
-                    figures.failure = "sending to \(destination.displayURL) has failed for \(Int(options.reconnectFor)) s: \(reason)"
+                    let seconds = Int(options.reconnectFor)
+                    figures.failure = "sending to \(destination.displayURL) has failed for \(seconds) s: \(reason)"
                     condition.unlock()
                     logger.error("stream: \(reason); given up")
                     return
@@ -248,7 +249,8 @@ final class Sender: PacketSink, @unchecked Sendable {
                 // The end of the stream (an HLS playlist's last version, its ENDLIST) is lost: the broadcast's error.
                 logger.error("stream: \(error)")
                 condition.lock()
-                figures.failure = figures.failure ?? "finishing the stream to \(destination.displayURL) failed: \(error)"
+                figures.failure = figures.failure
+                    ?? "finishing the stream to \(destination.displayURL) failed: \(error)"
                 condition.unlock()
             }
         }

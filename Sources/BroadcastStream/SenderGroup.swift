@@ -24,7 +24,8 @@ public final class SenderGroup: PacketSink {
         last = Array(repeating: (0, 0), count: senders.count)
     }
 
-    /// Starts every destination, once each is prepared (an HLS playlist's lock taken); nothing starts when one cannot be.
+    /// Starts every destination, once each is prepared (an HLS playlist's lock taken); nothing starts when one
+    /// cannot be.
     func start() throws(MediaError) {
         do {
             for sender in senders { try sender.prepare() }

@@ -5,7 +5,8 @@ import Glibc
 extension FileSystem {
     /// Creates the empty file `path` with `mode` where nothing is: an existing file, or a symbolic link (dangling
     /// or not, never followed), is an error (EEXIST) and is left as it is (O_CREAT|O_EXCL|O_NOFOLLOW).
-    public static func createExclusively(_ path: String, mode: mode_t = 0o644, contents: [UInt8] = []) throws(SystemError) {
+    public static func createExclusively(_ path: String, mode: mode_t = 0o644, contents: [UInt8] = [])
+        throws(SystemError) {
         let fd = Descriptor(adopting: try syscallRetrying("create \(path)") {
             open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         })

@@ -42,28 +42,30 @@ struct XWindows {
     /// The window `selector` names: by id (a client or its frame), or the topmost best match by class, then whole
     /// title, then part of the title; with how it was found. A window of a class in `excluded` (`--exclude-window`,
     /// lower case) is never the one: among equal matches another is taken, else capturing it is refused.
-    func find(_ selector: WindowSelector, excluding excluded: Set<String>) throws(CaptureError) -> (entry: Entry, how: String) {
+    func find(_ selector: WindowSelector, excluding excluded: Set<String>) throws(CaptureError)
+        -> (entry: Entry, how: String) {
         let all = list()
+        let on = " on \(connection.displayName)\(Self.listing(all))"
         let found: (entry: Entry, how: String)
         switch selector {
         case .id(let id):
             guard let entry = all.first(where: { $0.client == id || $0.toplevel == id }) else {
                 throw CaptureError(source: "x11", operation: "find window \(selector)",
-                                   reason: "no top-level window has id \(selector) on \(connection.displayName)\(Self.listing(all))")
+                                   reason: "no top-level window has id \(selector)" + on)
             }
             found = (entry, "its id")
         case .pid(let pid):
             let candidates = all.filter { $0.window.pid == pid }
             guard let entry = candidates.last(where: { !$0.window.isOfClass(in: excluded) }) ?? candidates.last else {
                 throw CaptureError(source: "x11", operation: "find the window of process \(pid)",
-                                   reason: "no top-level window says it belongs to process \(pid) (_NET_WM_PID) on \(connection.displayName)\(Self.listing(all))")
+                                   reason: "no top-level window says it belongs to process \(pid) (_NET_WM_PID)" + on)
             }
             found = (entry, "its process (the topmost of \(candidates.count))")
         case .name(let name):
             let scored = all.map { ($0, $0.window.match(name)) }.filter { $0.1 > 0 }
             guard let best = scored.map(\.1).max() else {
                 throw CaptureError(source: "x11", operation: "find window \(selector)",
-                                   reason: "no top-level window's class or title matches \(selector) on \(connection.displayName)\(Self.listing(all))")
+                                   reason: "no top-level window's class or title matches \(selector)" + on)
             }
             // Stacking order is bottom to top: among equals, the last is the topmost.
             let candidates = scored.filter { $0.1 == best }.map(\.0)
@@ -72,10 +74,11 @@ struct XWindows {
             found = (entry, (CaptureWindow.matchKinds[best] ?? "?") + others)
         }
         if found.entry.window.isOfClass(in: excluded) {
-            let names = [found.entry.window.instance, found.entry.window.className].filter { excluded.contains($0.lowercased()) }
-            throw CaptureError(source: "x11", operation: "capture window \(found.entry.window.label)",
-                               reason: "windows of class \(names.first ?? "?") are never captured (--exclude-window); " +
-                                   "capture another window, or leave \(names.first ?? "it") out of --exclude-window")
+            let window = found.entry.window
+            let name = [window.instance, window.className].first { excluded.contains($0.lowercased()) } ?? "?"
+            throw CaptureError(source: "x11", operation: "capture window \(window.label)",
+                               reason: "windows of class \(name) are never captured (--exclude-window); " +
+                                   "capture another window, or leave \(name) out of --exclude-window")
         }
         return found
     }

@@ -31,7 +31,8 @@ typedef struct CFFOutputWatch {
     struct { AVIOContext *pb; char url[1024]; } open[8];
 } CFFOutputWatch;
 
-static inline int cff_watch_io_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags, AVDictionary **options) {
+static inline int cff_watch_io_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                                    AVDictionary **options) {
     CFFOutputWatch *watch = (CFFOutputWatch *)s->opaque;
     AVDictionaryEntry *method = options ? av_dict_get(*options, "method", NULL, 0) : NULL;
     int deleting = method && strcmp(method->value, "DELETE") == 0;
