@@ -55,7 +55,7 @@ start_pipewire() {
     local env=(env XDG_RUNTIME_DIR="$dir" PIPEWIRE_RUNTIME_DIR="$dir" DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/bus"
                XDG_CONFIG_HOME="$dir/config" XDG_STATE_HOME="$dir/state" HOME="$dir")
     PIPEWIRE_PIDS=()
-    "${env[@]}" dbus-daemon --session --address="unix:path=$dir/bus" --nofork --nopidfile >"$dir/dbus.log" 2>&1 &
+    "${env[@]}" dbus-daemon --config-file="$(dirname "${BASH_SOURCE[0]}")/private-bus.conf" --address="unix:path=$dir/bus" --nofork --nopidfile >"$dir/dbus.log" 2>&1 &
     PIPEWIRE_PIDS+=($!)
     for _ in $(seq 100); do [ -S "$dir/bus" ] && break; sleep 0.05; done
     "${env[@]}" pipewire >"$dir/pipewire.log" 2>&1 &
