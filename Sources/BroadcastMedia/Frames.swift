@@ -56,6 +56,28 @@ public final class MediaFrame {
         return owned
     }
 
+    /// Copies `data` (laid out as `format`, which has this owned frame's size and layout) into this frame, stamped
+    /// `pts`, so that the sample's memory may be given back before the frame is encoded.
+    public func copy(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64) throws(MediaError) {
+        try check(av_frame_make_writable(frame), "prepare a frame for a copy")
+        let planes = format.planes
+        withUnsafeBytes(of: frame.pointee.data) { pointers in
+            withUnsafeBytes(of: frame.pointee.linesize) { sizes in
+                for (i, plane) in planes.enumerated() {
+                    guard let target = pointers.load(fromByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                                                     as: UnsafeMutablePointer<UInt8>?.self) else { continue }
+                    let targetStride = Int(sizes.load(fromByteOffset: i * 4, as: Int32.self))
+                    let row = min(plane.stride, targetStride)
+                    for y in 0..<plane.height {
+                        (target + y * targetStride).update(from: (data.baseAddress! + plane.offset + y * plane.stride)
+                            .assumingMemoryBound(to: UInt8.self), count: row)
+                    }
+                }
+            }
+        }
+        frame.pointee.pts = pts
+    }
+
     /// An owned frame of up to `samples` interleaved float samples (planar when `planar`, for AAC).
     public static func audio(samples: Int, channels: Int, sampleRate: Int, planar: Bool) throws(MediaError) -> MediaFrame {
         let owned = try MediaFrame()
@@ -136,6 +158,8 @@ public final class VideoInput {
     /// The size and layout the encoder takes.
     public let format: VideoFormat
     private let borrowed: MediaFrame
+    /// Where a frame that needs no scaling is copied to when the caller gives its memory back before encoding.
+    private var copied: MediaFrame?
     private var scaler: VideoScaler?
 
     public init(encoding format: VideoFormat, from input: VideoFormat) throws(MediaError) {
@@ -151,10 +175,19 @@ public final class VideoInput {
     }
 
     /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base.
-    public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64) throws(MediaError) -> MediaFrame {
+    /// `owned`: the frame does not use `data`'s memory (a copy, or the scaled picture), which may then be given back
+    /// before the frame is encoded; otherwise it may borrow it.
+    public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64, owned: Bool = false) throws(MediaError) -> MediaFrame {
         let pts = Int64((time * 9 + 50_000) / 100_000)
         if let scaler { return try scaler.scale(data, pts: pts) }
-        try borrowed.borrow(data, format: layout, pts: pts)
-        return borrowed
+        guard owned else {
+            try borrowed.borrow(data, format: layout, pts: pts)
+            return borrowed
+        }
+        if copied.map({ Int($0.frame.pointee.width) != layout.width || Int($0.frame.pointee.height) != layout.height }) ?? true {
+            copied = try MediaFrame.video(width: layout.width, height: layout.height, pixelFormat: layout.pixelFormat)
+        }
+        try copied!.copy(data, format: layout, pts: pts)
+        return copied!
     }
 }

@@ -115,7 +115,9 @@ package final class RecordingEncoder {
             skippedRepeats += 1
             return nil
         }
-        let frame = try input.frame(sample.data, layout: format, time: time)
+        // Copied (or scaled) first, and the slot given back at once: broadcastd keeps two slots for a broadcast.
+        let frame = try input.frame(sample.data, layout: format, time: time, owned: true)
+        sample.releaseFrame()
         try video.encode(frame.frame) { packet throws(MediaError) in
             try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
         }

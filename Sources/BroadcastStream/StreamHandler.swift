@@ -90,7 +90,8 @@ public final class StreamHandler: BroadcastSampleHandler {
     private func addVideo(_ sample: SampleBuffer, sender: SenderGroup) throws(MediaError) {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
-        let frame = try input.frame(sample.data, layout: format, time: time)
+        let frame = try input.frame(sample.data, layout: format, time: time, owned: true)
+        sample.releaseFrame() // copied: broadcastd keeps two slots for a broadcast
         // After dropped GOPs or a new connection, the next frame starts a GOP.
         frame.frame.pointee.pict_type = sender.takeKeyframeRequest() ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         try video.encode(frame.frame) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video.timeBase) }
