@@ -129,6 +129,18 @@ public final class VideoScaler {
     }
 }
 
+extension MediaFrame {
+    /// An owned video frame's planes (2 for NV12, 3 for I420): where each starts and its row stride.
+    var planes: [(data: UnsafeMutablePointer<UInt8>, stride: Int)] {
+        let count = frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue ? 3 : 2
+        let pointers = withUnsafeBytes(of: frame.pointee.data) {
+            Array($0.bindMemory(to: UnsafeMutablePointer<UInt8>?.self))
+        }
+        let strides = withUnsafeBytes(of: frame.pointee.linesize) { Array($0.bindMemory(to: Int32.self)) }
+        return (0..<count).map { (pointers[$0]!, Int(strides[$0])) }
+    }
+}
+
 /// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy,
 /// when it has the encoder's size and layout; otherwise a copy scaled or converted (NV12 to I420 for
 /// the encoders that take only I420) with libswscale.
@@ -152,7 +164,7 @@ public final class VideoInput {
 
     /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base.
     public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64) throws(MediaError) -> MediaFrame {
-        let pts = Int64((time * 9 + 50_000) / 100_000)
+        let pts = Encoder.videoPTS(time)
         if let scaler { return try scaler.scale(data, pts: pts) }
         try borrowed.borrow(data, format: layout, pts: pts)
         return borrowed

@@ -91,9 +91,10 @@ public final class StreamHandler: BroadcastSampleHandler {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
         let frame = try input.frame(sample.data, layout: format, time: time)
-        // After dropped GOPs or a new connection, the next frame starts a GOP.
-        frame.frame.pointee.pict_type = sender.takeKeyframeRequest() ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
-        try video.encode(frame.frame) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video.timeBase) }
+        // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
+        try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
+            try sender.write(packet, stream: 0, timeBase: video.timeBase)
+        }
         frames += 1
         report(at: time, sender: sender)
     }
