@@ -86,44 +86,69 @@ public final class MediaFrame {
     }
 }
 
-/// Scales NV12/I420 frames to another size or layout (libswscale, bilinear), into an owned frame.
+/// Scales NV12/I420 frames to another size or layout (libswscale, bilinear), into an owned frame: all of it, or a
+/// `Letterbox` in it, the rest black.
 public final class VideoScaler {
     private let context: OpaquePointer
     public let output: MediaFrame
     private let source: VideoFormat
+    private let box: Letterbox
+    /// With a letterbox: the scaled picture, copied into the box (libswscale writes a little past a row's end).
+    private let picture: MediaFrame?
 
-    /// `pixelFormat` nil: the source's.
-    public init(from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil) throws(MediaError) {
+    /// `pixelFormat` nil: the source's. `box`: where in the frame the picture goes (nil: all of it); the rest is black,
+    /// of the full 0-255 range when `fullRange`.
+    public init(from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil,
+                box: Letterbox? = nil, fullRange: Bool = false) throws(MediaError) {
         func av(_ format: PixelFormat) -> AVPixelFormat { format == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12 }
         let target = pixelFormat ?? source.pixelFormat
+        let whole = Letterbox(x: 0, y: 0, width: width, height: height)
+        let box = box ?? whole
         guard let context = sws_getContext(Int32(source.width), Int32(source.height), av(source.pixelFormat),
-                                           Int32(width), Int32(height), av(target), SWS_BILINEAR, nil, nil, nil) else {
-            throw MediaError("scale video", "libswscale cannot scale \(source) to \(width)x\(height) \(target)")
+                                           Int32(box.width), Int32(box.height), av(target),
+                                           SWS_BILINEAR, nil, nil, nil) else {
+            throw MediaError("scale video", "libswscale cannot scale \(source) to \(box.width)x\(box.height) \(target)")
         }
         self.context = context
         self.source = source
+        self.box = box
         output = try MediaFrame.video(width: width, height: height, pixelFormat: target)
+        picture = box == whole ? nil : try MediaFrame.video(width: box.width, height: box.height, pixelFormat: target)
+        // The bars, once: each frame goes into the box only.
+        if picture != nil {
+            var planes = output.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
+            let strides = output.planes.map(\.stride) + [0, 0]
+            try check(av_image_fill_black(&planes, strides, av(target), fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
+                                          Int32(width), Int32(height)), "paint the bars around a scaled picture")
+        }
     }
 
     deinit { sws_freeContext(context) }
 
     /// Scales `data` (laid out as the source format) into `output`, stamped `pts`.
     public func scale(_ data: UnsafeRawBufferPointer, pts: Int64) throws(MediaError) -> MediaFrame {
+        // (A copy, bars included, if an encoder still holds the frame.)
         try check(av_frame_make_writable(output.frame), "prepare a scaled frame")
+        let scaled = picture ?? output
         let planes = source.planes
         var sources: [UnsafePointer<UInt8>?] = planes.map { data.baseAddress!.advanced(by: $0.offset).assumingMemoryBound(to: UInt8.self) }
         var strides: [Int32] = planes.map { Int32($0.stride) }
         sources += Array(repeating: nil, count: 4 - sources.count)
         strides += Array(repeating: 0, count: 4 - strides.count)
-        let frame = output.frame
-        let result = withUnsafeMutableBytes(of: &frame.pointee.data) { dst in
-            withUnsafeMutableBytes(of: &frame.pointee.linesize) { dstStride in
-                sws_scale(context, sources, strides, 0, Int32(source.height),
-                          dst.baseAddress!.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self),
-                          dstStride.baseAddress!.assumingMemoryBound(to: Int32.self))
+        let targets = scaled.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
+        let targetStrides = scaled.planes.map { Int32($0.stride) } + [0, 0]
+        try check(sws_scale(context, sources, strides, 0, Int32(source.height), targets, targetStrides), "scale video")
+        if let picture {
+            // Into the box: chroma has half the rows, and NV12's interleaved pairs take two bytes a pixel pair.
+            let i420 = output.frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue
+            for (index, (from, into)) in zip(picture.planes, output.planes).enumerated() {
+                let chroma = index > 0
+                let x = chroma && i420 ? box.x / 2 : box.x, bytes = chroma && i420 ? box.width / 2 : box.width
+                let y = chroma ? box.y / 2 : box.y, rows = chroma ? box.height / 2 : box.height
+                av_image_copy_plane(into.data + y * into.stride + x, Int32(into.stride), from.data, Int32(from.stride),
+                                    Int32(bytes), Int32(rows))
             }
         }
-        try check(result, "scale video")
         output.frame.pointee.pts = pts
         return output
     }
@@ -141,25 +166,35 @@ extension MediaFrame {
     }
 }
 
-/// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy,
-/// when it has the encoder's size and layout; otherwise a copy scaled or converted (NV12 to I420 for
-/// the encoders that take only I420) with libswscale.
+/// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy, when it has the
+/// encoder's size and layout; otherwise a copy scaled or converted (NV12 to I420 for the encoders that take only I420)
+/// with libswscale. A picture of another size is fitted into the encoder's, centred with black bars where its shape
+/// differs (`Letterbox`): the size stays what the stream started with, and nothing is stretched.
 public final class VideoInput {
     /// The size and layout the encoder takes.
     public let format: VideoFormat
+    private let fullRange: Bool
     private let borrowed: MediaFrame
     private var scaler: VideoScaler?
 
-    public init(encoding format: VideoFormat, from input: VideoFormat) throws(MediaError) {
+    /// `fullRange`: the frames use the full 0-255 range (the bars' black is 0, not 16).
+    public init(encoding format: VideoFormat, from input: VideoFormat, fullRange: Bool = false) throws(MediaError) {
         self.format = format
+        self.fullRange = fullRange
         borrowed = try MediaFrame.empty()
         try inputChanged(to: input)
     }
 
-    /// Captured frames now come in `input` (a resize).
+    /// Captured frames now come in `input` (a resize, another area).
     public func inputChanged(to input: VideoFormat) throws(MediaError) {
-        scaler = input.width == format.width && input.height == format.height && input.pixelFormat == format.pixelFormat
-            ? nil : try VideoScaler(from: input, toWidth: format.width, height: format.height, pixelFormat: format.pixelFormat)
+        guard input != format else {
+            scaler = nil
+            return
+        }
+        scaler = try VideoScaler(from: input, toWidth: format.width, height: format.height,
+                                 pixelFormat: format.pixelFormat,
+                                 box: Letterbox(fitting: input.width, input.height, into: format.width, format.height),
+                                 fullRange: fullRange)
     }
 
     /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base.

@@ -62,7 +62,8 @@ package final class RecordingEncoder {
         }
         let implementation = try VideoEncoderImplementation.best(for: settings.codec)
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
-        input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
+        let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
         video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(for: video)
         let audioFormat = handler.audioFormat

@@ -47,7 +47,8 @@ public final class StreamHandler: BroadcastSampleHandler {
         settings.fullRange = videoFullRange
         let implementation = try VideoEncoderImplementation.best(for: settings.codec)
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
-        let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
+        let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        let input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: videoFullRange)
         let globalHeader = options.globalHeader
         let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
         var encoders = [video]

@@ -122,3 +122,50 @@ import Testing
         #expect(keys == [0, 180_000], "\(keys)")
     }
 }
+
+/// A new capture area of another shape goes onto the encoder's canvas scaled to fit, centred, with black bars.
+@Suite struct CanvasTests {
+    @Test func aPictureOfAnotherShapeIsFittedCentredOnEvenPixels() {
+        #expect(Letterbox(fitting: 480, 480, into: 1920, 1080) == Letterbox(x: 420, y: 0, width: 1080, height: 1080))
+        #expect(Letterbox(fitting: 1920, 1080, into: 640, 480) == Letterbox(x: 0, y: 60, width: 640, height: 360))
+        #expect(Letterbox(fitting: 1280, 720, into: 1920, 1080) == Letterbox(x: 0, y: 0, width: 1920, height: 1080))
+        #expect(Letterbox(fitting: 1366, 768, into: 1920, 1080) == Letterbox(x: 0, y: 0, width: 1920, height: 1080),
+                "within a pixel of the canvas: no bar of one pixel")
+        #expect(Letterbox(fitting: 101, 77, into: 640, 360) == Letterbox(x: 84, y: 0, width: 472, height: 360))
+        #expect(Letterbox(fitting: 16, 4000, into: 640, 360) == Letterbox(x: 318, y: 0, width: 2, height: 360))
+    }
+
+    /// A 100x100 picture (it was stretched to the whole 320x180 canvas) into NV12 and I420 canvases, limited and full
+    /// range: 180x180 in the middle, black to the left and right.
+    @Test(arguments: [PixelFormat.nv12, .i420], [false, true])
+    func aNewAreaGoesOntoTheCanvasWithBlackBars(_ layout: PixelFormat, _ fullRange: Bool) throws {
+        let input = try VideoInput(encoding: VideoFormat(width: 320, height: 180, pixelFormat: layout),
+                                   from: VideoFormat(width: 320, height: 180), fullRange: fullRange)
+        let square = VideoFormat(width: 100, height: 100)
+        try input.inputChanged(to: square)
+        var bytes = [UInt8](repeating: 200, count: square.frameByteCount)
+        let chroma = square.planes[1]
+        for index in chroma.offset..<(chroma.offset + chroma.byteCount) { bytes[index] = index % 2 == 0 ? 90 : 240 }
+        let frame = try bytes.withUnsafeBytes { try input.frame($0, layout: square, time: 0) }
+        let planes = frame.planes
+        let black: UInt8 = fullRange ? 0 : 16
+        let row = (0..<320).map { planes[0].data[90 * planes[0].stride + $0] }
+        #expect(row[0..<70].allSatisfy { $0 == black } && row[250...].allSatisfy { $0 == black }, "\(row)")
+        #expect(row[72..<248].allSatisfy { abs(Int($0) - 200) <= 2 }, "\(row)")
+        // Chroma of the 45th row: neutral in the bars, the picture's (Cb 90, Cr 240) in the box.
+        let cb = layout == .nv12 ? (0..<160).map { planes[1].data[45 * planes[1].stride + 2 * $0] }
+            : (0..<160).map { planes[1].data[45 * planes[1].stride + $0] }
+        let cr = layout == .nv12 ? (0..<160).map { planes[1].data[45 * planes[1].stride + 2 * $0 + 1] }
+            : (0..<160).map { planes[2].data[45 * planes[2].stride + $0] }
+        #expect(cb[0..<35].allSatisfy { $0 == 128 } && cb[125...].allSatisfy { $0 == 128 })
+        #expect(cr[0..<35].allSatisfy { $0 == 128 } && cr[125...].allSatisfy { $0 == 128 })
+        #expect(cb[37..<123].allSatisfy { abs(Int($0) - 90) <= 2 }, "\(cb)")
+        #expect(cr[37..<123].allSatisfy { abs(Int($0) - 240) <= 2 }, "\(cr)")
+        // Back to the canvas's own size: borrowed again, no bars.
+        try input.inputChanged(to: VideoFormat(width: 320, height: 180, pixelFormat: layout))
+        let whole = VideoFormat(width: 320, height: 180, pixelFormat: layout)
+        let same = [UInt8](repeating: 200, count: whole.frameByteCount)
+        let borrowed = try same.withUnsafeBytes { try input.frame($0, layout: whole, time: 0) }
+        #expect(borrowed.planes[0].data[90 * borrowed.planes[0].stride] == 200)
+    }
+}
