@@ -21,7 +21,7 @@
 BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev libxcb-composite0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev libsrt-gnutls-dev
-    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib twm ffmpeg
+    xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib twm xterm ffmpeg
     make man-db groff-base srt-tools nginx libnginx-mod-rtmp iproute2
     libpipewire-0.3-dev libdbus-1-dev pipewire pipewire-bin wireplumber dbus-daemon python3-dbus python3-gi
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire)
@@ -55,7 +55,7 @@ start_pipewire() {
     local env=(env XDG_RUNTIME_DIR="$dir" PIPEWIRE_RUNTIME_DIR="$dir" DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/bus"
                XDG_CONFIG_HOME="$dir/config" XDG_STATE_HOME="$dir/state" HOME="$dir")
     PIPEWIRE_PIDS=()
-    "${env[@]}" dbus-daemon --session --address="unix:path=$dir/bus" --nofork --nopidfile >"$dir/dbus.log" 2>&1 &
+    "${env[@]}" dbus-daemon --config-file="$(dirname "${BASH_SOURCE[0]}")/private-bus.conf" --address="unix:path=$dir/bus" --nofork --nopidfile >"$dir/dbus.log" 2>&1 &
     PIPEWIRE_PIDS+=($!)
     for _ in $(seq 100); do [ -S "$dir/bus" ] && break; sleep 0.05; done
     "${env[@]}" pipewire >"$dir/pipewire.log" 2>&1 &

@@ -162,9 +162,13 @@ public protocol CaptureSource: AnyObject {
     /// Captures `target` instead from the next frame on (`checkForChanges` then says `.resized` when the size
     /// differs); throws, changing nothing, when this source cannot or the target is not there.
     func retarget(_ target: CaptureTarget) throws(CaptureError)
-    /// Memory the open source maps besides the frame pool and the daemon's own (PipeWire's buffers, shared
-    /// with the producer, and the libraries it loads), which the pool's plan leaves room for within the budget.
-    var mappedBytes: Int { get }
+    /// The shared memory the open source maps besides the frame pool (PipeWire's buffers, shared with the
+    /// compositor; MIT-SHM's, with the X server), each named as a user knows it: the memory plan counts them at
+    /// their full size, whatever of them is resident when it measures the daemon.
+    var sharedMemory: [SharedBuffers] { get }
+    /// What the source adds to the daemon's resident memory once live, beyond what it has when opened (PipeWire's
+    /// audio streams, which connect in the background).
+    var liveGrowth: Int { get }
 }
 
 extension CaptureSource {
@@ -173,11 +177,26 @@ extension CaptureSource {
     public var choosesScreenAtStart: Bool { false }
     public var audioArrival: Wakeup? { nil }
     public var silentAudio: [SampleType: String] { [:] }
-    public var mappedBytes: Int { 0 }
+    public var sharedMemory: [SharedBuffers] { [] }
+    public var liveGrowth: Int { 0 }
     public func cancelOpen(_ reason: String) {}
     public func retarget(_ target: CaptureTarget) throws(CaptureError) {
         throw CaptureError(source: description, operation: "capture \(target)",
                            reason: "this source captures what it was started with until its broadcasts finish")
+    }
+}
+
+/// Buffers a source maps and shares with another process (the X server, the compositor): where they are in this
+/// process, and what a user knows them as ("the compositor's buffers (2 x 7.9 MB)").
+public struct SharedBuffers: Sendable {
+    public var name: String
+    /// Each buffer's mapping: its first byte's address and its size.
+    public var regions: [(start: UInt, count: Int)]
+    public var bytes: Int { regions.reduce(0) { $0 + $1.count } }
+
+    public init(name: String, regions: [(start: UInt, count: Int)]) {
+        self.name = name
+        self.regions = regions
     }
 }
 

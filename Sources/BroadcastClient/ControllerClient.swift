@@ -19,9 +19,17 @@ public final class ControllerClient {
 
     /// Asks for a broadcast; it then waits for a setup UI to complete it. Returns its id.
     public func start(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError) -> UInt32 {
+        try startAnswer(handler: handler, maxDuration: maxDuration, capture: capture).id
+    }
+
+    /// START, and what its answer says: the new broadcast and, revision 2.4, a warning about it (it runs over the
+    /// built-in memory budget, and why).
+    public func startAnswer(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError)
+        -> (id: UInt32, warning: String?) {
         let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
-        guard let id = try reply.decode(BroadcastReference.self).broadcast else { throw .malformed(.ok, "no broadcast id") }
-        return id
+        let answer = try reply.decode(BroadcastReference.self)
+        guard let id = answer.broadcast else { throw .malformed(.ok, "no broadcast id") }
+        return (id, answer.warning)
     }
 
     /// These act on broadcast `broadcast`, or, when nil, on the only one running (refused, listing them,

@@ -1,56 +1,132 @@
-/// Sizes the shared frame pool from the daemon's memory budget.
+/// What a capture costs in memory, and the shared frame pool within it: the plan the daemon makes when a
+/// capture opens and keeps up to date as broadcasts join and leave. Everything broadcastd has resident is in
+/// it: what it measured of itself once the source was open (binary, libraries, heap, stacks), the source's
+/// shared buffers (PipeWire's, MIT-SHM's, which that measurement leaves out), what a live broadcast adds, and
+/// the pool's slots in use.
+///
+/// The pool's memory has room for `maximumSlots` slots, but a slot costs memory only once a frame has been
+/// written into it, and the daemon uses `slotCount` of them: two for one broadcast (one being filled, one with
+/// the handler, which copies what it keeps and gives the slot back at once), one more for each broadcast
+/// beside the first and one for the latest frame they share.
 public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
-    /// What the daemon itself needs besides the pool when it cannot measure itself (the daemon passes its
-    /// measured resident memory plus `broadcastReserve` instead; see docs/benchmarks.md).
-    public static let daemonOverhead = 14 << 20
-    /// What a live broadcast adds to the resident memory of a daemon with its source open: samples queued
-    /// for the handler (1 MiB), PipeWire's audio streams (their plugins, buffers and thread), MIT-SHM band
-    /// buffers, the heap's growth (6.4 MB measured at 4K30 with PipeWire audio; docs/benchmarks.md).
-    public static let broadcastReserve = 7 << 20
-    /// Added to the budget a refusal advises, so that the advice holds although what the daemon has
-    /// resident varies a little from start to start.
-    static let adviceMargin = 2 << 20
-    /// One slot being filled, one in flight to the handler, one held by the handler.
-    public static let minimumSlots = 3
-    /// Enough for eight broadcasts at once (each handler holds one slot at least, beside the one being filled
-    /// and the latest); more only add latency a slow handler would fill.
+    /// One slot being filled, one with the handler.
+    public static let minimumSlots = 2
+    /// Enough for eight broadcasts at once (a slot each, the one being filled and the latest).
     public static let maximumSlots = 10
+    /// What a live broadcast adds to the resident memory of a daemon with its source open, measured once the
+    /// broadcast runs (docs/benchmarks.md, "Memory"): the code and data of the live path (capture, fan-out),
+    /// sample messages queued for handlers, the heap's growth. A source adds its own (`CaptureSource.liveGrowth`).
+    public static let liveReserve = 2 << 20
+    /// What the daemon needs besides the pool and its source when it cannot measure itself.
+    public static let daemonOverhead = 14 << 20
 
     static let commonSizes = [(3840, 2160), (2560, 1440), (1920, 1080), (1600, 900), (1280, 720), (960, 540), (640, 360)]
         .map { (width: $0.0, height: $0.1) }
 
-    public var slotCount: Int
-    public var slotSize: Int
-    public var poolBytes: Int { slotCount * slotSize }
-
-    public var description: String {
-        "\(slotCount) slots of \(megabytes(slotSize)) (\(megabytes(poolBytes)))"
+    /// One named part of what the daemon has besides the pool ("the compositor's buffers: 2 x 8.3 MB").
+    public struct Part: Equatable, Sendable {
+        public var name: String
+        public var bytes: Int
+        public init(_ name: String, _ bytes: Int) {
+            self.name = name
+            self.bytes = bytes
+        }
     }
 
-    /// The plan for `format` within `budgetBytes`, of which the daemon needs `daemonBytes` (everything it
-    /// has resident but the pool: its binary's pages, libraries, heap, stacks) and the capture source maps
-    /// `sourceBytes` of its own (PipeWire's buffers), or an error that says what would fit.
-    public static func plan(format: VideoFormat, budgetBytes: Int, sourceBytes: Int = 0,
-                            daemonBytes: Int = daemonOverhead) throws(BroadcastError) -> FramePoolPlan {
-        let slotSize = (format.frameByteCount + 4095) / 4096 * 4096
-        let overhead = daemonBytes + sourceBytes
-        let available = budgetBytes - overhead
-        let slots = min(maximumSlots, max(0, available) / slotSize)
-        if slots >= minimumSlots { return FramePoolPlan(slotCount: slots, slotSize: slotSize) }
-        let needed = overhead + minimumSlots * slotSize
-        var alternatives = ["use --memory-budget \((needed + adviceMargin + (1 << 20) - 1) >> 20)"]
-        func fits(_ f: VideoFormat) -> Bool { minimumSlots * f.frameByteCount <= available }
-        if let size = commonSizes.first(where: { $0.width < format.width && fits(VideoFormat(width: $0.width, height: $0.height, pixelFormat: format.pixelFormat)) }) {
+    public var format: VideoFormat
+    public var slotSize: Int
+    /// The broadcasts sharing the pool.
+    public var broadcasts: Int
+    /// Slots in use: `slots(forBroadcasts:)` of the broadcasts sharing the pool.
+    public var slotCount: Int { Self.slots(forBroadcasts: broadcasts) }
+    /// Everything but the pool: the daemon as measured, the source's buffers, the live reserve.
+    public var parts: [Part]
+    public var budgetBytes: Int
+    /// The budget was set by the user (`--memory-budget`, the configuration file): a plan over it is refused.
+    /// The built-in budget is a goal: a capture that cannot fit it runs at its minimum, saying by how much it is over.
+    public var enforced: Bool
+
+    public init(format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int, enforced: Bool) {
+        self.format = format
+        slotSize = Self.slotSize(format)
+        self.broadcasts = max(1, broadcasts)
+        self.parts = parts
+        self.budgetBytes = budgetBytes
+        self.enforced = enforced
+    }
+
+    public static func slotSize(_ format: VideoFormat) -> Int { (format.frameByteCount + 4095) / 4096 * 4096 }
+
+    /// Slots the pool uses while `broadcasts` share it.
+    public static func slots(forBroadcasts broadcasts: Int) -> Int {
+        broadcasts <= 1 ? minimumSlots : min(maximumSlots, broadcasts + 2)
+    }
+
+    /// The pool's memory, as big as it may ever be used (a slot costs nothing until it is).
+    public var capacityBytes: Int { Self.maximumSlots * slotSize }
+    public var poolBytes: Int { slotCount * slotSize }
+    public var baseBytes: Int { parts.reduce(0) { $0 + $1.bytes } }
+    /// Everything the daemon should have resident at most with this plan.
+    public var totalBytes: Int { baseBytes + poolBytes }
+    /// How far the plan is over the budget (0 when within it).
+    public var excessBytes: Int { max(0, totalBytes - budgetBytes) }
+
+    public var description: String {
+        "\(slotCount) slots of \(megabytes(slotSize)) (\(megabytes(poolBytes))) + " +
+            parts.map { "\($0.name) \(megabytes($0.bytes))" }.joined(separator: " + ") + " = \(megabytes(totalBytes))"
+    }
+
+    /// The plan for `format` shared by `broadcasts`, beside `parts`. Within an enforced budget it fits, or an error
+    /// says what would; over the built-in one it runs anyway (`overBudgetWarning` says so).
+    public static func plan(format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int,
+                            enforced: Bool) throws(BroadcastError) -> FramePoolPlan {
+        let plan = FramePoolPlan(format: format, broadcasts: broadcasts, parts: parts, budgetBytes: budgetBytes, enforced: enforced)
+        if enforced && plan.excessBytes > 0 { throw plan.refusal() }
+        return plan
+    }
+
+    /// This plan for `broadcasts` sharing the pool, or for frames of another `format`; throws when an enforced
+    /// budget cannot hold it.
+    public func changing(broadcasts: Int? = nil, format: VideoFormat? = nil) throws(BroadcastError) -> FramePoolPlan {
+        try Self.plan(format: format ?? self.format, broadcasts: broadcasts ?? self.broadcasts, parts: parts, budgetBytes: budgetBytes,
+                      enforced: enforced)
+    }
+
+    /// What the plan needs, said as the parts it is made of.
+    var need: String {
+        "\(format) needs \(slotCount) frame slots of \(megabytes(slotSize)) plus " +
+            parts.map { "\(megabytes($0.bytes)) for \($0.name)" }.joined(separator: ", ") + ": \(megabytes(totalBytes)) in all"
+    }
+
+    /// Over the built-in budget: by how much and why, for START's answer, status and the log; nil within it.
+    public var overBudgetWarning: String? {
+        guard excessBytes > 0 else { return nil }
+        return "running \(megabytes(excessBytes)) over the memory budget of \(megabytes(budgetBytes)): \(need) " +
+            "(the least it can run with; --memory-budget \(Self.advisedMegabytes(totalBytes)) says this is expected)"
+    }
+
+    private static func advisedMegabytes(_ bytes: Int) -> Int { (bytes + (2 << 20) + (1 << 20) - 1) >> 20 }
+
+    private func refusal() -> BroadcastError {
+        let available = budgetBytes - baseBytes
+        var alternatives = ["use --memory-budget \(Self.advisedMegabytes(totalBytes))"]
+        func fits(_ f: VideoFormat) -> Bool { slotCount * Self.slotSize(f) <= available }
+        if let size = Self.commonSizes.first(where: {
+            $0.width < format.width && fits(VideoFormat(width: $0.width, height: $0.height, pixelFormat: format.pixelFormat))
+        }) {
             alternatives.append("a smaller size such as \(size.width)x\(size.height)")
         }
         if format.pixelFormat != .nv12 && fits(VideoFormat(width: format.width, height: format.height, pixelFormat: .nv12)) {
             alternatives.append("--pixel-format nv12")
         }
-        throw BroadcastError(.budget,
-            "\(format) needs \(minimumSlots) frame slots of \(megabytes(slotSize)) plus \(megabytes(daemonBytes)) for the daemon" +
-            (sourceBytes > 0 ? " and \(megabytes(sourceBytes)) for the source (its buffers and libraries): " : ": ") +
-            "\(megabytes(needed)) in all, more than the memory budget of \(megabytes(budgetBytes)); " +
-            alternatives.joined(separator: ", or "))
+        if broadcasts > 1 {
+            let fitting = (1..<broadcasts).last {
+                FramePoolPlan(format: format, broadcasts: $0, parts: parts, budgetBytes: budgetBytes, enforced: true).excessBytes == 0
+            }
+            alternatives.append(fitting.map { "at most \($0) broadcast(s) at once at this size" } ?? "a smaller capture")
+        }
+        return BroadcastError(.budget, "\(need), more than the memory budget of \(megabytes(budgetBytes)); " +
+                              alternatives.joined(separator: ", or "))
     }
 }
 

@@ -1,5 +1,5 @@
 /// `X,Y,WIDTHxHEIGHT` of a screen, as `--region` and START's and CHANGE_CAPTURE's `capture.region` give it
-/// (revision 2.4), within what a screen can have: X11's coordinates and sizes are 16-bit, so X and Y are
+/// (revision 2.5), within what a screen can have: X11's coordinates and sizes are 16-bit, so X and Y are
 /// 0 to 32767 and sizes 1 to 32767. Whatever lies outside is refused where it enters, so that no arithmetic
 /// on a region (its right edge, an intersection) can overflow.
 public struct ScreenRegion: Equatable, Sendable {

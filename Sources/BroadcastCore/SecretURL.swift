@@ -1,4 +1,4 @@
-/// URLs as they may be shown (revision 2.4): status, events, results, logs and errors never carry what gives access
+/// URLs as they may be shown (revision 2.5): status, events, results, logs and errors never carry what gives access
 /// to a stream. Masked with `***`: the user info (`rtmp://user:PASS@host` → `rtmp://***@host`), an RTMP URL's last
 /// path element when it has an application before it (the stream key: `rtmp://host/live/KEY` →
 /// `rtmp://host/live/***`), and the values of query parameters whose names say they are secret (`passphrase`, `streamid`, `key`, `token`, and

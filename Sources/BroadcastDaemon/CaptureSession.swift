@@ -8,7 +8,7 @@ import BroadcastSystem
 /// the last one finishes. `live` is the capture itself, while any broadcast is live.
 final class CaptureSession {
     let source: CaptureSource
-    private let budget: Int
+    /// What the capture costs in memory, with the pool's slots for the broadcasts sharing it.
     private(set) var plan: FramePoolPlan
     private(set) var pool: FramePool?
     /// Pools replaced after a resize: releases of their slots are expected and ignored.
@@ -27,37 +27,39 @@ final class CaptureSession {
         case waiting(String)
     }
 
-    init(source: CaptureSource, plan: FramePoolPlan, budget: Int) {
+    init(source: CaptureSource, plan: FramePoolPlan) {
         self.source = source
         self.plan = plan
-        self.budget = budget
     }
 
-    /// Opens `source` and plans the frame pool for its frames; the source is left closed when either fails.
+    /// Opens `source` and plans the memory for its frames; the source is left closed when either fails.
     /// `waiting`: waits here while the source waits for its first frame (where no START can be kept pending).
-    static func open(_ source: CaptureSource, budget: Int, waiting: Bool = false) -> Result<Opened, BroadcastError> {
+    static func open(_ source: CaptureSource, budget: MemoryBudget, waiting: Bool = false) -> Result<Opened, BroadcastError> {
         let format: VideoFormat
         do { format = waiting ? try openWaiting(source) : try source.open() } catch {
             return error.pending ? .success(.waiting(error.reason)) : .failure(BroadcastError(.captureFailed, error.description))
         }
         do {
-            return .success(.planned(try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes,
-                                                            daemonBytes: daemonBytes(poolBytes: 0))))
+            return .success(.planned(try FramePoolPlan.plan(format: format, parts: parts(of: source), budgetBytes: budget.bytes,
+                                                            enforced: budget.enforced)))
         } catch {
             source.close()
             return .failure(error)
         }
     }
 
-    /// What the daemon needs besides the pool, measured: what it has resident now (its binary's pages,
-    /// libraries, heap, stacks, the open source's buffers) but the pool it maps, and what a live broadcast adds.
-    static func daemonBytes(poolBytes: Int) -> Int {
-        guard let resident = ProcessMemory.residentBytes() else { return FramePoolPlan.daemonOverhead }
-        return resident - poolBytes + FramePoolPlan.broadcastReserve
+    /// What the daemon has besides the pool with `source` open: itself, measured now (everything resident but the
+    /// source's shared buffers, which may be resident in part), those buffers at their full size, and what a live
+    /// broadcast adds.
+    static func parts(of source: CaptureSource) -> [FramePoolPlan.Part] {
+        let shared = source.sharedMemory
+        let itself = (ProcessMemory.residentBytes() ?? FramePoolPlan.daemonOverhead) - ProcessMemory.residentBytes(in: shared.flatMap(\.regions))
+        return [FramePoolPlan.Part("broadcastd itself", itself)] + shared.map { FramePoolPlan.Part($0.name, $0.bytes) }
+            + [FramePoolPlan.Part("what a live broadcast adds", FramePoolPlan.liveReserve + source.liveGrowth)]
     }
 
-    /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for broadcastd
-    /// starting and a snapshot while idle. A source that asks the user still throws its pending error.
+    /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for a snapshot while
+    /// idle. A source that asks the user still throws its pending error.
     static func openWaiting(_ source: CaptureSource) throws(CaptureError) -> VideoFormat {
         while true {
             do { return try source.open() } catch {
@@ -66,6 +68,14 @@ final class CaptureSession {
                 _ = try? Poller.wait([(ready.raw, .readable)], timeoutMilliseconds: due > now ? Int32((due - now) / 1_000_000 + 1) : 0)
             }
         }
+    }
+
+    /// The plan for `broadcasts` sharing the capture: a slot more for each (the pool's memory has room for
+    /// them); throws when an enforced budget cannot hold them, changing nothing.
+    func share(with broadcasts: Int) throws(BroadcastError) {
+        guard max(1, broadcasts) != plan.broadcasts else { return }
+        plan = try plan.changing(broadcasts: broadcasts)
+        pool?.use(plan)
     }
 
     /// The pool, made when the first handler is launched.
@@ -84,15 +94,14 @@ final class CaptureSession {
     func isRetired(_ id: UInt32) -> Bool { retiredPools.contains(id) }
 
     /// The frame size changed: a bigger pool when the slots are too small for it (nil when the pool stays).
-    /// Throws when the new size does not fit the memory budget.
+    /// Throws when the new size does not fit an enforced memory budget.
     func resize(to format: VideoFormat, newPoolID: UInt32) throws(BroadcastError) -> FramePool? {
         guard let pool else { return nil }
         pool.setLatest(nil)
-        guard format.frameByteCount > pool.plan.slotSize else { return nil }
+        guard format.frameByteCount > pool.slotSize else { return nil }
         let plan: FramePoolPlan
         do {
-            plan = try FramePoolPlan.plan(format: format, budgetBytes: budget, sourceBytes: source.mappedBytes,
-                                          daemonBytes: Self.daemonBytes(poolBytes: pool.plan.poolBytes))
+            plan = try self.plan.changing(format: format)
         } catch {
             throw BroadcastError(.budget, "the screen was resized: \(error.message)")
         }

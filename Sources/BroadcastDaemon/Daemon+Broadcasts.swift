@@ -85,6 +85,10 @@ extension Daemon {
                 indicateCapture(false)
                 nextServiceInfoAt = nil
                 restoreDefaultSource()
+                ProcessMemory.releaseIdleCode()
+            } else {
+                // The broadcasts left share the pool: it uses fewer slots (a smaller plan always fits).
+                try? capture?.share(with: broadcasts.count(where: \.isActive))
             }
         case .discardFinished:
             DiscardedOutput.remove(result: broadcast.result, logger: logger)
@@ -204,7 +208,7 @@ extension Daemon {
 
     func handlerConnected(_ session: PeerSession) {
         guard let broadcast = broadcast(ofHandler: session), let current = broadcast.machine.current, let pool = capture?.pool else { return }
-        session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.plan.slotCount, slotSize: pool.plan.slotSize),
+        session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
                               descriptors: [pool.handlerDescriptor]))
         session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: broadcast.setupInfo,
                                                                 video: VideoDescription(source.videoFormat, colorRange: source.colorRange.rawValue),
@@ -313,6 +317,8 @@ extension Daemon {
         s.video = source.videoFormat
         s.audio = source.audioFormat
         s.daemonMemory = ProcessMemory.residentBytes()
+        s.memoryPlanned = capture?.plan.totalBytes
+        s.memoryWarning = capture?.plan.overBudgetWarning
         addPrivacy(to: &s, of: broadcast)
         guard let broadcast else { return s }
         s = broadcast.status(now: clock.now(), base: s)

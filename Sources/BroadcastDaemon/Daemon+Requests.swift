@@ -14,7 +14,7 @@ extension Daemon {
             case nil: break
             }
         } catch {
-            // Revision 2.4: a controller's or setup UI's request that is JSON but has a field wrong is refused, saying
+            // Revision 2.5: a controller's or setup UI's request that is JSON but has a field wrong is refused, saying
             // which; the connection stays (only a message that is not JSON is a protocol violation).
             if case .malformed(let opcode, let why) = error, session.role != .handler, message.isJSON {
                 let refusal = BroadcastError(.invalidRequest, "\(opcode.name) is refused: \(why)")
@@ -140,13 +140,8 @@ extension Daemon {
             case .success(let rate): askedFrameRate = rate
             case .failure(let error): return .failure(error)
             }
-            // Every handler needs a slot of the shared pool at least.
-            let room = capture.plan.slotCount - 2
-            if active.count + 1 > room {
-                return .failure(BroadcastError(.budget, "the frame pool holds \(capture.plan.slotCount) slots of \(megabytes(capture.plan.slotSize)) " +
-                    "(\(source.videoFormat)): room for \(room) broadcast(s) at once, and \(active.count) run; a broadcast more needs a larger " +
-                    "--memory-budget (about \((configuration.memoryBudget + capture.plan.slotSize + (1 << 20) - 1) >> 20)) or a smaller capture"))
-            }
+            // Every handler needs a slot of the shared pool: one more is used for each broadcast that joins.
+            do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
@@ -154,7 +149,7 @@ extension Daemon {
             case .success(.waiting(let why)):
                 pendingReason = why
                 return .success(nil)
-            case .success(.planned(let plan)): capture = CaptureSession(source: source, plan: plan, budget: configuration.memoryBudget)
+            case .success(.planned(let plan)): capture = CaptureSession(source: source, plan: plan)
             case .failure(let error):
                 restoreDefaultSource()
                 return .failure(error)
@@ -170,6 +165,9 @@ extension Daemon {
         broadcasts.removeAll { !$0.isActive }
         broadcasts.append(broadcast)
         logger.info("broadcast \(id) requested with handler '\(entry.manifest.name)'; waiting for setup")
+        if let plan = capture?.plan {
+            if let warning = plan.overBudgetWarning { logger.warning("broadcast \(id): \(warning)") } else { logger.info("memory plan: \(plan)") }
+        }
         logger.info("broadcast \(id): idle → \(broadcast.phase)")
         peers.publish(.json(.stateChanged, status(of: broadcast)))
         return .success(id)
@@ -183,7 +181,9 @@ extension Daemon {
             if pendingStart == nil { logger.info("broadcast requested with handler '\(request.request.handler)'; the screen is \(pendingReason)") }
             pendingStart = request
         } else if let session = peers.sessions[request.sessionID] {
-            peers.reply(session, request.seq, result.map { .json(.ok, seq: request.seq, BroadcastReference(broadcast: $0)) })
+            peers.reply(session, request.seq, result.map {
+                .json(.ok, seq: request.seq, BroadcastReference(broadcast: $0, warning: capture?.plan.overBudgetWarning))
+            })
         }
         updateStatus()
     }
@@ -262,9 +262,9 @@ extension Daemon {
         }
         let format = source.videoFormat
         let unread = peers.sessions.values.filter { $0.snapshotUnread() }
-        let planned = CaptureSession.daemonBytes(poolBytes: 0) + source.mappedBytes
+        let planned = capture?.plan.totalBytes ?? CaptureSession.parts(of: source).reduce(0) { $0 + $1.bytes }
         let bytes = unread.reduce(0) { $0 + $1.snapshotBytes }
-        if bytes > 0, bytes + format.frameByteCount > max(format.frameByteCount, configuration.memoryBudget - planned) {
+        if bytes > 0, bytes + format.frameByteCount > max(format.frameByteCount, configuration.memoryBudget.bytes - planned) {
             return .failure(BroadcastError(.busy, "\(unread.count) snapshot(s) of \(megabytes(bytes)) sent to other connections " +
                                            "are not read yet, and another would not fit the memory budget; try again once they are"))
         }

@@ -59,8 +59,9 @@ public final class Daemon {
     /// "did not answer" of handlers' commands, which controllers can cause by the thousand.
     var commandWarnings = WarningThrottle()
 
-    /// Binds the socket after a look at the source: a budget that cannot hold its frames is refused here;
-    /// a screen that cannot be opened now is only a warning (START says why, if it still cannot be opened then).
+    /// Binds the socket after a look at the source: a screen that cannot be opened now is a warning (START says
+    /// why, if it still cannot be opened then). Nothing is planned yet: memory is planned for a capture when a
+    /// broadcast asks for one.
     public init(configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources? = nil, logger: Logger,
                 clock: DaemonClock = SystemClock()) throws(DaemonError) {
         self.configuration = configuration
@@ -71,17 +72,15 @@ public final class Daemon {
         self.logger = logger
         self.clock = clock
         registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
-        var plan: FramePoolPlan?
-        switch source.choosesScreenAtStart ? .success(.waiting("")) : CaptureSession.open(source, budget: configuration.memoryBudget, waiting: true) {
-        case .success(.planned(let opened)):
-            source.close()
-            plan = opened
-        case .success(.waiting):
+        if source.choosesScreenAtStart {
             logger.info("the screen is chosen in the desktop portal's share dialog when a broadcast starts")
-        case .failure(let error) where error.code == .captureFailed:
-            logger.warning("\(error.message); broadcasts cannot start until this is resolved")
-        case .failure(let error):
-            throw DaemonError("plan the frame pool", error.message)
+        } else {
+            do {
+                _ = try CaptureSession.openWaiting(source)
+                source.close()
+            } catch {
+                logger.warning("\(error.description); broadcasts cannot start until this is resolved")
+            }
         }
         let listener: Descriptor
         do {
@@ -109,7 +108,9 @@ public final class Daemon {
         }
         peers = PeerServer(listener: listener, serverName: configuration.serverName, clock: clock, logger: logger)
         Signals.ignoreBrokenPipe()
-        logger.info("listening on \(socketPath); source \(source.description); frame pool \(plan.map { "\($0)" } ?? "planned at start") within a budget of \(megabytes(configuration.memoryBudget))")
+        let budget = configuration.memoryBudget
+        let policy = budget.enforced ? "set: captures that do not fit are refused" : "built in: a capture that cannot fit runs at its least, saying so"
+        logger.info("listening on \(socketPath); source \(source.description); memory budget \(megabytes(budget.bytes)) (\(policy))")
         peers.onMessage = { [unowned self] message, session in request(message, from: session) }
         peers.onHandlerHello = { [unowned self] session in handlerConnected(session) }
         peers.onClosed = { [unowned self] session in sessionClosed(session) }
@@ -125,6 +126,9 @@ public final class Daemon {
         logger.debug("\(handlers.count) handler(s) installed: \(handlers.map(\.manifest.name).joined(separator: ", "))")
         systemd.ready(now: clock.now())
         updateStatus()
+        // Start-up ran much code once (arguments, configuration, the source's look at the screen): an idle daemon
+        // keeps only what it runs from here on.
+        ProcessMemory.releaseIdleCode()
         while !(shuttingDown && !broadcasts.contains(where: { $0.link != nil || $0.isActive }) && pendingStart == nil) {
             var watches = [(fd: signals.descriptor.raw, interest: Poller.Interest.readable, wake: Wake.signals)] + peers.watches()
             for broadcast in broadcasts { if let link = broadcast.link { watches.append((link.process.pidDescriptor.raw, .readable, .handlerExited(broadcast))) } }

@@ -1,9 +1,22 @@
 import BroadcastCore
 import BroadcastSystem
 
+/// The memory broadcastd may have resident, pool included: a goal when it is the built-in one (a capture that
+/// cannot fit it runs at its minimum and says how far over it is), a promise when the user set it (what does not
+/// fit is refused, with what would).
+public struct MemoryBudget: Equatable, Sendable {
+    public var bytes: Int
+    public var enforced: Bool
+    public init(bytes: Int, enforced: Bool) {
+        self.bytes = bytes
+        self.enforced = enforced
+    }
+    public static let builtIn = MemoryBudget(bytes: 50 << 20, enforced: false)
+}
+
 public struct DaemonConfiguration {
     public var socketPath: String
-    public var memoryBudget: Int
+    public var memoryBudget: MemoryBudget
     /// Searched before the default handler directories.
     public var extraHandlerDirectories: [String] = []
     /// How long a launched handler has to connect and return from broadcastStarted.
@@ -20,9 +33,7 @@ public struct DaemonConfiguration {
     /// What a locked session does to live broadcasts.
     public var onLock: LockAction = .pause
 
-    public static let defaultMemoryBudget = 50 << 20
-
-    public init(socketPath: String, memoryBudget: Int = defaultMemoryBudget) {
+    public init(socketPath: String, memoryBudget: MemoryBudget = .builtIn) {
         self.socketPath = socketPath
         self.memoryBudget = memoryBudget
     }

@@ -6,12 +6,17 @@ import BroadcastSystem
 /// delivery: a repeated frame is the same slot delivered again); it is reused only once every holder has
 /// released it. The slot holding the latest frame stays out of reach of `acquire`, so the next frame can
 /// copy what did not change from it, and a repeat can point at it. When no slot is free, the frame is
-/// dropped: the pool never grows. A holder past its `quota` gets a new frame only while the pool has slots to
-/// spare for the others (`LiveCapture`), so that one that keeps its slots loses frames of its own and never
-/// starves the others, while a merely bursty one can use what nobody needs.
+/// dropped: the pool never grows beyond its plan. A holder past its `quota` gets a new frame only while the
+/// pool has slots to spare for the others (`LiveCapture`), so that one that keeps its slots loses frames of its
+/// own and never starves the others, while a merely bursty one can use what nobody needs.
+///
+/// The memfd has room for the most slots a plan may use (`FramePoolPlan.maximumSlots`), but a slot costs memory
+/// only once a frame is written into it, and only the plan's `slotCount` are used: more as broadcasts join.
 final class FramePool {
     let id: UInt32
-    let plan: FramePoolPlan
+    let slotSize: Int
+    /// Slots in use: the plan's.
+    private(set) var slotCount: Int
     let memory: SharedMemory
     /// What handlers get: the pool's memory, read-only and sealed in size.
     let handlerDescriptor: Descriptor
@@ -24,24 +29,33 @@ final class FramePool {
 
     init(id: UInt32, plan: FramePoolPlan) throws(SystemError) {
         self.id = id
-        self.plan = plan
-        memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.poolBytes, sealed: true)
+        slotSize = plan.slotSize
+        slotCount = plan.slotCount
+        memory = try SharedMemory(name: "broadcastd-pool-\(id)", size: plan.capacityBytes, sealed: true)
         handlerDescriptor = try memory.readOnlyDescriptor()
-        holds = Array(repeating: [:], count: plan.slotCount)
+        holds = Array(repeating: [:], count: FramePoolPlan.maximumSlots)
+    }
+
+    /// Every slot the memory has room for, used or not (POOL's `slots`).
+    var capacity: Int { holds.count }
+
+    /// Uses `plan`'s number of slots from now on (the slots given up are used again only when it grows).
+    func use(_ plan: FramePoolPlan) {
+        slotCount = min(plan.slotCount, holds.count)
     }
 
     /// Most slots one holder may hold when `holders` share the pool: a lone holder all but the one being
     /// filled; several, all but that one and the latest, shared out evenly (one at least).
     func quota(holders: Int) -> Int {
-        holders <= 1 ? plan.slotCount - 1 : max(1, (plan.slotCount - 2) / holders)
+        holders <= 1 ? slotCount - 1 : max(1, (slotCount - 2) / holders)
     }
 
-    /// Slots held by nobody, the latest excepted.
-    var freeSlots: Int { holds.indices.count { holds[$0].isEmpty && $0 != latest } }
+    /// Slots in use held by nobody, the latest excepted.
+    var freeSlots: Int { (0..<slotCount).count { holds[$0].isEmpty && $0 != latest } }
 
-    /// A free slot (held by nobody, not the latest), or nil when every slot is in use.
+    /// A free slot in use (held by nobody, not the latest), or nil when every one is taken.
     func acquire() -> Int? {
-        holds.indices.first { holds[$0].isEmpty && $0 != latest }
+        (0..<slotCount).first { holds[$0].isEmpty && $0 != latest }
     }
 
     /// Whether `slot` is held by nobody (a slot acquired and then not delivered to anyone goes back by itself).
@@ -58,7 +72,7 @@ final class FramePool {
     }
 
     func pointer(_ slot: Int) -> UnsafeMutableRawPointer {
-        memory.base + slot * plan.slotSize
+        memory.base + slot * slotSize
     }
 
     /// Makes `slot` the one holding the latest frame (nil: there is none to build on).

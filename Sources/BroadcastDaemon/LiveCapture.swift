@@ -25,6 +25,8 @@ final class LiveCapture {
     var privacy = false
     /// The privacy frame is the latest in the pool; the next frame of the screen is grabbed whole.
     private var privacyShown = false
+    /// The presentation time of the last frame handed out: the next is later.
+    private var lastPTS: UInt64 = 0
 
     /// Capture was asked to begin (`source.begin`) at `now` and had begun at `begun`: frames are due from
     /// then on, on the grid that starts at `now` (the source's marks count from there), so the deadlines
@@ -156,8 +158,13 @@ final class LiveCapture {
 
     /// Holds `slot` for each of `targets` and sends it; `repeated`: the latest frame again, counted as such, which a
     /// handler that takes only frames that changed does not get.
-    private func hand(_ slot: Int, pts: UInt64, repeated: Bool, to targets: [Broadcast], pool: FramePool) {
+    private func hand(_ slot: Int, pts captured: UInt64, repeated: Bool, to targets: [Broadcast], pool: FramePool) {
         let interval = source.frameInterval
+        // A repeat is stamped with its deadline, a new frame with when it was captured: a compositor's frame (its
+        // time taken before it was copied and sent) may be older than the last repeat handed out. Frames go out in
+        // order, so it is stamped just after that repeat (less than a frame interval later than it was taken).
+        let pts = max(captured, lastPTS + 1)
+        lastPTS = pts
         for broadcast in targets {
             if repeated {
                 broadcast.ledger.repeated()
@@ -197,7 +204,7 @@ final class LiveCapture {
         for broadcast in active {
             guard let link = broadcast.link, link.connection != nil else { continue }
             if let replaced {
-                link.send(.json(.pool, PoolAnnouncement(pool: replaced.id, slots: replaced.plan.slotCount, slotSize: replaced.plan.slotSize),
+                link.send(.json(.pool, PoolAnnouncement(pool: replaced.id, slots: replaced.capacity, slotSize: replaced.slotSize),
                                 descriptors: [replaced.handlerDescriptor]))
             }
             link.send(.json(.videoFormatChanged, VideoDescription(format, colorRange: source.colorRange.rawValue)))

@@ -104,8 +104,11 @@ struct HandlerRunner {
                 var sample = SampleBuffer(type: .video, timing: header.timing, data: data, videoFormat: format,
                                           orientation: header.orientation, audioFormat: nil, frameCount: 1)
                 sample.isRepeat = header.repeated
+                let release = FrameRelease { try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message) }
+                sample.frameRelease = release
                 handler.processSampleBuffer(sample, with: .video)
-                try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message)
+                release()
+                if let failure = release.failure { throw failure as? ProtocolError ?? .closed }
             case .audioSample:
                 let header = try AudioSampleHeader(decoding: message.payload)
                 message.payload.withUnsafeBytes { raw in

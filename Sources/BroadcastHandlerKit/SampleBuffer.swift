@@ -1,5 +1,23 @@
 import BroadcastCore
 
+/// Gives a video frame's pool slot back to broadcastd (RELEASE_SLOT), once.
+public final class FrameRelease {
+    private var send: (() throws -> Void)?
+    /// What sending the release failed with, for the runner to report once the callback returns.
+    private(set) var failure: (any Error)?
+
+    init(_ send: @escaping () throws -> Void) { self.send = send }
+
+    /// Whether the slot was given back.
+    public var isDone: Bool { send == nil }
+
+    func callAsFunction() {
+        guard let send else { return }
+        self.send = nil
+        do { try send() } catch { failure = error }
+    }
+}
+
 /// One sample as a handler sees it: a view into memory that is valid only during the
 /// `processSampleBuffer` call. Copy what you need to keep (ReplayKit's rule).
 public struct SampleBuffer {
@@ -15,6 +33,16 @@ public struct SampleBuffer {
     public let frameCount: Int
     /// Video only: the picture is the same as the previous frame's (the screen did not change).
     public var isRepeat = false
+    /// Video only: gives the frame's slot back.
+    var frameRelease: FrameRelease?
+
+    /// Video: gives the frame's memory back to broadcastd now, before `processSampleBuffer` returns (which gives it
+    /// back otherwise). Call it as soon as you have copied what you keep (an encoder's input copy, say): with the
+    /// slot back at once, broadcastd needs only two slots for your broadcast, one being filled and one with you.
+    /// `data` must not be read after it. Nothing for audio, whose bytes come with the message.
+    public func releaseFrame() {
+        frameRelease?()
+    }
 
     public var presentationTime: UInt64 { timing.presentationTime }
     public var duration: UInt64 { timing.duration }

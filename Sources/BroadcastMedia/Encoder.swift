@@ -14,8 +14,11 @@ public struct VideoEncoderSettings: Equatable, Sendable {
     /// An x264 preset name; other encoders take the one that compares (`VideoEncoderImplementation.options`).
     public var preset: String
     public var tune: String?
-    /// Seconds between keyframes.
+    /// Seconds of stream time between keyframes (`KeyframeSchedule`).
     public var keyframeInterval: Double
+    /// Each keyframe on the first frame at or after its mark, never the nearest one before it: for a segmenter (HLS)
+    /// that cuts at the first keyframe at or after each multiple of its segment duration.
+    public var keyframesNeverEarly = false
     /// 0: as many as the encoder judges useful.
     public var threads: Int
     /// The frames use the full 0-255 range rather than BT.709's 16-235 (signalled in the stream).
@@ -64,9 +67,15 @@ public final class Encoder {
     public let kind: String
     /// For video, which encoder this is.
     public private(set) var implementation: VideoEncoderImplementation?
+    /// For video, when keyframes are due; nil: the encoder takes no forced keyframes and makes one every
+    /// `keyframeInterval` × `framesPerSecond` frames it encodes, so it must be given every frame.
+    public private(set) var keyframes: KeyframeSchedule?
 
     /// Video time base: 90 kHz, the usual one for H.264 in MP4 and Matroska.
     public static let videoTimeBase = AVRational(num: 1, den: 90000)
+
+    /// A time in ns in `videoTimeBase`.
+    public static func videoPTS(_ nanoseconds: UInt64) -> Int64 { Int64((nanoseconds * 9 + 50_000) / 100_000) }
 
     private init(codecName: String, kind: String, configure: (UnsafeMutablePointer<AVCodecContext>) throws(MediaError) -> Void) throws(MediaError) {
         guard let codec = avcodec_find_encoder_by_name(codecName) else {
@@ -102,7 +111,11 @@ public final class Encoder {
             context.pointee.pix_fmt = pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
             context.pointee.time_base = videoTimeBase
             context.pointee.framerate = AVRational(num: Int32(settings.framesPerSecond), den: 1)
-            context.pointee.gop_size = Int32(max(1, (settings.keyframeInterval * Double(settings.framesPerSecond)).rounded()))
+            // Keyframes come by time, forced (`encodeVideo`). The encoder's own count of frames stays as a backstop
+            // at twice the interval's: each forced keyframe starts it again, so it never comes while they do, nor
+            // a frame before one. An encoder that takes no forced keyframes counts the interval itself.
+            let frames = max(1, Int((settings.keyframeInterval * Double(settings.framesPerSecond)).rounded()))
+            context.pointee.gop_size = Int32(chosen.forcesKeyframes(settings) ? 2 * frames : frames)
             // Packets come in presentation order (Muxer.writeHoldingBack counts on it).
             context.pointee.max_b_frames = 0
             context.pointee.thread_count = Int32(settings.threads)
@@ -124,6 +137,11 @@ public final class Encoder {
             try open(context, options: chosen.options(settings), what: what)
         }
         encoder.implementation = chosen
+        if chosen.forcesKeyframes(settings) {
+            let halfFrame = Int64(90000 / max(1, settings.framesPerSecond) / 2)
+            encoder.keyframes = KeyframeSchedule(interval: Int64((settings.keyframeInterval * 90000).rounded()),
+                                                 slack: settings.keyframesNeverEarly ? 0 : halfFrame)
+        }
         return encoder
     }
 
@@ -165,6 +183,19 @@ public final class Encoder {
     /// Samples per audio frame the encoder wants (the last may be shorter); 0 for video.
     public var frameSize: Int { Int(context.pointee.frame_size) }
     public var timeBase: AVRational { context.pointee.time_base }
+
+    /// Whether a video frame at `pts` would be a keyframe by time.
+    public func keyframeDue(at pts: Int64) -> Bool { keyframes?.isDue(at: pts) ?? false }
+
+    /// Encodes a video frame as `encode` does: a keyframe (an IDR) when one is due by time or `keyframe` asks for one.
+    public func encodeVideo(_ frame: MediaFrame, keyframe asked: Bool = false,
+                            _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+        let pts = frame.frame.pointee.pts
+        let key = asked || keyframeDue(at: pts)
+        if key { keyframes?.made(at: pts) }
+        frame.frame.pointee.pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+        try encode(frame.frame, body)
+    }
 
     /// Encodes `frame` (nil: flush), then hands every packet that is ready to `body`. The frame's
     /// memory is not used after this returns.

@@ -1,9 +1,8 @@
 import BroadcastCore
 import CFFmpeg
 
-/// An AVFrame for the encoders. Video frames either borrow a sample's memory (no copy: libx264
-/// copies the picture into its own buffers while `Encoder.encode` runs) or are scaled into owned
-/// buffers; audio frames own interleaved float samples.
+/// An AVFrame for the encoders, with buffers of its own: video frames are copied or scaled from a sample (whose
+/// slot goes back to broadcastd before the frame is encoded); audio frames own interleaved float samples.
 public final class MediaFrame {
     public let frame: UnsafeMutablePointer<AVFrame>
 
@@ -17,36 +16,7 @@ public final class MediaFrame {
         av_frame_free(&frame)
     }
 
-    /// A frame for `borrow`.
-    public static func empty() throws(MediaError) -> MediaFrame { try MediaFrame() }
-
-    /// Points this frame at `data` for the next `encode`. The buffer reference is a no-op one, so
-    /// libavcodec takes it as reference-counted and does not copy it.
-    public func borrow(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64) throws(MediaError) {
-        av_frame_unref(frame)
-        guard let base = data.baseAddress,
-              let buffer = av_buffer_create(UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), data.count,
-                                            { _, _ in }, nil, AV_BUFFER_FLAG_READONLY) else {
-            throw MediaError("wrap a video frame", "out of memory")
-        }
-        frame.pointee.buf.0 = buffer
-        frame.pointee.width = Int32(format.width)
-        frame.pointee.height = Int32(format.height)
-        frame.pointee.format = (format.pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12).rawValue
-        let planes = format.planes
-        withUnsafeMutableBytes(of: &frame.pointee.data) { pointers in
-            for (i, plane) in planes.enumerated() {
-                pointers.storeBytes(of: UnsafeMutablePointer(mutating: (base + plane.offset).assumingMemoryBound(to: UInt8.self)),
-                                    toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>>.stride, as: UnsafeMutablePointer<UInt8>?.self)
-            }
-        }
-        withUnsafeMutableBytes(of: &frame.pointee.linesize) { sizes in
-            for (i, plane) in planes.enumerated() { sizes.storeBytes(of: Int32(plane.stride), toByteOffset: i * 4, as: Int32.self) }
-        }
-        frame.pointee.pts = pts
-    }
-
-    /// An owned frame of `format` (for scaled video).
+    /// An owned frame of `format` (for copied or scaled video).
     public static func video(width: Int, height: Int, pixelFormat: PixelFormat) throws(MediaError) -> MediaFrame {
         let owned = try MediaFrame()
         owned.frame.pointee.width = Int32(width)
@@ -54,6 +24,28 @@ public final class MediaFrame {
         owned.frame.pointee.format = (pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12).rawValue
         try check(av_frame_get_buffer(owned.frame, 0), "allocate a \(width)x\(height) frame")
         return owned
+    }
+
+    /// Copies `data` (laid out as `format`, which has this owned frame's size and layout) into this frame, stamped
+    /// `pts`, so that the sample's memory may be given back before the frame is encoded.
+    public func copy(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64) throws(MediaError) {
+        try check(av_frame_make_writable(frame), "prepare a frame for a copy")
+        let planes = format.planes
+        withUnsafeBytes(of: frame.pointee.data) { pointers in
+            withUnsafeBytes(of: frame.pointee.linesize) { sizes in
+                for (i, plane) in planes.enumerated() {
+                    guard let target = pointers.load(fromByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                                                     as: UnsafeMutablePointer<UInt8>?.self) else { continue }
+                    let targetStride = Int(sizes.load(fromByteOffset: i * 4, as: Int32.self))
+                    let row = min(plane.stride, targetStride)
+                    for y in 0..<plane.height {
+                        (target + y * targetStride).update(from: (data.baseAddress! + plane.offset + y * plane.stride)
+                            .assumingMemoryBound(to: UInt8.self), count: row)
+                    }
+                }
+            }
+        }
+        frame.pointee.pts = pts
     }
 
     /// An owned frame of up to `samples` interleaved float samples (planar when `planar`, for AAC).
@@ -86,75 +78,126 @@ public final class MediaFrame {
     }
 }
 
-/// Scales NV12/I420 frames to another size or layout (libswscale, bilinear), into an owned frame.
+/// Scales NV12/I420 frames to another size or layout (libswscale, bilinear), into an owned frame: all of it, or a
+/// `Letterbox` in it, the rest black.
 public final class VideoScaler {
     private let context: OpaquePointer
     public let output: MediaFrame
     private let source: VideoFormat
+    private let box: Letterbox
+    /// With a letterbox: the scaled picture, copied into the box (libswscale writes a little past a row's end).
+    private let picture: MediaFrame?
 
-    /// `pixelFormat` nil: the source's.
-    public init(from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil) throws(MediaError) {
+    /// `pixelFormat` nil: the source's. `box`: where in the frame the picture goes (nil: all of it); the rest is black,
+    /// of the full 0-255 range when `fullRange`.
+    public init(from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil,
+                box: Letterbox? = nil, fullRange: Bool = false) throws(MediaError) {
         func av(_ format: PixelFormat) -> AVPixelFormat { format == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12 }
         let target = pixelFormat ?? source.pixelFormat
+        let whole = Letterbox(x: 0, y: 0, width: width, height: height)
+        let box = box ?? whole
         guard let context = sws_getContext(Int32(source.width), Int32(source.height), av(source.pixelFormat),
-                                           Int32(width), Int32(height), av(target), SWS_BILINEAR, nil, nil, nil) else {
-            throw MediaError("scale video", "libswscale cannot scale \(source) to \(width)x\(height) \(target)")
+                                           Int32(box.width), Int32(box.height), av(target),
+                                           SWS_BILINEAR, nil, nil, nil) else {
+            throw MediaError("scale video", "libswscale cannot scale \(source) to \(box.width)x\(box.height) \(target)")
         }
         self.context = context
         self.source = source
+        self.box = box
         output = try MediaFrame.video(width: width, height: height, pixelFormat: target)
+        picture = box == whole ? nil : try MediaFrame.video(width: box.width, height: box.height, pixelFormat: target)
+        // The bars, once: each frame goes into the box only.
+        if picture != nil {
+            var planes = output.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
+            let strides = output.planes.map(\.stride) + [0, 0]
+            try check(av_image_fill_black(&planes, strides, av(target), fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
+                                          Int32(width), Int32(height)), "paint the bars around a scaled picture")
+        }
     }
 
     deinit { sws_freeContext(context) }
 
     /// Scales `data` (laid out as the source format) into `output`, stamped `pts`.
     public func scale(_ data: UnsafeRawBufferPointer, pts: Int64) throws(MediaError) -> MediaFrame {
+        // (A copy, bars included, if an encoder still holds the frame.)
         try check(av_frame_make_writable(output.frame), "prepare a scaled frame")
+        let scaled = picture ?? output
         let planes = source.planes
         var sources: [UnsafePointer<UInt8>?] = planes.map { data.baseAddress!.advanced(by: $0.offset).assumingMemoryBound(to: UInt8.self) }
         var strides: [Int32] = planes.map { Int32($0.stride) }
         sources += Array(repeating: nil, count: 4 - sources.count)
         strides += Array(repeating: 0, count: 4 - strides.count)
-        let frame = output.frame
-        let result = withUnsafeMutableBytes(of: &frame.pointee.data) { dst in
-            withUnsafeMutableBytes(of: &frame.pointee.linesize) { dstStride in
-                sws_scale(context, sources, strides, 0, Int32(source.height),
-                          dst.baseAddress!.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self),
-                          dstStride.baseAddress!.assumingMemoryBound(to: Int32.self))
+        let targets = scaled.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
+        let targetStrides = scaled.planes.map { Int32($0.stride) } + [0, 0]
+        try check(sws_scale(context, sources, strides, 0, Int32(source.height), targets, targetStrides), "scale video")
+        if let picture {
+            // Into the box: chroma has half the rows, and NV12's interleaved pairs take two bytes a pixel pair.
+            let i420 = output.frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue
+            for (index, (from, into)) in zip(picture.planes, output.planes).enumerated() {
+                let chroma = index > 0
+                let x = chroma && i420 ? box.x / 2 : box.x, bytes = chroma && i420 ? box.width / 2 : box.width
+                let y = chroma ? box.y / 2 : box.y, rows = chroma ? box.height / 2 : box.height
+                av_image_copy_plane(into.data + y * into.stride + x, Int32(into.stride), from.data, Int32(from.stride),
+                                    Int32(bytes), Int32(rows))
             }
         }
-        try check(result, "scale video")
         output.frame.pointee.pts = pts
         return output
     }
 }
 
-/// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy,
-/// when it has the encoder's size and layout; otherwise a copy scaled or converted (NV12 to I420 for
-/// the encoders that take only I420) with libswscale.
+extension MediaFrame {
+    /// An owned video frame's planes (2 for NV12, 3 for I420): where each starts and its row stride.
+    var planes: [(data: UnsafeMutablePointer<UInt8>, stride: Int)] {
+        let count = frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue ? 3 : 2
+        let pointers = withUnsafeBytes(of: frame.pointee.data) {
+            Array($0.bindMemory(to: UnsafeMutablePointer<UInt8>?.self))
+        }
+        let strides = withUnsafeBytes(of: frame.pointee.linesize) { Array($0.bindMemory(to: Int32.self)) }
+        return (0..<count).map { (pointers[$0]!, Int(strides[$0])) }
+    }
+}
+
+/// What a video encoder is fed from captured frames: the frame itself, borrowed without a copy, when it has the
+/// encoder's size and layout; otherwise a copy scaled or converted (NV12 to I420 for the encoders that take only I420)
+/// with libswscale. A picture of another size is fitted into the encoder's, centred with black bars where its shape
+/// differs (`Letterbox`): the size stays what the stream started with, and nothing is stretched.
 public final class VideoInput {
     /// The size and layout the encoder takes.
     public let format: VideoFormat
-    private let borrowed: MediaFrame
+    private let fullRange: Bool
+    /// Where a frame that needs no scaling is copied to.
+    private var copied: MediaFrame?
     private var scaler: VideoScaler?
 
-    public init(encoding format: VideoFormat, from input: VideoFormat) throws(MediaError) {
+    /// `fullRange`: the frames use the full 0-255 range (the bars' black is 0, not 16).
+    public init(encoding format: VideoFormat, from input: VideoFormat, fullRange: Bool = false) throws(MediaError) {
         self.format = format
-        borrowed = try MediaFrame.empty()
+        self.fullRange = fullRange
         try inputChanged(to: input)
     }
 
-    /// Captured frames now come in `input` (a resize).
+    /// Captured frames now come in `input` (a resize, another area).
     public func inputChanged(to input: VideoFormat) throws(MediaError) {
-        scaler = input.width == format.width && input.height == format.height && input.pixelFormat == format.pixelFormat
-            ? nil : try VideoScaler(from: input, toWidth: format.width, height: format.height, pixelFormat: format.pixelFormat)
+        guard input != format else {
+            scaler = nil
+            return
+        }
+        scaler = try VideoScaler(from: input, toWidth: format.width, height: format.height,
+                                 pixelFormat: format.pixelFormat,
+                                 box: Letterbox(fitting: input.width, input.height, into: format.width, format.height),
+                                 fullRange: fullRange)
     }
 
-    /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base.
+    /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base: a copy
+    /// (or the scaled picture), so that the sample's memory can be given back before the frame is encoded.
     public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64) throws(MediaError) -> MediaFrame {
-        let pts = Int64((time * 9 + 50_000) / 100_000)
+        let pts = Encoder.videoPTS(time)
         if let scaler { return try scaler.scale(data, pts: pts) }
-        try borrowed.borrow(data, format: layout, pts: pts)
-        return borrowed
+        if copied.map({ Int($0.frame.pointee.width) != layout.width || Int($0.frame.pointee.height) != layout.height }) ?? true {
+            copied = try MediaFrame.video(width: layout.width, height: layout.height, pixelFormat: layout.pixelFormat)
+        }
+        try copied!.copy(data, format: layout, pts: pts)
+        return copied!
     }
 }

@@ -87,6 +87,17 @@ public enum VideoEncoderImplementation: String, CaseIterable, Sendable {
     /// The layout to feed it captured frames of `captured` in.
     public func inputFormat(for captured: PixelFormat) -> PixelFormat { takes.contains(captured) ? captured : .i420 }
 
+    /// Whether the encoder makes a frame marked as a keyframe (`pict_type` I) an IDR, decodable on its own: libx264
+    /// does; libx265 with `forced-idr`, SVT-AV1 with `enable-force-key-frames` (`options`), which SVT-AV1 1.4 refuses
+    /// in its low-delay prediction (tune zerolatency: it ignores the mark without it); libaom does.
+    public func forcesKeyframes(_ settings: VideoEncoderSettings) -> Bool {
+        !(self == .libsvtav1 && Self.tune(settings) == "zerolatency")
+    }
+
+    private static func tune(_ settings: VideoEncoderSettings) -> String? {
+        settings.tune.flatMap { $0.isEmpty || $0 == "none" ? nil : $0 }
+    }
+
     /// Whether a running encoder follows a new `bit_rate` (libx264 reconfigures itself; the others keep their first).
     public var changesBitRateWhileRunning: Bool { self == .libx264 }
 
@@ -101,21 +112,25 @@ public enum VideoEncoderImplementation: String, CaseIterable, Sendable {
 
     /// The encoder's private options for `settings` (the preset, the tune, constant quality).
     public func options(_ settings: VideoEncoderSettings) -> [String: String] {
-        let tune = settings.tune.flatMap { $0.isEmpty || $0 == "none" ? nil : $0 }
+        let tune = Self.tune(settings)
         var options: [String: String] = [:]
         switch self {
         case .libx264, .libx265:
             options["preset"] = settings.preset
             if let tune { options["tune"] = tune }
             if settings.bitRate == nil { options["crf"] = String(settings.crf) }
-            // x265 says what it does on stderr unless told otherwise.
-            if self == .libx265 { options["x265-params"] = "log-level=error" }
+            // x265 says what it does on stderr unless told otherwise; a forced keyframe is an IDR, not an open-GOP I.
+            if self == .libx265 {
+                options["x265-params"] = "log-level=error"
+                options["forced-idr"] = "1"
+            }
         case .libsvtav1:
             options["preset"] = String(Self.svtPresets[settings.preset] ?? 10)
             if settings.bitRate == nil { options["crf"] = String(settings.crf) }
             var params: [String] = []
             // Low delay: each frame predicted from earlier ones only, none held back for later.
-            if tune == "zerolatency" { params.append("pred-struct=1") }
+            // Otherwise frames marked as keyframes are made ones (SVT-AV1 1.4 takes that in random access only).
+            params.append(tune == "zerolatency" ? "pred-struct=1" : "enable-force-key-frames=1")
             params.append("tune=\(tune == "psnr" ? 1 : 0)")
             options["svtav1-params"] = params.joined(separator: ":")
         case .libaom:

@@ -90,10 +90,10 @@ public final class PipeWireAudioSource: CaptureSource {
     public var openAnswered: Descriptor? { video.openAnswered }
     public var openRetryAt: UInt64? { video.openRetryAt }
     public var choosesScreenAtStart: Bool { video.choosesScreenAtStart }
-    /// The video's, and the audio queues at their fullest.
-    public var mappedBytes: Int {
-        video.mappedBytes + streams.count * PipeWireAudioStream.queueBytes(configuration.format)
-    }
+    public var sharedMemory: [SharedBuffers] { video.sharedMemory }
+    /// Each audio stream, connected in the background once the source is open: its buffers, queue and what
+    /// libpipewire's audio conversion adds (measured: docs/benchmarks.md, "Memory").
+    public var liveGrowth: Int { video.liveGrowth + streams.count * PipeWireAudioStream.residentBytes }
     public func cancelOpen(_ reason: String) { video.cancelOpen(reason) }
     public func retarget(_ target: CaptureTarget) throws(CaptureError) { try video.retarget(target) }
     public func outputs() throws(CaptureError) -> CaptureOutputs { try video.outputs() }

@@ -48,6 +48,9 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     /// from before its first frame (the handler fades it in or crossfades the join there): at least a
     /// microphone's 42.7 ms cycle and the fade beyond it.
     public static let preRoll: UInt64 = 150_000_000
+    /// What a connected stream adds to broadcastd's resident memory (its buffers, its queue at its fullest, libpipewire's
+    /// audio conversion), for the memory plan.
+    public static let residentBytes = 3 << 19
     /// The most a stream's queue holds (at `queueLimit`), bytes: what the memory budget counts for it.
     public static func queueBytes(_ format: AudioFormat) -> Int {
         Int(queueLimit) * rate / 1_000_000_000 * format.bytesPerFrame + 4096

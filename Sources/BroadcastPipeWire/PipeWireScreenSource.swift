@@ -68,8 +68,8 @@ public final class PipeWireScreenSource: CaptureSource {
         var crop: CropRegion?
         /// What changed since the last conversion.
         var damage = FrameDamage()
-        /// The bytes of the stream's buffers, mapped (MAP_BUFFERS) from the producer.
-        var mapped = 0
+        /// The stream's buffers, mapped (MAP_BUFFERS) from the producer: where each is, and its size.
+        var mapped: [UInt: Int] = [:]
         var rowsConverted: UInt64 = 0
         var rowsCopied: UInt64 = 0
         /// Buffers that carried only the pointer.
@@ -153,14 +153,12 @@ public final class PipeWireScreenSource: CaptureSource {
             Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().process()
         }
         events.pointee.add_buffer = { data, buffer in
-            let bytes = PipeWireScreenSource.bytes(of: buffer)
-            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock { $0.mapped += bytes }
+            guard let region = PipeWireScreenSource.region(of: buffer) else { return }
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock { $0.mapped[region.start] = region.count }
         }
         events.pointee.remove_buffer = { data, buffer in
-            let bytes = PipeWireScreenSource.bytes(of: buffer)
-            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock {
-                $0.mapped -= bytes
-            }
+            guard let region = PipeWireScreenSource.region(of: buffer) else { return }
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock { $0.mapped[region.start] = nil }
         }
         events.pointee.param_changed = { data, id, param in
             guard id == SPA_PARAM_Format.rawValue else { return }
@@ -192,17 +190,19 @@ public final class PipeWireScreenSource: CaptureSource {
     public var openAnswered: Descriptor? { ready.descriptor }
     public var openRetryAt: UInt64? { firstFrameDue }
     public var choosesScreenAtStart: Bool { question != nil }
-    /// PipeWire's buffers, the converted picture, and what libpipewire, its plugins and its thread add to
-    /// the daemon's resident set (about 5 MB: RssFile and RssAnon without the picture, 17.1 MB against
-    /// 12.2 MB for X11, in docs/benchmarks.md).
-    public var mappedBytes: Int { latest.withLock { $0.mapped + ($0.picture?.format.frameByteCount ?? 0) } + Self.libraryBytes }
-    static let libraryBytes = 5 << 20
+    /// PipeWire's buffers, shared with the producer (the compositor, through the portal); the converted picture
+    /// and libpipewire are the daemon's own memory, which it measures.
+    public var sharedMemory: [SharedBuffers] {
+        let regions = latest.withLock { $0.mapped.sorted { $0.key < $1.key }.map { (start: $0.key, count: $0.value) } }
+        guard let first = regions.first else { return [] }
+        let producer = if case .portal = configuration.target { "the compositor's buffers" } else { "node \(node)'s buffers" }
+        return [SharedBuffers(name: "\(producer) (\(regions.count) x \(megabytes(first.count)))", regions: regions)]
+    }
 
-    /// A buffer's data and metadata (the cursor's image may be 590 KB: mutter's 384x384).
-    private static func bytes(of buffer: UnsafeMutablePointer<pw_buffer>?) -> Int {
-        guard let spa = buffer?.pointee.buffer, let datas = spa.pointee.datas else { return 0 }
-        let metas = spa.pointee.metas.map { metas in (0..<Int(spa.pointee.n_metas)).reduce(0) { $0 + Int(metas[$1].size) } } ?? 0
-        return (0..<Int(spa.pointee.n_datas)).reduce(metas) { $0 + Int(datas[$1].maxsize) }
+    /// Where a buffer's picture is mapped (its first data block, MAP_BUFFERS), and its size.
+    private static func region(of buffer: UnsafeMutablePointer<pw_buffer>?) -> (start: UInt, count: Int)? {
+        guard let spa = buffer?.pointee.buffer, spa.pointee.n_datas > 0, let data = spa.pointee.datas, let base = data[0].data else { return nil }
+        return (UInt(bitPattern: base), Int(data[0].maxsize))
     }
     public var videoFormat: VideoFormat { format }
     public var audioFormat: AudioFormat { configuration.audio }

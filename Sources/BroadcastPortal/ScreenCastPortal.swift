@@ -70,6 +70,10 @@ public final class ScreenCastPortal: @unchecked Sendable {
     static let service = "org.freedesktop.portal.Desktop"
     static let objectPath = "/org/freedesktop/portal/desktop"
     static let interface = "org.freedesktop.portal.ScreenCast"
+    /// How long the portal (started by D-Bus activation when it is not running) may take to say what it offers: more
+    /// than xdg-desktop-portal's own 25 s wait for a backend that starts slowly (xdg-desktop-portal-wlr 0.7 can,
+    /// its upstream issue 281), so that such a start succeeds late rather than fails.
+    static let propertyTimeoutMilliseconds: Int32 = 30_000
 
     private let bus: DBusConnection
     private var sessionPath: String?
@@ -126,6 +130,12 @@ public final class ScreenCastPortal: @unchecked Sendable {
                     || error.name == "org.freedesktop.DBus.Error.InvalidArgs" || error.name == "org.freedesktop.DBus.Error.UnknownMethod" {
             throw PortalError("find the ScreenCast portal",
                               "no xdg-desktop-portal with ScreenCast on the session bus (\(error.reason)); install xdg-desktop-portal and the backend for your desktop (-gnome, -kde or -wlr), or capture a node directly with --pipewire-node")
+        } catch where error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.TimedOut" {
+            // D-Bus started the portal (or found it running) and it never answered: a portal without a working
+            // backend for this desktop hangs like this.
+            throw PortalError("ask the ScreenCast portal", "the desktop portal did not answer; is xdg-desktop-portal running with a " +
+                              "backend for this desktop (-gnome, -kde or -wlr)? `systemctl --user status xdg-desktop-portal` says; " +
+                              "or capture a node directly with --pipewire-node")
         }
         guard sourceTypes & request.sources.mask != 0 else {
             throw PortalError("choose what to share", "the portal cannot share a \(request.sources.rawValue) (it offers source types \(sourceTypes)); set portal-source to one it offers")
@@ -212,7 +222,8 @@ public final class ScreenCastPortal: @unchecked Sendable {
     }
 
     private func property(_ name: String) throws(PortalError) -> UInt32? {
-        try bus.call(Self.service, Self.objectPath, "org.freedesktop.DBus.Properties", "Get", [.string(Self.interface), .string(name)]).first?.uint32
+        try bus.call(Self.service, Self.objectPath, "org.freedesktop.DBus.Properties", "Get", [.string(Self.interface), .string(name)],
+                     timeoutMilliseconds: Self.propertyTimeoutMilliseconds).first?.uint32
     }
 
     private func nextToken() -> String {

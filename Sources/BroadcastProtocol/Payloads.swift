@@ -40,7 +40,13 @@ public struct Empty: Codable, Equatable, Sendable {
 
 public struct BroadcastReference: Codable, Equatable, Sendable {
     public var broadcast: UInt32?
-    public init(broadcast: UInt32?) { self.broadcast = broadcast }
+    /// Revision 2.4, START's OK only: the broadcast runs, but something about it deserves the user's eye (the
+    /// capture runs over the built-in memory budget, and why).
+    public var warning: String?
+    public init(broadcast: UInt32?, warning: String? = nil) {
+        self.broadcast = broadcast
+        self.warning = warning
+    }
 }
 
 /// FINISH (revision 1.2): which broadcast, and whether its handler throws away what it produced.
@@ -112,6 +118,10 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var capture: [String: UInt64]?
     /// broadcastd's resident memory in bytes.
     public var daemonMemory: Int?
+    /// Revision 2.4: what the capture's memory plan says broadcastd has resident at most, in bytes (while a
+    /// capture is open), and, when that is over the built-in memory budget, by how much and why.
+    public var memoryPlanned: Int?
+    public var memoryWarning: String?
     /// Audio streams sending silence because nothing comes from their device, by stream, with why.
     public var silentAudio: [String: String]?
     /// Once finished: what the handler last reported with SET_RESULT.

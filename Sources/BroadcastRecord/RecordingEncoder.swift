@@ -27,7 +27,7 @@ extension Muxer: EncodedOutput {
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
 /// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
-/// and the repeated frames not encoded. Packets go to an `EncodedOutput`.
+/// and the repeated frames not encoded but for keyframes, which come by time. Packets go to an `EncodedOutput`.
 package final class RecordingEncoder {
     /// A still screen still gets an encoded frame this often (ns), so fragments keep coming.
     static let maxFrameGap: UInt64 = 1_000_000_000
@@ -62,7 +62,8 @@ package final class RecordingEncoder {
         }
         let implementation = try VideoEncoderImplementation.best(for: settings.codec)
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
-        input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
+        let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
         video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(for: video)
         let audioFormat = handler.audioFormat
@@ -111,12 +112,17 @@ package final class RecordingEncoder {
             if time + sample.duration / 2 < nextDue { return nil }
             nextDue = max(nextDue + interval, time)
         }
-        if sample.isRepeat, let last = lastEncoded, time < last + Self.maxFrameGap {
+        // A repeat is encoded once a second, and when a keyframe is due (by time, so on a still screen too); an
+        // encoder that takes no forced keyframes counts frames for them, so it is given every one.
+        if sample.isRepeat, video.keyframes != nil, !video.keyframeDue(at: Encoder.videoPTS(time)),
+           let last = lastEncoded, time < last + Self.maxFrameGap {
             skippedRepeats += 1
             return nil
         }
+        // Copied (or scaled) first, and the slot given back at once: broadcastd keeps two slots for a broadcast.
         let frame = try input.frame(sample.data, layout: format, time: time)
-        try video.encode(frame.frame) { packet throws(MediaError) in
+        sample.releaseFrame()
+        try video.encodeVideo(frame) { packet throws(MediaError) in
             try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
         }
         lastEncoded = time
@@ -165,7 +171,7 @@ package final class RecordingEncoder {
         _ = clock.close()
         let end = clock.duration
         try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
-        try output.endStream(videoStream, at: Int64((end * 9 + 50_000) / 100_000))
+        try output.endStream(videoStream, at: Encoder.videoPTS(end))
         for track in tracks { try track.finish(at: end, sink: output) }
         return end
     }

@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 
-/// What an HLS destination writes, watched (revision 2.4) through the hls muxer's own io_open and io_close2
+/// What an HLS destination writes, watched (revision 2.5) through the hls muxer's own io_open and io_close2
 /// (`CFFOutputWatch`):
 /// - a write that fails (a full disk) is kept as the destination's error, which the sender reports and retries on,
 ///   and the temporary file it was (`NAME.tmp`) is removed, so that the rename the muxer makes next fails and the

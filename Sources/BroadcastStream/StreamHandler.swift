@@ -47,7 +47,8 @@ public final class StreamHandler: BroadcastSampleHandler {
         settings.fullRange = videoFullRange
         let implementation = try VideoEncoderImplementation.best(for: settings.codec)
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
-        let input = try VideoInput(encoding: VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat), from: videoFormat)
+        let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
+        let input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: videoFullRange)
         let globalHeader = options.globalHeader
         let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
         var encoders = [video]
@@ -91,9 +92,11 @@ public final class StreamHandler: BroadcastSampleHandler {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
         let frame = try input.frame(sample.data, layout: format, time: time)
-        // After dropped GOPs or a new connection, the next frame starts a GOP.
-        frame.frame.pointee.pict_type = sender.takeKeyframeRequest() ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
-        try video.encode(frame.frame) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video.timeBase) }
+        sample.releaseFrame() // copied: broadcastd keeps two slots for a broadcast
+        // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
+        try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
+            try sender.write(packet, stream: 0, timeBase: video.timeBase)
+        }
         frames += 1
         report(at: time, sender: sender)
     }

@@ -92,7 +92,7 @@ public struct StreamOptions: Equatable, Sendable {
     public var reconnectFor: Double
     /// The URL viewers watch, published to controllers.
     public var publicURL: String?
-    /// HLS: seconds per segment (cut on the next keyframe after it), and segments in the playlist.
+    /// HLS: seconds per segment (cut on a keyframe; the keyframe interval divides it), and segments in the playlist.
     public var segmentDuration: Double
     public var playlistLength: Int
 
@@ -160,9 +160,11 @@ public struct StreamOptions: Equatable, Sendable {
         reconnectFor = try number("reconnectFor", 30, 0...3600)
         segmentDuration = try number("segmentDuration", 2, 0.5...30)
         playlistLength = Int(try number("playlistLength", 6, 2...100))
-        // HLS cuts segments on keyframes: one at least every segment.
-        if destinations.contains(where: \.isHLS), video.keyframeInterval > segmentDuration {
-            video.keyframeInterval = segmentDuration
+        // HLS cuts a segment at the first keyframe at or after each multiple of its duration: one on every segment's
+        // end, so the interval divides the segment (2 s into 3 s segments: 1.5 s), never before it.
+        if destinations.contains(where: \.isHLS) {
+            video.keyframeInterval = segmentDuration / (segmentDuration / video.keyframeInterval).rounded(.up)
+            video.keyframesNeverEarly = true
         }
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }

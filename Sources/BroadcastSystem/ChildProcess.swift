@@ -204,17 +204,6 @@ public enum Environment {
     }
 }
 
-/// This process's memory, as the kernel counts it.
-public enum ProcessMemory {
-    /// Resident set size in bytes (/proc/self/statm), nil if it cannot be read.
-    public static func residentBytes() -> Int? {
-        guard let bytes = try? FileSystem.readFile("/proc/self/statm", limit: 4096) else { return nil }
-        let fields = String(decoding: bytes, as: UTF8.self).split(separator: " ")
-        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-    }
-}
-
 public enum FileSystem {
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 

@@ -73,8 +73,9 @@ public final class SharedMemory: @unchecked Sendable {
 
     private static func map(_ fd: Descriptor, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
         let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
-        // Populated up front: the pool's memory is committed once, and no frame pays for first-touch page faults.
-        guard let p = mmap(nil, size, protection, MAP_SHARED | MAP_POPULATE, fd.raw, 0), p != MAP_FAILED else {
+        // Not populated: a page costs memory only once it is written (a frame pool is mapped for the most slots it
+        // may use, and uses fewer; a handler that only reads commits nothing either).
+        guard let p = mmap(nil, size, protection, MAP_SHARED, fd.raw, 0), p != MAP_FAILED else {
             throw SystemError("mmap \(size) bytes", errno: Glibc.errno)
         }
         return p

@@ -37,6 +37,12 @@ final class BandGrabber {
     /// The sequence numbers of the requests in flight, by band modulo `depth`.
     private lazy var inFlight = [UInt32](repeating: 0, count: depth)
 
+    /// The band memory shared with the X server (none for GetImage, whose bands come through the socket).
+    var sharedRegion: (start: UInt, count: Int)? {
+        guard let base, method != .getImage else { return nil }
+        return (UInt(bitPattern: base), (bandBytes * depth + 4095) / 4096 * 4096)
+    }
+
     /// Bytes of band memory to aim for.
     static let targetBandBytes = 256 * 1024
 

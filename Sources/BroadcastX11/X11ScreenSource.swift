@@ -89,6 +89,10 @@ public final class X11ScreenSource: CaptureSource {
     /// The root window is already laid out as a rotated output shows it: frames are upright as captured.
     public var orientation: Orientation { .up }
     public var colorRange: ColorRange { configuration.colorRange }
+    public var sharedMemory: [SharedBuffers] {
+        guard let region = grabber?.sharedRegion else { return [] }
+        return [SharedBuffers(name: "MIT-SHM bands", regions: [region])]
+    }
     public var statistics: [String: UInt64] {
         ["framesGrabbed": counts.framesGrabbed, "bandsGrabbed": counts.bandsGrabbed, "bandsCopied": counts.bandsCopied, "resizes": counts.resizes]
     }

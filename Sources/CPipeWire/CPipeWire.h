@@ -247,13 +247,14 @@ static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, ui
 }
 
 /// The source's buffers: MemFd, `stride` x `height` bytes, with a header, a crop region, 16 damage
-/// rectangles and, with `cursor`, the pointer (an image up to 64x64).
+/// rectangles and, with `cursor`, the pointer (an image up to 64x64). Two by default, up to 32: what
+/// xdg-desktop-portal-wlr offers (its SHM path), so that the consumer's own wish decides the count.
 static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int32_t stride, int32_t height, bool cursor) {
     uint8_t buffer[1280];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     const struct spa_pod *params[5];
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
-        SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(4, 2, 8),
+        SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(2, 2, 32),
         SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
         SPA_PARAM_BUFFERS_size, SPA_POD_Int(stride * height),
         SPA_PARAM_BUFFERS_stride, SPA_POD_Int(stride),
@@ -307,6 +308,17 @@ static inline void bd_pw_buffer_set_cursor(struct spa_buffer *buffer, bool visib
 }
 
 static inline uint32_t bd_spa_meta_header_flag_corrupted(void) { return SPA_META_HEADER_FLAG_CORRUPTED; }
+
+/// Sets the buffer's header: its presentation time (CLOCK_MONOTONIC ns, as compositors stamp their frames) and sequence.
+static inline void bd_pw_buffer_set_header(struct spa_buffer *buffer, int64_t pts, uint64_t seq) {
+    struct spa_meta_header *header = spa_buffer_find_meta_data(buffer, SPA_META_Header, sizeof(*header));
+    if (header == NULL) return;
+    header->flags = 0;
+    header->offset = 0;
+    header->pts = pts;
+    header->dts_offset = 0;
+    header->seq = seq;
+}
 
 #include <spa/utils/json.h>
 

@@ -9,9 +9,10 @@ struct Capture: ParsableCommand {
         abstract: "Change what the running capture takes, for every broadcast sharing it.",
         discussion: """
             From the next frame on, every live broadcast gets the new part of the screen; a new size
-            reaches each handler as a format change (a recording goes on in the new size). The display,
-            frame rate, cursor mode, a window or an app are chosen when capture starts: give them to
-            start, record or stream.
+            reaches each handler as a format change. Recordings, streams and replay buffers keep
+            their size: the new area is scaled to fit, centred, with black bars where its shape
+            differs (never stretched). The display, frame rate, cursor mode, a window or an app are
+            chosen when capture starts: give them to start, record or stream.
             Examples:
               broadcastctl capture --region 0,0,1280x720
               broadcastctl capture --output HDMI-1

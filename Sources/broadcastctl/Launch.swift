@@ -111,7 +111,7 @@ final class Launch {
         if status.state == .paused { lines.append("paused (a pause was asked for before it went live)") }
         let warnings = (status.silentAudio ?? [:]).sorted { $0.key < $1.key }.map { stream, why in
             "warning: \(StatusText.streamName(stream)) is silent: \(why). " + StatusText.silenceAdvice
-        }
+        } + (status.memoryWarning.map { ["warning: \($0)"] } ?? [])
         return (lines, warnings)
     }
 

@@ -76,16 +76,25 @@ struct Status: ParsableCommand {
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
         guard let all = s.broadcasts, all.count > 1 else { return describeOne(s) }
-        var lines = ["source: \(s.source)"]
-        if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
+        var lines = ["source: \(s.source)"] + memory(s)
         lines.append("\(all.count) broadcasts:")
-        for broadcast in all { lines += [""] + describeOne(broadcast).split(separator: "\n").map(String.init).filter { !$0.hasPrefix("source:") && !$0.hasPrefix("daemon memory:") } }
+        for broadcast in all {
+            lines += [""] + describeOne(broadcast).split(separator: "\n").map(String.init).filter {
+                !$0.hasPrefix("source:") && !$0.hasPrefix("daemon memory:") && !$0.hasPrefix("warning: running")
+            }
+        }
         return lines.joined(separator: "\n")
     }
 
+    /// broadcastd's memory, with what the capture's plan allows and, over the built-in budget, by how much and why.
+    static func memory(_ s: BroadcastStatus) -> [String] {
+        guard let bytes = s.daemonMemory else { return [] }
+        return ["daemon memory: \(bytes / 1024) KiB" + (s.memoryPlanned.map { " (planned: at most \(megabytes($0)))" } ?? "")]
+            + (s.memoryWarning.map { ["warning: \($0)"] } ?? [])
+    }
+
     static func describeOne(_ s: BroadcastStatus) -> String {
-        var lines = ["state: \(s.state)", "source: \(s.source)"]
-        if let bytes = s.daemonMemory { lines.append("daemon memory: \(bytes / 1024) KiB") }
+        var lines = ["state: \(s.state)", "source: \(s.source)"] + memory(s)
         if s.sessionLocked == true {
             lines.append("session locked: " + (s.pausedForLock == true ? "paused until it is unlocked"
                 : s.blankedForLock == true ? "the privacy frame goes out instead of the screen" : "the screen is not captured meanwhile"))

@@ -62,7 +62,7 @@ enum DaemonKeys {
     static let audioClockPPM = ConfigKey.integer("audio-clock-ppm", -5000...5000, default: 0,
         help: "Synthetic source: the audio sample clock runs N ppm fast (negative: slow); timestamps stay true.")
     static let memoryBudget = ConfigKey.integer("memory-budget", 1...65535, default: 50,
-        help: "Memory budget in MB; the frame pool is sized to fit it.")
+        help: "Memory budget in MB, pool included. Unset, 50 is a goal (what cannot fit runs, saying by how much); set, a promise (refused).")
     static let maxBroadcasts = ConfigKey.integer("max-broadcasts", 1...8, default: 8,
         help: "Most broadcasts at once (they share one capture); a START beyond is refused.")
     static let socket = ConfigKey("socket", .string,

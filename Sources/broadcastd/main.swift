@@ -163,7 +163,9 @@ struct BroadcastDaemonCommand: ParsableCommand {
         // Socket-activated, the daemon serves the socket systemd passed and needs no path of its own.
         let explicit = settings.string("socket")
         let socketPath = Systemd.isSocketActivated ? (try? SocketLocation.resolve(explicit: explicit)) ?? "" : try SocketLocation.resolve(explicit: explicit)
-        var configuration = DaemonConfiguration(socketPath: socketPath, memoryBudget: settings.integer("memory-budget") << 20)
+        // A budget the user set (on the command line or in the file) is enforced; the built-in one is a goal.
+        let budget = MemoryBudget(bytes: settings.integer("memory-budget") << 20, enforced: settings.setting("memory-budget").origin != .builtIn)
+        var configuration = DaemonConfiguration(socketPath: socketPath, memoryBudget: budget)
         configuration.extraHandlerDirectories = settings.strings("handlers-dir")
         configuration.startTimeout = UInt64(settings.integer("start-timeout")) * 1_000_000_000
         configuration.finishTimeout = UInt64(settings.integer("finish-timeout")) * 1_000_000_000

@@ -9,8 +9,11 @@
 // hotspot (2, 3) for 60 buffers, then a 24x24 half-transparent blue one with hotspot (12, 12) for 60, and so
 // on, sent again every 5 buffers; the last 6 buffers of every 60 say the pointer is not over the stream.
 // With --hold S, no buffer for S seconds each time the stream starts streaming (a consumer connects), as a
-// compositor before its first frame.
-//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage] [--cursor] [--hold S]
+// compositor before its first frame. Each buffer's header carries its capture time (CLOCK_MONOTONIC), --latency MS
+// before it is queued, as xdg-desktop-portal-wlr stamps the compositor's frame time before copying it; buffers
+// are offered as it offers them (two by default, up to 32).
+//   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
+//                              [--cursor] [--hold S] [--latency MS]
 import CPipeWire
 import Glibc
 
@@ -30,6 +33,7 @@ struct Options {
     var damage = false
     var cursor = false
     var hold = 0.0
+    var latency = 0.0
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -49,6 +53,7 @@ struct Options {
             case "--damage": damage = true
             case "--cursor": cursor = true
             case "--hold": hold = Double(it.next() ?? "") ?? hold
+            case "--latency": latency = Double(it.next() ?? "") ?? latency
             default:
                 fail("unknown argument \(argument)", status: 64)
             }
@@ -120,6 +125,7 @@ final class Source {
         guard streaming, Source.now() - streamingSince >= options.hold, let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
         defer { pw_stream_queue_buffer(stream, buffer) }
         guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas, let base = data.pointee.data else { return }
+        bd_pw_buffer_set_header(spaBuffer, Int64((Source.now() - options.latency / 1000) * 1e9), frame)
         let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.width) * 4)
         let crop = options.crop ?? spa_region(position: spa_point(x: 0, y: 0), size: spa_rectangle(width: UInt32(width), height: UInt32(height)))
         let (cx, cy, cw, ch) = (Int(crop.position.x), Int(crop.position.y), Int(crop.size.width), Int(crop.size.height))

@@ -19,6 +19,14 @@ enum Paths {
         return path
     }
     static let handlerDirectories = [root + "/share/broadcastd/handlers", root + "/examples/python", root + "/Tests/fixtures/handlers"]
+    /// broadcastd as `make` builds it (release, the Swift libraries linked in): what users run, for the tests that
+    /// measure its memory. scripts/test.sh builds it.
+    static var releaseDaemon: String {
+        let path = root + "/.build/release/broadcastd"
+        precondition(FileManager.default.isExecutableFile(atPath: path),
+                     "\(path) is missing: ./scripts/test.sh builds it, or `swift build -c release --static-swift-stdlib --product broadcastd`")
+        return path
+    }
 }
 
 /// Every suite that starts daemons runs inside this one, one test at a time: rates are checked,
@@ -79,8 +87,9 @@ final class DaemonHarness {
 
     /// `launcher`: a program (and its arguments) that is started instead and execs broadcastd's path and
     /// arguments, which come after its own: to start broadcastd with descriptors or a process group of its own.
+    /// `release`: broadcastd as `make` builds it (`Paths.releaseDaemon`), its handlers the debug build's (found on PATH).
     init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"],
-         environment extra: [String: String] = [:], launcher: [String] = []) throws {
+         environment extra: [String: String] = [:], launcher: [String] = [], release: Bool = false) throws {
         runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         socketPath = runtime + "/broadcastd/broadcastd.sock"
@@ -92,10 +101,11 @@ final class DaemonHarness {
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = launcher.dropFirst() + [Paths.binary("broadcastd")] + daemonArguments
         } else {
-            process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastd"))
+            process.executableURL = URL(fileURLWithPath: release ? Paths.releaseDaemon : Paths.binary("broadcastd"))
             process.arguments = daemonArguments
         }
         var environment = ProcessInfo.processInfo.environment
+        if release { environment["PATH"] = Paths.binaries + ":" + (environment["PATH"] ?? "/usr/bin:/bin") }
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"
         environment["XDG_DATA_DIRS"] = runtime + "/none"

@@ -19,11 +19,24 @@ final class PipeWireHarness {
 
     var socketPath: String { runtime + "/pipewire-0" }
 
-    init(tones: Bool = true) throws {
+    /// dbus-daemon's option for a private session bus that D-Bus-activates nothing installed on the machine
+    /// (a desktop's xdg-desktop-portal would otherwise start on it, and hang without its compositor).
+    static let privateBusConfig = "--config-file=" + Paths.root + "/scripts/private-bus.conf"
+
+    /// `busReplyTimeout`: the session bus answers a method call nobody answered with NoReply after this many
+    /// milliseconds (a portal that hangs, sooner than D-Bus's own 25 s).
+    init(tones: Bool = true, busReplyTimeout: Int? = nil) throws {
         runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-pw-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         do {
-            try spawn("dbus-daemon", ["--session", "--address=unix:path=\(runtime)/bus", "--nofork", "--nopidfile"])
+            var busConfig = Self.privateBusConfig
+            if let busReplyTimeout {
+                let text = try String(contentsOfFile: Paths.root + "/scripts/private-bus.conf", encoding: .utf8)
+                    .replacingOccurrences(of: "\"reply_timeout\">300000<", with: "\"reply_timeout\">\(busReplyTimeout)<")
+                try text.write(toFile: runtime + "/bus.conf", atomically: true, encoding: .utf8)
+                busConfig = "--config-file=" + runtime + "/bus.conf"
+            }
+            try spawn("dbus-daemon", [busConfig, "--address=unix:path=\(runtime)/bus", "--nofork", "--nopidfile"])
             try waitFor(runtime + "/bus")
             try spawn("pipewire", [])
             try waitFor(socketPath)

@@ -42,6 +42,16 @@ extension Integration {
         #expect(copied > 4 * converted && converted > 0, "rows converted \(converted), copied from the previous frame \(copied)")
     }
 
+    /// A compositor stamps each frame with when it took it, before copying and sending it (xdg-desktop-portal-wlr
+    /// does); between its frames broadcastd repeats the last one at each deadline. A new frame older than the last
+    /// repeat handed out still comes after it: timestamps never go backwards.
+    @Test func aCompositorsFrameTimesNeverGoBackwards() throws {
+        let (summary, _, _, _) = try broadcast(source: ["--size", "320x180", "--fps", "10", "--latency", "25"], seconds: 2)
+        let video = try #require(summary.streams["video"])
+        #expect(video.count >= 45 && summary.repeatedFrames >= 20, "\(video.count) frames, \(summary.repeatedFrames) repeated")
+        #expect(video.nonMonotonic == 0, "\(video.nonMonotonic) of \(video.count) frames earlier than the one before")
+    }
+
     /// In the metadata cursor mode the pointer comes from the buffers' cursor metadata, in picture
     /// coordinates (the crop region's origin taken off): a position every frame, the image only when it
     /// changed (not each time the node sends it again), and invisible while the node says the pointer is

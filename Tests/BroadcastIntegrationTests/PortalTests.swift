@@ -14,8 +14,8 @@ extension Integration {
     /// With `cursorModes` the node is the tests' own source writing cursor metadata, and broadcastd asks for it.
     func stack(version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
                portal: Bool = true, cursorModes: Int? = nil, response: Int = 0,
-               restoreToken: String? = nil) throws -> (PipeWireHarness, DaemonHarness) {
-        let pipewire = try PipeWireHarness(tones: false)
+               restoreToken: String? = nil, busReplyTimeout: Int? = nil) throws -> (PipeWireHarness, DaemonHarness) {
+        let pipewire = try PipeWireHarness(tones: false, busReplyTimeout: busReplyTimeout)
         // 320x180: a debug build converts larger frames too slowly for 30 fps.
         if cursorModes != nil {
             try pipewire.testVideoSource("shared-screen", ["--size", "320x180", "--fps", "60", "--color", String(Self.color, radix: 16), "--cursor"])
@@ -206,6 +206,22 @@ extension Integration {
         let noBus = refusal()
         #expect(noBus.contains("connect to the D-Bus session bus") && noBus.contains("DBUS_SESSION_BUS_ADDRESS"), "\(noBus)")
         #expect(try daemon.controller().status().state == .idle)
+    }
+
+    /// A portal that never answers (one whose backend hangs: D-Bus gives up on the call) refuses the broadcast
+    /// in the user's words, not D-Bus's; the daemon goes on, and the next START, with the portal back, works.
+    @Test func aPortalThatDoesNotAnswerIsRefusedInTheUsersWords() throws {
+        let (pipewire, daemon) = try stack(busReplyTimeout: 1500)
+        defer { _ = try? daemon.stop() }
+        let portal = try #require(pipewire.portalProcess)
+        kill(portal.processIdentifier, SIGSTOP)
+        defer { kill(portal.processIdentifier, SIGCONT) }
+        let refused = #expect(throws: (any Error).self) { _ = try daemon.controller().start(handler: "inspect", maxDuration: 1) }
+        let said = "\(String(describing: refused))"
+        #expect(said.contains("the desktop portal did not answer; is xdg-desktop-portal running with a backend for this desktop"), "\(said)")
+        #expect(!said.contains("Did not receive a reply"), "\(said)")
+        kill(portal.processIdentifier, SIGCONT)
+        #expect(try broadcast(daemon, "after").frames > 10)
     }
 
     /// A token file that holds no token (the portal takes only UUIDs and refused the whole request, every

@@ -44,6 +44,8 @@ extension Integration {
         let times = try file.frameTimes()
         #expect(times.count == Int(number(result["videoFrames"])), "every captured frame is in the file")
         #expect(zip(times.dropFirst(), times.dropFirst(2)).allSatisfy { abs($1 - $0 - 1.0 / 30) < 0.001 }, "30 fps, no frame missing")
+        let keyframes = try file.keyframeTimes().keyframes
+        #expect(try file.longestKeyframeGap() <= 2 + 1.0 / 30 + 0.001, "keyframes at \(keyframes)")
 
         let frames = try file.lumaFrames(width: Self.width, height: Self.height)
         let source = SyntheticSource(.init(video: VideoFormat(width: Self.width, height: Self.height)))

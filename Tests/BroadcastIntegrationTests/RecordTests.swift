@@ -40,6 +40,25 @@ struct Recording {
         return result.stdout.split(separator: "\n").compactMap { Double($0.split(separator: ",")[0]) }
     }
 
+    /// Presentation times of the video keyframes (packets flagged K), and where the last video packet starts, s.
+    func keyframeTimes() throws -> (keyframes: [Double], last: Double) {
+        let result = try runTool("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0",
+                                                      "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", path])
+        guard result.status == 0 else { throw HarnessError("ffprobe packets of \(path): \(result.stderr)") }
+        let packets = result.stdout.split(separator: "\n").compactMap { line -> (Double, Bool)? in
+            let fields = line.split(separator: ",")
+            return fields.count >= 2 ? Double(fields[0]).map { ($0, fields[1].hasPrefix("K")) } : nil
+        }
+        return (packets.filter(\.1).map(\.0), packets.map(\.0).max() ?? 0)
+    }
+
+    /// The longest time from a keyframe to the next, or to the last frame, s (infinity without a keyframe).
+    func longestKeyframeGap() throws -> Double {
+        let (keyframes, last) = try keyframeTimes()
+        guard let first = keyframes.first else { return .infinity }
+        return zip([first] + keyframes, keyframes + [last]).map { $1 - $0 }.max() ?? 0
+    }
+
     /// Decodes with ffmpeg into a raw file and reads it back.
     private func decode(_ arguments: [String], _ name: String) throws -> Data {
         let out = scratch + "/" + name
@@ -139,6 +158,8 @@ extension Integration {
         // From the second frame on: MP4 starts the first frame at 0 and every stream 6.5 ms (the Opus
         // encoder's delay) later, so the first frame lasts that much longer.
         #expect(zip(times.dropFirst(), times.dropFirst(2)).allSatisfy { abs($1 - $0 - 1.0 / 30) < 0.001 }, "30 fps, no frame missing")
+        let keyframes = try file.keyframeTimes().keyframes
+        #expect(try file.longestKeyframeGap() <= 2 + 1.0 / 30 + 0.001, "keyframes at \(keyframes)")
 
         // A decoded frame shows the synthetic pattern of its own frame number.
         let frames = try file.lumaFrames(width: Self.width, height: Self.height)

@@ -26,7 +26,7 @@ final class SessionLockStandIn {
         for bus in ["system_bus", "session_bus"] {
             let daemon = Process()
             daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-            daemon.arguments = ["--session", "--address=unix:path=\(runtime)/\(bus)", "--nofork", "--nopidfile"]
+            daemon.arguments = [PipeWireHarness.privateBusConfig, "--address=unix:path=\(runtime)/\(bus)", "--nofork", "--nopidfile"]
             daemon.standardOutput = FileHandle.nullDevice
             daemon.standardError = FileHandle.nullDevice
             try daemon.run()

@@ -44,6 +44,13 @@ extension Integration {
         return server
     }
 
+    /// The durations a playlist gives its segments (#EXTINF), s.
+    static func segmentDurations(_ playlist: String) -> [Double] {
+        playlist.split(separator: "\n").compactMap { line in
+            line.hasPrefix("#EXTINF:") ? Double(line.dropFirst(8).prefix { $0 != "," }) : nil
+        }
+    }
+
     static func segments(in directory: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".m4s") }
     }
@@ -113,6 +120,7 @@ extension Integration {
         let playlist = try String(contentsOfFile: directory + "/index.m3u8", encoding: .utf8)
         #expect(playlist.contains("#EXT-X-INDEPENDENT-SEGMENTS") && playlist.contains("#EXT-X-MAP:URI=\"index-init.mp4\""), "\(playlist)")
         #expect(playlist.contains("#EXT-X-ENDLIST"), "the playlist is closed when the broadcast finishes: \(playlist)")
+        #expect(Self.segmentDurations(playlist).allSatisfy { $0 <= 2 + 1.0 / 30 + 0.001 }, "\(playlist)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/index.m3u8.tmp"))
         try daemon.stop()
     }
@@ -149,6 +157,9 @@ extension Integration {
         // (libavformat's http sends DELETE with an empty chunked body, which nginx refuses: 415.)
         #expect(access.contains("DELETE /dav/live/index") && !access.contains(" 415"), "\(access)")
         #expect(mostSegments >= 3 && mostSegments <= 5, "\(mostSegments) segments on the origin at most")
+        let playlist = try String(contentsOfFile: origin + "/index.m3u8", encoding: .utf8)
+        #expect(Self.segmentDurations(playlist).allSatisfy { $0 <= 1 + 1.0 / 30 + 0.001 },
+                "segmentDuration 1: \(playlist)")
         let left = Self.segments(in: origin).count
         #expect(left <= 5, "\(left) segments left on the origin")
         try daemon.stop()

@@ -94,6 +94,9 @@ extension Integration {
         let (streams, duration) = try probe(received)
         #expect(streams == ["\(codec),640,360", "opus"], "\(streams)")
         #expect(abs(duration - 3) < 0.5, "received \(duration) s of a 3 s broadcast")
+        let file = Recording(path: received, scratch: daemon.runtime)
+        let keyframes = try file.keyframeTimes().keyframes
+        #expect(try file.longestKeyframeGap() <= 2 + 1.0 / 30 + 0.001, "keyframes at \(keyframes)")
         let result = try controller.status().result
         #expect(result?["reconnects"] == .number(0) && result?["droppedVideoFrames"] == .number(0), "\(String(describing: result))")
         try daemon.stop()

@@ -261,3 +261,45 @@ extension XServer {
         return process
     }
 }
+
+/// A desktop as it mostly is: twm, xclock ticking once a second (top right), an xterm at its prompt (bottom left) on
+/// the window manager's root; nothing else moves, so most frames repeat the one before. Its programs are killed (by
+/// PID) by `stop()` or when it goes.
+final class QuietDesktop {
+    private var processes: [Process] = []
+
+    init(on x: XServer) throws {
+        processes.append(try x.windowManager())
+        for (program, arguments) in [("xclock", ["-update", "1", "-geometry", "150x150-20+20"]),
+                                     ("xterm", ["-geometry", "50x10+20-20"])] {
+            guard FileManager.default.isExecutableFile(atPath: "/usr/bin/" + program) else {
+                stop()
+                throw HarnessError("/usr/bin/\(program) is missing: the quiet desktop needs it "
+                                   + "(scripts/lib.sh installs x11-apps and xterm)")
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/" + program)
+            process.arguments = ["-display", x.display] + arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            processes.append(process)
+        }
+        // Mapped, placed and drawn once.
+        usleep(800_000)
+        guard processes.allSatisfy(\.isRunning) else {
+            stop()
+            throw HarnessError("the quiet desktop's programs did not stay up on \(x.display)")
+        }
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        for process in processes where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        processes = []
+    }
+}

@@ -51,7 +51,7 @@ import Glibc
         #expect(Self.golden("change-capture") == bytes)
     }
 
-    /// Revision 2.4: a request that is JSON with a number its field cannot take is refused naming the field.
+    /// Revision 2.5: a request that is JSON with a number its field cannot take is refused naming the field.
     @Test func refusalOfAFieldOutOfRange() throws {
         let request = Message(.sendCommand, seq: 7, payload: Array(#"{"broadcast":-1,"command":"save"}"#.utf8))
         #expect(request.isJSON)

@@ -21,35 +21,60 @@ import Testing
         #expect(VideoFormat.parseSize("0x0") == nil)
     }
 
-    @Test func poolPlanFits1080pInTheDefaultBudget() throws {
-        let plan = try FramePoolPlan.plan(format: VideoFormat(width: 1920, height: 1080), budgetBytes: 50 << 20)
-        #expect(plan.slotCount >= FramePoolPlan.minimumSlots)
-        #expect(plan.poolBytes + FramePoolPlan.daemonOverhead <= 50 << 20)
+    /// What broadcastd has besides the pool in these plans: itself (measured), the source's buffers, a live broadcast.
+    static func parts(daemon: Int = 15, source: Int = 0) -> [FramePoolPlan.Part] {
+        [.init("broadcastd itself", daemon << 20)] + (source > 0 ? [.init("the compositor's buffers (2 x 8.0 MB)", source << 20)] : [])
+            + [.init("what a live broadcast adds", 4 << 20)]
     }
 
-    @Test func poolPlanFits4KNV12InTheDefaultBudget() throws {
-        let plan = try FramePoolPlan.plan(format: VideoFormat(width: 3840, height: 2160), budgetBytes: 50 << 20)
-        #expect(plan.slotCount == 3)
+    /// One broadcast uses two slots (one being filled, one with its handler); each broadcast that joins one more,
+    /// beside the latest frame they share; the pool's memory has room for the most it may use.
+    @Test func slotsGrowWithTheBroadcastsSharingThePool() throws {
+        #expect((1...9).map(FramePoolPlan.slots(forBroadcasts:)) == [2, 4, 5, 6, 7, 8, 9, 10, 10])
+        let plan = try FramePoolPlan.plan(format: VideoFormat(width: 1920, height: 1080), parts: Self.parts(), budgetBytes: 50 << 20, enforced: true)
+        #expect(plan.slotCount == 2 && plan.slotSize == 3_112_960)
+        #expect(plan.totalBytes == (19 << 20) + 2 * 3_112_960)
+        #expect(plan.capacityBytes == 10 * 3_112_960)
+        let three = try plan.changing(broadcasts: 3)
+        #expect(three.slotCount == 5 && three.totalBytes == plan.totalBytes + 3 * 3_112_960)
+        #expect(plan.overBudgetWarning == nil)
     }
 
-    /// What the source maps (PipeWire's buffers and libraries) leaves fewer slots, and is named when nothing fits.
-    @Test func poolPlanLeavesRoomForTheSource() throws {
-        let format = VideoFormat(width: 1920, height: 1080), slot = (format.frameByteCount + 4095) / 4096 * 4096
-        let plan = try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 24 << 20)
-        #expect(plan.slotCount == ((50 - 14 - 24) << 20) / slot && plan.slotCount >= FramePoolPlan.minimumSlots)
-        let error = #expect(throws: BroadcastError.self) { try FramePoolPlan.plan(format: format, budgetBytes: 50 << 20, sourceBytes: 30 << 20) }
-        #expect(error?.message.contains("plus 14.0 MB for the daemon and 30.0 MB for the source (its buffers and libraries)") == true, "\(error?.message ?? "")")
+    /// A 4K X11 screen with PipeWire audio fits the built-in budget with two slots.
+    @Test func fourKNV12FitsTheBuiltInBudget() throws {
+        let plan = try FramePoolPlan.plan(format: VideoFormat(width: 3840, height: 2160), parts: Self.parts(daemon: 18, source: 1),
+                                          budgetBytes: 50 << 20, enforced: false)
+        #expect(plan.slotCount == 2 && plan.excessBytes == 0, "\(plan)")
     }
 
-    @Test func poolPlanRefusalSaysWhatWouldFit() {
+    /// Over the built-in budget the capture runs at its least, saying by how much and why; a budget the user set is
+    /// enforced, and the refusal names the parts and what would fit.
+    @Test func theBuiltInBudgetIsAGoalAndASetOneIsAPromise() throws {
+        let format = VideoFormat(width: 3840, height: 2160)
+        let plan = try FramePoolPlan.plan(format: format, parts: Self.parts(daemon: 20, source: 64), budgetBytes: 50 << 20, enforced: false)
+        let warning = try #require(plan.overBudgetWarning)
+        #expect(warning.hasPrefix("running \(megabytes(plan.excessBytes)) over the memory budget of 50.0 MB: 3840x2160 nv12 needs 2 frame slots of 11.9 MB"),
+                "\(warning)")
+        #expect(warning.contains("64.0 MB for the compositor's buffers (2 x 8.0 MB)") && warning.contains("20.0 MB for broadcastd itself"), "\(warning)")
         let error = #expect(throws: BroadcastError.self) {
-            try FramePoolPlan.plan(format: VideoFormat(width: 3840, height: 2160, pixelFormat: .bgrx), budgetBytes: 50 << 20)
+            try FramePoolPlan.plan(format: format, parts: Self.parts(daemon: 20, source: 64), budgetBytes: 50 << 20, enforced: true)
         }
         #expect(error?.code == .budget)
+        #expect(error?.message.contains("more than the memory budget of 50.0 MB; use --memory-budget 114") == true, "\(error?.message ?? "")")
+    }
+
+    @Test func aRefusalSaysWhatWouldFit() throws {
+        let error = #expect(throws: BroadcastError.self) {
+            try FramePoolPlan.plan(format: VideoFormat(width: 3840, height: 2160, pixelFormat: .bgrx), parts: Self.parts(),
+                                   budgetBytes: 50 << 20, enforced: true)
+        }
         let message = error?.message ?? ""
-        #expect(message.contains("use --memory-budget 111"), "\(message)")
-        #expect(message.contains("a smaller size such as 1920x1080"), "\(message)")
+        #expect(message.contains("82.3 MB in all, more than the memory budget of 50.0 MB; use --memory-budget 85"), "\(message)")
+        #expect(message.contains("a smaller size such as 2560x1440"), "\(message)")
         #expect(message.contains("--pixel-format nv12"), "\(message)")
+        let plan = try FramePoolPlan.plan(format: VideoFormat(width: 1920, height: 1080), parts: Self.parts(), budgetBytes: 32 << 20, enforced: true)
+        let joining = #expect(throws: BroadcastError.self) { try plan.changing(broadcasts: 3) }
+        #expect(joining?.message.contains("at most 2 broadcast(s) at once at this size") == true, "\(joining?.message ?? "")")
     }
 
     @Test func manifestValidationFillsDefaultsAndRejectsUnknownKeys() throws {

@@ -1,5 +1,8 @@
 @testable import BroadcastReplay
 @testable import BroadcastMedia
+@testable import BroadcastHandlerKit
+import BroadcastCore
+import BroadcastRecord
 import CFFmpeg
 import Foundation
 import Testing
@@ -65,5 +68,47 @@ import Testing
         #expect(saved.duration > 1.8 && saved.duration <= 1.9, "ends with the audio at 1.9 s at the latest: \(saved.duration)")
         #expect(saved.videoFrames == Int((saved.duration * Double(fps)).rounded(.up)), "\(saved.videoFrames) frames")
         #expect(saved.duration >= last ?? 0, "at least the last \(last ?? 0) s: \(saved.duration)")
+    }
+}
+
+/// The record and replay handlers' encoding (`RecordingEncoder`) on a still screen: one frame, then 20 s of repeats.
+@Suite struct StillScreenTests {
+    /// Keyframes still come every `keyframeInterval` of file time, so that `length=5` holds 5 to 7 s and `--last 3`
+    /// saves 3 to 5 (it held and saved all 20 s: one GOP, from the only keyframe). With H.264 the repeats are encoded
+    /// only once a second and for a keyframe; SVT-AV1 in low delay, which counts frames for keyframes, is given every
+    /// one.
+    @Test(arguments: ["h264", "av1"]) func keyframesComeByTimeSoTheBufferHoldsItsLength(_ codec: String) throws {
+        let options = try ReplayOptions(setupInfo: ["length": "5", "codec": codec, "audio": "none"])
+        let handler = BroadcastSampleHandler()
+        handler.videoFormat = VideoFormat(width: 160, height: 96)
+        handler.audioStreams = []
+        let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory)
+        let encoder = try RecordingEncoder(options.record, for: handler, output: buffer)
+        let picture = [UInt8](repeating: 100, count: handler.videoFormat.frameByteCount)
+        let interval: UInt64 = 1_000_000_000 / 30
+        var lastStart: Int64 = 0, longestGOP: Int64 = 0
+        for index in 0..<(20 * 30) {
+            try picture.withUnsafeBytes { data in
+                let timing = SampleTiming(presentationTime: 7_000_000_000 + UInt64(index) * interval,
+                                          duration: interval, sequence: UInt64(index), discontinuity: false)
+                var sample = SampleBuffer(type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
+                                          orientation: nil, audioFormat: nil, frameCount: 0)
+                sample.isRepeat = index > 0
+                try encoder.addVideo(sample)
+            }
+            if let start = buffer.gops.last?.start, start != lastStart {
+                longestGOP = max(longestGOP, start - lastStart)
+                lastStart = start
+            }
+        }
+        let encoded = encoder.encodedFrames
+        #expect(codec == "av1" ? encoded == 600 : encoded <= 21, "\(encoded) of 600 frames encoded")
+        #expect(lastStart >= 18_000_000_000 && longestGOP <= 2_000_000_000 + Int64(interval),
+                "GOPs up to \(longestGOP) ns")
+        let held = Double(buffer.duration) / 1e9
+        #expect(held >= 5 && held <= 7.1, "length=5 holds \(held) s in \(buffer.gops.count) GOPs")
+        let snapshot = try #require(try buffer.snapshot(last: 3, id: 1))
+        let saved = Double(snapshot.end - snapshot.origin + Int64(interval)) / 1e9
+        #expect(saved >= 3 && saved <= 5.1, "--last 3 saves \(saved) s")
     }
 }

@@ -141,6 +141,11 @@ import Testing
         #expect(directory.url == "/srv/live/index.m3u8" && directory.container == .hls && directory.audioCodec == "aac")
         #expect(directory.publicURL == nil && directory.playlistLength == 6)
         #expect(directory.video.keyframeInterval == 1, "a keyframe at least every segment")
+        let longer = try StreamOptions(url: "hls:///srv/live/index.m3u8", setupInfo: ["segmentDuration": "3"])
+        #expect(longer.video.keyframeInterval == 1.5, "a keyframe on every segment's end: the 2 s interval divides it")
+        let srt = try StreamOptions(url: "srt://a:1", setupInfo: [:])
+        #expect(longer.video.keyframesNeverEarly && !srt.video.keyframesNeverEarly,
+                "HLS cuts at keyframes at or after its marks")
         let origin = try StreamOptions(url: "https://me:pw@origin.example/live/index.m3u8", setupInfo: [:])
         #expect(origin.url == "https://me:pw@origin.example/live/index.m3u8" && origin.displayURL == "https://***@origin.example/live/index.m3u8")
         #expect(origin.publicURL == "https://origin.example/live/index.m3u8", "the origin's playlist is what viewers load")

@@ -77,9 +77,11 @@ import Testing
         settings.preset = "slow"
         settings.tune = "none"
         settings.bitRate = 2000
-        #expect(VideoEncoderImplementation.libsvtav1.options(settings) == ["preset": "5", "svtav1-params": "tune=0"])
+        #expect(VideoEncoderImplementation.libsvtav1.options(settings)
+                == ["preset": "5", "svtav1-params": "enable-force-key-frames=1:tune=0"])
         settings.codec = .hevc
-        #expect(VideoEncoderImplementation.libx265.options(settings) == ["preset": "slow", "x265-params": "log-level=error"])
+        #expect(VideoEncoderImplementation.libx265.options(settings)
+                == ["preset": "slow", "x265-params": "log-level=error", "forced-idr": "1"])
         #expect(VideoEncoderImplementation.candidates(for: .av1) == [.libsvtav1, .libaom], "SVT-AV1 first, libaom where it is missing")
         #expect(VideoEncoderImplementation.libx265.inputFormat(for: .nv12) == .i420 && VideoEncoderImplementation.libx264.inputFormat(for: .nv12) == .nv12)
         #expect(Muxer.tag("hvc1") == 0x3163_7668)
