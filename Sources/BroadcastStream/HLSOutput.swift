@@ -91,7 +91,8 @@ final class HLSOutput {
         return failure
     }
 
-    /// Whether a file was written whole since the last call.
+    /// Whether a segment was written whole since the last call (the playlist and init file, small, may still fit
+    /// on a disk that has no room for a segment: they are no progress).
     func takeCompleted() -> Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -116,7 +117,10 @@ final class HLSOutput {
     private func closed(_ url: String, _ error: Int32) {
         lock.lock()
         defer { lock.unlock() }
-        guard error < 0 else { return completed += 1 }
+        guard error < 0 else {
+            if url.hasSuffix(".m4s") || url.hasSuffix(".m4s.tmp") { completed += 1 }
+            return
+        }
         failure = failure ?? MediaError("write \(url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url)", code: error)
         if playlist != nil && url.hasSuffix(".tmp") { FileSystem.remove(url) }
     }
