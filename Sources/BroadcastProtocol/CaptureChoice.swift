@@ -45,6 +45,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         }
         let targets = [("--output", output), ("--region", region), ("--window", window), ("--app", app)].filter { $0.1 != nil }.map(\.0)
         if targets.count > 1 { return "\(targets.joined(separator: " and ")): give one of them" }
+        if let region, let problem = ScreenRegion.problem(region) { return "--region \(region): \(problem)" }
         if let frameRate, !Self.frameRates.contains(frameRate) { return "--fps \(frameRate): must be from 1 to 240" }
         if let cursor, !Self.cursorModes.contains(cursor) {
             return "--cursor \(cursor): must be one of \(Self.cursorModes.joined(separator: ", "))"

@@ -33,9 +33,20 @@ package enum OutputPath {
         guard access(folder, W_OK) == 0 else {
             throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
         }
-        if !overwrite && access(path, F_OK) == 0 {
-            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or --set overwrite=true")
+        // A symbolic link, dangling or not, is a file that exists: what it points to is never created or written.
+        if !overwrite && FileSystem.entryExists(path) { throw existing(path) }
+    }
+
+    /// Creates `path`, empty, for a file about to be written where nothing may be (not overwriting): a file or a
+    /// symbolic link that is there is refused, and never followed (O_EXCL|O_NOFOLLOW).
+    package static func claim(_ path: String) throws(MediaError) {
+        do { try FileSystem.createExclusively(path) } catch {
+            throw error.errno == EEXIST ? existing(path) : MediaError("cannot write \(path)", error.description)
         }
+    }
+
+    private static func existing(_ path: String) -> MediaError {
+        MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or --set overwrite=true")
     }
 
     /// Removes the file; whether it is gone.

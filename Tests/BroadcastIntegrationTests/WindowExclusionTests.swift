@@ -211,5 +211,38 @@ extension Integration {
             try daemon.stop()
         }
     }
+    /// An excluded window was captured whole when named: by class, by title or a word of it, by id, or as an app.
+    @Test func anExcludedWindowIsRefusedByNameTitleIdOrAppAndTheWindowTakenIsNamed() throws {
+        let x = try XServer(width: 320, height: 240)
+        let painter = try x.painter()
+        let secret = try painter.window("keepassxc", 20, 20, 80, 60, (255, 0, 0))
+        try painter.window("passport", 120, 20, 96, 64, (0, 255, 0))
+        try painter.window("notes", 20, 120, 64, 48, (0, 0, 255))
+        try painter.window("mynotes", 120, 120, 48, 32, (0, 0, 255))
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--cursor", "hidden", "--app-audio", "none", "--mic", "none"])
+        defer { _ = try? daemon.stop() }
+        func start(_ option: [String]) throws -> (ToolResult, InspectSummary?) {
+            let path = daemon.summaryPath("window")
+            try? FileManager.default.removeItem(atPath: path)
+            let result = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", path, "--duration", "0.5", "--wait"] + option)
+            return (result, try? InspectSummary.load(path))
+        }
+        for option in [["--window", "KeePassXC"], ["--window", "keepassxc window"], ["--window", "keepass"], ["--window", secret],
+                       ["--app", "keepassxc"]] {
+            let (refused, summary) = try start(option)
+            #expect(refused.status == 1 && refused.stderr.contains("windows of class keepassxc are never captured (--exclude-window)"),
+                    "\(option): \(refused)")
+            #expect(summary == nil, "\(option): a broadcast ran")
+        }
+        // "pass" is part of both titles: the window that is not excluded is taken, and the log says which and how.
+        let (part, summary) = try start(["--window", "pass"])
+        #expect(part.status == 0 && summary?.video?.width == 96 && summary?.video?.height == 64, "\(part)")
+        #expect(daemon.log.contains("window 'pass' is 0x") && daemon.log.contains("(Passport, \"passport window\"), found by part of its title, " +
+                                                                                  "the topmost of 2 that match so"), "\(daemon.log)")
+        // A whole title is preferred to part of another, even one above it.
+        let (whole, exact) = try start(["--window", "notes window"])
+        #expect(whole.status == 0 && exact?.video?.width == 64, "\(whole)")
+        #expect(daemon.log.contains("(Notes, \"notes window\"), found by its whole title\n"), "\(daemon.log)")
+    }
 }
 }
