@@ -140,7 +140,7 @@ extension Daemon {
             case .success(let rate): askedFrameRate = rate
             case .failure(let error): return .failure(error)
             }
-            // Every handler needs a slot of the shared pool: one more is used for each broadcast that joins.
+            // Every handler needs slots of the shared pool: more are used as broadcasts join.
             do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
