@@ -1,6 +1,6 @@
 import BroadcastCore
 import BroadcastProtocol
-import FoundationEssentials
+import Foundation
 import Testing
 
 /// docs/protocol.json is the source of truth: every opcode, binary layout, JSON payload and object, limit, feature and
@@ -292,6 +292,28 @@ import Testing
             check(object.fields, sample, name)
         }
         #expect(Set(description.objects.keys) == Set(Self.objects.keys))
+    }
+
+    /// Runs `python3 ARGUMENTS` in the package's folder; its status and what it printed.
+    static func python(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3"] + arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: ProtocolDescription.root)
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    /// docs/protocol.md's tables are what scripts/protocol_doc.py writes from the description.
+    @Test func theDocumentsTablesAreGeneratedFromTheDescription() throws {
+        let check = try Self.python(["scripts/protocol_doc.py", "--check"])
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains("generated blocks match"), "\(check.output)")
     }
 
     /// The limits that are payloads are what the decoders enforce.
