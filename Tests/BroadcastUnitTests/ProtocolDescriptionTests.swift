@@ -316,6 +316,13 @@ import Testing
         #expect(check.output.contains("generated blocks match"), "\(check.output)")
     }
 
+    /// The Python package's own tests: its opcodes, layouts and golden bytes against the description, its clients'
+    /// feature checks, the conformance check's rules.
+    @Test func thePythonPackageAgreesWithTheDescription() throws {
+        let run = try Self.python(["-m", "unittest", "discover", "-s", "python/tests", "-t", "python/tests"])
+        #expect(run.status == 0 && run.output.contains("\nOK"), "\(run.output)")
+    }
+
     /// The limits that are payloads are what the decoders enforce.
     @Test func theDescribedLimitsAreEnforced() throws {
         let keys = try #require(description.limits.first { $0.name == "maxServiceInfoKeys" }?.value)
