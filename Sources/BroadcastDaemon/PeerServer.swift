@@ -226,7 +226,9 @@ final class PeerServer {
         guard descriptors == 0 else {
             return protocolViolation(session, "message \(hex) came with \(descriptors) descriptor(s); peers send none", seq: seq)
         }
-        guard session.role != nil else { return protocolViolation(session, "it sent message \(hex) before HELLO", seq: seq) }
+        guard session.role != nil else {
+            return protocolViolation(session, "it sent a message of unknown opcode \(hex) before HELLO", seq: seq)
+        }
         let refusal = BroadcastError(.unsupported, "broadcastd (protocol revision \(ProtocolLimits.revision)) has no message \(hex); " +
                                      "its WELCOME's revision and features say what it offers")
         logger.debug("\(session.name) sent unknown message \(hex): refused as unsupported")
