@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The conformance check of a handler, from the source folder (`pip install ./python` installs it as
 broadcastd-check-handler): scripts/check-handler.py NAME [--broadcastd PATH] [--handlers-dir DIR] ... (--help)."""
+
 import os
 import sys
 

@@ -29,9 +29,15 @@ PRIMITIVES = {"string", "number", "bool", "object", "array", "any", "integer"}
 
 def anchor(name):
     """The document's anchor of a shared object's heading."""
-    return {"error": "91-broadcast-error", "status": "92-status-object", "streamCounters": "93-stream-counters",
-            "manifest": "95-handler-manifest-object", "videoDescription": "96-video-description",
-            "audioDescription": "97-audio-description", "capture": "98-capture"}.get(name)
+    return {
+        "error": "91-broadcast-error",
+        "status": "92-status-object",
+        "streamCounters": "93-stream-counters",
+        "manifest": "95-handler-manifest-object",
+        "videoDescription": "96-video-description",
+        "audioDescription": "97-audio-description",
+        "capture": "98-capture",
+    }.get(name)
 
 
 def type_name(name):
@@ -75,7 +81,9 @@ def fields_table(fields, since=None):
         return "The payload is `{}`: no fields.\n"
     rows = ["| Field | Type | Required | Meaning |", "|---|---|---|---|"]
     for f in fields:
-        rows.append(f"| `{f['name']}` | {field_type(f)} | {'yes' if f.get('required') else 'no'} | {meaning(f, since)} |")
+        rows.append(
+            f"| `{f['name']}` | {field_type(f)} | {'yes' if f.get('required') else 'no'} | {meaning(f, since)} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -95,8 +103,10 @@ def opcodes_table(d):
         else:
             kind = "JSON" if payload.get("fields") else "`{}`"
         fds = m.get("descriptors", 0)
-        rows.append(f"| `{m['opcode']}` | {m['name']} | {roles} | {direction} | {kind} | {f'**{fds}** (memfd)' if fds else 0} "
-                    f"| {m.get('since', '1.0')} |")
+        rows.append(
+            f"| `{m['opcode']}` | {m['name']} | {roles} | {direction} | {kind} | {f'**{fds}** (memfd)' if fds else 0} "
+            f"| {m.get('since', '1.0')} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -127,13 +137,15 @@ def errors_table(d):
 def features_table(d):
     rows = ["| Feature | Since | Offered | What it brings |", "|---|---|---|---|"]
     for f in d["features"]:
-        rows.append(f"| `{f['name']}` | {f['since'] or '—'} | {'yes' if f['offered'] else 'not yet'} | {cell(f['text'])} |")
+        rows.append(
+            f"| `{f['name']}` | {f['since'] or '—'} | {'yes' if f['offered'] else 'not yet'} | {cell(f['text'])} |"
+        )
     return "\n".join(rows) + "\n"
 
 
 def golden_block(example):
     data = bytes.fromhex(example["hex"])
-    lines = [" ".join(f"{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16)]
+    lines = [" ".join(f"{b:02x}" for b in data[i : i + 16]) for i in range(0, len(data), 16)]
     return "```hex\n" + "\n".join(lines) + "\n```\n"
 
 
@@ -168,7 +180,9 @@ def generate(document, description):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="fail when the document's generated tables are not the JSON's")
+    mode.add_argument(
+        "--check", action="store_true", help="fail when the document's generated tables are not the JSON's"
+    )
     mode.add_argument("--write", action="store_true", help="rewrite the generated tables")
     parser.add_argument("--document", default=os.path.join(ROOT, "docs", "protocol.md"))
     parser.add_argument("--description", default=os.path.join(ROOT, "docs", "protocol.json"))
@@ -185,7 +199,9 @@ def main():
     # Every message with fields, every object, layout and example appears in the document.
     wanted = {("opcodes", None), ("limits", None), ("errors", None), ("features", None)}
     wanted |= {("fields", m["name"]) for m in description["messages"] if m["payload"].get("fields")}
-    wanted |= {("object", name) for name in description["objects"]} | {("layout", name) for name in description["layouts"]}
+    wanted |= {("object", name) for name in description["objects"]} | {
+        ("layout", name) for name in description["layouts"]
+    }
     wanted |= {("golden", g["name"]) for g in description["golden"]}
     missing = sorted(f"{kind} {name or ''}".strip() for kind, name in wanted - set(blocks))
     if missing:
@@ -197,11 +213,20 @@ def main():
                 f.write(generated)
         return 0
     if generated != document:
-        diff = difflib.unified_diff(document.splitlines(), generated.splitlines(), "docs/protocol.md", "from docs/protocol.json",
-                                    lineterm="", n=1)
+        diff = difflib.unified_diff(
+            document.splitlines(),
+            generated.splitlines(),
+            "docs/protocol.md",
+            "from docs/protocol.json",
+            lineterm="",
+            n=1,
+        )
         print("\n".join(list(diff)[:80]), file=sys.stderr)
-        print("protocol_doc: the document's generated tables differ from docs/protocol.json: "
-              "run scripts/protocol_doc.py --write", file=sys.stderr)
+        print(
+            "protocol_doc: the document's generated tables differ from docs/protocol.json: "
+            "run scripts/protocol_doc.py --write",
+            file=sys.stderr,
+        )
         return 1
     print(f"protocol_doc: {len(blocks)} generated blocks match docs/protocol.json")
     return 0

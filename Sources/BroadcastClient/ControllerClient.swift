@@ -19,8 +19,9 @@ public final class ControllerClient {
     /// announces nothing (older than 2.6) is asked anyway: only its answer can tell.
     func require(_ feature: ProtocolFeature, for what: String) throws(ProtocolError) {
         guard welcome.offers(feature) == false else { return }
-        throw .refused(BroadcastError(.unsupported, "\(welcome.server) (protocol revision \(welcome.revision ?? "?")) does not offer " +
-                                      "\(what): its WELCOME does not list the feature '\(feature.rawValue)'"))
+        let revision = welcome.revision ?? "?"
+        throw .refused(BroadcastError(.unsupported, "\(welcome.server) (protocol revision \(revision)) does not " +
+                                      "offer \(what): its WELCOME does not list the feature '\(feature.rawValue)'"))
     }
 
     public func handlers() throws(ProtocolError) -> [HandlerManifest] {

@@ -126,7 +126,9 @@ final class Broadcast {
         s.error = machine.error
         s.streams = ledger.streams
         // Whole frames per second, rounded as BROADCAST_STARTED's (1e9 / 66_666_666 ns was 15.000000150000002).
-        if frameDivisor > 1, let interval = frameInterval { s.frameRate = Int((1e9 / Double(interval * frameDivisor)).rounded()) }
+        if frameDivisor > 1, let interval = frameInterval {
+            s.frameRate = Int((1e9 / Double(interval * frameDivisor)).rounded())
+        }
         if machine.phase == .finished { s.result = result }
         if case .string(let file)? = result?["file"] { s.file = file }
         if machine.discarded { s.discarded = true }

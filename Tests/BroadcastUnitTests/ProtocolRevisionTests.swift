@@ -1,13 +1,14 @@
 import BroadcastClient
-@testable import BroadcastCore
-@testable import BroadcastDaemon
 import BroadcastProtocol
-@testable import BroadcastSystem
 import Foundation
 import Glibc
 import Logging
 import Synchronization
 import Testing
+
+@testable import BroadcastCore
+@testable import BroadcastDaemon
+@testable import BroadcastSystem
 
 /// Revision 2.6: WELCOME announces the revision and the features; a message of an unknown opcode is refused with
 /// `unsupported` and the connection stays; the status's frame rate is a whole number.
@@ -23,7 +24,8 @@ import Testing
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
             let (listener, _) = try UnixSocket.pair()
-            server = PeerServer(listener: listener, serverName: "broadcastd test", clock: ManualClock(), logger: Logger(label: "test"))
+            server = PeerServer(
+                listener: listener, serverName: "broadcastd test", clock: ManualClock(), logger: Logger(label: "test"))
             session = server.addSession(ours)
             peer = PeerConnection(socket: theirs)
             server.onMessage = { [unowned self] message, session in
@@ -41,7 +43,9 @@ import Testing
         func reply() throws -> Message { try #require(try peer.receive(timeoutMilliseconds: 1000)) }
     }
 
-    static func unknown(_ opcode: UInt16, seq: UInt32, payload: [UInt8] = Array("{}".utf8), descriptors: UInt16 = 0) -> [UInt8] {
+    static func unknown(
+        _ opcode: UInt16, seq: UInt32, payload: [UInt8] = Array("{}".utf8), descriptors: UInt16 = 0
+    ) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.appendLittleEndian(UInt32(payload.count))
         bytes.appendLittleEndian(opcode)
@@ -55,12 +59,19 @@ import Testing
         try server.send(Message.json(.hello, seq: 1, Hello(role: .controller, client: "t")).encoded())
         let welcome = try server.reply().decode(Welcome.self)
         #expect(welcome.revision == "2.6" && welcome.protocol == 2)
-        #expect(welcome.features == ["several-broadcasts", "capture-choice", "capture-change", "windows", "session-lock", "commands",
-                                     "memory-plan"])
-        #expect(welcome.offers(.commands) == true && welcome.offers(.camera) == false && welcome.offers(.encodedSamples) == false)
+        #expect(
+            welcome.features == [
+                "several-broadcasts", "capture-choice", "capture-change", "windows", "session-lock", "commands",
+                "memory-plan",
+            ])
+        #expect(
+            welcome.offers(.commands) == true && welcome.offers(.camera) == false
+                && welcome.offers(.encodedSamples) == false)
         // A daemon older than 2.6 announces nothing: a client cannot tell, and tries.
-        let older = try Message(.welcome, payload: Array(#"{"maxDescriptors":4,"maxPayload":1048576,"protocol":2,"server":"b"}"#.utf8))
-            .decode(Welcome.self)
+        let older = try Message(
+            .welcome, payload: Array(#"{"maxDescriptors":4,"maxPayload":1048576,"protocol":2,"server":"b"}"#.utf8)
+        )
+        .decode(Welcome.self)
         #expect(older.revision == nil && older.offers(.commands) == nil)
     }
 
@@ -69,19 +80,25 @@ import Testing
         try server.send(Message.json(.hello, seq: 1, Hello(role: .controller, client: "t")).encoded())
         #expect(try server.reply().opcode == .welcome)
         // A request of a later revision, then a known one in the same read: answered in order.
-        try server.send(Self.unknown(0x0400, seq: 5, payload: Array(#"{"camera":1}"#.utf8)) + Message.json(.getStatus, seq: 6, Empty()).encoded())
+        try server.send(
+            Self.unknown(0x0400, seq: 5, payload: Array(#"{"camera":1}"#.utf8))
+                + Message.json(.getStatus, seq: 6, Empty()).encoded())
         let refusal = try server.reply()
         #expect(refusal.opcode == .error && refusal.seq == 5)
         let error = try refusal.decode(BroadcastError.self)
         #expect(error.code == .unsupported, "\(error)")
-        #expect(error.message.contains("has no message 0x0400") && error.message.contains("revision 2.6"), "\(error.message)")
+        #expect(
+            error.message.contains("has no message 0x0400") && error.message.contains("revision 2.6"),
+            "\(error.message)")
         let ok = try server.reply()
         #expect(ok.opcode == .ok && ok.seq == 6)
         #expect(server.received.map(\.opcode) == [.getStatus])
         #expect(!server.session.isClosing)
         // A malformed message of a known opcode is still a protocol violation.
         try server.send(Message(.releaseSlot, seq: 7, payload: [1, 2, 3]).encoded())
-        #expect(server.received.last?.opcode == .releaseSlot, "known opcodes go on to the daemon, which judges their payload")
+        #expect(
+            server.received.last?.opcode == .releaseSlot,
+            "known opcodes go on to the daemon, which judges their payload")
     }
 
     @Test func anUnknownOpcodeBeforeHelloOrWithDescriptorsBreaksTheProtocol() throws {
@@ -124,7 +141,8 @@ import Testing
     /// STATUS's `frameRate` arrived as 15.000000150000002 where BROADCAST_STARTED said 15.
     @Test func theStatusFrameRateIsTheWholeNumberBroadcastStartedSays() throws {
         let manifest = HandlerManifest(name: "h", displayName: "H", exec: "/bin/true")
-        let broadcast = try Broadcast(id: 1, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil)
+        let broadcast = try Broadcast(
+            id: 1, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil)
         broadcast.setupInfo = ["frameRate": "15"]
         let interval: UInt64 = 33_333_333
         let started = broadcast.chooseFrameRate(captureRate: 1e9 / Double(interval))
@@ -140,7 +158,10 @@ import Testing
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("features-\(getpid()).sock").path
         unlink(path)
         let listener = try UnixSocket.listen(path: path)
-        defer { listener.close(); unlink(path) }
+        defer {
+            listener.close()
+            unlink(path)
+        }
         let seen = Mutex<[Opcode]>([])
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
@@ -154,14 +175,19 @@ import Testing
             let daemon = PeerConnection(socket: socket)
             guard let hello = try? daemon.receive(timeoutMilliseconds: 2000) else { return }
             seen.withLock { $0.append(hello.opcode) }
-            try? daemon.send(.json(.welcome, seq: hello.seq, Welcome(server: "broadcastd 9", features: ["several-broadcasts"])))
-            while let message = try? daemon.receive(timeoutMilliseconds: 300) { seen.withLock { $0.append(message.opcode) } }
+            try? daemon.send(
+                .json(.welcome, seq: hello.seq, Welcome(server: "broadcastd 9", features: ["several-broadcasts"])))
+            while let message = try? daemon.receive(timeoutMilliseconds: 300) {
+                seen.withLock { $0.append(message.opcode) }
+            }
             daemon.close()
         }
         let client = try ControllerClient(socketPath: path, client: "t")
         #expect(client.welcome.offers(.commands) == false)
         let refused = #expect(throws: ProtocolError.self) { try client.send(command: "save") }
-        #expect(refused?.refusal?.code == .unsupported && refused?.refusal?.message.contains("'commands'") == true, "\(String(describing: refused))")
+        #expect(
+            refused?.refusal?.code == .unsupported && refused?.refusal?.message.contains("'commands'") == true,
+            "\(String(describing: refused))")
         #expect(throws: ProtocolError.self) { try client.changeCapture(CaptureChoice(region: "0,0,64x64")) }
         client.close()
         done.wait()

@@ -7,16 +7,55 @@ from importlib import resources
 
 from .controller import Client, Controller, NotRunning, Setup, Unsupported, socket_path
 from .handler import SampleHandler, run, serve
-from .wire import (OPCODE_NAMES, OPCODES, PROTOCOL_VERSION, AudioHeader, Connection, ConnectionClosed, DaemonError, FramePool,
-                   Message, Plane, ProtocolError, VideoHeader, encode, encode_json, release_slot_payload)
+from .wire import (
+    OPCODE_NAMES,
+    OPCODES,
+    PROTOCOL_VERSION,
+    AudioHeader,
+    Connection,
+    ConnectionClosed,
+    DaemonError,
+    FramePool,
+    Message,
+    Plane,
+    ProtocolError,
+    VideoHeader,
+    encode,
+    encode_json,
+    release_slot_payload,
+)
 
 #: The protocol revision this package speaks.
 REVISION = "2.6"
 
-__all__ = ["Client", "Controller", "Setup", "NotRunning", "Unsupported", "socket_path", "SampleHandler", "run", "serve",
-           "OPCODES", "OPCODE_NAMES", "PROTOCOL_VERSION", "REVISION", "AudioHeader", "Connection", "ConnectionClosed",
-           "DaemonError", "FramePool", "Message", "Plane", "ProtocolError", "VideoHeader", "encode", "encode_json",
-           "release_slot_payload", "description"]
+__all__ = [
+    "Client",
+    "Controller",
+    "Setup",
+    "NotRunning",
+    "Unsupported",
+    "socket_path",
+    "SampleHandler",
+    "run",
+    "serve",
+    "OPCODES",
+    "OPCODE_NAMES",
+    "PROTOCOL_VERSION",
+    "REVISION",
+    "AudioHeader",
+    "Connection",
+    "ConnectionClosed",
+    "DaemonError",
+    "FramePool",
+    "Message",
+    "Plane",
+    "ProtocolError",
+    "VideoHeader",
+    "encode",
+    "encode_json",
+    "release_slot_payload",
+    "description",
+]
 
 
 def description() -> dict:

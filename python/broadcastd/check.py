@@ -1,4 +1,5 @@
-"""broadcastd-check-handler NAME: runs a handler the way broadcastd does and reports, in docs/protocol.md's words, what it
+"""broadcastd-check-handler NAME: runs a handler the way broadcastd does and reports, in docs/protocol.md's words,
+what it
 did wrong (docs/protocol.md section 19).
 
 A private broadcastd on the synthetic source runs one broadcast of the handler: setup, live, a pause and a resume, its
@@ -37,7 +38,9 @@ def manifest_directories(given: List[str], daemon: str) -> List[str]:
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
     data_dirs = (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
     prefix = os.path.dirname(os.path.dirname(os.path.realpath(daemon)))
-    return list(given) + [os.path.join(d, "broadcastd", "handlers") for d in [data_home] + data_dirs + [os.path.join(prefix, "share")]]
+    return list(given) + [
+        os.path.join(d, "broadcastd", "handlers") for d in [data_home] + data_dirs + [os.path.join(prefix, "share")]
+    ]
 
 
 def find_manifest(name: str, directories: List[str]) -> Tuple[str, Dict]:
@@ -90,20 +93,55 @@ class Run:
         self.done: List[str] = []
         handlers = os.path.join(self.folder, "handlers")
         os.mkdir(handlers)
-        wrapper = dict(manifest, exec=sys.executable, arguments=[
-            "-c", "import sys; sys.path.insert(0, sys.argv[1]); import broadcastd.relay as r; sys.exit(r.relay_main(sys.argv[2:]))",
-            PACKAGE_PARENT, "--relay", os.path.abspath(manifest_path), "--log", self.relay_log, "--daemon", daemon,
-            "--handler-log", self.handler_log, "--description", self.description_path()])
+        wrapper = dict(
+            manifest,
+            exec=sys.executable,
+            arguments=[
+                "-c",
+                "import sys; sys.path.insert(0, sys.argv[1]); import broadcastd.relay as r; "
+                "sys.exit(r.relay_main(sys.argv[2:]))",
+                PACKAGE_PARENT,
+                "--relay",
+                os.path.abspath(manifest_path),
+                "--log",
+                self.relay_log,
+                "--daemon",
+                daemon,
+                "--handler-log",
+                self.handler_log,
+                "--description",
+                self.description_path(),
+            ],
+        )
         with open(os.path.join(handlers, "handler.json"), "w", encoding="utf-8") as f:
             json.dump(wrapper, f)
-        environment = dict(os.environ, XDG_RUNTIME_DIR=self.folder, XDG_DATA_HOME=os.path.join(self.folder, "data"),
-                           XDG_DATA_DIRS=os.path.join(self.folder, "none"), XDG_CONFIG_HOME=os.path.join(self.folder, "config"))
+        environment = dict(
+            os.environ,
+            XDG_RUNTIME_DIR=self.folder,
+            XDG_DATA_HOME=os.path.join(self.folder, "data"),
+            XDG_DATA_DIRS=os.path.join(self.folder, "none"),
+            XDG_CONFIG_HOME=os.path.join(self.folder, "config"),
+        )
         for variable in ("BROADCASTD_SOCKET", "PIPEWIRE_REMOTE", "PIPEWIRE_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"):
             environment.pop(variable, None)
         with open(self.daemon_log, "w") as log:
-            self.process = subprocess.Popen([daemon, "--source", "synthetic", "--size", "640x360", "--socket", self.socket,
-                                             "--handlers-dir", handlers], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            env=environment)
+            self.process = subprocess.Popen(
+                [
+                    daemon,
+                    "--source",
+                    "synthetic",
+                    "--size",
+                    "640x360",
+                    "--socket",
+                    self.socket,
+                    "--handlers-dir",
+                    handlers,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=environment,
+            )
         deadline = time.monotonic() + 10
         while not os.path.exists(self.socket):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -124,7 +162,9 @@ class Run:
         except OSError:
             return ""
 
-    def wait_for(self, controller: Controller, broadcast: int, states: Tuple[str, ...], timeout: float) -> Optional[Dict]:
+    def wait_for(
+        self, controller: Controller, broadcast: int, states: Tuple[str, ...], timeout: float
+    ) -> Optional[Dict]:
         """The STATE_CHANGED of `broadcast` reaching one of `states`, or its FINISHED; None after `timeout` s."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -155,10 +195,14 @@ class Run:
                 setup.complete_setup(broadcast, url=url, setup_info=dict(kv.split("=", 1) for kv in self.args.set))
             try:
                 self.exercise(controller, broadcast)
-            except DaemonError as e:  # the broadcast failed meanwhile (FINISHED says why), or broadcastd refused the check
+            except (
+                DaemonError
+            ) as e:  # the broadcast failed meanwhile (FINISHED says why), or broadcastd refused the check
                 if self.finished is None:
                     self.wait_for(controller, broadcast, (), 12)
-                (self.notes if self.finished else self.problems).append(f"broadcastd refused a request of the check: {e.code}: {e.message}")
+                (self.notes if self.finished else self.problems).append(
+                    f"broadcastd refused a request of the check: {e.code}: {e.message}"
+                )
 
     def exercise(self, controller: Controller, broadcast: int) -> None:
         """Live, a pause and a resume, the commands, FINISH: each step waited for."""
@@ -214,8 +258,10 @@ class Run:
                 if e.code == "command-failed":
                     self.done.append(f"command {name} (answered with an error)")
                 elif e.code == "command-timeout":
-                    self.problems.append(f"it did not answer '{name}' within 10 s (section 8.6: it answers a COMMAND once; "
-                                         "section 6: within 10 s)")
+                    self.problems.append(
+                        f"it did not answer '{name}' within 10 s (section 8.6: it answers a COMMAND once; "
+                        "section 6: within 10 s)"
+                    )
                 else:
                     self.problems.append(f"broadcastd refused '{name}': {e.code}: {e.message}")
             if self.finished:
@@ -247,7 +293,9 @@ class Run:
         except ValueError:
             self.problems.append("the relay's findings are unreadable")
         if not stats and os.path.exists(self.relay_log):
-            self.problems.append("the relay did not see the handler exit (it was killed: SIGKILL after SIGTERM, section 13.3)")
+            self.problems.append(
+                "the relay did not see the handler exit (it was killed: SIGKILL after SIGTERM, section 13.3)"
+            )
         return stats
 
 
@@ -259,10 +307,18 @@ def report(name: str, run: Run, stats: Dict) -> int:
     print(f"broadcastd-check-handler: {name}")
     if stats:
         ready = stats.get("ready")
-        print(f"  READY {ready:.2f} s after launch; {stats['videoSamples']} VIDEO_SAMPLEs, {stats['releases']} RELEASE_SLOTs "
-              f"(longest held {stats['longestHold']:.2f} s); {stats['commands']} COMMANDs, {stats['answers']} answered"
-              + (f"; exited {stats['exitAfterFinish']:.2f} s after BROADCAST_FINISHED" if "exitAfterFinish" in stats else "")
-              if ready is not None else "  never READY")
+        print(
+            f"  READY {ready:.2f} s after launch; {stats['videoSamples']} VIDEO_SAMPLEs, "
+            f"{stats['releases']} RELEASE_SLOTs "
+            f"(longest held {stats['longestHold']:.2f} s); {stats['commands']} COMMANDs, {stats['answers']} answered"
+            + (
+                f"; exited {stats['exitAfterFinish']:.2f} s after BROADCAST_FINISHED"
+                if "exitAfterFinish" in stats
+                else ""
+            )
+            if ready is not None
+            else "  never READY"
+        )
     print(f"  went through: {', '.join(run.done) or 'nothing'}")
     if "result" in finished:
         print(f"  its result: {json.dumps(finished['result'], sort_keys=True)[:200]}")
@@ -281,21 +337,35 @@ def report(name: str, run: Run, stats: Dict) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="broadcastd-check-handler", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit status: 0 nothing wrong, 1 problems found, 2 the check could not run.")
+    parser = argparse.ArgumentParser(
+        prog="broadcastd-check-handler",
+        description=__doc__.split("\n\n")[0],
+        epilog="Exit status: 0 nothing wrong, 1 problems found, 2 the check could not run.",
+    )
     parser.add_argument("name", help="the handler's manifest name")
     parser.add_argument("--broadcastd", help="the broadcastd to run (default: the one on PATH)")
-    parser.add_argument("--handlers-dir", action="append", default=[], metavar="DIR", help="where its manifest is (first)")
-    parser.add_argument("--url", help="the broadcast URL (default: a file in the check's folder when the manifest needs one)")
+    parser.add_argument(
+        "--handlers-dir", action="append", default=[], metavar="DIR", help="where its manifest is (first)"
+    )
+    parser.add_argument(
+        "--url", help="the broadcast URL (default: a file in the check's folder when the manifest needs one)"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setup value")
-    parser.add_argument("--command", action="append", default=[], metavar="'NAME KEY=VALUE…'",
-                        help="a command to send (default: each listed command that needs no argument)")
+    parser.add_argument(
+        "--command",
+        action="append",
+        default=[],
+        metavar="'NAME KEY=VALUE…'",
+        help="a command to send (default: each listed command that needs no argument)",
+    )
     parser.add_argument("--seconds", type=float, default=2.0, help="live time before the pause (default 2)")
     parser.add_argument("--keep", action="store_true", help="keep the check's folder (logs) and say where")
     args = parser.parse_args(argv)
     daemon = args.broadcastd or shutil.which("broadcastd")
     if not daemon or not os.access(daemon, os.X_OK):
-        print("broadcastd-check-handler: no broadcastd to run: give --broadcastd PATH or put it on PATH", file=sys.stderr)
+        print(
+            "broadcastd-check-handler: no broadcastd to run: give --broadcastd PATH or put it on PATH", file=sys.stderr
+        )
         return 2
     run = None
     try:

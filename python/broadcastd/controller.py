@@ -21,10 +21,37 @@ import socket
 import struct
 from typing import Dict, List, Optional, Set, Tuple
 
-from .wire import (CANCEL_SETUP, CHANGE_CAPTURE, COMMAND_RESULT, COMPLETE_SETUP, ERROR, FINISH, FINISHED, GET_SETUP_REQUEST,
-                   GET_SNAPSHOT, GET_STATUS, HELLO, LIST_HANDLERS, LIST_SOURCES, PAUSE, PROTOCOL_VERSION, RESUME, SEND_COMMAND,
-                   SERVICE_INFO, START, STATE_CHANGED, SUBSCRIBE, URL_UPDATED, WELCOME, Connection, DaemonError, Message,
-                   ProtocolError, _close_quietly, encode_json)
+from .wire import (
+    CANCEL_SETUP,
+    CHANGE_CAPTURE,
+    COMMAND_RESULT,
+    COMPLETE_SETUP,
+    ERROR,
+    FINISH,
+    FINISHED,
+    GET_SETUP_REQUEST,
+    GET_SNAPSHOT,
+    GET_STATUS,
+    HELLO,
+    LIST_HANDLERS,
+    LIST_SOURCES,
+    PAUSE,
+    PROTOCOL_VERSION,
+    RESUME,
+    SEND_COMMAND,
+    SERVICE_INFO,
+    START,
+    STATE_CHANGED,
+    SUBSCRIBE,
+    URL_UPDATED,
+    WELCOME,
+    Connection,
+    DaemonError,
+    Message,
+    ProtocolError,
+    _close_quietly,
+    encode_json,
+)
 
 EVENTS = {STATE_CHANGED: "stateChanged", SERVICE_INFO: "serviceInfo", URL_UPDATED: "urlUpdated", FINISHED: "finished"}
 
@@ -103,8 +130,10 @@ class Client:
     def require(self, feature: str, what: str) -> None:
         """Raises Unsupported, before anything is sent, when the daemon announced it does not offer `feature`."""
         if self.offers(feature) is False:
-            raise Unsupported(f"{self.welcome.get('server', 'broadcastd')} (protocol revision {self.revision}) does not offer "
-                              f"{what}: its WELCOME does not list the feature {feature!r}")
+            raise Unsupported(
+                f"{self.welcome.get('server', 'broadcastd')} (protocol revision {self.revision}) does not offer "
+                f"{what}: its WELCOME does not list the feature {feature!r}"
+            )
 
     def request(self, opcode: int, payload: Optional[Dict] = None) -> Message:
         """Sends a request and returns its reply; ERROR raises DaemonError. Events meanwhile wait for next_event."""
@@ -128,7 +157,8 @@ class Client:
                 _close_quietly(fd)
 
     def next_event(self, timeout: Optional[float] = None) -> Optional[Tuple[str, Dict]]:
-        """The next event as (name, payload), name one of stateChanged, serviceInfo, urlUpdated, finished; None when none
+        """The next event as (name, payload), name one of stateChanged, serviceInfo, urlUpdated, finished; None when
+        none
         came within `timeout` seconds (None: wait as long as it takes)."""
         while not self._events:
             message = self.connection.receive(timeout)
@@ -157,7 +187,9 @@ class Controller(Client):
     def list_handlers(self) -> List[Dict]:
         return self.request(LIST_HANDLERS).json()["handlers"]
 
-    def start(self, handler: str, max_duration: Optional[float] = None, capture: Optional[Dict] = None) -> Tuple[int, Optional[str]]:
+    def start(
+        self, handler: str, max_duration: Optional[float] = None, capture: Optional[Dict] = None
+    ) -> Tuple[int, Optional[str]]:
         """Asks for a broadcast (it then waits for a setup UI); its id, and the daemon's warning about it, if any."""
         payload: Dict = {"handler": handler}
         if max_duration is not None:
@@ -232,7 +264,9 @@ class Setup(Client):
     def get_setup_request(self, broadcast: Optional[int] = None) -> Dict:
         return self.request(GET_SETUP_REQUEST, _reference(broadcast)).json()
 
-    def complete_setup(self, broadcast: int, url: Optional[str] = None, setup_info: Optional[Dict[str, str]] = None) -> None:
+    def complete_setup(
+        self, broadcast: int, url: Optional[str] = None, setup_info: Optional[Dict[str, str]] = None
+    ) -> None:
         payload: Dict = {"broadcast": broadcast, "setupInfo": dict(setup_info or {})}
         if url:
             payload["url"] = url

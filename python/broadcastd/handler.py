@@ -25,13 +25,46 @@ import os
 import sys
 from typing import Dict, List, Optional, Set
 
-from .wire import (AUDIO_SAMPLE, BROADCAST_FINISHED, BROADCAST_PAUSED, BROADCAST_RESUMED, BROADCAST_STARTED, COMMAND,
-                   COMMAND_ANSWER, CURSOR, ERROR, FINISH_WITH_ERROR, HELLO, MAX_COMMAND_ANSWER_PAYLOAD, MAX_RESULT_PAYLOAD,
-                   MAX_SERVICE_INFO_KEYS, MAX_SERVICE_INFO_PAYLOAD, MAX_URL_BYTES, POOL, PROTOCOL_VERSION, READY, RELEASE_SLOT,
-                   SET_RESULT, UPDATE_SERVICE_INFO, UPDATE_URL, VIDEO_FORMAT_CHANGED, VIDEO_SAMPLE, WELCOME, AudioHeader,
-                   Connection, ConnectionClosed, FramePool, Plane, ProtocolError, VideoHeader, _AUDIO, _CURSOR,
-                   _close_quietly, encode_json, release_slot_payload)
-
+from .wire import (
+    AUDIO_SAMPLE,
+    BROADCAST_FINISHED,
+    BROADCAST_PAUSED,
+    BROADCAST_RESUMED,
+    BROADCAST_STARTED,
+    COMMAND,
+    COMMAND_ANSWER,
+    CURSOR,
+    ERROR,
+    FINISH_WITH_ERROR,
+    HELLO,
+    MAX_COMMAND_ANSWER_PAYLOAD,
+    MAX_RESULT_PAYLOAD,
+    MAX_SERVICE_INFO_KEYS,
+    MAX_SERVICE_INFO_PAYLOAD,
+    MAX_URL_BYTES,
+    POOL,
+    PROTOCOL_VERSION,
+    READY,
+    RELEASE_SLOT,
+    SET_RESULT,
+    UPDATE_SERVICE_INFO,
+    UPDATE_URL,
+    VIDEO_FORMAT_CHANGED,
+    VIDEO_SAMPLE,
+    WELCOME,
+    AudioHeader,
+    Connection,
+    ConnectionClosed,
+    FramePool,
+    Plane,
+    ProtocolError,
+    VideoHeader,
+    _AUDIO,
+    _CURSOR,
+    _close_quietly,
+    encode_json,
+    release_slot_payload,
+)
 
 
 class SampleHandler:
@@ -122,7 +155,9 @@ class SampleHandler:
             answer["result"] = result or {}
         payload = encode_json(answer)
         if len(payload) > MAX_COMMAND_ANSWER_PAYLOAD:
-            payload = encode_json({"id": command_id, "error": {"message": f"the result was too large ({len(payload)} bytes)"}})
+            payload = encode_json(
+                {"id": command_id, "error": {"message": f"the result was too large ({len(payload)} bytes)"}}
+            )
         self._send(COMMAND_ANSWER, payload)
 
     # Requests to the daemon
@@ -151,7 +186,9 @@ class SampleHandler:
                 raise TypeError(f"service info {key!r}: values must be str, number, bool or None")
         payload = encode_json({"info": info})
         if len(info) > MAX_SERVICE_INFO_KEYS or len(payload) > MAX_SERVICE_INFO_PAYLOAD:
-            raise ValueError(f"service info is at most {MAX_SERVICE_INFO_KEYS} keys and {MAX_SERVICE_INFO_PAYLOAD} bytes")
+            raise ValueError(
+                f"service info is at most {MAX_SERVICE_INFO_KEYS} keys and {MAX_SERVICE_INFO_PAYLOAD} bytes"
+            )
         self._send(UPDATE_SERVICE_INFO, payload)
 
     def set_broadcast_result(self, result: Dict) -> None:
@@ -185,8 +222,9 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
     reason: Optional[Dict[str, str]] = None  # why the broadcast ends here, when the connection does first
     try:
         hello_seq = connection.next_seq()
-        connection.send_json(HELLO, {"client": handler.client_name, "protocol": PROTOCOL_VERSION, "role": "handler"},
-                             seq=hello_seq)
+        connection.send_json(
+            HELLO, {"client": handler.client_name, "protocol": PROTOCOL_VERSION, "role": "handler"}, seq=hello_seq
+        )
         while True:
             message = connection.receive()
             op = message.opcode
@@ -203,14 +241,19 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                     connection.send(RELEASE_SLOT, release_slot_payload(header.pool, header.slot))
             elif op == AUDIO_SAMPLE:
                 header = AudioHeader.decode(message.payload)
-                data = memoryview(message.payload)[_AUDIO.size:]
+                data = memoryview(message.payload)[_AUDIO.size :]
                 _callback(handler, handler.process_sample, header.type, header, data)
             elif op == CURSOR:
                 pts, x, y, flags, width, height, hot_x, hot_y = _CURSOR.unpack_from(message.payload)
                 sprite = None
                 if flags & 2:
-                    sprite = {"width": width, "height": height, "hotspot_x": hot_x, "hotspot_y": hot_y,
-                              "argb": bytes(message.payload[_CURSOR.size:_CURSOR.size + width * height * 4])}
+                    sprite = {
+                        "width": width,
+                        "height": height,
+                        "hotspot_x": hot_x,
+                        "hotspot_y": hot_y,
+                        "argb": bytes(message.payload[_CURSOR.size : _CURSOR.size + width * height * 4]),
+                    }
                 _callback(handler, handler.cursor, pts, x, y, bool(flags & 1), sprite)
             elif op == WELCOME:
                 welcome = message.json()
@@ -231,8 +274,10 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                     os.close(fd)  # the mapping keeps the memory
             elif op == BROADCAST_STARTED:
                 handler.broadcast = message.json()
-                planes = [Plane(int(p["offset"]), int(p["stride"]), int(p["height"]))
-                          for p in handler.broadcast.get("video", {}).get("planes", [])]
+                planes = [
+                    Plane(int(p["offset"]), int(p["stride"]), int(p["height"]))
+                    for p in handler.broadcast.get("video", {}).get("planes", [])
+                ]
                 started = True
                 _callback(handler, handler.broadcast_started, dict(handler.broadcast.get("setupInfo") or {}))
                 connection.send(READY, b"{}")
@@ -262,7 +307,9 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 handler.broadcast_finished(error)
                 return 0
             elif op == ERROR and message.json().get("code") == "unsupported":
-                _log(f"broadcastd: {message.json().get('message')}")  # a message of a later revision: the connection stays
+                _log(
+                    f"broadcastd: {message.json().get('message')}"
+                )  # a message of a later revision: the connection stays
             elif op == ERROR:
                 error = message.json()
                 _log(f"broadcastd refused: {error.get('message')} ({error.get('code')})")

@@ -14,8 +14,24 @@ import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
-from .wire import (BROADCAST_FINISHED, BROADCAST_STARTED, COMMAND, COMMAND_ANSWER, ERROR, HELLO, OPCODE_NAMES, POOL, READY,
-                   RELEASE_SLOT, VIDEO_SAMPLE, Connection, ConnectionClosed, Message, ProtocolError, _close_quietly)
+from .wire import (
+    BROADCAST_FINISHED,
+    BROADCAST_STARTED,
+    COMMAND,
+    COMMAND_ANSWER,
+    ERROR,
+    HELLO,
+    OPCODE_NAMES,
+    POOL,
+    READY,
+    RELEASE_SLOT,
+    VIDEO_SAMPLE,
+    Connection,
+    ConnectionClosed,
+    Message,
+    ProtocolError,
+    _close_quietly,
+)
 
 START_TIMEOUT = 10.0  # docs/protocol.md section 6
 FINISH_TIMEOUT = 5.0
@@ -44,8 +60,11 @@ class Checker:
     def __init__(self, log, description: Dict):
         self.log = log
         self.started = time.monotonic()
-        self.handler_sends = {int(m["opcode"], 16): m for m in description["messages"]
-                              if m["direction"] == "to-daemon" and "handler" in m["roles"]}
+        self.handler_sends = {
+            int(m["opcode"], 16): m
+            for m in description["messages"]
+            if m["direction"] == "to-daemon" and "handler" in m["roles"]
+        }
         self.objects = description["objects"]
         self.limits = {limit["name"]: limit.get("value") for limit in description["limits"]}
         self.said_hello = False
@@ -92,12 +111,17 @@ class Checker:
             self.stats["commands"] += 1
         elif op == BROADCAST_FINISHED:
             self.finished_at = self.now()
-            stale = [(key, t) for key, times in self.held.items() for t in times if self.finished_at - t > STALE_AT_FINISH]
+            stale = [
+                (key, t) for key, times in self.held.items() for t in times if self.finished_at - t > STALE_AT_FINISH
+            ]
             if stale:
                 (pool, slot), t = stale[0]
-                self.problem(f"{len(stale)} VIDEO_SAMPLE(s) were never released, the first (slot {slot} of pool {pool}) "
-                             f"delivered {self.finished_at - t:.1f} s before BROADCAST_FINISHED (section 8.5: every VIDEO_SAMPLE "
-                             "hands the handler one pool slot that it MUST give back with RELEASE_SLOT, once per VIDEO_SAMPLE)")
+                self.problem(
+                    f"{len(stale)} VIDEO_SAMPLE(s) were never released, the first (slot {slot} of pool {pool}) "
+                    f"delivered {self.finished_at - t:.1f} s before BROADCAST_FINISHED "
+                    "(section 8.5: every VIDEO_SAMPLE "
+                    "hands the handler one pool slot that it MUST give back with RELEASE_SLOT, once per VIDEO_SAMPLE)"
+                )
         elif op == ERROR:
             error = message.json()
             if error.get("code") == "unsupported":
@@ -114,21 +138,34 @@ class Checker:
         if not self.said_hello:
             self.said_hello = True
             if op != HELLO:
-                self.problem(f"its first message was {name}, not HELLO (section 7: the first message a peer sends MUST be HELLO)")
+                self.problem(
+                    f"its first message was {name}, not HELLO (section 7: the first message a peer sends MUST be HELLO)"
+                )
                 return
             hello = self.payload(message, HELLO)
             if hello is not None and hello.get("role") != "handler":
-                self.problem(f"HELLO said role {hello.get('role')!r} (section 2: a peer on the handler socket must say role handler)")
+                self.problem(
+                    f"HELLO said role {hello.get('role')!r} "
+                    "(section 2: a peer on the handler socket must say role handler)"
+                )
             if hello is not None and hello.get("protocol") != 2:
                 self.note(f"HELLO said protocol {hello.get('protocol')!r}; the current version is 2 (section 7)")
             return
         if op == HELLO:
-            return self.problem("it sent a second HELLO (section 7: HELLO is sent once; a second HELLO is a protocol violation)")
+            return self.problem(
+                "it sent a second HELLO (section 7: HELLO is sent once; a second HELLO is a protocol violation)"
+            )
         if op not in self.handler_sends:
             known = op in OPCODE_NAMES
             return (self.problem if known else self.note)(
-                f"it sent {name}, " + ("which handlers may not send (section 8.1: an opcode that is not one of its role's →D "
-                                       "messages is a protocol violation)" if known else "an opcode broadcastd does not know"))
+                f"it sent {name}, "
+                + (
+                    "which handlers may not send (section 8.1: an opcode that is not one of its role's →D "
+                    "messages is a protocol violation)"
+                    if known
+                    else "an opcode broadcastd does not know"
+                )
+            )
         if op == READY:
             self.ready(message)
         elif op == RELEASE_SLOT:
@@ -140,12 +177,16 @@ class Checker:
 
     def ready(self, message: Message) -> None:
         if self.broadcast_started is None:
-            return self.problem("it sent READY before BROADCAST_STARTED (section 8.5: send it exactly once, after BROADCAST_STARTED)")
+            return self.problem(
+                "it sent READY before BROADCAST_STARTED (section 8.5: send it exactly once, after BROADCAST_STARTED)"
+            )
         if self.ready_at is not None:
             return self.problem("it sent READY twice (section 8.5: a second READY is a protocol violation)")
         self.ready_at = self.now()
         if self.ready_at > START_TIMEOUT:
-            self.problem(f"READY came {self.ready_at:.1f} s after launch (section 6: it must come within {START_TIMEOUT:.0f} s)")
+            self.problem(
+                f"READY came {self.ready_at:.1f} s after launch (section 6: it must come within {START_TIMEOUT:.0f} s)"
+            )
 
     def release(self, message: Message) -> None:
         if len(message.payload) != 8:
@@ -157,16 +198,23 @@ class Checker:
             held = self.now() - times.pop(0)
             self.stats["longestHold"] = max(self.stats["longestHold"], round(held, 3))
             if held > HANG_TIMEOUT:
-                self.problem(f"it held slot {slot} of pool {pool} for {held:.1f} s (section 6: a handler that holds slots and "
-                             f"releases none for {HANG_TIMEOUT:.0f} s has hung)")
+                self.problem(
+                    f"it held slot {slot} of pool {pool} for {held:.1f} s (section 6: a handler that holds slots and "
+                    f"releases none for {HANG_TIMEOUT:.0f} s has hung)"
+                )
             self.released_once.add((pool, slot))
             return
         if pool in self.pools and not self.pools[pool]:
             return  # a pool replaced since: in-flight releases are accepted and ignored (section 8.5)
-        why = ("wrong pool: no POOL announced it" if pool not in self.pools else
-               "already released" if (pool, slot) in self.released_once else "never delivered")
-        self.problem(f"RELEASE_SLOT of slot {slot} of pool {pool}, which it did not hold ({why}): section 8.5: releasing a slot "
-                     "the handler does not hold (never delivered, already released, wrong pool) is a protocol violation")
+        why = (
+            "wrong pool: no POOL announced it"
+            if pool not in self.pools
+            else "already released" if (pool, slot) in self.released_once else "never delivered"
+        )
+        self.problem(
+            f"RELEASE_SLOT of slot {slot} of pool {pool}, which it did not hold ({why}): section 8.5: releasing a slot "
+            "the handler does not hold (never delivered, already released, wrong pool) is a protocol violation"
+        )
 
     def answer(self, payload: Dict) -> None:
         command_id = payload.get("id")
@@ -174,12 +222,16 @@ class Checker:
         if command is None:
             return self.problem(f"COMMAND_ANSWER for id {command_id!r}, which no COMMAND had (section 8.6)")
         if command_id in self.answered:
-            return self.problem(f"COMMAND_ANSWER for id {command_id} ('{command[0]}') came twice (section 8.6: it answers a "
-                                "COMMAND once)")
+            return self.problem(
+                f"COMMAND_ANSWER for id {command_id} ('{command[0]}') came twice (section 8.6: it answers a "
+                "COMMAND once)"
+            )
         self.answered.add(command_id)
         self.stats["answers"] += 1
         if "result" in payload and "error" in payload:
-            self.problem(f"COMMAND_ANSWER {command_id} has both result and error (section 8.6: with result or with error)")
+            self.problem(
+                f"COMMAND_ANSWER {command_id} has both result and error (section 8.6: with result or with error)"
+            )
         late = self.now() - command[1]
         if late > COMMAND_TIMEOUT:
             self.problem(f"'{command[0]}' was answered after {late:.1f} s (section 6: within {COMMAND_TIMEOUT:.0f} s)")
@@ -190,8 +242,11 @@ class Checker:
         name = entry["name"]
         if op != HELLO and entry["payload"]["kind"] != "json":
             return None
-        limit = {"SET_RESULT": "maxResultPayload", "UPDATE_SERVICE_INFO": "maxServiceInfoPayload",
-                 "COMMAND_ANSWER": "maxCommandAnswerPayload"}.get(name)
+        limit = {
+            "SET_RESULT": "maxResultPayload",
+            "UPDATE_SERVICE_INFO": "maxServiceInfoPayload",
+            "COMMAND_ANSWER": "maxCommandAnswerPayload",
+        }.get(name)
         if limit and len(message.payload) > self.limits[limit]:
             self.problem(f"{name} of {len(message.payload)} bytes (section 6: at most {self.limits[limit]})")
         try:
@@ -208,10 +263,15 @@ class Checker:
             info = payload["info"]
             nested = [key for key, value in info.items() if isinstance(value, (dict, list))]
             if nested:
-                self.problem(f"UPDATE_SERVICE_INFO's info holds nested values ({', '.join(sorted(nested))}): section 8.5: "
-                             "nested objects and arrays are a protocol violation")
+                self.problem(
+                    f"UPDATE_SERVICE_INFO's info holds nested values ({', '.join(sorted(nested))}): section 8.5: "
+                    "nested objects and arrays are a protocol violation"
+                )
             if len(info) > self.limits["maxServiceInfoKeys"]:
-                self.problem(f"UPDATE_SERVICE_INFO with {len(info)} keys (section 6: at most {self.limits['maxServiceInfoKeys']})")
+                self.problem(
+                    f"UPDATE_SERVICE_INFO with {len(info)} keys "
+                    f"(section 6: at most {self.limits['maxServiceInfoKeys']})"
+                )
         if name == "UPDATE_URL" and isinstance(payload.get("url"), str):
             url = payload["url"]
             if len(url.encode()) > self.limits["maxURLBytes"] or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
@@ -223,19 +283,28 @@ class Checker:
         if self.finished_at is None and stopped:
             self.note(f"broadcastd stopped the handler before BROADCAST_FINISHED (SIGTERM); it {how}")
         elif self.finished_at is None:
-            self.problem(f"the handler {how} before BROADCAST_FINISHED (section 13.3: a handler that exits before "
-                         "BROADCAST_FINISHED fails the broadcast)")
+            self.problem(
+                f"the handler {how} before BROADCAST_FINISHED (section 13.3: a handler that exits before "
+                "BROADCAST_FINISHED fails the broadcast)"
+            )
         else:
             took = at - self.finished_at
             self.stats["exitAfterFinish"] = round(took, 3)
             if status != 0:
-                self.problem(f"the handler {how} after BROADCAST_FINISHED (section 13.3: it SHOULD exit with status 0 after "
-                             "BROADCAST_FINISHED)")
+                self.problem(
+                    f"the handler {how} after BROADCAST_FINISHED (section 13.3: it SHOULD exit with status 0 after "
+                    "BROADCAST_FINISHED)"
+                )
             elif took > FINISH_TIMEOUT:
-                self.problem(f"the handler exited {took:.1f} s after BROADCAST_FINISHED (section 6: within {FINISH_TIMEOUT:.0f} s)")
+                self.problem(
+                    f"the handler exited {took:.1f} s after BROADCAST_FINISHED "
+                    f"(section 6: within {FINISH_TIMEOUT:.0f} s)"
+                )
         for command_id, (name, _) in sorted(self.commands.items()):
             if command_id not in self.answered:
-                self.problem(f"COMMAND {command_id} ('{name}') was never answered (section 8.6: it answers a COMMAND once)")
+                self.problem(
+                    f"COMMAND {command_id} ('{name}') was never answered (section 8.6: it answers a COMMAND once)"
+                )
         if self.broadcast_started is not None and self.ready_at is None:
             self.problem("it never sent READY (section 8.5: send it exactly once, after BROADCAST_STARTED)")
         self.stats["ready"] = None if self.ready_at is None else round(self.ready_at, 3)
@@ -258,8 +327,11 @@ def check_fields(payload: Dict, fields: List[Dict], objects: Dict, path: str = "
         if kind == "any":
             continue
         if kind == "integer":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0 if field.get("format") else \
-                isinstance(value, int) and not isinstance(value, bool)
+            ok = (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 0
+                if field.get("format")
+                else isinstance(value, int) and not isinstance(value, bool)
+            )
         else:
             ok = isinstance(value, JSON_TYPES[kind]) and not (kind == "number" and isinstance(value, bool))
         if not ok:
@@ -270,7 +342,8 @@ def check_fields(payload: Dict, fields: List[Dict], objects: Dict, path: str = "
 
 
 def relay_main(argv: List[str]) -> int:
-    """`--relay MANIFEST --log FILE --daemon BROADCASTD --handler-log FILE --description FILE`, as the check launches it."""
+    """`--relay MANIFEST --log FILE --daemon BROADCASTD --handler-log FILE --description FILE`, as the check
+    launches it."""
     args = dict(zip(argv[0::2], argv[1::2]))
     with open(args["--relay"], encoding="utf-8") as f:
         manifest = json.load(f)
@@ -286,9 +359,16 @@ def relay_main(argv: List[str]) -> int:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     output = os.open(args["--handler-log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
-        pid = os.posix_spawn(program, [program] + list(manifest.get("arguments") or []), dict(os.environ, BROADCASTD_HANDLER_FD="3"),
-                             file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3), (os.POSIX_SPAWN_DUP2, output, 1),
-                                           (os.POSIX_SPAWN_DUP2, output, 2)])
+        pid = os.posix_spawn(
+            program,
+            [program] + list(manifest.get("arguments") or []),
+            dict(os.environ, BROADCASTD_HANDLER_FD="3"),
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
+                (os.POSIX_SPAWN_DUP2, output, 1),
+                (os.POSIX_SPAWN_DUP2, output, 2),
+            ],
+        )
     except OSError as e:
         checker.problem(f"its program {program} cannot be started: {e} (section 16: exec must be executable)")
         checker.write("stats", checker.stats)
@@ -303,7 +383,10 @@ def relay_main(argv: List[str]) -> int:
 
 def pass_messages(checker: Checker, daemon: Connection, handler: Connection, pid: int, stopped: List[float]) -> int:
     """Passes messages both ways until the handler exits; exits as it did."""
-    open_sockets = {daemon.sock.fileno(): (daemon, handler, checker.down), handler.sock.fileno(): (handler, daemon, checker.up)}
+    open_sockets = {
+        daemon.sock.fileno(): (daemon, handler, checker.down),
+        handler.sock.fileno(): (handler, daemon, checker.up),
+    }
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -330,7 +413,11 @@ def pass_messages(checker: Checker, daemon: Connection, handler: Connection, pid
                     open_sockets.pop(target.sock.fileno(), None)
                     target.close()
                 source.close()
-    how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exited with status {os.WEXITSTATUS(status)}")
+    how = (
+        f"was killed by signal {os.WTERMSIG(status)}"
+        if os.WIFSIGNALED(status)
+        else f"exited with status {os.WEXITSTATUS(status)}"
+    )
     checker.exited(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status), how, bool(stopped))
     for connection in (daemon, handler):
         if not connection.closed:

@@ -73,13 +73,56 @@ SET_RESULT = 0x0385
 COMMAND_ANSWER = 0x0386  # revision 2.3
 
 #: Every opcode by name, and every name by opcode.
-OPCODES = {name: globals()[name] for name in (
-    "HELLO", "WELCOME", "OK", "ERROR", "LIST_HANDLERS", "HANDLERS", "START", "PAUSE", "RESUME", "FINISH", "GET_STATUS", "STATUS",
-    "SUBSCRIBE", "LIST_SOURCES", "SOURCES", "GET_SNAPSHOT", "SNAPSHOT", "SEND_COMMAND", "COMMAND_RESULT", "CHANGE_CAPTURE",
-    "STATE_CHANGED", "SERVICE_INFO", "URL_UPDATED", "FINISHED", "GET_SETUP_REQUEST", "SETUP_REQUEST", "COMPLETE_SETUP",
-    "CANCEL_SETUP", "POOL", "BROADCAST_STARTED", "BROADCAST_PAUSED", "BROADCAST_RESUMED", "BROADCAST_FINISHED",
-    "VIDEO_FORMAT_CHANGED", "COMMAND", "VIDEO_SAMPLE", "AUDIO_SAMPLE", "CURSOR", "READY", "RELEASE_SLOT", "FINISH_WITH_ERROR",
-    "UPDATE_URL", "UPDATE_SERVICE_INFO", "SET_RESULT", "COMMAND_ANSWER")}
+OPCODES = {
+    name: globals()[name]
+    for name in (
+        "HELLO",
+        "WELCOME",
+        "OK",
+        "ERROR",
+        "LIST_HANDLERS",
+        "HANDLERS",
+        "START",
+        "PAUSE",
+        "RESUME",
+        "FINISH",
+        "GET_STATUS",
+        "STATUS",
+        "SUBSCRIBE",
+        "LIST_SOURCES",
+        "SOURCES",
+        "GET_SNAPSHOT",
+        "SNAPSHOT",
+        "SEND_COMMAND",
+        "COMMAND_RESULT",
+        "CHANGE_CAPTURE",
+        "STATE_CHANGED",
+        "SERVICE_INFO",
+        "URL_UPDATED",
+        "FINISHED",
+        "GET_SETUP_REQUEST",
+        "SETUP_REQUEST",
+        "COMPLETE_SETUP",
+        "CANCEL_SETUP",
+        "POOL",
+        "BROADCAST_STARTED",
+        "BROADCAST_PAUSED",
+        "BROADCAST_RESUMED",
+        "BROADCAST_FINISHED",
+        "VIDEO_FORMAT_CHANGED",
+        "COMMAND",
+        "VIDEO_SAMPLE",
+        "AUDIO_SAMPLE",
+        "CURSOR",
+        "READY",
+        "RELEASE_SLOT",
+        "FINISH_WITH_ERROR",
+        "UPDATE_URL",
+        "UPDATE_SERVICE_INFO",
+        "SET_RESULT",
+        "COMMAND_ANSWER",
+    )
+}
 OPCODE_NAMES = {value: name for name, value in OPCODES.items()}
 
 SAMPLE_TYPES = {1: "video", 2: "audioApp", 3: "audioMic"}
@@ -212,8 +255,8 @@ class Connection:
             return None
         if len(self._fds) < fd_count:
             raise ProtocolError(f"message 0x{opcode:04x} needs {fd_count} descriptors, {len(self._fds)} arrived")
-        payload = bytes(self._buffer[HEADER_SIZE:HEADER_SIZE + size])
-        del self._buffer[:HEADER_SIZE + size]
+        payload = bytes(self._buffer[HEADER_SIZE : HEADER_SIZE + size])
+        del self._buffer[: HEADER_SIZE + size]
         fds = [self._fds.popleft() for _ in range(fd_count)]
         return Message(opcode, seq, payload, fds)
 
@@ -232,7 +275,7 @@ class Connection:
             self._fill()
 
     def fill_once(self) -> List[Message]:
-        """Reads what one receive call gives (the socket must be readable) and returns the whole messages it completes."""
+        """Reads what one receive call gives (the socket must be readable); the whole messages it completes."""
         self._fill()
         messages = []
         while True:
@@ -312,12 +355,38 @@ class VideoHeader(SampleTiming):
     def decode(cls, payload: bytes) -> "VideoHeader":
         if len(payload) != _VIDEO.size:
             raise ProtocolError(f"VIDEO_SAMPLE payload is {len(payload)} bytes, expected {_VIDEO.size}")
-        (pts, duration, sequence, flags, degrees, mirrored, _reserved,
-         pool, slot, width, height, fourcc, byte_count) = _VIDEO.unpack(payload)
+        (
+            pts,
+            duration,
+            sequence,
+            flags,
+            degrees,
+            mirrored,
+            _reserved,
+            pool,
+            slot,
+            width,
+            height,
+            fourcc,
+            byte_count,
+        ) = _VIDEO.unpack(payload)
         if degrees not in (0, 90, 180, 270):
             raise ProtocolError(f"VIDEO_SAMPLE orientation {degrees} is not 0, 90, 180 or 270")
-        return cls(pts, duration, sequence, bool(flags & DISCONTINUITY), degrees, mirrored != 0,
-                   pool, slot, width, height, fourcc, byte_count, repeated=bool(flags & REPEATED))
+        return cls(
+            pts,
+            duration,
+            sequence,
+            bool(flags & DISCONTINUITY),
+            degrees,
+            mirrored != 0,
+            pool,
+            slot,
+            width,
+            height,
+            fourcc,
+            byte_count,
+            repeated=bool(flags & REPEATED),
+        )
 
 
 @dataclass
@@ -332,8 +401,7 @@ class AudioHeader(SampleTiming):
     def decode(cls, payload: bytes) -> "AudioHeader":
         if len(payload) < _AUDIO.size:
             raise ProtocolError(f"AUDIO_SAMPLE payload is {len(payload)} bytes, shorter than its header")
-        (pts, duration, sequence, flags, kind, fmt, channels, _reserved,
-         rate, frames) = _AUDIO.unpack_from(payload, 0)
+        pts, duration, sequence, flags, kind, fmt, channels, _reserved, rate, frames = _AUDIO.unpack_from(payload, 0)
         if kind not in (2, 3):
             raise ProtocolError(f"AUDIO_SAMPLE type {kind} is not 2 or 3")
         if fmt not in AUDIO_FORMATS:
@@ -341,8 +409,9 @@ class AudioHeader(SampleTiming):
         name, width = AUDIO_FORMATS[fmt]
         if len(payload) != _AUDIO.size + frames * channels * width:
             raise ProtocolError(f"AUDIO_SAMPLE of {frames} frames has {len(payload) - _AUDIO.size} bytes of PCM")
-        return cls(pts, duration, sequence, bool(flags & DISCONTINUITY), SAMPLE_TYPES[kind], name,
-                   channels, rate, frames)
+        return cls(
+            pts, duration, sequence, bool(flags & DISCONTINUITY), SAMPLE_TYPES[kind], name, channels, rate, frames
+        )
 
 
 def release_slot_payload(pool: int, slot: int) -> bytes:
@@ -366,7 +435,7 @@ class FramePool:
         if not 0 <= slot < self.slots or byte_count > self.slot_size:
             raise ProtocolError(f"slot {slot} / {byte_count} bytes lies outside the pool")
         start = slot * self.slot_size
-        return self._view[start:start + byte_count]
+        return self._view[start : start + byte_count]
 
     def close(self) -> None:
         try:
@@ -374,5 +443,3 @@ class FramePool:
             self._map.close()
         except BufferError:
             pass  # someone kept a frame view; the mapping goes with the process
-
-

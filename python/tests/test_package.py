@@ -1,4 +1,5 @@
 """The package against protocol.json (opcodes, layouts, golden bytes), and its clients' logic, without a daemon."""
+
 import json
 import os
 import socket
@@ -32,16 +33,32 @@ class DescriptionTests(unittest.TestCase):
         self.assertEqual(wire._CURSOR.size, layouts["cursor"]["size"])
         self.assertEqual(wire._RELEASE.size, layouts["releaseSlot"]["size"])
         # A video sample's fields where the description puts them: each value distinct.
-        values = dict(pts=0x0102030405060708, duration=0x1112131415161718, sequence=0x2122232425262728, flags=3,
-                      orientation=270, mirrored=1, reserved=0, pool=0x31323334, slot=0x41424344, width=1920, height=1080,
-                      fourcc=0x30323449, byteCount=3110400)
+        values = dict(
+            pts=0x0102030405060708,
+            duration=0x1112131415161718,
+            sequence=0x2122232425262728,
+            flags=3,
+            orientation=270,
+            mirrored=1,
+            reserved=0,
+            pool=0x31323334,
+            slot=0x41424344,
+            width=1920,
+            height=1080,
+            fourcc=0x30323449,
+            byteCount=3110400,
+        )
         packed = wire._VIDEO.pack(*values.values())
-        fields = [f for f in layouts["videoSample"]["fields"] if f["name"] != "timing"] + layouts["sampleTiming"]["fields"]
+        fields = [f for f in layouts["videoSample"]["fields"] if f["name"] != "timing"] + layouts["sampleTiming"][
+            "fields"
+        ]
         for field in fields:
-            got = int.from_bytes(packed[field["offset"]:field["offset"] + field["size"]], "little")
+            got = int.from_bytes(packed[field["offset"] : field["offset"] + field["size"]], "little")
             self.assertEqual(got, values[field["name"]], field["name"])
         header = wire.VideoHeader.decode(packed)
-        self.assertEqual((header.pool, header.slot, header.byte_count, header.repeated), (0x31323334, 0x41424344, 3110400, True))
+        self.assertEqual(
+            (header.pool, header.slot, header.byte_count, header.repeated), (0x31323334, 0x41424344, 3110400, True)
+        )
 
     def test_the_golden_bytes_encode_back(self):
         for example in self.description["golden"]:
@@ -86,7 +103,9 @@ class ControllerTests(unittest.TestCase):
                 if message is None:
                     break
                 self.seen.append(message.opcode)
-                connection.send_json(wire.COMMAND_RESULT, {"broadcast": 1, "command": "x", "result": {"ok": True}}, seq=message.seq)
+                connection.send_json(
+                    wire.COMMAND_RESULT, {"broadcast": 1, "command": "x", "result": {"ok": True}}, seq=message.seq
+                )
             connection.close()
             listener.close()
 
@@ -119,11 +138,18 @@ class ControllerTests(unittest.TestCase):
 class CheckLogicTests(unittest.TestCase):
     def test_fields_are_checked_as_declared(self):
         objects = broadcastd.description()["objects"]
-        answer = next(m for m in broadcastd.description()["messages"] if m["name"] == "COMMAND_ANSWER")["payload"]["fields"]
+        answer = next(m for m in broadcastd.description()["messages"] if m["name"] == "COMMAND_ANSWER")["payload"][
+            "fields"
+        ]
         self.assertEqual(relay.check_fields({"id": 1, "result": {}}, answer, objects), [])
         self.assertEqual(relay.check_fields({"result": {}}, answer, objects), ["lacks the required field 'id'"])
-        self.assertEqual(relay.check_fields({"id": "1"}, answer, objects), ["has 'id' of the wrong type (\"1\", declared integer)"])
-        self.assertEqual(relay.check_fields({"id": 1, "error": {"code": "x"}}, answer, objects), ["lacks the required field 'error.message'"])
+        self.assertEqual(
+            relay.check_fields({"id": "1"}, answer, objects), ["has 'id' of the wrong type (\"1\", declared integer)"]
+        )
+        self.assertEqual(
+            relay.check_fields({"id": 1, "error": {"code": "x"}}, answer, objects),
+            ["lacks the required field 'error.message'"],
+        )
 
     def test_a_slot_released_twice_is_a_problem_in_the_documents_words(self):
         lines = []
