@@ -19,7 +19,7 @@ import mmap
 import os
 import socket
 import struct
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .wire import (
     CANCEL_SETUP,
@@ -45,6 +45,7 @@ from .wire import (
     SUBSCRIBE,
     URL_UPDATED,
     WELCOME,
+    Announcements,
     Connection,
     DaemonError,
     Message,
@@ -80,7 +81,7 @@ def socket_path(path: Optional[str] = None) -> str:
     return os.path.join(runtime, "broadcastd", "broadcastd.sock")
 
 
-class Client:
+class Client(Announcements):
     """One connection to the listening socket, in one role: HELLO said, WELCOME kept."""
 
     role = "controller"
@@ -110,22 +111,6 @@ class Client:
 
     def close(self) -> None:
         self.connection.close()
-
-    @property
-    def revision(self) -> Optional[str]:
-        """The daemon's protocol revision ("2.6"); None from a daemon older than 2.6, which does not say."""
-        return self.welcome.get("revision")
-
-    @property
-    def features(self) -> Optional[Set[str]]:
-        """What the daemon offers (docs/protocol.md section 7); None from a daemon older than 2.6."""
-        features = self.welcome.get("features")
-        return set(features) if isinstance(features, list) else None
-
-    def offers(self, feature: str) -> Optional[bool]:
-        """Whether the daemon offers `feature`; None when it announced nothing (older than 2.6: only trying tells)."""
-        features = self.features
-        return None if features is None else feature in features
 
     def require(self, feature: str, what: str) -> None:
         """Raises Unsupported, before anything is sent, when the daemon announced it does not offer `feature`."""

@@ -23,7 +23,7 @@ Rules from ReplayKit that still hold: return from callbacks quickly, and do not 
 
 import os
 import sys
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional
 
 from .wire import (
     AUDIO_SAMPLE,
@@ -52,6 +52,7 @@ from .wire import (
     VIDEO_FORMAT_CHANGED,
     VIDEO_SAMPLE,
     WELCOME,
+    Announcements,
     AudioHeader,
     Connection,
     ConnectionClosed,
@@ -67,7 +68,7 @@ from .wire import (
 )
 
 
-class SampleHandler:
+class SampleHandler(Announcements):
     """Override the callbacks you need (ReplayKit's RPBroadcastSampleHandler).
 
     Callbacks run on the one thread that called `run`. The `finish_with_error`, `update_url`,
@@ -83,22 +84,6 @@ class SampleHandler:
         self.broadcast: Dict = {}
         #: WELCOME as received: server, protocol and (revision 2.6) revision and features.
         self.welcome: Dict = {}
-
-    @property
-    def revision(self) -> Optional[str]:
-        """The daemon's protocol revision ("2.6"); None from a daemon older than 2.6, which does not say."""
-        return self.welcome.get("revision")
-
-    @property
-    def features(self) -> Optional[Set[str]]:
-        """The features the daemon offers (docs/protocol.md section 7); None from a daemon older than 2.6."""
-        features = self.welcome.get("features")
-        return set(features) if isinstance(features, list) else None
-
-    def offers(self, feature: str) -> Optional[bool]:
-        """Whether the daemon offers `feature`; None when it announced no features (older than 2.6)."""
-        features = self.features
-        return None if features is None else feature in features
 
     @property
     def url(self) -> Optional[str]:

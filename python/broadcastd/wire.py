@@ -8,11 +8,10 @@ import os
 import select
 import socket
 import struct
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Set, Tuple
 
 PROTOCOL_VERSION = 2
 HEADER = struct.Struct("<IHHI")  # size, opcode, descriptor count, seq
@@ -153,6 +152,28 @@ class DaemonError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class Announcements:
+    """What the daemon's WELCOME announced; `welcome` is its payload as received."""
+
+    welcome: Dict = {}
+
+    @property
+    def revision(self) -> Optional[str]:
+        """The daemon's protocol revision ("2.6"); None from a daemon older than 2.6, which does not say."""
+        return self.welcome.get("revision")
+
+    @property
+    def features(self) -> Optional[Set[str]]:
+        """The features the daemon offers (docs/protocol.md section 7); None from a daemon older than 2.6."""
+        features = self.welcome.get("features")
+        return set(features) if isinstance(features, list) else None
+
+    def offers(self, feature: str) -> Optional[bool]:
+        """Whether the daemon offers `feature`; None when it announced none (older than 2.6: only trying tells)."""
+        features = self.features
+        return None if features is None else feature in features
 
 
 @dataclass

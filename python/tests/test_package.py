@@ -135,6 +135,36 @@ class ControllerTests(unittest.TestCase):
         self.assertEqual(self.seen, [wire.HELLO, wire.SEND_COMMAND])
 
 
+class HandlerTests(unittest.TestCase):
+    def test_a_handler_reads_the_announced_features_and_outlives_an_unsupported_answer(self):
+        ours, theirs = socket.socketpair()
+        daemon = wire.Connection(theirs)
+
+        def serve_daemon():
+            hello = daemon.receive()
+            welcome = {
+                "features": ["commands"],
+                "maxDescriptors": 4,
+                "maxPayload": 1048576,
+                "protocol": 2,
+                "revision": "2.6",
+                "server": "fake",
+            }
+            daemon.send_json(wire.WELCOME, welcome, seq=hello.seq)
+            daemon.send_json(wire.ERROR, {"code": "unsupported", "message": "no message 0x0400"})
+            daemon.send_json(wire.BROADCAST_FINISHED, {})
+
+        thread = threading.Thread(target=serve_daemon)
+        thread.start()
+        handler = broadcastd.SampleHandler()
+        self.assertEqual(broadcastd.serve(handler, wire.Connection(ours)), 0)
+        thread.join()
+        daemon.close()
+        self.assertEqual(handler.revision, "2.6")
+        self.assertIs(handler.offers("commands"), True)
+        self.assertIs(handler.offers("camera"), False)
+
+
 class CheckLogicTests(unittest.TestCase):
     def test_fields_are_checked_as_declared(self):
         objects = broadcastd.description()["objects"]
