@@ -125,7 +125,10 @@ final class Broadcast {
         s.wantsPaused = machine.wantsPaused
         s.error = machine.error
         s.streams = ledger.streams
-        if frameDivisor > 1, let interval = frameInterval { s.frameRate = 1e9 / Double(interval * frameDivisor) }
+        // Whole frames per second, rounded as BROADCAST_STARTED's (1e9 / 66_666_666 ns was 15.000000150000002).
+        if frameDivisor > 1, let interval = frameInterval {
+            s.frameRate = Int((1e9 / Double(interval * frameDivisor)).rounded())
+        }
         if machine.phase == .finished { s.result = result }
         if case .string(let file)? = result?["file"] { s.file = file }
         if machine.discarded { s.discarded = true }

@@ -155,8 +155,12 @@ final class PeerServer {
         let started = clock.now()
         for _ in 0..<16 where !session.isClosing {
             do {
-                while !session.isClosing, let message = try session.decoder.next() {
-                    dispatch(message, from: session)
+                while !session.isClosing, let frame = try session.decoder.nextFrame() {
+                    switch frame {
+                    case .message(let message): dispatch(message, from: session)
+                    case .unknown(let opcode, let seq, let descriptors):
+                        unsupported(opcode, seq: seq, descriptors: descriptors, from: session)
+                    }
                     handled += 1
                     if handled == Self.messagesPerTurn || clock.now() - started > Self.timePerTurn {
                         session.hasBacklog = true
@@ -213,6 +217,25 @@ final class PeerServer {
             return
         }
         onMessage(message, session)
+    }
+
+    /// Revision 2.6: a message of an opcode broadcastd does not know, from a peer that said HELLO, is a newer peer's
+    /// request: refused with `unsupported`, and the connection stays. Before HELLO, or with descriptors, it breaks
+    /// the protocol as any message would.
+    private func unsupported(_ opcode: UInt16, seq: UInt32, descriptors: Int, from session: PeerSession) {
+        let digits = String(opcode, radix: 16)
+        let hex = "0x" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+        guard descriptors == 0 else {
+            return protocolViolation(session, "message \(hex) came with \(descriptors) descriptor(s); peers send none",
+                                     seq: seq)
+        }
+        guard session.role != nil else {
+            return protocolViolation(session, "it sent a message of unknown opcode \(hex) before HELLO", seq: seq)
+        }
+        let refusal = BroadcastError(.unsupported, "broadcastd (protocol revision \(ProtocolLimits.revision)) has no " +
+                                     "message \(hex); its WELCOME's revision and features say what it offers")
+        logger.debug("\(session.name) sent unknown message \(hex): refused as unsupported")
+        reply(session, seq, .failure(refusal))
     }
 
     private func hello(_ message: Message, from session: PeerSession) {

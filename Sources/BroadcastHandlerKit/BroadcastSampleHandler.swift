@@ -31,8 +31,18 @@ open class BroadcastSampleHandler {
     public internal(set) var framesPerSecond = 30
     /// The audio streams the capture source delivers (none for a source without audio).
     public internal(set) var audioStreams: [SampleType] = [.audioApp, .audioMic]
+    /// Revision 2.6: the daemon's protocol revision ("2.6") and the features it offers, as its WELCOME announced them
+    /// (set before `broadcastStarted`); nil from a daemon older than 2.6, which announces nothing.
+    public internal(set) var daemonRevision: String?
+    public internal(set) var daemonFeatures: Set<String>?
     public let logger: Logger
     var connection: PeerConnection?
+
+    /// Whether the daemon offers `feature` (`"commands"`, `"encoded-samples"`…, docs/protocol.md §7): nil when it
+    /// announced no features (older than revision 2.6).
+    public func daemonOffers(_ feature: String) -> Bool? {
+        daemonFeatures.map { $0.contains(feature) }
+    }
 
     public init(logger: Logger = Logger(label: "broadcast-handler")) {
         self.logger = logger

@@ -19,6 +19,30 @@ enum Paths {
         return path
     }
     static let handlerDirectories = [root + "/share/broadcastd/handlers", root + "/examples/python", root + "/Tests/fixtures/handlers"]
+
+    /// A Python virtual environment with the package of python/ installed as a third party installs it (`pip install`,
+    /// from the local path, offline: setuptools and wheel come from Debian's python3-*-whl packages): its bin folder
+    /// goes first on the PATH of every daemon of the tests, so the Python handlers (counter.py and the fixtures built
+    /// on it) import the installed package. Made once per test run; failing to make it fails every test needing it.
+    static let pythonEnvironment: Result<String, HarnessError> = {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-venv-\(getpid())").path
+        let python = "/usr/bin/python3", wheels = "/usr/share/python-wheels"
+        let notRun = ToolResult(status: -1, stdout: "", stderr: "did not run")
+        let venv = (try? runTool(python, ["-m", "venv", folder], timeout: 120)) ?? notRun
+        guard venv.status == 0 else {
+            return .failure(HarnessError("\(python) -m venv failed (python3-venv): \(venv.stderr)"))
+        }
+        let install = ["install", "--isolated", "--no-index", "--find-links", wheels, "--no-cache-dir",
+                       "--disable-pip-version-check", root + "/python"]
+        let pip = (try? runTool(folder + "/bin/pip", install, timeout: 300)) ?? notRun
+        guard pip.status == 0 else {
+            return .failure(HarnessError("pip install of python/ failed (python3-wheel-whl, python3-setuptools-whl): " +
+                                         "\(pip.stdout)\(pip.stderr)"))
+        }
+        atexit { try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory
+            .appendingPathComponent("broadcastd-venv-\(getpid())").path) }
+        return .success(folder + "/bin")
+    }()
     /// broadcastd as `make` builds it (release, the Swift libraries linked in): what users run, for the tests that
     /// measure its memory. scripts/test.sh builds it.
     static var releaseDaemon: String {
@@ -105,7 +129,9 @@ final class DaemonHarness {
             process.arguments = daemonArguments
         }
         var environment = ProcessInfo.processInfo.environment
-        if release { environment["PATH"] = Paths.binaries + ":" + (environment["PATH"] ?? "/usr/bin:/bin") }
+        let python = try Paths.pythonEnvironment.get()
+        environment["PATH"] = python + ":" + (release ? Paths.binaries + ":" : "")
+            + (environment["PATH"] ?? "/usr/bin:/bin")
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"
         environment["XDG_DATA_DIRS"] = runtime + "/none"
@@ -283,7 +309,7 @@ func slowestStatus(_ controller: ControllerClient, seconds: TimeInterval, every:
     return slowest
 }
 
-struct HarnessError: Error, CustomStringConvertible {
+struct HarnessError: Error, CustomStringConvertible, Sendable {
     var description: String
     init(_ description: String) { self.description = description }
 }

@@ -40,6 +40,17 @@ extension Integration {
         #expect(wrongRole.opcode == .error && wrongRole.seq == 2)
         #expect(throws: ProtocolError.closed) { try peer.receive() }
 
+        // Revision 2.6: a message of an opcode broadcastd does not know, after HELLO, is a newer peer's: refused as
+        // unsupported, and the connection stays.
+        let newer = try PeerConnection.connect(path: daemon.socketPath)
+        try newer.hello(role: .controller, client: "newer")
+        try newer.socket.writeAll([2, 0, 0, 0, 0x00, 0x04, 0, 0, 9, 0, 0, 0] + Array("{}".utf8))
+        let unsupported = try newer.receive()
+        #expect(unsupported.opcode == .error && unsupported.seq == 9)
+        #expect(try unsupported.decode(BroadcastError.self).code == .unsupported)
+        #expect(try newer.request(.getStatus).opcode == .status, "the connection stays")
+        newer.close()
+
         // A peer that claims to be a handler over the public socket is refused.
         let impostor = try PeerConnection.connect(path: daemon.socketPath)
         #expect(throws: ProtocolError.self) { try impostor.hello(role: .handler, client: "impostor") }
