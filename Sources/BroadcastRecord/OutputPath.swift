@@ -22,7 +22,10 @@ package enum OutputPath {
 
     /// Checks that `path` can be created: its folder exists (or is created, for the default
     /// location) and is writable, and the file does not exist unless `overwrite`.
-    package static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool) throws(MediaError) {
+    /// The file is created (empty) to be sure it can be: a folder can be writable by its mode and take no files
+    /// (/proc, a read-only mount). `remedy` says how to replace an existing file.
+    package static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool,
+                                remedy: String = "--set overwrite=true") throws(MediaError) {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         let folder = directory.isEmpty ? "/" : directory
         if createDirectory { makeDirectories(folder) }
@@ -34,8 +37,14 @@ package enum OutputPath {
             throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
         }
         if !overwrite && access(path, F_OK) == 0 {
-            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or --set overwrite=true")
+            throw MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or \(remedy)")
         }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (overwrite ? 0 : O_EXCL), 0o644)
+        guard descriptor >= 0 else {
+            let why = String(cString: strerror(errno))
+            throw MediaError("cannot write \(path)", "a file cannot be created there (\(why))")
+        }
+        close(descriptor)
     }
 
     /// Removes the file; whether it is gone.

@@ -81,7 +81,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         switch command {
         case "save":
             if arguments["andRecord"] == .bool(true) { return reply.answer(Result { () throws(HandlerError) in try andRecord(arguments) }) }
-            save(last: arguments["last"], file: arguments["file"], reply: reply)
+            save(last: arguments["last"], file: arguments["file"], overwrite: arguments["overwrite"] == .bool(true),
+                 reply: reply)
         case "mark":
             guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
             let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks)
@@ -94,7 +95,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
     }
 
     /// Takes the part of the buffer to save now (references, no copies) and writes it on the save thread.
-    private func save(last: JSONValue?, file: JSONValue?, reply: CommandReply) {
+    private func save(last: JSONValue?, file: JSONValue?, overwrite: Bool, reply: CommandReply) {
         guard let buffer, let options, failure == nil else {
             return reply.fail(HandlerError("save", failure ?? "the replay buffer did not start"))
         }
@@ -108,7 +109,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
         do {
-            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: file == nil)
+            try OutputPath.prepare(path, overwrite: overwrite || options.record.overwrite, createDirectory: file == nil,
+                                   remedy: Self.overwriteRemedy)
             guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
                 return reply.fail(HandlerError("save", "nothing to save yet: the buffer is empty"))
             }
@@ -140,6 +142,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
         }
     }
 
+    /// How a save replaces a file: its argument, as `broadcastctl save` and `send save` give it.
+    static let overwriteRemedy = "save --overwrite (send save overwrite=true)"
+
     /// Where a save goes: the file asked for (absolute), else the Replays folder; and its container, from its extension.
     private static func target(_ file: JSONValue?) throws(HandlerError) -> (path: String, container: Muxer.Container) {
         var path = OutputPath.defaultRecording(folder: "Replays")
@@ -166,7 +171,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         if case .number(let value)? = arguments["last"] { seconds = value }
         let (path, container) = try Self.target(arguments["file"])
         do {
-            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: arguments["file"] == nil)
+            try OutputPath.prepare(path, overwrite: arguments["overwrite"] == .bool(true) || options.record.overwrite,
+                                   createDirectory: arguments["file"] == nil, remedy: Self.overwriteRemedy)
             guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else { throw HandlerError("save", "nothing to save yet: the buffer is empty") }
             let file = try ReplayFile(snapshot, to: path, container: container, chapters: [])
             recordingMarks = snapshot.marks
