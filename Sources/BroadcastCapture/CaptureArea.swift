@@ -1,3 +1,5 @@
+import BroadcastCore
+
 /// A rectangle in root-window pixels.
 public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
     public var x: Int
@@ -36,13 +38,10 @@ public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
         return ScreenRect(x: left, y: top, width: right - left, height: bottom - top)
     }
 
-    /// Parses `X,Y,WxH` (as `--region` takes it).
+    /// Parses `X,Y,WxH` (as `--region` takes it), within what a screen can have (`ScreenRegion`).
     public init?(region text: String) {
-        let parts = text.split(separator: ",")
-        guard parts.count == 3, let x = Int(parts[0]), let y = Int(parts[1]), x >= 0, y >= 0 else { return nil }
-        let size = parts[2].lowercased().split(separator: "x")
-        guard size.count == 2, let w = Int(size[0]), let h = Int(size[1]), w > 0, h > 0 else { return nil }
-        self.init(x: x, y: y, width: w, height: h)
+        guard let region = ScreenRegion(text) else { return nil }
+        self.init(x: region.x, y: region.y, width: region.width, height: region.height)
     }
 }
 

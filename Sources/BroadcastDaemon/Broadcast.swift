@@ -119,7 +119,7 @@ final class Broadcast {
         guard let current = machine.current else { return s }
         s.broadcast = current.id
         s.handler = current.handler
-        s.url = current.url
+        s.url = current.url.map(SecretURL.masked)
         s.maxDuration = current.maxDuration.map { Double($0) / 1e9 }
         s.elapsed = Double(elapsed(now: now)) / 1e9
         s.wantsPaused = machine.wantsPaused

@@ -99,7 +99,8 @@ extension Daemon {
                                            "(chosen when capture starts); an output or a region can, or the whole screen"))
         }
         guard let target = Self.screenTarget(of: asked) else {
-            return .failure(BroadcastError(.invalidRequest, "--region \(asked.region ?? ""): takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720"))
+            let region = asked.region ?? ""
+            return .failure(BroadcastError(.invalidRequest, "--region \(region): \(ScreenRegion.problem(region) ?? "")"))
         }
         do { try source.retarget(target) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         captureChoice.target = (asked.output, asked.region, nil, nil)

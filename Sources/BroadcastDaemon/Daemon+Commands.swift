@@ -101,10 +101,22 @@ extension Daemon {
         for (id, pending) in link.commands.sorted(by: { $0.key < $1.key }) where now >= pending.deadline {
             link.commands[id] = nil
             let seconds = ProtocolLimits.commandTimeout / 1_000_000_000
-            logger.warning("handler '\(link.manifest.name)' did not answer command '\(pending.name)' within \(seconds) s")
+            let warning = "handler '\(link.manifest.name)' did not answer command '\(pending.name)' within \(seconds) s"
+            if let text = commandWarnings.pass(warning, now: now) { logger.warning("\(text)") }
             deliver(pending, id: id, broadcast: broadcast, .failure(BroadcastError(.commandTimeout,
                 "handler '\(link.manifest.name)' did not answer '\(pending.name)' within \(seconds) s; broadcast \(broadcast) goes on")))
         }
+    }
+
+    /// The controller that sent the command in flight went away: nobody waits for its answer, which is dropped when
+    /// it comes (a controller cannot leave commands behind it by the thousand, each kept until it times out).
+    func dropCommand(of session: PeerSession) {
+        guard let inFlight = session.commandInFlight else { return }
+        session.commandInFlight = nil
+        guard let link = broadcasts.first(where: { $0.id == inFlight.broadcast })?.link,
+              let pending = link.commands.removeValue(forKey: inFlight.id) else { return }
+        let what = "command '\(pending.name)' (\(inFlight.id))"
+        logger.debug("broadcast \(inFlight.broadcast): \(what) dropped: \(session.name) went away")
     }
 
     /// The handler is gone: what it was asked and did not answer fails.

@@ -9,6 +9,9 @@ import Logging
 final class PeerServer {
     /// Most controllers and setup UIs connected at once; each may hold `PeerSession.peerQueueLimit`.
     static let maxPeers = 64
+    /// With every place taken, a newcomer takes the place of the longest silent connection that has not said HELLO
+    /// for this long (a controller says it at once): silent connections cannot keep controllers out for 10 s.
+    static let silentGrace: UInt64 = 1_000_000_000
     /// Most messages taken from one peer per turn of the loop, and most time spent on them, so a peer that
     /// floods cannot make capture late: the rest wait in its decoder (and its socket) for the next turn.
     static let messagesPerTurn = 64
@@ -107,6 +110,7 @@ final class PeerServer {
                 refused("refused a connection whose peer cannot be identified: \(error)")
                 continue
             }
+            if sessions.values.count(where: { !$0.isLaunchedHandler }) >= Self.maxPeers { makeRoom() }
             guard sessions.values.count(where: { !$0.isLaunchedHandler }) < Self.maxPeers else {
                 let refusal = BroadcastError(.busy, "broadcastd already has \(Self.maxPeers) connections; close some and try again")
                 _ = try? UnixSocket.send(socket, Message.json(.error, seq: 0, refusal).encoded(), from: 0)
@@ -117,6 +121,18 @@ final class PeerServer {
             }
             addSession(socket)
         }
+    }
+
+    /// Closes the connection that has been silent longest (no HELLO), when it has been for `silentGrace`.
+    private func makeRoom() {
+        let now = clock.now()
+        guard let silent = sessions.values.filter({ $0.role == nil && !$0.isLaunchedHandler && !$0.isClosing })
+            .min(by: { $0.connectedAt < $1.connectedAt }), now >= silent.connectedAt + Self.silentGrace else { return }
+        let seconds = Double((now - silent.connectedAt) / 100_000_000) / 10
+        silent.closeReason = ""
+        close(silent)
+        refused("closed \(silent.name), silent for \(seconds) s without HELLO, to make room for a new connection: " +
+                "\(Self.maxPeers) peers were connected")
     }
 
     private func refused(_ text: @autoclosure () -> String) {

@@ -59,10 +59,10 @@ public final class Muxer: PacketSink {
     /// through libavformat's protocols; it must outlive the muxer, which never closes it. Before `start`.
     public var customIO: UnsafeMutablePointer<AVIOContext>?
 
-    /// HLS to an HTTP origin: its DELETE requests (of old segments) go without a body, which nginx's
-    /// WebDAV requires (libavformat's http sends an empty chunked one). Before `start`.
-    public func sendDeleteWithoutBody() {
-        if let context { cff_delete_without_body(context) }
+    /// The outputs the muxer opens itself (HLS: the playlist, init file and segments) go through `watch`, which
+    /// must outlive the muxer (see CFFOutputWatch). Before `start`.
+    public func watchOutputs(_ watch: UnsafeMutablePointer<CFFOutputWatch>) {
+        if let context { cff_watch_outputs(context, watch) }
     }
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.

@@ -17,7 +17,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
     public var frameRate: Int?
     /// embedded, metadata or hidden.
     public var cursor: String?
-    /// Revision 2.5: window classes never captured (X11), beside broadcastd's own `--exclude-window` list.
+    /// Revision 2.6: window classes never captured (X11), beside broadcastd's own `--exclude-window` list.
     public var excludeWindows: [String]?
 
     public init(display: String? = nil, output: String? = nil, region: String? = nil, window: String? = nil, app: String? = nil,
@@ -53,6 +53,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         }
         let targets = [("--output", output), ("--region", region), ("--window", window), ("--app", app)].filter { $0.1 != nil }.map(\.0)
         if targets.count > 1 { return "\(targets.joined(separator: " and ")): give one of them" }
+        if let region, let problem = ScreenRegion.problem(region) { return "--region \(region): \(problem)" }
         if let frameRate, !Self.frameRates.contains(frameRate) { return "--fps \(frameRate): must be from 1 to 240" }
         if let cursor, !Self.cursorModes.contains(cursor) {
             return "--cursor \(cursor): must be one of \(Self.cursorModes.joined(separator: ", "))"

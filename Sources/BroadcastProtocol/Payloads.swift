@@ -442,11 +442,17 @@ extension Message {
         do {
             return try JSONDecoder().decode(T.self, from: Data(payload.isEmpty ? Array("{}".utf8) : payload))
         } catch {
-            throw .malformed(opcode, Self.describe(error))
+            throw .malformed(opcode, describe(error, decoding: T.self))
         }
     }
 
-    private static func describe(_ error: Error) -> String {
+    /// Whether the payload is JSON (within the depth limit): a request whose fields are wrong, not a broken message.
+    public var isJSON: Bool {
+        let bytes = Data(payload.isEmpty ? Array("{}".utf8) : payload)
+        return JSONDepth.excess(payload) == nil && (try? JSONDecoder().decode(JSONValue.self, from: bytes)) != nil
+    }
+
+    private func describe<T: Decodable>(_ error: Error, decoding type: T.Type) -> String {
         switch error {
         case DecodingError.keyNotFound(let key, _): return "missing field '\(key.stringValue)'"
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
@@ -454,9 +460,35 @@ extension Message {
             return "wrong type at '\(path)'"
         case DecodingError.dataCorrupted(let context):
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            return path.isEmpty ? "payload is not valid JSON" : "invalid value at '\(path)'"
+            if !path.isEmpty { return "invalid value at '\(path)'" }
+            // Foundation says a number that does not fit its field (-1 for a u32) is not valid JSON, naming no field.
+            if let field = numberOutOfRange(decoding: type) {
+                return "'\(field)' holds a number its field cannot take " +
+                    "(ids and other integers are whole numbers from 0 to 4294967295)"
+            }
+            return "payload is not valid JSON"
         default: return "\(error)"
         }
+    }
+
+    /// The top-level field of a JSON object payload without which it decodes (or fails otherwise): the one whose
+    /// number does not fit. Tried for payloads of at most 16 KiB with at most 32 fields (a request's size), so that
+    /// the search costs little.
+    private func numberOutOfRange<T: Decodable>(decoding type: T.Type) -> String? {
+        guard payload.count <= 16 << 10, JSONDepth.excess(payload) == nil,
+              let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)),
+              object.count <= 32 else { return nil }
+        for key in object.keys.sorted() {
+            var without = object
+            without[key] = nil
+            guard let data = try? Self.encoder.encode(without) else { continue }
+            do { _ = try JSONDecoder().decode(T.self, from: data) } catch DecodingError.dataCorrupted(let context)
+                where context.codingPath.isEmpty {
+                continue
+            } catch {}
+            return key
+        }
+        return nil
     }
 }
 

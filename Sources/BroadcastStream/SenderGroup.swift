@@ -27,7 +27,17 @@ public final class SenderGroup: PacketSink {
         last = Array(repeating: (0, 0), count: senders.count)
     }
 
-    func start() { for sender in senders { sender.start() } }
+    /// Starts every destination, once each is prepared (an HLS playlist's lock taken); nothing starts when one
+    /// cannot be.
+    func start() throws(MediaError) {
+        do {
+            for sender in senders { try sender.prepare() }
+        } catch {
+            for sender in senders { sender.release() }
+            throw error
+        }
+        for sender in senders { sender.start() }
+    }
 
     public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
         for sender in senders.dropLast() {

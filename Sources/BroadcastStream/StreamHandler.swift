@@ -71,7 +71,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
         rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
         if rate == nil { logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs") }
-        sender.start()
+        try sender.start()
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
@@ -137,6 +137,8 @@ public final class StreamHandler: BroadcastSampleHandler {
         ]
         if let failure = failure ?? report.failure { result["error"] = .string(failure) }
         setBroadcastResult(result)
+        // The stream's end could not be written (an HLS playlist on a full disk): the broadcast's error.
+        if let reason = report.failure { fail(reason) }
         for (s, f) in zip(sender.senders, report.figures) {
             logger.info("stream: finished \(s.destination.displayURL); \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped")
         }

@@ -170,7 +170,12 @@ public final class X11ScreenSource: CaptureSource {
     private func setUpArea(afterResize: Bool = false) throws(CaptureError) {
         let connection = connection!
         if case .window(let selector) = configuration.target {
-            if window == nil { window = try WindowCapture(connection: connection, entry: XWindows(connection).find(selector), logger: logger) }
+            if window == nil {
+                let excluded = Set(configuration.excludedWindows.map { $0.lowercased() })
+                let (entry, how) = try XWindows(connection).find(selector, excluding: excluded)
+                logger.info("window \(selector) is \(entry.window.label), found by \(how)")
+                window = try WindowCapture(connection: connection, entry: entry, logger: logger)
+            }
             let window = window!
             guard window.mapped else {
                 throw CaptureError(source: "x11", operation: "capture window \(window.label)",

@@ -30,6 +30,7 @@ struct Capture: ParsableCommand {
     func validate() throws {
         let given = [output != nil, region != nil, screen].filter { $0 }.count
         if given != 1 { throw ValidationError("give one of --output NAME, --region X,Y,WxH or --screen") }
+        if let problem = CaptureChoice(output: output, region: region).problem { throw ValidationError(problem) }
     }
 
     func run() throws {

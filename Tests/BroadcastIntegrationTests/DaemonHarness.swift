@@ -83,6 +83,7 @@ final class DaemonHarness {
     let process = Process()
     let logPath: String
     private var stopped = false
+    private var mounts: [String] = []
 
     /// `launcher`: a program (and its arguments) that is started instead and execs broadcastd's path and
     /// arguments, which come after its own: to start broadcastd with descriptors or a process group of its own.
@@ -131,6 +132,7 @@ final class DaemonHarness {
 
     deinit {
         if !stopped { _ = try? stop() }
+        for mount in mounts { _ = try? runTool("/usr/bin/umount", ["-l", mount]) }
         try? FileManager.default.removeItem(atPath: runtime)
     }
 
@@ -254,6 +256,18 @@ final class DaemonHarness {
     }
 
     func summaryPath(_ name: String) -> String { runtime + "/" + name + ".json" }
+
+    /// A full disk to be: a tmpfs of `size` (`150k`) mounted in the runtime folder until the harness goes.
+    func smallDisk(_ size: String) throws -> String {
+        let mount = runtime + "/small"
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        let mounted = try runTool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mount])
+        guard mounted.status == 0 else {
+            throw HarnessError("this test mounts a small tmpfs and needs root (or CAP_SYS_ADMIN): \(mounted.stderr)")
+        }
+        mounts.append(mount)
+        return mount
+    }
 }
 
 /// Asks `controller` for the status every `every` µs for `seconds`; the longest an answer took, s.

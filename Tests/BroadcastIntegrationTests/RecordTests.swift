@@ -320,11 +320,7 @@ extension Integration {
     @Test func aFullDiskFinishesWithAClearErrorAndKeepsWhatWasWritten() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30"])
         defer { _ = try? daemon.stop() }
-        let mount = daemon.runtime + "/small"
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        let mounted = try runTool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=150k", "tmpfs", mount])
-        try #require(mounted.status == 0, "this test mounts a small tmpfs and needs root (or CAP_SYS_ADMIN): \(mounted.stderr)")
-        defer { _ = try? runTool("/usr/bin/umount", ["-l", mount]) }
+        let mount = try daemon.smallDisk("150k")
         let path = mount + "/full.mp4"
         let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "record", url: path, on: controller)

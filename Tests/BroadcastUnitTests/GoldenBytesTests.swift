@@ -51,6 +51,16 @@ import Glibc
         #expect(Self.golden("change-capture") == bytes)
     }
 
+    /// Revision 2.5: a request that is JSON with a number its field cannot take is refused naming the field.
+    @Test func refusalOfAFieldOutOfRange() throws {
+        let request = Message(.sendCommand, seq: 7, payload: Array(#"{"broadcast":-1,"command":"save"}"#.utf8))
+        #expect(request.isJSON)
+        let refusal = #expect(throws: ProtocolError.self) { try request.decode(CommandRequest.self) }
+        guard case .malformed(_, let why)? = refusal else { return }
+        let bytes = Message.json(.error, seq: 7, BroadcastError(.invalidRequest, "SEND_COMMAND is refused: \(why)")).encoded()
+        #expect(Self.golden("error-field-out-of-range") == bytes, "\(String(decoding: bytes.dropFirst(12), as: UTF8.self))")
+    }
+
     @Test func pauseOfOneBroadcast() {
         #expect(Self.golden("pause-broadcast") == Message.json(.pause, seq: 4, BroadcastReference(broadcast: 2)).encoded())
     }
