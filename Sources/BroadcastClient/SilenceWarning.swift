@@ -11,9 +11,10 @@ public enum SilenceWarning {
             if cause.hasPrefix("PipeWire cannot be reached") {
                 remedy = "is PipeWire running? systemctl --user status pipewire"
             } else if let taken {
-                let kept = ["audioApp": "app", "audioMic": "mic"].filter { taken.contains($0.key) && heard[$0.key] == nil }
-                    .map(\.value).sorted()
-                remedy = "--set audio=\(kept.isEmpty ? "none" : kept.joined(separator: ",")) leaves \(heard.count == 1 ? "it" : "them") out"
+                let kept = ["audioApp": "app", "audioMic": "mic"]
+                    .filter { taken.contains($0.key) && heard[$0.key] == nil }.map(\.value).sorted()
+                let setting = kept.isEmpty ? "none" : kept.joined(separator: ",")
+                remedy = "--set audio=\(setting) leaves \(heard.count == 1 ? "it" : "them") out"
             }
             return "warning: silent \(name(stream)): \(cause)" + (remedy.map { " (\($0))" } ?? "")
         }

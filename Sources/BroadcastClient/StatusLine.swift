@@ -33,7 +33,7 @@ public struct StatusLine: Sendable {
         guard let status else { return ["connecting"] }
         var parts = ["\(status.state)"]
         if let id = status.broadcast { parts.append("broadcast \(id)" + (status.handler.map { " (\($0))" } ?? "")) }
-        let silent = (status.silentAudio ?? [:]).keys.sorted().map { $0 == "audioApp" ? "app audio" : $0 == "audioMic" ? "mic" : $0 }
+        let silent = (status.silentAudio ?? [:]).keys.sorted().map(SilenceWarning.name)
         let error = status.error.map { "error: \($0.message)" }
         guard let info, info.broadcast == status.broadcast else {
             return parts + [silent.isEmpty ? nil : "silent: " + silent.joined(separator: ", "), error].compactMap { $0 }

@@ -204,7 +204,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
     private func claiming<T>(_ path: String, createDirectory: Bool, overwrite asked: Bool,
                              _ take: () throws -> T) throws -> T {
         let overwrite = asked || (options?.record.overwrite ?? false)
-        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory, remedy: Self.overwriteRemedy)
+        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory,
+                               remedy: Self.overwriteRemedy)
         if !overwrite { try OutputPath.claim(path, remedy: Self.overwriteRemedy) }
         do { return try take() } catch {
             if !overwrite { _ = OutputPath.remove(path) }
