@@ -38,6 +38,8 @@ public final class ControllerClient {
     public func startAnswer(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError)
         -> (id: UInt32, warning: String?) {
         if let capture, !capture.isEmpty { try require(.captureChoice, for: "choosing a broadcast's capture") }
+        // An older daemon ignores excludeWindows: it would capture the very windows the user wants left out.
+        if capture?.excludeWindows?.isEmpty == false { try require(.excludeWindows, for: "leaving windows out of one broadcast") }
         let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
         let answer = try reply.decode(BroadcastReference.self)
         guard let id = answer.broadcast else { throw .malformed(.ok, "no broadcast id") }

@@ -109,13 +109,32 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         /// A setting most users leave at its default: a setup UI does not ask for it unless it is
         /// required (it is still set with `--set NAME=VALUE`).
         public var advanced: Bool?
-        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil, advanced: Bool? = nil) {
+        /// Revision 2.6: the values it takes (in any case), or that it is a `number`; a setup with another value is
+        /// refused before the handler starts. An empty value is the default's.
+        public var choices: [String]?
+        public var type: Command.ArgumentType?
+        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil,
+                    advanced: Bool? = nil, choices: [String]? = nil, type: Command.ArgumentType? = nil) {
             self.name = name
             self.prompt = prompt
             self.default = `default`
             self.required = required
             self.secret = secret
             self.advanced = advanced
+            self.choices = choices
+            self.type = type
+        }
+
+        /// Why `value` is not one this field takes (not among its choices, not a number), or nil when it is.
+        public func problem(with value: String) -> String? {
+            guard !value.isEmpty else { return nil }
+            if let choices, !choices.contains(where: { $0.lowercased() == value.lowercased() }) {
+                let last = choices.last.map { (choices.count > 1 ? " or " : "") + $0 } ?? ""
+                let list = choices.dropLast().joined(separator: ", ") + last
+                return "setup field '\(name)' takes \(list), not '\(value)'"
+            }
+            if type == .number, Double(value) == nil { return "setup field '\(name)' is a number, not '\(value)'" }
+            return nil
         }
     }
 
@@ -203,6 +222,9 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
                 (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))"))
         }
         for field in fields {
+            if let value = info[field.name], let problem = field.problem(with: value) {
+                throw BroadcastError(.invalidRequest, problem)
+            }
             if info[field.name] == nil, let value = field.default { info[field.name] = value }
             if field.required == true && (info[field.name] ?? "").isEmpty {
                 throw BroadcastError(.invalidRequest, "handler '\(name)' needs setup field '\(field.name)' (\(field.prompt))")

@@ -32,10 +32,32 @@ extension Daemon {
             return peers.reply(session, seq, .failure(BroadcastError(.busy, "the command this connection sent to broadcast \(inFlight.broadcast) " +
                                                                       "is not answered yet; one at a time")))
         }
-        let forwarded = addressed(request.broadcast, by: session).flatMap { broadcast in
+        let forwarded = commandTarget(of: request, by: session).flatMap { broadcast in
             forward(request, to: broadcast, from: session, seq: seq)
         }
         if case .failure(let refusal) = forwarded { peers.reply(session, seq, .failure(refusal)) }
+    }
+
+    /// The broadcast a command is for: the one it names; without a name, the only live (or paused) broadcast whose
+    /// handler takes the command. Commands go to live broadcasts only, never to one that finished.
+    private func commandTarget(of request: CommandRequest,
+                               by session: PeerSession) -> Result<Broadcast, BroadcastError> {
+        if request.broadcast != nil { return addressed(request.broadcast, by: session) }
+        let taking = broadcasts.filter { broadcast in
+            (broadcast.phase == .live || broadcast.phase == .paused) &&
+                broadcast.manifest.commands?.contains { $0.name == request.command } == true
+        }
+        if taking.count == 1 { return .success(taking[0]) }
+        guard taking.isEmpty else {
+            let list = taking.map { "\($0.id) (\($0.manifest.name))" }.joined(separator: ", ")
+            let what = "\(taking.count) broadcasts take '\(request.command)': \(list); say which with --broadcast N"
+            return .failure(BroadcastError(.ambiguousBroadcast, what))
+        }
+        let handlers = registry.load(logger: logger).map(\.manifest)
+            .filter { $0.commands?.contains { $0.name == request.command } == true }.map(\.name)
+        return .failure(BroadcastError(.noBroadcast, handlers.isEmpty
+            ? "no installed handler takes a command '\(request.command)'"
+            : "no \(handlers.joined(separator: " or ")) broadcast is running to take '\(request.command)'"))
     }
 
     private func forward(_ request: CommandRequest, to broadcast: Broadcast, from session: PeerSession,

@@ -45,7 +45,7 @@ extension Daemon {
         }
         let how = session.protocolVersion < 2
             ? "this controller speaks protocol version 1, which knows of one broadcast at a time: use one of version 2 (broadcastctl of broadcastd 0.2 or later)"
-            : "say which (broadcastctl --broadcast N; the request's \"broadcast\" field)"
+            : "say which with --broadcast N"
         return .failure(BroadcastError(.ambiguousBroadcast, "\(active.count) broadcasts are running: \(list.joined(separator: ", ")); \(how)"))
     }
 

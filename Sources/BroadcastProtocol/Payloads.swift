@@ -64,6 +64,9 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
     case commands
     /// 2.4: memory planned per capture (START's `warning`, the status's `memoryPlanned` and `memoryWarning`).
     case memoryPlan = "memory-plan"
+    /// 2.7: START's `capture.excludeWindows`; a setup field's `choices` and `type`; SEND_COMMAND without `broadcast`
+    /// goes to the live broadcast whose handler takes the command.
+    case excludeWindows = "exclude-windows"
     /// Reserved for a later revision: encoded samples (not offered yet).
     case encodedSamples = "encoded-samples"
     /// Reserved for a later revision: the camera as a source (not offered yet).
@@ -71,7 +74,7 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
-        .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
+        .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan, .excludeWindows,
     ]
 }
 

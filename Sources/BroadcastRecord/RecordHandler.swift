@@ -32,6 +32,8 @@ public final class RecordHandler: BroadcastSampleHandler {
             let options = try RecordOptions(url: broadcastURL, setupInfo: setupInfo, defaultPath: { OutputPath.defaultRecording() })
             self.options = options
             try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
+            // Created now (never through a link): a place that takes no file fails before the broadcast is live.
+            if !options.overwrite { try OutputPath.claim(options.path) }
             ownsFile = true
             let muxer = try Muxer(url: options.path, container: options.container)
             encoder = try RecordingEncoder(options, for: self, output: muxer)

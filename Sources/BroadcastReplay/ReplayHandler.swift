@@ -81,7 +81,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         switch command {
         case "save":
             if arguments["andRecord"] == .bool(true) { return reply.answer(Result { () throws(HandlerError) in try andRecord(arguments) }) }
-            save(last: arguments["last"], file: arguments["file"], reply: reply)
+            save(last: arguments["last"], file: arguments["file"], overwrite: arguments["overwrite"] == .bool(true),
+                 reply: reply)
         case "mark":
             guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
             let mark: (time: Int64, title: String)
@@ -98,7 +99,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
     }
 
     /// Takes the part of the buffer to save now (references, no copies) and writes it on the save thread.
-    private func save(last: JSONValue?, file: JSONValue?, reply: CommandReply) {
+    private func save(last: JSONValue?, file: JSONValue?, overwrite: Bool, reply: CommandReply) {
         guard let buffer, let options, failure == nil else {
             return reply.fail(HandlerError("save", failure ?? "the replay buffer did not start"))
         }
@@ -107,7 +108,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
         do {
-            snapshot = try claiming(path, createDirectory: file == nil) {
+            snapshot = try claiming(path, createDirectory: file == nil, overwrite: overwrite) {
                 guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
                     throw HandlerError("save", "nothing to save yet: the buffer is empty")
                 }
@@ -178,7 +179,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let seconds = try Self.seconds(arguments["last"])
         let (path, container) = try Self.target(arguments["file"])
         do {
-            let (file, snapshot) = try claiming(path, createDirectory: arguments["file"] == nil) {
+            let (file, snapshot) = try claiming(path, createDirectory: arguments["file"] == nil,
+                                                overwrite: arguments["overwrite"] == .bool(true)) {
                 guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
                     throw HandlerError("save", "nothing to save yet: the buffer is empty")
                 }
@@ -198,16 +200,21 @@ public final class ReplayHandler: BroadcastSampleHandler {
 
     /// Checks `path` and, unless overwriting, creates it empty where nothing is (a file or a symbolic link that is
     /// there, dangling or not, is refused and never followed); then `take`, after which a file so created and not
-    /// written goes again when it fails.
-    private func claiming<T>(_ path: String, createDirectory: Bool, _ take: () throws -> T) throws -> T {
-        let overwrite = options?.record.overwrite ?? false
-        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory)
-        if !overwrite { try OutputPath.claim(path) }
+    /// written goes again when it fails. `overwrite`: the save's own (`save --overwrite`), beside the setup's.
+    private func claiming<T>(_ path: String, createDirectory: Bool, overwrite asked: Bool,
+                             _ take: () throws -> T) throws -> T {
+        let overwrite = asked || (options?.record.overwrite ?? false)
+        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory,
+                               remedy: Self.overwriteRemedy)
+        if !overwrite { try OutputPath.claim(path, remedy: Self.overwriteRemedy) }
         do { return try take() } catch {
             if !overwrite { _ = OutputPath.remove(path) }
             throw error
         }
     }
+
+    /// How a save replaces a file: its argument, as `broadcastctl save` and `send save` give it.
+    static let overwriteRemedy = "save --overwrite (send save overwrite=true)"
 
     /// `path`, or with `-2`, `-3`… before its extension when a file of that name exists (two saves in one second).
     private static func unused(_ path: String) -> String {

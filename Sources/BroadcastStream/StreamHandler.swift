@@ -95,7 +95,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         sample.releaseFrame() // copied: broadcastd keeps two slots for a broadcast
         // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
         try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
-            try sender.write(packet, stream: 0, timeBase: video.timeBase)
+            try sender.writeVideo(packet, timeBase: video.timeBase)
         }
         frames += 1
         report(at: time, sender: sender)
@@ -119,7 +119,9 @@ public final class StreamHandler: BroadcastSampleHandler {
         if failure == nil {
             do {
                 try audio?.finish(at: clock.duration, sink: sender)
-                try video?.encode(nil) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video!.timeBase) }
+                try video?.encode(nil) { packet throws(MediaError) in
+                    try sender.writeVideo(packet, timeBase: video!.timeBase)
+                }
             } catch {
                 logger.warning("stream: \(error)")
             }

@@ -264,7 +264,11 @@ extension Integration {
         let decoded = try JSONDecoder().decode(BroadcastStatus.self, from: Data(status.stdout.utf8))
         #expect(decoded.state == .finished)
         #expect(decoded.video?.pixelFormat == .nv12)
-        let human = try daemon.tool("broadcastctl", ["status"])
+        let idle = try daemon.tool("broadcastctl", ["status"])
+        #expect(idle.stdout.hasPrefix("state: idle\n")
+                && idle.stdout.contains("  broadcast 1 (inspect) finished; saved \(path)"),
+                "\(idle)")
+        let human = try daemon.tool("broadcastctl", ["status", "--broadcast", "1"])
         #expect(human.stdout.contains("state: finished"))
         #expect(human.stdout.contains("video: "))
 
@@ -286,7 +290,7 @@ extension Integration {
         #expect(output.contains("\nlive  broadcast 2 (inspect)\n"), "\(output)")
         #expect(output.contains("\nlive  broadcast 2 (inspect)  0:01."), "\(output)")
         #expect(output.contains("  no drops  ") && output.contains(" fps  daemon "), "\(output)")
-        #expect(output.contains("\nbroadcast 2 finished\n"), "\(output)")
+        #expect(output.contains("\nbroadcast 2 finished; saved \(path)\n"), "\(output)")
         #expect(output.contains("\nfinished  broadcast 2 (inspect)"), "\(output)")
 
         // --json everywhere: JSON lines from start --wait, a broadcast reference from stop, errors as objects.
@@ -312,7 +316,7 @@ extension Integration {
         let id = try controller.start(handler: "python-counter", maxDuration: 1)
         // python-counter requires a URL and has no default: non-interactive setup cancels with the reason.
         let setup = try daemon.tool("broadcast-setup", ["--request", String(id)])
-        #expect(setup.status == 1)
+        #expect(setup.status == 64, "a usage error: \(setup)")
         #expect(setup.stderr.contains("needs a URL"), "\(setup.stderr)")
         let error = try daemon.awaitFinish(controller, id)
         #expect(error?.code == .setupCancelled)

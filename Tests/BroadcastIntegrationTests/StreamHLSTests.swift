@@ -55,6 +55,23 @@ extension Integration {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".m4s") }
     }
 
+    /// A stream whose last frame falls on a keyframe's time (4 s of 30 fps: its 121st frame, at 4.0 s, a segment's
+    /// start) does not send it: the playlist does not end on a segment of one frame (it ended "#EXTINF:0.000000").
+    @Test func theLastSegmentIsNeverOneFrame() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let folder = daemon.runtime + "/live"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for seconds in ["4", "6"] {
+            let streamed = try daemon.tool("broadcastctl", ["stream", "hls://\(folder)/s\(seconds).m3u8",
+                    "--duration", seconds])
+            #expect(streamed.status == 0, "\(streamed)")
+            let playlist = try String(contentsOfFile: "\(folder)/s\(seconds).m3u8", encoding: .utf8)
+            let durations = Self.segmentDurations(playlist)
+            #expect(!durations.isEmpty && durations.allSatisfy { $0 > 1.9 }, "\(seconds) s: \(durations)")
+        }
+    }
+
     /// `ffmpeg` reading the live playlist for `seconds`, its packets copied into `output` (MPEG-TS).
     func decoder(_ url: String, seconds: Double, output: String, log: String) throws -> Server {
         try Server("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", url, "-t", String(seconds), "-map", "0", "-c", "copy", output],

@@ -26,7 +26,7 @@ import Glibc
 
     /// Every example has a test here: a new one without a test fails.
     @Test func everyGoldenExampleIsChecked() throws {
-        let checked = ["hello-controller", "start-capture", "change-capture", "error-field-out-of-range",
+        let checked = ["hello-controller", "start-capture", "start-exclude-window", "change-capture", "error-field-out-of-range",
                        "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
                        "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
                        "command", "command-answer", "command-result", "welcome", "error-unsupported"]
@@ -68,6 +68,14 @@ import Glibc
         let request = StartRequest(handler: "record", capture: CaptureChoice(region: "0,0,1280x720", frameRate: 60))
         let bytes = Message.json(.start, seq: 5, request).encoded()
         #expect(Self.golden("start-capture") == bytes)
+        #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
+    /// Revision 2.7: a broadcast that leaves windows out, beside broadcastd's own list.
+    @Test func startThatLeavesWindowsOut() throws {
+        let request = StartRequest(handler: "record", capture: CaptureChoice(excludeWindows: ["KeePassXC", "Thunderbird"]))
+        let bytes = Message.json(.start, seq: 7, request).encoded()
+        #expect(Self.golden("start-exclude-window") == bytes)
         #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
     }
 

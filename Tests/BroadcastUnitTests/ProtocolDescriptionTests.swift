@@ -232,7 +232,8 @@ import Testing
     }
 
     static let capture = CaptureChoice(
-        display: ":1", output: "o", region: "0,0,1x1", window: "w", app: "a", frameRate: 5, cursor: "hidden")
+        display: ":1", output: "o", region: "0,0,1x1", window: "w", app: "a", frameRate: 5, cursor: "hidden",
+        excludeWindows: ["x"])
     static let objects: [String: Sample] = [
         "error": Sample(BroadcastError(.busy, "m")),
         "commandError": Sample(HandlerFailure(code: "c", message: "m"), HandlerFailure(message: "m")),
@@ -250,7 +251,8 @@ import Testing
             HandlerManifest.URLField(prompt: "p")),
         "setupField": Sample(
             HandlerManifest.SetupField(
-                name: "n", prompt: "p", default: "d", required: true, secret: true, advanced: true),
+                name: "n", prompt: "p", default: "d", required: true, secret: true, advanced: true, choices: ["a"],
+                type: .number),
             HandlerManifest.SetupField(name: "n", prompt: "p")),
         "command": Sample(
             HandlerManifest.Command(name: "c", help: "h", arguments: []),
