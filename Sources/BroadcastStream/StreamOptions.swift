@@ -163,14 +163,21 @@ public struct StreamOptions: Equatable, Sendable {
         video = VideoEncoderSettings(codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
                                      preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
                                      keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
-        // Opus where every destination is SRT or WebRTC (which carries nothing else); AAC as soon as one is RTMP or HLS
-        // (what every player takes).
+        switch setupInfo["audio"].flatMap({ $0.isEmpty ? nil : $0 }) ?? "app,mic" {
+        case "app,mic", "mic,app": audio = [.audioApp, .audioMic]
+        case "app": audio = [.audioApp]
+        case "mic": audio = [.audioMic]
+        case "none": audio = []
+        case let other: throw StreamError("audio '\(other)': app, mic, 'app,mic' or none")
+        }
+        // Opus where every destination is SRT or WebRTC (which carries nothing else), or with WebRTC; else AAC as soon as
+        // one is RTMP or HLS (what every player takes).
         let allOpus = destinations.allSatisfy { $0.container == .mpegts || $0.isWebRTC }
-        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (allOpus || hasWebRTC ? "opus" : "aac")).lowercased()
+        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (!hasRTMP && (allOpus || hasWebRTC) ? "opus" : "aac")).lowercased()
         switch (codec, hasRTMP) {
-        case ("aac", _) where hasWebRTC && !hasRTMP:
+        case ("aac", _) where hasWebRTC && !hasRTMP && !audio.isEmpty:
             throw StreamError("audioCodec aac: WebRTC (WHIP) carries Opus; use opus")
-        case ("aac", _) where hasWebRTC, ("opus", true) where hasWebRTC:
+        case ("aac", _) where hasWebRTC && !audio.isEmpty, ("opus", true) where hasWebRTC && !audio.isEmpty:
             throw StreamError("WHIP and RTMP in one broadcast: WebRTC carries Opus and RTMP AAC only, and one audio encode " +
                               "feeds both; stream to them in two broadcasts, or with audio=none")
         case ("aac", _): audioCodec = "aac"
@@ -179,13 +186,6 @@ public struct StreamOptions: Equatable, Sendable {
         default: throw StreamError("audioCodec '\(codec)': aac or opus")
         }
         audioBitRate = Int(try number("audioBitRate", 128, 16...512))
-        switch setupInfo["audio"].flatMap({ $0.isEmpty ? nil : $0 }) ?? "app,mic" {
-        case "app,mic", "mic,app": audio = [.audioApp, .audioMic]
-        case "app": audio = [.audioApp]
-        case "mic": audio = [.audioMic]
-        case "none": audio = []
-        case let other: throw StreamError("audio '\(other)': app, mic, 'app,mic' or none")
-        }
         maxQueueSeconds = try number("maxQueue", 3, 0.5...30)
         reconnectFor = try number("reconnectFor", 30, 0...3600)
         segmentDuration = try number("segmentDuration", 2, 0.5...30)

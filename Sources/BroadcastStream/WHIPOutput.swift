@@ -45,7 +45,7 @@ final class WHIPOutput: StreamOutput {
         let extradata = video.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(video.extradata_size))) } ?? []
         parameterSets = extradata
         let servers = iceServers + learned.filter { !iceServers.contains($0) }
-        peer = try WebRTCPeer(.init(profileLevelID: Self.profileLevelID(extradata) ?? "42e01f", audio: encoders.count > 1,
+        peer = try WebRTCPeer(.init(profileLevelID: AnnexB.profileLevelID(extradata) ?? "42e01f", audio: encoders.count > 1,
                                     iceServers: servers))
         peer.keyframeRequested = keyframeRequested
         do throws(WebRTCError) {
@@ -77,7 +77,7 @@ final class WHIPOutput: StreamOutput {
         let data = UnsafeRawBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size))
         let keyframe = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
         do throws(WebRTCError) {
-            if stream == 0 && keyframe && !Self.hasParameterSets(data) && !parameterSets.isEmpty {
+            if stream == 0 && keyframe && !AnnexB.hasParameterSets(data) && !parameterSets.isEmpty {
                 try (parameterSets + data).withUnsafeBytes { bytes in
                     Result { () throws(WebRTCError) in try peer.send(bytes, time: time, video: true, keyframe: true) }
                 }.get()
@@ -101,34 +101,5 @@ final class WHIPOutput: StreamOutput {
             logger.warning("stream: ending the WHIP session at \(displayURL) failed: \(problem)")
         }
         peer.close()
-    }
-
-    /// H.264's profile-level-id for the SDP ("42c01f"): the three bytes after the SPS's NAL header in Annex B `extradata`.
-    static func profileLevelID(_ extradata: [UInt8]) -> String? {
-        guard let sps = nalUnits(extradata[...]).first(where: { $0.first.map { $0 & 0x1f == 7 } ?? false }), sps.count >= 4 else {
-            return nil
-        }
-        return sps.dropFirst().prefix(3).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-    }
-
-    /// Whether an access unit (Annex B) carries an SPS.
-    static func hasParameterSets(_ data: UnsafeRawBufferPointer) -> Bool {
-        nalUnits(ArraySlice(data)).contains { $0.first.map { $0 & 0x1f == 7 } ?? false }
-    }
-
-    /// The NAL units of an Annex B byte stream, each without its start code.
-    static func nalUnits(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
-        var starts: [(code: Int, payload: Int)] = []
-        var index = bytes.startIndex
-        while index + 2 < bytes.endIndex {
-            if bytes[index] == 0 && bytes[index + 1] == 0 && bytes[index + 2] == 1 {
-                let code = index > bytes.startIndex && bytes[index - 1] == 0 ? index - 1 : index
-                starts.append((code, index + 3))
-                index += 3
-            } else {
-                index += 1
-            }
-        }
-        return starts.indices.map { bytes[starts[$0].payload..<($0 + 1 < starts.count ? starts[$0 + 1].code : bytes.endIndex)] }
     }
 }
