@@ -16,10 +16,13 @@ extension Integration.StreamTests {
 
         init(port: Int, token: String?, in directory: String, extra: [String] = []) throws {
             events = directory + "/whip-events-\(UUID().uuidString.prefix(6)).jsonl"
-            var arguments = [Paths.root + "/Tests/fixtures/whip_endpoint.py", "--port", String(port), "--out", directory]
+            var arguments = [
+                Paths.root + "/Tests/fixtures/whip_endpoint.py", "--port", String(port), "--out", directory,
+            ]
             if let token { arguments += ["--token", token] }
             // Debian's python3, which has python3-gi (not the tests' venv's).
-            server = try Server("/usr/bin/python3", arguments + extra, output: events, log: directory + "/whip-endpoint.log")
+            server = try Server(
+                "/usr/bin/python3", arguments + extra, output: events, log: directory + "/whip-endpoint.log")
             _ = try wait("listening", timeout: 15) { _ in true }
         }
 
@@ -35,8 +38,10 @@ extension Integration.StreamTests {
 
         /// The first event `name` that `match` takes, within `timeout` seconds.
         @discardableResult
-        func wait(_ name: String, timeout: TimeInterval,
-                  _ match: ([String: Any]) -> Bool) throws -> [String: Any] {
+        func wait(
+            _ name: String, timeout: TimeInterval,
+            _ match: ([String: Any]) -> Bool
+        ) throws -> [String: Any] {
             let deadline = Date().addingTimeInterval(timeout)
             while Date() < deadline {
                 if let event = named(name).first(where: match) { return event }
@@ -48,7 +53,9 @@ extension Integration.StreamTests {
         }
     }
 
-    static func whipNumber(_ event: [String: Any], _ key: String) -> Double { (event[key] as? NSNumber)?.doubleValue ?? -1 }
+    static func whipNumber(_ event: [String: Any], _ key: String) -> Double {
+        (event[key] as? NSNumber)?.doubleValue ?? -1
+    }
 
     /// One daemon: refusals in the user's words, then a broadcast whose video (at the capture's size) and audio
     /// the endpoint decodes without errors, whose keyframes follow the receiver's PLIs within 100 ms, which shows the
@@ -63,27 +70,36 @@ extension Integration.StreamTests {
         let url = "whip://127.0.0.1:\(port)/whip"
 
         // A wrong token, no endpoint at the path: final at once (no retrying for reconnectFor), in words.
-        let wrong = try daemon.start(handler: "stream", url: url, setupInfo: ["key": "wrong-token"], maxDuration: 20,
-                                     on: controller)
+        let wrong = try daemon.start(
+            handler: "stream", url: url, setupInfo: ["key": "wrong-token"], maxDuration: 20,
+            on: controller)
         let refused = try daemon.awaitFinish(controller, wrong, timeout: 10)
-        #expect(refused?.message.contains("the WHIP endpoint refused the token (HTTP 401)") == true,
-                "\(String(describing: refused))")
-        let nowhere = try daemon.start(handler: "stream", url: "whip://127.0.0.1:\(port)/nope", setupInfo: ["key": token],
-                                       maxDuration: 20, on: controller)
+        #expect(
+            refused?.message.contains("the WHIP endpoint refused the token (HTTP 401)") == true,
+            "\(String(describing: refused))")
+        let nowhere = try daemon.start(
+            handler: "stream", url: "whip://127.0.0.1:\(port)/nope", setupInfo: ["key": token],
+            maxDuration: 20, on: controller)
         let missing = try daemon.awaitFinish(controller, nowhere, timeout: 10)
-        #expect(missing?.message.contains("there is no WHIP endpoint at this URL") == true, "\(String(describing: missing))")
+        #expect(
+            missing?.message.contains("there is no WHIP endpoint at this URL") == true, "\(String(describing: missing))"
+        )
 
-        // Keyframes 10 s apart of their own: those within 100 ms of a PLI are the PLI's.
-        let id = try daemon.start(handler: "stream", url: url, setupInfo: ["key": token, "keyframeInterval": "10"],
-                                  maxDuration: 6, on: controller)
+        // Keyframes 10 s apart of their own: those within 100 ms of a PLI are the PLI's. Finished once the endpoint
+        // has asked for 4 (a second apart, from its first decoded frame on), however long connecting took.
+        let id = try daemon.start(
+            handler: "stream", url: url, setupInfo: ["key": token, "keyframeInterval": "10"],
+            maxDuration: 60, on: controller)
         try daemon.awaitState(controller, .live)
-        try endpoint.wait("connected", timeout: 10) { _ in true }
+        try endpoint.wait("connected", timeout: 15) { _ in true }
         let figures = try info(daemon, controller, timeout: 10) { info in
             info["connected"] == .bool(true) && (Self.number(info["keyframeRequests"]) ?? 0) >= 1
                 && Self.number(info["rttMs"]) != nil
         }
         #expect(Self.number(figures["lostPackets"]) == 0, "loss on loopback: \(figures)")
         let shown = [compactJSON(try controller.status()), try daemon.tool("broadcastctl", ["status"]).stdout]
+        _ = try endpoint.wait("stats", timeout: 15) { _ in endpoint.named("pli").count >= 4 }
+        try controller.finish(broadcast: id)
         #expect(try daemon.awaitFinish(controller, id, timeout: 20) == nil)
         let deleted = try endpoint.wait("deleted", timeout: 5) { _ in true }
 
@@ -92,13 +108,14 @@ extension Integration.StreamTests {
         // 30 frames and 50 Opus packets a second while connected (a loaded machine may decode late: most of them).
         let connected = try #require(endpoint.named("connected").first)
         let seconds = Self.whipNumber(deleted, "t") - Self.whipNumber(connected, "t")
-        #expect(seconds > 3 && Self.whipNumber(deleted, "frames") > 0.7 * 30 * seconds
-                    && Self.whipNumber(deleted, "audio") > 0.7 * 50 * seconds,
-                "connected for \(seconds) s: \(deleted) \(endpoint.named("stats"))")
+        #expect(
+            seconds > 3 && Self.whipNumber(deleted, "frames") > 0.7 * 30 * seconds
+                && Self.whipNumber(deleted, "audio") > 0.7 * 50 * seconds,
+            "connected for \(seconds) s: \(deleted) \(endpoint.named("stats"))")
         #expect(Self.whipNumber(deleted, "errors") == 0, "\(endpoint.named("error")) \(endpoint.named("warning"))")
         // The endpoint asked for a keyframe every second: each came within 100 ms.
         let plis = endpoint.named("pli").map { Self.whipNumber($0, "ms") }
-        #expect(plis.count >= 3 && plis.allSatisfy { $0 >= 0 && $0 < 100 }, "keyframes after PLIs, ms: \(plis)")
+        #expect(plis.count >= 4 && plis.allSatisfy { $0 >= 0 && $0 < 100 }, "keyframes after PLIs, ms: \(plis)")
         for text in shown + [compactJSON(try controller.status()), daemon.log] {
             #expect(!text.contains(token), "the token is in \(text)")
         }
@@ -116,9 +133,10 @@ extension Integration.StreamTests {
         let port = try Self.freePort(udp: false)
         var endpoint = try WHIPEndpoint(port: port, token: "sekrit-whip", in: daemon.runtime)
         let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "stream", url: "srt://127.0.0.1:\(srtPort)",
-                                  setupInfo: ["also": "whip://sekrit-whip@127.0.0.1:\(port)/whip"], maxDuration: 18,
-                                  on: controller)
+        let id = try daemon.start(
+            handler: "stream", url: "srt://127.0.0.1:\(srtPort)",
+            setupInfo: ["also": "whip://sekrit-whip@127.0.0.1:\(port)/whip"], maxDuration: 18,
+            on: controller)
         let both = try daemon.waitFor(controller, timeout: 15) { event -> [[String: JSONValue]]? in
             guard case .serviceInfo(let info) = event else { return nil }
             let each = Self.destinations(info.handler)
@@ -139,7 +157,8 @@ extension Integration.StreamTests {
         try daemon.waitFor(controller, timeout: 12) { event -> Bool? in
             guard case .serviceInfo(let info) = event else { return nil }
             let each = Self.destinations(info.handler)
-            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1) ? true : nil
+            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1)
+                ? true : nil
         }
         try endpoint.wait("stats", timeout: 5) { Self.whipNumber($0, "frames") > 30 }
         #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil, "an outage shorter than reconnectFor")
