@@ -1,6 +1,6 @@
-// libcurl, for the record handler's upload when a recording is done (HTTP PUT) and the stream handler's WHIP
-// signalling (POST, DELETE). curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call: the
-// shims below are their typed forms.
+// libcurl, for the record handler's upload when a recording is done (HTTP PUT), the stream handler's HLS origin
+// (PUT, DELETE) and its WHIP signalling (POST, DELETE). curl_easy_setopt and curl_easy_getinfo are variadic, which
+// Swift cannot call: the shims below are their typed forms (a read callback has a write callback's type).
 #include <curl/curl.h>
 
 static inline CURLcode ccurl_setopt_long(CURL *curl, CURLoption option, long value) {
