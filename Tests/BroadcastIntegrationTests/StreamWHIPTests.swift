@@ -53,6 +53,18 @@ extension Integration.StreamTests {
         }
     }
 
+    /// The service info of both destinations (the URL's, then `also`'s) once `match` holds for them.
+    func destinations(
+        _ daemon: DaemonHarness, _ controller: ControllerClient, timeout: TimeInterval,
+        _ match: @escaping ([[String: JSONValue]]) -> Bool
+    ) throws -> [[String: JSONValue]] {
+        try daemon.waitFor(controller, timeout: timeout) { event -> [[String: JSONValue]]? in
+            guard case .serviceInfo(let info) = event else { return nil }
+            let each = Self.destinations(info.handler)
+            return each.count == 2 && match(each) ? each : nil
+        }
+    }
+
     static func whipNumber(_ event: [String: Any], _ key: String) -> Double {
         (event[key] as? NSNumber)?.doubleValue ?? -1
     }
@@ -135,32 +147,24 @@ extension Integration.StreamTests {
         let controller = try daemon.subscribedController()
         let id = try daemon.start(
             handler: "stream", url: "srt://127.0.0.1:\(srtPort)",
-            setupInfo: ["also": "whip://sekrit-whip@127.0.0.1:\(port)/whip"], maxDuration: 18,
+            setupInfo: ["also": "whip://sekrit-whip@127.0.0.1:\(port)/whip"], maxDuration: 60,
             on: controller)
-        let both = try daemon.waitFor(controller, timeout: 15) { event -> [[String: JSONValue]]? in
-            guard case .serviceInfo(let info) = event else { return nil }
-            let each = Self.destinations(info.handler)
-            return each.count == 2 && each.allSatisfy { $0["connected"] == .bool(true) } ? each : nil
+        let both = try destinations(daemon, controller, timeout: 15) { each in
+            each.allSatisfy { $0["connected"] == .bool(true) }
         }
         #expect(both[1]["url"] == .string("whip://***@127.0.0.1:\(port)/whip"), "\(both)")
         try endpoint.wait("stats", timeout: 5) { Self.whipNumber($0, "frames") > 0 }
         // The endpoint dies (no DELETE can reach it); its receiver reports stop.
         endpoint.server.stop(crash: true)
-        let away = try daemon.waitFor(controller, timeout: 12) { event -> [[String: JSONValue]]? in
-            guard case .serviceInfo(let info) = event else { return nil }
-            let each = Self.destinations(info.handler)
-            return each.count == 2 && each[1]["connected"] == .bool(false) ? each : nil
-        }
+        let away = try destinations(daemon, controller, timeout: 12) { $0[1]["connected"] == .bool(false) }
         #expect(away[0]["connected"] == .bool(true), "SRT went on: \(away)")
         endpoint = try WHIPEndpoint(port: port, token: "sekrit-whip", in: daemon.runtime)
         defer { endpoint.server.stop() }
-        try daemon.waitFor(controller, timeout: 12) { event -> Bool? in
-            guard case .serviceInfo(let info) = event else { return nil }
-            let each = Self.destinations(info.handler)
-            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1)
-                ? true : nil
+        _ = try destinations(daemon, controller, timeout: 12) { each in
+            each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1)
         }
         try endpoint.wait("stats", timeout: 5) { Self.whipNumber($0, "frames") > 30 }
+        try controller.finish(broadcast: id)
         #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil, "an outage shorter than reconnectFor")
         let deleted = try endpoint.wait("deleted", timeout: 5) { _ in true }
         #expect(Self.whipNumber(deleted, "errors") == 0, "\(endpoint.named("error"))")
