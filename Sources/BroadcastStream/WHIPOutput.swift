@@ -36,27 +36,35 @@ final class WHIPOutput: StreamOutput {
 
     /// Publishes to `destination`: `encoders` are the video encoder, then the audio one if any; `iceServers` those of
     /// the setup fields; `learned` those the endpoint named in earlier answers, updated with this one's.
-    init(_ destination: StreamDestination, encoders: [Encoder], iceServers: [ICEServer], learned: inout [ICEServer],
-         connectedBefore: Bool, keyframeRequested: @escaping @Sendable () -> Void, logger: Logger) throws(WebRTCError) {
+    init(
+        _ destination: StreamDestination, encoders: [Encoder], iceServers: [ICEServer], learned: inout [ICEServer],
+        connectedBefore: Bool, keyframeRequested: @escaping @Sendable () -> Void, logger: Logger
+    ) throws(WebRTCError) {
         displayURL = destination.displayURL
         self.logger = logger
         client = WHIPClient(url: destination.url, displayURL: destination.displayURL, token: destination.token)
         let video = encoders[0].context.pointee
-        let extradata = video.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(video.extradata_size))) } ?? []
+        let extradata =
+            video.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(video.extradata_size))) } ?? []
         parameterSets = extradata
         let servers = iceServers + learned.filter { !iceServers.contains($0) }
-        peer = try WebRTCPeer(.init(profileLevelID: AnnexB.profileLevelID(extradata) ?? "42e01f", audio: encoders.count > 1,
-                                    iceServers: servers))
+        peer = try WebRTCPeer(
+            .init(
+                profileLevelID: AnnexB.profileLevelID(extradata) ?? "42e01f", audio: encoders.count > 1,
+                iceServers: servers))
         peer.keyframeRequested = keyframeRequested
         do throws(WebRTCError) {
             let offer = try peer.offer(gatheringTimeout: 3)
             let answer = try client.post(offer: offer, connectedBefore: connectedBefore)
             location = answer.location
-            if answer.location == nil { logger.warning("stream: \(displayURL) gave no Location: the session cannot be ended at the end") }
+            if answer.location == nil {
+                logger.warning("stream: \(displayURL) gave no Location: the session cannot be ended at the end")
+            }
             let new = answer.iceServers.filter { !servers.contains($0) }
             if !new.isEmpty {
                 learned += new
-                logger.info("stream: \(displayURL) names ICE servers \(new.map(\.displayName)): used from the next connection on")
+                let names = new.map(\.displayName)
+                logger.info("stream: \(displayURL) names ICE servers \(names): used from the next connection on")
             }
             do throws(WebRTCError) {
                 if let warning = try peer.accept(answer: answer.sdp) { logger.warning("stream: \(warning)") }

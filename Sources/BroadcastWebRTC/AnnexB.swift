@@ -1,8 +1,11 @@
 /// H.264 in Annex B (NAL units after start codes), as libx264 writes it: what a WHIP destination reads of it.
 public enum AnnexB {
-    /// H.264's profile-level-id for the SDP ("42c01f"): the three bytes after the SPS's NAL header in Annex B `extradata`.
+    /// H.264's profile-level-id for the SDP ("42c01f"): the three bytes after the SPS's NAL header in Annex B
+    /// `extradata`.
     public static func profileLevelID(_ extradata: [UInt8]) -> String? {
-        guard let sps = nalUnits(extradata[...]).first(where: { $0.first.map { $0 & 0x1f == 7 } ?? false }), sps.count >= 4 else {
+        guard let sps = nalUnits(extradata[...]).first(where: { $0.first.map { $0 & 0x1f == 7 } ?? false }),
+            sps.count >= 4
+        else {
             return nil
         }
         return sps.dropFirst().prefix(3).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
@@ -38,6 +41,8 @@ public enum AnnexB {
                 index += 1
             }
         }
-        return starts.indices.map { bytes[starts[$0].payload..<($0 + 1 < starts.count ? starts[$0 + 1].code : bytes.endIndex)] }
+        return starts.indices.map {
+            bytes[starts[$0].payload..<($0 + 1 < starts.count ? starts[$0 + 1].code : bytes.endIndex)]
+        }
     }
 }

@@ -3,9 +3,11 @@ import CGStreamer
 /// GStreamer, started once in the process that sends WebRTC (the stream handler; never broadcastd).
 enum GStreamer {
     /// The elements a WHIP destination needs, and the Debian package that has each.
-    static let elements = [("webrtcbin", "gstreamer1.0-plugins-bad"), ("nicesrc", "gstreamer1.0-nice"),
-                           ("dtlssrtpenc", "gstreamer1.0-plugins-bad"), ("rtph264pay", "gstreamer1.0-plugins-good"),
-                           ("rtpopuspay", "gstreamer1.0-plugins-good"), ("appsrc", "gstreamer1.0-plugins-base")]
+    static let elements = [
+        ("webrtcbin", "gstreamer1.0-plugins-bad"), ("nicesrc", "gstreamer1.0-nice"),
+        ("dtlssrtpenc", "gstreamer1.0-plugins-bad"), ("rtph264pay", "gstreamer1.0-plugins-good"),
+        ("rtpopuspay", "gstreamer1.0-plugins-good"), ("appsrc", "gstreamer1.0-plugins-base"),
+    ]
 
     private static let started: Result<Void, WebRTCError> = {
         var error: UnsafeMutablePointer<GError>?

@@ -30,8 +30,8 @@ public struct ReportBlock: Equatable, Sendable {
         self.highestSequence = highestSequence
     }
 
-    /// The fraction of packets lost between `earlier` and this report: lost over expected (RFC 3550 A.3), 0...1; with no
-    /// earlier report (or no packets between), the receiver's own fraction for its last interval.
+    /// The fraction of packets lost between `earlier` and this report: lost over expected (RFC 3550 A.3), 0...1;
+    /// with no earlier report (or no packets between), the receiver's own fraction for its last interval.
     public func loss(since earlier: ReportBlock?) -> Double {
         guard let earlier, highestSequence > earlier.highestSequence else { return Double(fractionLost) / 256 }
         let expected = Double(highestSequence - earlier.highestSequence)
@@ -72,16 +72,26 @@ struct ReceiverFeedback {
             switch gst_rtcp_packet_get_type(&packet) {
             case GST_RTCP_TYPE_SR, GST_RTCP_TYPE_RR:
                 for index in 0..<gst_rtcp_packet_get_rb_count(&packet) {
-                    var ssrc: guint32 = 0, fraction: guint8 = 0, lost: gint32 = 0, highest: guint32 = 0
-                    var jitter: guint32 = 0, lsr: guint32 = 0, dlsr: guint32 = 0
+                    var ssrc: guint32 = 0
+                    var fraction: guint8 = 0
+                    var lost: gint32 = 0
+                    var highest: guint32 = 0
+                    var jitter: guint32 = 0
+                    var lsr: guint32 = 0
+                    var dlsr: guint32 = 0
                     gst_rtcp_packet_get_rb(&packet, index, &ssrc, &fraction, &lost, &highest, &jitter, &lsr, &dlsr)
-                    report(ssrc, ReportBlock(fractionLost: fraction, cumulativeLost: lost, highestSequence: highest), now: now)
+                    report(
+                        ssrc, ReportBlock(fractionLost: fraction, cumulativeLost: lost, highestSequence: highest),
+                        now: now)
                 }
             case GST_RTCP_TYPE_PSFB:
                 keyframe = payloadFeedback(&packet) || keyframe
             case GST_RTCP_TYPE_RTPFB:
                 if gst_rtcp_packet_fb_get_type(&packet) == GST_RTCP_RTPFB_TYPE_NACK,
-                   gst_rtcp_packet_fb_get_media_ssrc(&packet) == videoSSRC { nacks += 1 }
+                    gst_rtcp_packet_fb_get_media_ssrc(&packet) == videoSSRC
+                {
+                    nacks += 1
+                }
             default:
                 break
             }

@@ -24,10 +24,13 @@ public enum WHIP {
     /// the user info, which is the bearer token when there is one (`whips://TOKEN@HOST/PATH`, for `also`).
     public static func endpoint(_ url: String) throws(WebRTCError) -> (http: String, token: String?) {
         let shown = SecretURL.masked(url)
-        guard let separator = url.range(of: "://") else { throw WebRTCError("WHIP URL \(shown)", "it is whips://HOST/PATH") }
+        guard let separator = url.range(of: "://") else {
+            throw WebRTCError("WHIP URL \(shown)", "it is whips://HOST/PATH")
+        }
         let scheme = url[..<separator.lowerBound].lowercased()
         guard scheme == "whip" || scheme == "whips" else {
-            throw WebRTCError("WHIP URL \(shown)", "it is whips://HOST[:PORT]/PATH (HTTPS) or whip://HOST[:PORT]/PATH (HTTP)")
+            throw WebRTCError(
+                "WHIP URL \(shown)", "it is whips://HOST[:PORT]/PATH (HTTPS) or whip://HOST[:PORT]/PATH (HTTP)")
         }
         var rest = String(url[separator.upperBound...])
         let authorityEnd = rest.firstIndex { "/?#".contains($0) } ?? rest.endIndex
@@ -38,7 +41,9 @@ public enum WHIP {
         }
         let host = rest.prefix { !"/?#".contains($0) }
         guard !host.isEmpty, !host.hasPrefix(":") else { throw WebRTCError("WHIP URL \(shown)", "it names no host") }
-        guard URL(string: "http://" + rest) != nil else { throw WebRTCError("WHIP URL \(shown)", "it is not a valid URL") }
+        guard URL(string: "http://" + rest) != nil else {
+            throw WebRTCError("WHIP URL \(shown)", "it is not a valid URL")
+        }
         return ((scheme == "whips" ? "https://" : "http://") + rest, token.flatMap { $0.isEmpty ? nil : $0 })
     }
 
@@ -46,7 +51,8 @@ public enum WHIP {
     /// redirects); nil when there is none or it is not an HTTP(S) URL.
     public static func resolve(_ location: String, against base: String) -> String? {
         guard !location.isEmpty, let resolved = URL(string: location, relativeTo: URL(string: base))?.absoluteString,
-              resolved.hasPrefix("http://") || resolved.hasPrefix("https://") else { return nil }
+            resolved.hasPrefix("http://") || resolved.hasPrefix("https://")
+        else { return nil }
         return resolved
     }
 
@@ -55,7 +61,8 @@ public enum WHIP {
     public static func iceServers(fromLinks values: [String]) -> [ICEServer] {
         values.flatMap(links).compactMap { link -> ICEServer? in
             guard (link.parameters["rel"] ?? "").split(separator: " ").contains("ice-server") else { return nil }
-            return try? ICEServer(link.target, username: link.parameters["username"], credential: link.parameters["credential"])
+            return try? ICEServer(
+                link.target, username: link.parameters["username"], credential: link.parameters["credential"])
         }
     }
 
@@ -80,8 +87,16 @@ public enum WHIP {
                         var escaped = false
                         while let character = rest.first {
                             rest = rest.dropFirst()
-                            if escaped { parameter.append(character); escaped = false } else if character == "\\" { escaped = true }
-                            else if character == "\"" { break } else { parameter.append(character) }
+                            if escaped {
+                                parameter.append(character)
+                                escaped = false
+                            } else if character == "\\" {
+                                escaped = true
+                            } else if character == "\"" {
+                                break
+                            } else {
+                                parameter.append(character)
+                            }
                         }
                     } else {
                         parameter = String(rest.prefix { $0 != ";" && $0 != "," }).trimmingCharacters(in: .whitespaces)
@@ -95,28 +110,40 @@ public enum WHIP {
         return result
     }
 
-    /// What an HTTP status other than 201 from the endpoint means, in the user's words; `final` when trying again cannot
-    /// help. `body` is the endpoint's own words (cut short). `connectedBefore`: a 409 after this stream was live once is
-    /// the endpoint still holding the session that was lost, which it lets go of in time.
-    public static func refusal(status: Int, body: String, url: String, hasToken: Bool, connectedBefore: Bool) -> WebRTCError {
+    /// What an HTTP status other than 201 from the endpoint means, in the user's words; `final` when trying again
+    /// cannot help. `body` is the endpoint's own words (cut short). `connectedBefore`: a 409 after this stream was live
+    /// once is the endpoint still holding the session that was lost, which it lets go of in time.
+    public static func refusal(status: Int, body: String, url: String, hasToken: Bool, connectedBefore: Bool)
+        -> WebRTCError
+    {
         let operation = "publish to \(url)"
         let said = body.isEmpty ? "" : " (it said: \(body))"
         switch status {
         case 401, 403:
-            let reason = hasToken ? "the WHIP endpoint refused the token (HTTP \(status)): check the key setup field"
+            let reason =
+                hasToken
+                ? "the WHIP endpoint refused the token (HTTP \(status)): check the key setup field"
                 : "the WHIP endpoint wants a token (HTTP \(status)): give it in the key setup field"
             return WebRTCError(operation, reason + said, final: true)
         case 404:
-            return WebRTCError(operation, "there is no WHIP endpoint at this URL (HTTP 404): check the URL" + said, final: true)
+            return WebRTCError(
+                operation, "there is no WHIP endpoint at this URL (HTTP 404): check the URL" + said, final: true)
         case 409:
-            return WebRTCError(operation, "the WHIP endpoint is taken by another stream (HTTP 409 Conflict)" + said, final: !connectedBefore)
+            return WebRTCError(
+                operation, "the WHIP endpoint is taken by another stream (HTTP 409 Conflict)" + said,
+                final: !connectedBefore)
         case 400, 406, 415, 422:
-            return WebRTCError(operation, "the WHIP endpoint refused the offer (HTTP \(status)); it may not take H.264 (constrained " +
-                               "baseline) or Opus" + said, final: true)
+            return WebRTCError(
+                operation,
+                "the WHIP endpoint refused the offer (HTTP \(status)); it may not take H.264 (constrained "
+                    + "baseline) or Opus" + said, final: true)
         case 405:
-            return WebRTCError(operation, "this URL takes no WHIP offers (HTTP 405): check that it is the WHIP endpoint" + said, final: true)
+            return WebRTCError(
+                operation, "this URL takes no WHIP offers (HTTP 405): check that it is the WHIP endpoint" + said,
+                final: true)
         case 300..<400:
-            return WebRTCError(operation, "the WHIP endpoint redirected (HTTP \(status)) without a Location to go to" + said)
+            return WebRTCError(
+                operation, "the WHIP endpoint redirected (HTTP \(status)) without a Location to go to" + said)
         default:
             return WebRTCError(operation, "the WHIP endpoint answered HTTP \(status)" + said)
         }
@@ -153,12 +180,14 @@ public struct ICEServer: Equatable, Sendable {
         if rest.hasPrefix("//") { rest = rest.dropFirst(2) }
         var transport: String?
         if let question = rest.firstIndex(of: "?") {
-            for item in rest[rest.index(after: question)...].split(separator: "&") where item.lowercased().hasPrefix("transport=") {
+            for item in rest[rest.index(after: question)...].split(separator: "&")
+            where item.lowercased().hasPrefix("transport=") {
                 transport = item.dropFirst("transport=".count).lowercased()
             }
             rest = rest[..<question]
         }
-        var user = username, password = credential
+        var user = username
+        var password = credential
         if let at = rest.lastIndex(of: "@") {
             let info = rest[..<at]
             let parts = info.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
@@ -176,8 +205,12 @@ public struct ICEServer: Equatable, Sendable {
             host = String(rest[..<portColon])
         }
         guard !host.isEmpty, !host.contains("/") else { throw WebRTCError(operation, "it names no host") }
-        if transport != nil && transport != "udp" && transport != "tcp" { throw WebRTCError(operation, "transport is udp or tcp") }
-        if kind != .stun && (user ?? "").isEmpty { throw WebRTCError(operation, "a TURN server needs a username and a password") }
+        if transport != nil && transport != "udp" && transport != "tcp" {
+            throw WebRTCError(operation, "transport is udp or tcp")
+        }
+        if kind != .stun && (user ?? "").isEmpty {
+            throw WebRTCError(operation, "a TURN server needs a username and a password")
+        }
         self.kind = kind
         self.host = host
         self.port = port
@@ -190,8 +223,10 @@ public struct ICEServer: Equatable, Sendable {
     /// `turn(s)://USER:PASSWORD@HOST:PORT[?transport=…]`, the credentials percent-encoded.
     public var webrtcbinURI: String {
         func encoded(_ text: String) -> String {
-            text.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn:
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? text
+            text.addingPercentEncoding(
+                withAllowedCharacters: CharacterSet(
+                    charactersIn:
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? text
         }
         let credentials = kind == .stun ? "" : encoded(username ?? "") + ":" + encoded(credential ?? "") + "@"
         return "\(kind.rawValue)://\(credentials)\(host):\(port)" + (transport.map { "?transport=\($0)" } ?? "")

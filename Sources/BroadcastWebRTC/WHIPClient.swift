@@ -34,16 +34,20 @@ public final class WHIPClient: Sendable {
     public func post(offer: String, connectedBefore: Bool) throws(WebRTCError) -> WHIPAnswer {
         let response = try perform(method: "POST", url: url, body: offer, timeout: 10)
         guard response.status == 201 || response.status == 200 else {
-            throw WHIP.refusal(status: response.status, body: WHIP.excerpt(response.body), url: displayURL,
-                               hasToken: token != nil, connectedBefore: connectedBefore)
+            throw WHIP.refusal(
+                status: response.status, body: WHIP.excerpt(response.body), url: displayURL,
+                hasToken: token != nil, connectedBefore: connectedBefore)
         }
         let type = response.header("content-type")?.lowercased() ?? ""
         let sdp = String(decoding: response.body, as: UTF8.self)
         guard type.hasPrefix("application/sdp") || sdp.hasPrefix("v=0") else {
-            throw WebRTCError("publish to \(displayURL)", "the WHIP endpoint answered \(type.isEmpty ? "no content type" : type), not an SDP answer")
+            throw WebRTCError(
+                "publish to \(displayURL)",
+                "the WHIP endpoint answered \(type.isEmpty ? "no content type" : type), not an SDP answer")
         }
         let location = response.header("location").flatMap { WHIP.resolve($0, against: response.finalURL) }
-        return WHIPAnswer(sdp: sdp, location: location, iceServers: WHIP.iceServers(fromLinks: response.headers("link")))
+        return WHIPAnswer(
+            sdp: sdp, location: location, iceServers: WHIP.iceServers(fromLinks: response.headers("link")))
     }
 
     /// Ends the session at `location` (DELETE); nil when it went, else why not (in words, for a log).
@@ -78,14 +82,19 @@ public final class WHIPClient: Sendable {
                 return
             }
             guard let colon = line.firstIndex(of: ":"), fields.count < WHIPClient.maxHeaders else { return }
-            fields.append((line[..<colon].trimmingCharacters(in: .whitespaces).lowercased(),
-                           line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)))
+            fields.append(
+                (
+                    line[..<colon].trimmingCharacters(in: .whitespaces).lowercased(),
+                    line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+                ))
         }
     }
 
     private func perform(method: String, url: String, body: String?, timeout: Int) throws(WebRTCError) -> Response {
         let operation = "publish to \(displayURL)"
-        guard Self.initialized, let curl = curl_easy_init() else { throw WebRTCError(operation, "libcurl could not be initialised") }
+        guard Self.initialized, let curl = curl_easy_init() else {
+            throw WebRTCError(operation, "libcurl could not be initialised")
+        }
         defer { curl_easy_cleanup(curl) }
         var headers: UnsafeMutablePointer<curl_slist>?
         var lines = body == nil ? [] : ["Content-Type: application/sdp", "Accept: application/sdp"]
@@ -104,7 +113,8 @@ public final class WHIPClient: Sendable {
             _ = ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 5)
             // A 301/302/303 redirects the POST as a POST (RFC 9725 redirects with 307, which curl keeps anyway); the
             // token goes along, to where the endpoint itself sent us (over HTTPS only, for whips://).
-            _ = ccurl_setopt_long(curl, CURLOPT_POSTREDIR, Int(CURL_REDIR_POST_301 | CURL_REDIR_POST_302 | CURL_REDIR_POST_303))
+            _ = ccurl_setopt_long(
+                curl, CURLOPT_POSTREDIR, Int(CURL_REDIR_POST_301 | CURL_REDIR_POST_302 | CURL_REDIR_POST_303))
             _ = ccurl_setopt_long(curl, CURLOPT_UNRESTRICTED_AUTH, 1)
             if let body {
                 _ = ccurl_setopt_string(curl, CURLOPT_COPYPOSTFIELDS, body)
@@ -130,7 +140,7 @@ public final class WHIPClient: Sendable {
                 let gathered = Unmanaged<Gathered>.fromOpaque(context!).takeUnretainedValue()
                 guard let data, gathered.body.count + length <= WHIPClient.maxBody else {
                     gathered.tooLarge = true
-                    return 0 // ends the transfer
+                    return 0  // ends the transfer
                 }
                 gathered.body += UnsafeRawBufferPointer(start: data, count: length)
                 return length
@@ -138,18 +148,25 @@ public final class WHIPClient: Sendable {
             return curl_easy_perform(curl)
         }
         let result = gathered.takeUnretainedValue()
-        if result.tooLarge { throw WebRTCError(operation, "the WHIP endpoint's answer is larger than \(Self.maxBody >> 10) KiB") }
+        if result.tooLarge {
+            throw WebRTCError(operation, "the WHIP endpoint's answer is larger than \(Self.maxBody >> 10) KiB")
+        }
         guard code == CURLE_OK else {
             let detail = String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-            let final = [CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE,
-                         CURLE_TOO_MANY_REDIRECTS].contains(code)
+            let final = [
+                CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT, CURLE_PEER_FAILED_VERIFICATION,
+                CURLE_SSL_CACERT_BADFILE,
+                CURLE_TOO_MANY_REDIRECTS,
+            ].contains(code)
             throw WebRTCError(operation, "cannot reach the WHIP endpoint: \(reason)", final: final)
         }
         var status = 0
         _ = ccurl_response_code(curl, &status)
         var effective: UnsafeMutablePointer<CChar>?
         _ = ccurl_info_string(curl, CURLINFO_EFFECTIVE_URL, &effective)
-        return Response(status: status, finalURL: effective.map { String(cString: $0) } ?? url, fields: result.fields, body: result.body)
+        return Response(
+            status: status, finalURL: effective.map { String(cString: $0) } ?? url, fields: result.fields,
+            body: result.body)
     }
 }

@@ -3,12 +3,13 @@ import Foundation
 
 /// One WebRTC send-only peer connection, all of it GStreamer's: webrtcbin (ICE through libnice, DTLS-SRTP, RTP and RTCP
 /// in one BUNDLEd transport) fed through appsrc with already encoded H.264 (Annex B access units, payloaded by
-/// rtph264pay with packetization-mode 1) and Opus packets. The offer is made once ICE gathering is complete (no trickle);
-/// the receiver's RTCP is read as it comes (`ReceiverFeedback`): keyframe requests go to `keyframeRequested` at once, and
-/// its reports tell loss, and that it is still there.
+/// rtph264pay with packetization-mode 1) and Opus packets. The offer is made once ICE gathering is complete (no
+/// trickle); the receiver's RTCP is read as it comes (`ReceiverFeedback`): keyframe requests go to
+/// `keyframeRequested` at once, and its reports tell loss, and that it is still there.
 public final class WebRTCPeer: @unchecked Sendable {
     public struct Configuration: Sendable {
-        /// H.264's profile-level-id as the SDP gives it (the encoder's SPS: "42c01f" is constrained baseline, level 3.1).
+        /// H.264's profile-level-id as the SDP gives it (the encoder's SPS: "42c01f" is constrained baseline,
+        /// level 3.1).
         public var profileLevelID: String
         public var audio: Bool
         public var iceServers: [ICEServer]
@@ -43,7 +44,8 @@ public final class WebRTCPeer: @unchecked Sendable {
 
     public init(_ configuration: Configuration) throws(WebRTCError) {
         try GStreamer.start()
-        let videoSSRC = UInt32.random(in: 1...UInt32.max), audioSSRC = UInt32.random(in: 1...UInt32.max)
+        let videoSSRC = UInt32.random(in: 1...UInt32.max)
+        let audioSSRC = UInt32.random(in: 1...UInt32.max)
         feedback = ReceiverFeedback(videoSSRC: videoSSRC, audioSSRC: audioSSRC)
         // MTU 1200: room for TURN and VPN headers on any path.
         var description = """
@@ -51,15 +53,17 @@ public final class WebRTCPeer: @unchecked Sendable {
             appsrc name=video is-live=true format=time max-bytes=4000000 \
               caps=video/x-h264,stream-format=byte-stream,alignment=au \
             ! h264parse ! rtph264pay pt=96 ssrc=\(videoSSRC) mtu=1200 aggregate-mode=zero-latency \
-            ! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000,packetization-mode=(string)1,\
-            profile-level-id=(string)\(configuration.profileLevelID),level-asymmetry-allowed=(string)1 ! webrtc.
+            ! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000,\
+            packetization-mode=(string)1,profile-level-id=(string)\(configuration.profileLevelID),\
+            level-asymmetry-allowed=(string)1 ! webrtc.
             """
         if configuration.audio {
             description += """
                  appsrc name=audio is-live=true format=time max-bytes=400000 \
                   caps=audio/x-opus,channel-mapping-family=0,channels=2,rate=48000 \
                 ! rtpopuspay pt=111 ssrc=\(audioSSRC) mtu=1200 \
-                ! application/x-rtp,media=audio,encoding-name=OPUS,payload=111,clock-rate=48000,encoding-params=(string)2 ! webrtc.
+                ! application/x-rtp,media=audio,encoding-name=OPUS,payload=111,clock-rate=48000,\
+                encoding-params=(string)2 ! webrtc.
                 """
         }
         var error: UnsafeMutablePointer<GError>?
@@ -103,16 +107,22 @@ public final class WebRTCPeer: @unchecked Sendable {
         let reply = try call("create the offer") { cgst_webrtc_create_offer(webrtc, $0) }
         defer { gst_promise_unref(reply.promise) }
         guard let offer = cgst_reply_description(reply.structure, "offer") else {
-            throw WebRTCError("create the offer", GStreamer.take(cgst_reply_error(reply.structure)) ?? "webrtcbin made none")
+            throw WebRTCError(
+                "create the offer", GStreamer.take(cgst_reply_error(reply.structure)) ?? "webrtcbin made none")
         }
         defer { gst_webrtc_session_description_free(offer) }
         try set(offer, local: true)
         let deadline = Self.now() + gatheringTimeout
-        while cgst_get_int(webrtc, "ice-gathering-state") != Int32(GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE.rawValue) && Self.now() < deadline {
+        while cgst_get_int(webrtc, "ice-gathering-state") != Int32(GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE.rawValue)
+            && Self.now() < deadline
+        {
             usleep(10_000)
         }
-        guard let local = cgst_get_object(webrtc, "local-description")?.assumingMemoryBound(to: GstWebRTCSessionDescription.self),
-              let text = GStreamer.take(gst_sdp_message_as_text(local.pointee.sdp)) else {
+        guard
+            let local = cgst_get_object(webrtc, "local-description")?.assumingMemoryBound(
+                to: GstWebRTCSessionDescription.self),
+            let text = GStreamer.take(gst_sdp_message_as_text(local.pointee.sdp))
+        else {
             throw WebRTCError("create the offer", "webrtcbin has no local description")
         }
         gst_webrtc_session_description_free(local)
@@ -128,11 +138,14 @@ public final class WebRTCPeer: @unchecked Sendable {
         var warning: String?
         for index in 0..<gst_sdp_message_medias_len(message) {
             guard let media = gst_sdp_message_get_media(message, index), gst_sdp_media_get_port(media) == 0,
-                  gst_sdp_media_get_attribute_val(media, "bundle-only") == nil else { continue }
+                gst_sdp_media_get_attribute_val(media, "bundle-only") == nil
+            else { continue }
             let kind = String(cString: gst_sdp_media_get_media(media))
             if kind == "video" {
                 gst_sdp_message_free(message)
-                throw WebRTCError("take the WHIP endpoint's answer", "it refused the video (H.264, constrained baseline)", final: true)
+                throw WebRTCError(
+                    "take the WHIP endpoint's answer", "it refused the video (H.264, constrained baseline)", final: true
+                )
             }
             warning = "the WHIP endpoint refused the \(kind) (Opus): the stream goes on without it"
         }
@@ -148,10 +161,12 @@ public final class WebRTCPeer: @unchecked Sendable {
             let state = cgst_get_int(webrtc, "connection-state")
             if state == Int32(GST_WEBRTC_PEER_CONNECTION_STATE_CONNECTED.rawValue) { break }
             if state == Int32(GST_WEBRTC_PEER_CONNECTION_STATE_FAILED.rawValue) {
-                throw WebRTCError("connect", "ICE or DTLS failed: no path to the media server (a firewall? give a turn server)")
+                throw WebRTCError(
+                    "connect", "ICE or DTLS failed: no path to the media server (a firewall? give a turn server)")
             }
             guard Self.now() < deadline else {
-                throw WebRTCError("connect", "ICE and DTLS did not connect within \(Int(timeout)) s (a firewall? give a turn server)")
+                throw WebRTCError(
+                    "connect", "ICE and DTLS did not connect within \(Int(timeout)) s (a firewall? give a turn server)")
             }
             usleep(10_000)
         }
@@ -162,13 +177,16 @@ public final class WebRTCPeer: @unchecked Sendable {
         connectedAt = Self.now()
         guard let rtpbin, let session = cgst_rtpbin_session(rtpbin, 0) else { return }
         self.session = session
-        let callback: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<GstBuffer>?, UnsafeMutableRawPointer?) -> Void = {
-            _, buffer, context in
-            guard let buffer, let context else { return }
-            Unmanaged<WebRTCPeer>.fromOpaque(context).takeUnretainedValue().receivedRTCP(buffer)
-        }
-        rtcpHandler = cgst_connect(session, "on-receiving-rtcp", unsafeBitCast(callback, to: GCallback.self),
-                                   Unmanaged.passUnretained(self).toOpaque())
+        let callback:
+            @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<GstBuffer>?, UnsafeMutableRawPointer?) ->
+                Void = {
+                    _, buffer, context in
+                    guard let buffer, let context else { return }
+                    Unmanaged<WebRTCPeer>.fromOpaque(context).takeUnretainedValue().receivedRTCP(buffer)
+                }
+        rtcpHandler = cgst_connect(
+            session, "on-receiving-rtcp", unsafeBitCast(callback, to: GCallback.self),
+            Unmanaged.passUnretained(self).toOpaque())
     }
 
     private func receivedRTCP(_ buffer: UnsafeMutablePointer<GstBuffer>) {
@@ -191,8 +209,11 @@ public final class WebRTCPeer: @unchecked Sendable {
         lastSent = now
         lock.unlock()
         let buffer = cgst_buffer(base, gsize(data.count), GstClockTime(pts), keyframe ? 1 : 0)
-        let flow = gst_app_src_push_buffer(UnsafeMutableRawPointer(source).assumingMemoryBound(to: GstAppSrc.self), buffer)
-        guard flow == GST_FLOW_OK else { throw WebRTCError("send", busError() ?? "GStreamer refused the packet (flow \(flow.rawValue))") }
+        let flow = gst_app_src_push_buffer(
+            UnsafeMutableRawPointer(source).assumingMemoryBound(to: GstAppSrc.self), buffer)
+        guard flow == GST_FLOW_OK else {
+            throw WebRTCError("send", busError() ?? "GStreamer refused the packet (flow \(flow.rawValue))")
+        }
     }
 
     /// Why the connection no longer carries the stream, or nil while it does: ICE or DTLS failed, GStreamer reported an
@@ -201,7 +222,9 @@ public final class WebRTCPeer: @unchecked Sendable {
     public func failure(silence: Double) -> String? {
         if let error = busError() { return error }
         let ice = cgst_get_int(webrtc, "ice-connection-state")
-        if ice == Int32(GST_WEBRTC_ICE_CONNECTION_STATE_FAILED.rawValue) { return "ICE failed: the media server is no longer reachable" }
+        if ice == Int32(GST_WEBRTC_ICE_CONNECTION_STATE_FAILED.rawValue) {
+            return "ICE failed: the media server is no longer reachable"
+        }
         if cgst_get_int(webrtc, "connection-state") == Int32(GST_WEBRTC_PEER_CONNECTION_STATE_FAILED.rawValue) {
             return "the connection failed"
         }
@@ -210,7 +233,9 @@ public final class WebRTCPeer: @unchecked Sendable {
         let now = Self.now()
         if let last = feedback.lastReport {
             let limit = min(max(silence, 3 * feedback.longestGap), 4 * silence)
-            if now - max(last, sendingSince) > limit { return "the media server sent no receiver reports for \(Int(now - last)) s: it is gone" }
+            if now - max(last, sendingSince) > limit {
+                return "the media server sent no receiver reports for \(Int(now - last)) s: it is gone"
+            }
         } else if let connectedAt, now - max(connectedAt, sendingSince) > 3 * silence {
             return "the media server sent no receiver reports in \(Int(now - connectedAt)) s since it connected"
         }
@@ -250,8 +275,9 @@ public final class WebRTCPeer: @unchecked Sendable {
         guard let stats = reply.structure else { return }
         for index in 0..<gst_structure_n_fields(stats) {
             guard let name = gst_structure_nth_field_name(stats, UInt32(index)),
-                  let entry = cgst_value_structure(gst_structure_get_value(stats, name)),
-                  gst_structure_has_name(entry, "remote-inbound-rtp") != 0 else { continue }
+                let entry = cgst_value_structure(gst_structure_get_value(stats, name)),
+                gst_structure_has_name(entry, "remote-inbound-rtp") != 0
+            else { continue }
             var seconds = 0.0
             if gst_structure_get_double(entry, "round-trip-time", &seconds) != 0, seconds > 0 {
                 lock.lock()
@@ -283,7 +309,9 @@ public final class WebRTCPeer: @unchecked Sendable {
     }
 
     /// Emits an action signal that answers through a promise, and waits (webrtcbin answers each in a few ms).
-    private func call(_ operation: String, _ emit: (UnsafeMutablePointer<GstPromise>) -> Void) throws(WebRTCError) -> Reply {
+    private func call(_ operation: String, _ emit: (UnsafeMutablePointer<GstPromise>) -> Void) throws(WebRTCError)
+        -> Reply
+    {
         guard let promise = gst_promise_new() else { throw WebRTCError(operation, "out of memory") }
         emit(promise)
         guard gst_promise_wait(promise) == GST_PROMISE_RESULT_REPLIED else {
@@ -293,12 +321,16 @@ public final class WebRTCPeer: @unchecked Sendable {
         return Reply(promise: promise, structure: gst_promise_get_reply(promise))
     }
 
-    private func set(_ description: UnsafeMutablePointer<GstWebRTCSessionDescription>?, local: Bool, free: Bool = false) throws(WebRTCError) {
+    private func set(_ description: UnsafeMutablePointer<GstWebRTCSessionDescription>?, local: Bool, free: Bool = false)
+        throws(WebRTCError)
+    {
         defer { if free, let description { gst_webrtc_session_description_free(description) } }
         let operation = local ? "use the offer" : "use the WHIP endpoint's answer"
         let reply = try call(operation) { cgst_webrtc_set_description(webrtc, local ? 1 : 0, description, $0) }
         defer { gst_promise_unref(reply.promise) }
-        if let error = GStreamer.take(cgst_reply_error(reply.structure)) { throw WebRTCError(operation, error, final: !local) }
+        if let error = GStreamer.take(cgst_reply_error(reply.structure)) {
+            throw WebRTCError(operation, error, final: !local)
+        }
     }
 
     /// The first error GStreamer posted since the last call, in words.
