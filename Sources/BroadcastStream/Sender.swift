@@ -204,7 +204,10 @@ final class Sender: PacketSink, @unchecked Sendable {
                     let since = failingSince ?? Date()
                     failingSince = since
                     let waited = Date().timeIntervalSince(since)
-                    if refused == nil { logger.warning("stream: \(error) (retrying for \(Int(max(0, options.reconnectFor - waited))) s more)") }
+                    if refused == nil {
+                        let left = Int(max(0, options.reconnectFor - waited))
+                        logger.warning("stream: \(error) (retrying for \(left) s more)")
+                    }
                     condition.lock()
                     figures.connected = false
                     figures.lastError = "\(error)"
@@ -318,12 +321,14 @@ final class Sender: PacketSink, @unchecked Sendable {
         return finishing
     }
 
-    /// A new connection: the muxer (or WHIP session), and for SRT the libsrt connection under it (which must outlive it).
-    /// `connectedBefore`: this destination was live once (a WHIP endpoint's 409 is then the lost session it still holds).
+    /// A new connection: the muxer (or WHIP session), and for SRT the libsrt connection under it (which must outlive
+    /// it). `connectedBefore`: this destination was live once (a WHIP endpoint's 409 is then the lost session it still
+    /// holds).
     private func connect(connectedBefore: Bool) throws -> (muxer: StreamOutput, srt: SRTConnection?) {
         guard let container = destination.container else {
-            let output = try WHIPOutput(destination, encoders: encoders, iceServers: options.iceServers, learned: &learnedICEServers,
-                                        connectedBefore: connectedBefore, keyframeRequested: { [weak self] in
+            let output = try WHIPOutput(destination, encoders: encoders, iceServers: options.iceServers,
+                                        learned: &learnedICEServers, connectedBefore: connectedBefore,
+                                        keyframeRequested: { [weak self] in
                 self?.keyframeRequestedByReceiver()
             }, logger: logger)
             return (output, nil)

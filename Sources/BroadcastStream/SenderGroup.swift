@@ -49,7 +49,8 @@ public final class SenderGroup: PacketSink {
     }
 
     /// Hands `packet` to `senders`, the last one taking its data.
-    private func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational, to senders: [Sender]) throws(MediaError) {
+    private func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational,
+                       to senders: [Sender]) throws(MediaError) {
         for sender in senders.dropLast() {
             guard let copy = av_packet_clone(packet) else { throw MediaError("queue a packet", "out of memory") }
             defer { var owned: UnsafeMutablePointer<AVPacket>? = copy; av_packet_free(&owned) }
@@ -102,8 +103,8 @@ public final class SenderGroup: PacketSink {
         var figures: [Sender.Figures]
         /// kbit/s sent to each destination since the last report.
         var bitRates: [Double]
-        /// The queue fill, whether it dropped, and the loss its receiver reported (WebRTC, 0...1), of the destination the
-        /// bit rate follows.
+        /// The queue fill, whether it dropped, and the loss its receiver reported (WebRTC, 0...1), of the destination
+        /// the bit rate follows.
         var fill: Double
         var dropped: Bool
         var loss: Double
@@ -122,8 +123,8 @@ public final class SenderGroup: PacketSink {
         }
         let alive = figures.indices.filter { figures[$0].failure == nil }
         let losses = figures.map { ($0.webrtc?.lossPercent ?? 0) / 100 }
-        let healthiest = Self.healthiest(figures.map { DestinationState(failed: $0.failure != nil, connected: $0.connected) },
-                                         fills: zip(fills, losses).map { Self.congestion(fill: $0, loss: $1) })
+        let states = figures.map { DestinationState(failed: $0.failure != nil, connected: $0.connected) }
+        let healthiest = Self.healthiest(states, fills: zip(fills, losses).map { Self.congestion(fill: $0, loss: $1) })
         var report = Report(figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
                             dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false,
                             loss: healthiest.map { losses[$0] } ?? 0)
@@ -145,8 +146,8 @@ public final class SenderGroup: PacketSink {
         }
     }
 
-    /// How congested a destination is, 0...1: its queue's fill, or the loss its receiver reports, 10 % counting as a queue
-    /// half full (where `BitRateController` lowers the rate).
+    /// How congested a destination is, 0...1: its queue's fill, or the loss its receiver reports, 10 % counting as a
+    /// queue half full (where `BitRateController` lowers the rate).
     public static func congestion(fill: Double, loss: Double) -> Double { max(fill, min(1, loss * 5)) }
 
     /// The destination the bit rate follows: of those not given up on, the connected one least congested (`fills`,
@@ -158,11 +159,11 @@ public final class SenderGroup: PacketSink {
         return (connected.isEmpty ? alive : connected).min { fills[$0] < fills[$1] }
     }
 
-    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT, libsrt's
-    /// round-trip time, lost and retransmitted packets (and for the first destination its dropped packets, the link's
-    /// estimated bandwidth and the sending rate); for WebRTC, the round-trip time, lost packets and the loss of the last
-    /// second from the receiver's reports (and for the first destination the keyframes and retransmissions it asked
-    /// for and its bandwidth estimate).
+    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT,
+    /// libsrt's round-trip time, lost and retransmitted packets (and for the first destination its dropped packets, the
+    /// link's estimated bandwidth and the sending rate); for WebRTC, the round-trip time, lost packets and the loss of
+    /// the last second from the receiver's reports (and for the first destination the keyframes and retransmissions it
+    /// asked for and its bandwidth estimate).
     static func info(_ sender: Sender, _ f: Sender.Figures, bitRate: Double, prefix: String) -> [String: JSONValue] {
         var info: [String: JSONValue] = [
             "bitRate": .number(bitRate), "queueMs": .number(Double(f.queueMs)),

@@ -157,7 +157,8 @@ public final class StreamHandler: BroadcastSampleHandler {
             if let change, let video {
                 video.setVideoBitRate(change)
                 let loss = report.loss > 0 ? ", \(Int(report.loss * 100))% lost" : ""
-                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(Int(report.fill * 100))% full\(loss))")
+                let fill = Int(report.fill * 100)
+                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(fill)% full\(loss))")
             }
         }
         var info: [String: JSONValue] = [

@@ -32,7 +32,8 @@ public struct StreamDestination: Equatable, Sendable {
     public var format: String { container?.rawValue ?? "WebRTC" }
 
     /// `url` as a destination; `key` (the primary URL's stream key) goes into SRT's streamid, onto RTMP's path, or is
-    /// WHIP's bearer token. In `also`, the stream keys are in the URLs themselves. `displayURL` hides them (`SecretURL`).
+    /// WHIP's bearer token. In `also`, the stream keys are in the URLs themselves. `displayURL` hides them
+    /// (`SecretURL`).
     init(_ url: String, key: String?) throws(StreamError) {
         let usage = "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8, " +
             "http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH"
@@ -118,8 +119,8 @@ public struct StreamOptions: Equatable, Sendable {
 
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
         guard let url, !url.isEmpty else {
-            throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, hls:///DIR/index.m3u8, " +
-                              "http(s)://HOST/PATH/index.m3u8 or whips://HOST/PATH")
+            throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, " +
+                              "hls:///DIR/index.m3u8, http(s)://HOST/PATH/index.m3u8 or whips://HOST/PATH")
         }
         let key = setupInfo["key"].flatMap { $0.isEmpty ? nil : $0 }
         var destinations = [try StreamDestination(url, key: key)]
@@ -150,7 +151,8 @@ public struct StreamOptions: Equatable, Sendable {
         for destination in destinations where !(destination.container?.carries(videoCodec) ?? (videoCodec == .h264)) {
             switch destination.container {
             case nil:
-                throw StreamError("codec \(videoCodec.rawValue): WebRTC (WHIP) is sent as H.264, which every browser takes; use h264")
+                throw StreamError("codec \(videoCodec.rawValue): WebRTC (WHIP) is sent as H.264, which every " +
+                                  "browser takes; use h264")
             case .flv:
                 throw StreamError("codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://")
             case .hls:
@@ -170,19 +172,21 @@ public struct StreamOptions: Equatable, Sendable {
         case "none": audio = []
         case let other: throw StreamError("audio '\(other)': app, mic, 'app,mic' or none")
         }
-        // Opus where every destination is SRT or WebRTC (which carries nothing else), or with WebRTC; else AAC as soon as
-        // one is RTMP or HLS (what every player takes).
+        // Opus where every destination is SRT or WebRTC (which carries nothing else), or with WebRTC; else AAC as soon
+        // as one is RTMP or HLS (what every player takes).
         let allOpus = destinations.allSatisfy { $0.container == .mpegts || $0.isWebRTC }
-        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (!hasRTMP && (allOpus || hasWebRTC) ? "opus" : "aac")).lowercased()
+        let defaultCodec = !hasRTMP && (allOpus || hasWebRTC) ? "opus" : "aac"
+        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultCodec).lowercased()
         switch (codec, hasRTMP) {
         case ("aac", _) where hasWebRTC && !hasRTMP && !audio.isEmpty:
             throw StreamError("audioCodec aac: WebRTC (WHIP) carries Opus; use opus")
         case ("aac", _) where hasWebRTC && !audio.isEmpty, ("opus", true) where hasWebRTC && !audio.isEmpty:
-            throw StreamError("WHIP and RTMP in one broadcast: WebRTC carries Opus and RTMP AAC only, and one audio encode " +
-                              "feeds both; stream to them in two broadcasts, or with audio=none")
+            throw StreamError("WHIP and RTMP in one broadcast: WebRTC carries Opus and RTMP AAC only, and one " +
+                              "audio encode feeds both; stream to them in two broadcasts, or with audio=none")
         case ("aac", _): audioCodec = "aac"
         case ("opus", false): audioCodec = "libopus"
-        case ("opus", true): throw StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")
+        case ("opus", true):
+            throw StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")
         default: throw StreamError("audioCodec '\(codec)': aac or opus")
         }
         audioBitRate = Int(try number("audioBitRate", 128, 16...512))
@@ -210,11 +214,14 @@ public struct StreamOptions: Equatable, Sendable {
     static func iceServers(_ setupInfo: [String: String]) throws(StreamError) -> [ICEServer] {
         var servers: [ICEServer] = []
         for (field, kinds) in [("stun", [ICEServer.Kind.stun]), ("turn", [.turn, .turns])] {
-            let values = (setupInfo[field] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let values = (setupInfo[field] ?? "").split(separator: ",")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             for value in values {
                 do throws(WebRTCError) {
                     let server = try ICEServer(value)
-                    guard kinds.contains(server.kind) else { throw WebRTCError("", "the \(field) field takes \(field) servers") }
+                    guard kinds.contains(server.kind) else {
+                        throw WebRTCError("", "the \(field) field takes \(field) servers")
+                    }
                     servers.append(server)
                 } catch {
                     throw StreamError("\(field) '\(SecretURL.masked(value))': \(error.reason)")

@@ -12,8 +12,12 @@
 static inline void cgst_set_string(gpointer object, const char *name, const char *value) {
     g_object_set(object, name, value, NULL);
 }
-static inline void cgst_set_int(gpointer object, const char *name, gint value) { g_object_set(object, name, value, NULL); }
-static inline void cgst_set_uint(gpointer object, const char *name, guint value) { g_object_set(object, name, value, NULL); }
+static inline void cgst_set_int(gpointer object, const char *name, gint value) {
+    g_object_set(object, name, value, NULL);
+}
+static inline void cgst_set_uint(gpointer object, const char *name, guint value) {
+    g_object_set(object, name, value, NULL);
+}
 static inline void cgst_set_uint64(gpointer object, const char *name, guint64 value) {
     g_object_set(object, name, value, NULL);
 }
@@ -45,8 +49,8 @@ static inline gulong cgst_connect(gpointer instance, const char *signal, GCallba
 static inline void cgst_webrtc_create_offer(GstElement *webrtc, GstPromise *promise) {
     g_signal_emit_by_name(webrtc, "create-offer", NULL, promise);
 }
-static inline void cgst_webrtc_set_description(GstElement *webrtc, gboolean local, GstWebRTCSessionDescription *description,
-                                               GstPromise *promise) {
+static inline void cgst_webrtc_set_description(GstElement *webrtc, gboolean local,
+                                               GstWebRTCSessionDescription *description, GstPromise *promise) {
     g_signal_emit_by_name(webrtc, local ? "set-local-description" : "set-remote-description", description, promise);
 }
 static inline void cgst_webrtc_get_stats(GstElement *webrtc, GstPromise *promise) {
@@ -72,7 +76,9 @@ static inline GObject *cgst_rtpbin_session(GstElement *rtpbin, guint id) {
 /// The session description in a promise's reply (`offer`), a copy the caller frees; NULL when it has none.
 static inline GstWebRTCSessionDescription *cgst_reply_description(const GstStructure *reply, const char *field) {
     GstWebRTCSessionDescription *description = NULL;
-    if (!reply || !gst_structure_get(reply, field, GST_TYPE_WEBRTC_SESSION_DESCRIPTION, &description, NULL)) return NULL;
+    if (!reply || !gst_structure_get(reply, field, GST_TYPE_WEBRTC_SESSION_DESCRIPTION, &description, NULL)) {
+        return NULL;
+    }
     return description;
 }
 /// The error in a promise's reply, as webrtcbin puts it there; NULL when it has none.

@@ -61,7 +61,8 @@ struct Stream: ParsableCommand {
               broadcastctl stream hls:///var/www/live/index.m3u8
             """)
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "Where to stream: srt://, rtmp[s]://, whip[s]://, hls:/// or http[s]:// (see `broadcastctl handlers`).")
+    @Argument(help: ArgumentHelp("Where to stream: srt://, rtmp[s]://, whip[s]://, hls:/// or http[s]:// " +
+                                 "(see `broadcastctl handlers`)."))
     var url: String
     @Option(name: .customLong("set"),
             help: ArgumentHelp("A setting of the stream handler (see `broadcastctl handlers`); repeatable.",
