@@ -256,9 +256,9 @@ def report_whip(results, doc):
     lat = {tool: [float(x) for r in rows if r["tool"] == tool for x in r["latencies"].split(",") if x and x != "-"]
            for tool in ("whip", "ours")}
     missed = {tool: sum(int(r["missed"]) for r in rows if r["tool"] == tool) for tool in lat}
-    per_run = {tool: ", ".join("%.0f" % statistics.median([float(x) for x in r["latencies"].split(",") if x and x != "-"]
-                                                          or [float("nan")]) for r in rows if r["tool"] == tool)
-               for tool in lat}
+    def run_median(r):
+        return statistics.median([float(x) for x in r["latencies"].split(",") if x and x != "-"] or [float("nan")])
+    per_run = {tool: ", ".join("%.0f" % run_median(r) for r in rows if r["tool"] == tool) for tool in lat}
     med = lambda xs: statistics.median(xs) if xs else float("nan")
     g = rows[0] if rows else {}
     runs = len([r for r in rows if r["tool"] == "whip"])
@@ -269,8 +269,9 @@ def report_whip(results, doc):
 
 Taken with `BENCH_STREAM_PARTS=whip bash bench/stream.sh` on this machine (2 cores, no GPU){load}:
 the same private Xvfb at {g.get("size", "?")}, 30 fps, PipeWire tones and flashes as the SRT figures above; release
-binaries; the `stream` handler at its defaults (for WHIP: H.264 constrained baseline, Opus). The receiver is the tests' WHIP
-endpoint, `Tests/fixtures/whip_endpoint.py` on loopback: GStreamer's webrtcbin (libnice, DTLS-SRTP) answering
+binaries; the `stream` handler at its defaults (for WHIP: H.264 constrained baseline, Opus). The receiver is
+the tests' WHIP endpoint, `Tests/fixtures/whip_endpoint.py` on this machine (ICE over its own address, so
+through lo): GStreamer's webrtcbin (libnice, DTLS-SRTP) answering
 through python3-gi, decoding with openh264dec (Firefox's WebRTC decoder) to 64x36 gray, each frame stamped on
 arrival with CLOCK_MONOTONIC; its jitter buffer holds nothing (`latency=0`: each packet on as it comes, in order),
 where a browser's adapts to the network's jitter (a few ms on loopback). Beside it, interleaved run by run, ours over

@@ -119,5 +119,7 @@ for rep in $(seq "$G2G_REPEATS"); do
         simulcast ours 1 "$rep"; simulcast ours 3 "$rep"; simulcast ffmpeg 1 "$rep"; simulcast ffmpeg 3 "$rep"
     fi
 done
-if [[ " $PARTS " == *" g2g "* || " $PARTS " == *" simulcast "* ]]; then "$PY" "$TOOLS" report-g2g "$RESULTS_X" "$DOC"; fi
+if [[ " $PARTS " == *" g2g "* || " $PARTS " == *" simulcast "* ]]; then
+    "$PY" "$TOOLS" report-g2g "$RESULTS_X" "$DOC"
+fi
 if [[ " $PARTS " == *" whip "* ]]; then "$PY" "$TOOLS" report-whip "$RESULTS_X" "$DOC"; fi
