@@ -17,6 +17,15 @@ public enum Poller {
         public var writable: Bool
         /// Hang-up or error: the peer is gone.
         public var closed: Bool
+
+        public init(readable: Bool = false, writable: Bool = false, closed: Bool = false) {
+            self.readable = readable
+            self.writable = writable
+            self.closed = closed
+        }
+
+        /// Nothing happened (a wake-up that is not a descriptor's).
+        public static let none = Event()
     }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever). Returns one event per entry, in order.
