@@ -34,8 +34,10 @@ extension Integration {
             let refused = try daemon.tool("broadcastctl", command)
             #expect(refused.status == 64 && refused.stderr.contains("sizes from 1 to 32767"), "\(command): \(refused)")
         }
-        // The largest region there is is taken (clipped to the screen).
-        try controller.changeCapture(CaptureChoice(region: "0,0,32767x32767"))
+        // The largest region there is parses, and is refused for not lying within the screen; nothing changes.
+        let beyond = #expect(throws: ProtocolError.self) { try controller.changeCapture(CaptureChoice(region: "0,0,32767x32767")) }
+        #expect(beyond?.refusal?.code == .captureFailed
+                && beyond?.refusal?.message.contains("does not lie within the 640x480 screen") == true, "\(String(describing: beyond))")
         #expect(try controller.status().state == .live && isRunning(daemon.pid))
         try controller.finish(broadcast: id)
         #expect(try daemon.awaitFinish(controller, id) == nil)
