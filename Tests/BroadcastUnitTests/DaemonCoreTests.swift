@@ -212,6 +212,42 @@ import Testing
         #expect(h.notifier.lines.last == "stopping")
     }
 
+    // MARK: - Privacy on lock
+
+    /// `--on-lock pause`: locking pauses the live broadcasts (not one the user paused), a RESUME meanwhile is refused,
+    /// one that becomes ready meanwhile pauses at once, and unlocking resumes only those broadcastd paused.
+    @Test func aLockedSessionPausesLiveBroadcastsAndUnlockingResumesOnlyThose() throws {
+        let h = try CoreHarness()
+        let lock = try StandInLock()
+        h.core.sessionLock = lock
+        let controller = try h.peer(.controller)
+        let (live, liveHandler) = try h.startBroadcast(from: controller)
+        let (paused, pausedHandler) = try h.startBroadcast(from: controller)
+        #expect(try h.request(.pause, FinishRequest(broadcast: paused), from: controller).opcode == .ok)
+        try h.advance(by: Self.second, releasing: [liveHandler, pausedHandler])
+
+        lock.set(locked: true, h)
+        #expect(h.core.broadcast(live)?.phase == .paused && h.core.broadcast(paused)?.phase == .paused)
+        let statuses = try h.status(controller).broadcasts ?? []
+        #expect(statuses.allSatisfy { $0.sessionLocked == true })
+        #expect(statuses.first { $0.broadcast == live }?.pausedForLock == true)
+        #expect(statuses.first { $0.broadcast == paused }?.pausedForLock == nil)
+        let refused = try h.request(.resume, FinishRequest(broadcast: live), from: controller)
+        let refusal = try refused.decode(BroadcastError.self)
+        #expect(refused.opcode == .error && refusal.code == .busy && refusal.message.hasPrefix("the session is locked"))
+        #expect(h.notifier.lines.last?.contains("paused (the session is locked): broadcast \(live) to stand-in") == true)
+        // One started while locked pauses as it becomes ready, and is resumed with the others.
+        let (later, laterHandler) = try h.startBroadcast(from: controller, ready: false)
+        try h.send(.json(.ready, seq: 2, Empty()), from: laterHandler.peer)
+        #expect(h.core.broadcast(later)?.phase == .paused)
+        #expect(try h.status(controller).broadcasts?.first { $0.broadcast == later }?.pausedForLock == true)
+
+        lock.set(locked: false, h)
+        #expect(h.core.broadcast(live)?.phase == .live && h.core.broadcast(later)?.phase == .live)
+        #expect(h.core.broadcast(paused)?.phase == .paused)
+        #expect(try h.status(controller).broadcasts?.allSatisfy { $0.sessionLocked == nil } == true)
+    }
+
     // MARK: - Commands
 
     /// A command the handler never answers: the controller gets `command-timeout` after 10 s, a second command on the
@@ -317,5 +353,23 @@ import Testing
         #expect(try h.status(controller).state == .idle)
         #expect(throws: ProtocolError.closed) { try silent[0].connection.receive(timeoutMilliseconds: 0) }
         #expect(h.core.peers.sessions.count == 64 && silent.dropFirst().allSatisfy { h.core.peers.sessions[$0.session.id] != nil })
+    }
+}
+
+/// The desktop session's lock as the test sets it.
+final class StandInLock: SessionLockSignal {
+    let changed: Wakeup
+    private(set) var locked = false
+
+    init() throws {
+        changed = try Wakeup()
+    }
+
+    /// Locks or unlocks, and lets the core see it, as the loop would when the watcher's descriptor became readable.
+    func set(locked: Bool, _ h: CoreHarness) {
+        self.locked = locked
+        changed.signal()
+        h.core.handle(.sessionLock, Poller.Event(readable: true), now: h.clock.now())
+        h.endTurn()
     }
 }
