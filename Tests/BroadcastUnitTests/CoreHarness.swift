@@ -191,8 +191,9 @@ final class CoreHarness {
 
     /// START, the setup UI's completion, and the handler's HELLO: the broadcast is starting, its handler was sent
     /// POOL and BROADCAST_STARTED. `ready`: the handler says READY, and the broadcast is live.
-    func startBroadcast(from controller: Peer, setupInfo: [String: String] = [:], ready: Bool = true) throws -> (UInt32, Handler) {
-        let ok = try request(.start, StartRequest(handler: "stand-in"), from: controller)
+    func startBroadcast(from controller: Peer, setupInfo: [String: String] = [:], maxDuration: Double? = nil,
+                        ready: Bool = true) throws -> (UInt32, Handler) {
+        let ok = try request(.start, StartRequest(handler: "stand-in", maxDuration: maxDuration), from: controller)
         let id = try #require(try ok.decode(BroadcastReference.self).broadcast, "\(ok.opcode)")
         let setup = try peer(.setup)
         _ = try request(.getSetupRequest, BroadcastReference(broadcast: id), from: setup)

@@ -155,6 +155,43 @@ import Testing
         h.exit(handler, .exited(0), broadcast: id)
     }
 
+    /// A maximum duration counts live time only: 2 s live, 1 s paused, and the broadcast finishes after 1 more second
+    /// live, to the nanosecond.
+    @Test func theMaximumDurationCountsLiveTimeOnly() throws {
+        let h = try CoreHarness()
+        let controller = try h.subscribedController()
+        let (id, handler) = try h.startBroadcast(from: controller, maxDuration: 3)
+        try h.advance(by: 2 * Self.second, releasing: [handler])
+        #expect(try h.request(.pause, FinishRequest(broadcast: id), from: controller).opcode == .ok)
+        #expect(h.wakes.timers[.maxDuration(id)] == nil, "a paused broadcast has no maximum-duration timer")
+        try h.advance(by: Self.second, releasing: [handler])
+        #expect(try h.request(.resume, FinishRequest(broadcast: id), from: controller).opcode == .ok)
+        #expect(h.wakes.timers[.maxDuration(id)] == h.clock.now() + Self.second)
+        try h.advance(by: Self.second - 1, releasing: [handler])
+        #expect(h.core.broadcast(id)?.phase == .live)
+        try h.advance(by: 1, releasing: [handler])
+        #expect(h.core.broadcast(id)?.phase == .finishing && h.log.count("broadcast \(id) reached its maximum duration") == 1)
+    }
+
+    /// A handler that closes its connection while it runs has 2 s to exit by itself before SIGTERM; its exit status
+    /// then ends its broadcast.
+    @Test func aHandlerThatClosesItsConnectionHasTwoSecondsToExit() throws {
+        let h = try CoreHarness()
+        let controller = try h.subscribedController()
+        let (id, handler) = try h.startBroadcast(from: controller)
+        handler.peer.connection.close()
+        h.core.handle(.peer(handler.peer.session.id), Poller.Event(readable: true, closed: true), now: h.clock.now())
+        h.endTurn()
+        #expect(h.core.broadcast(id)?.isConnected == false && h.core.peers.sessions[handler.peer.session.id] == nil)
+        try h.advance(by: 2 * Self.second - 1)
+        #expect(handler.process.signals.isEmpty)
+        try h.advance(by: 1)
+        #expect(handler.process.signals == [SIGTERM])
+        h.exit(handler, .signaled(SIGTERM), broadcast: id)
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
+        #expect(finished.error?.code == .handlerFailed, "\(String(describing: finished.error))")
+    }
+
     /// A handler that never says HELLO: READY is overdue after 10 s, and the handler, which never started, is
     /// stopped at once (its death by SIGTERM is no failure of its own).
     @Test func aHandlerThatNeverBecomesReadyFailsItsBroadcastAfterTheStartTimeout() throws {
