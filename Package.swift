@@ -21,7 +21,7 @@ import PackageDescription
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
 //   BroadcastStream      the built-in `stream` handler: SRT (libsrt, for its statistics)/RTMP/HLS through libavformat, one encode
 //                        to many destinations, a GOP-dropping send queue per destination, reconnection
-//   BroadcastUpload      HTTP PUT of a finished file through libcurl: progress, retries with backoff
+//   BroadcastUpload      HTTP through libcurl: PUT of a finished file (progress, retries with backoff); PUT and DELETE for HLS
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 //   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
 let package = Package(
@@ -120,7 +120,7 @@ let package = Package(
         ]),
         .target(name: "BroadcastStream", dependencies: [
             "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
-            .product(name: "Logging", package: "swift-log"),
+            "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcast-handler-stream", dependencies: [
             "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",

@@ -74,7 +74,11 @@ final class Sender: PacketSink, @unchecked Sendable {
         self.logger = logger
         let seconds = options.maxQueueSeconds
         queue = SendQueue(maxBytes: max(1 << 20, Int(Double(bytesPerSecond) * seconds * 2)), maxDuration: Int64(seconds * 1e9))
-        hls = destination.isHLS ? HLSOutput(destination) : nil
+        // An HTTP origin's files wait in memory for their PUT, one at a time: each at most 4 times what the bit rate
+        // gives a segment.
+        let fileLimit = max(16 << 20, Int64(Double(bytesPerSecond) * options.segmentDuration * 4))
+        hls = destination.isHLS
+            ? HLSOutput(destination, reconnectFor: options.reconnectFor, fileLimit: fileLimit, logger: logger) : nil
     }
 
     /// What must hold before the destination is sent to: an HLS playlist in a folder is this stream's alone.
@@ -130,6 +134,11 @@ final class Sender: PacketSink, @unchecked Sendable {
         f.droppedAudioPackets = queue.droppedAudioPackets
         f.gopDrops = queue.drops
         f.srt = srt?.statistics
+        // An HTTP origin that answers with an error: said while it lasts, and away while a file is tried again.
+        if let problem = hls?.problem, f.failure == nil {
+            f.lastError = problem.text
+            f.connected = f.connected && !problem.retrying
+        }
         return f
     }
 
@@ -151,6 +160,7 @@ final class Sender: PacketSink, @unchecked Sendable {
     /// Sends what is queued (until `deadline`), closes the connection and ends the thread.
     func finish(deadline: DispatchTime) {
         requestFinish()
+        hls?.finish(by: deadline)
         if thread != nil, done.wait(timeout: deadline) == .timedOut {
             logger.warning("stream: the queue to \(destination.displayURL) was not sent in time; \(snapshot.queueMs) ms of it are lost")
             condition.lock()
@@ -186,6 +196,7 @@ final class Sender: PacketSink, @unchecked Sendable {
                     everConnected = true
                 } catch let thrown {
                     let error = hls?.takeFailure() ?? thrown
+                    if let refusal = hls?.refusal { return giveUp(refusal) }
                     let since = failingSince ?? clock()
                     failingSince = since
                     let waited = Double(clock() - since) / 1e9
@@ -227,6 +238,7 @@ final class Sender: PacketSink, @unchecked Sendable {
                 condition.unlock()
             } catch let thrown {
                 let error = hls?.takeFailure() ?? thrown
+                if let refusal = hls?.refusal { return giveUp(refusal) }
                 let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
                 muxer = nil
                 let since = failingSince ?? clock()
@@ -254,7 +266,7 @@ final class Sender: PacketSink, @unchecked Sendable {
                 // The end of the stream (an HLS playlist's last version, its ENDLIST) is lost: the broadcast's error.
                 logger.error("stream: \(error)")
                 condition.lock()
-                figures.failure = figures.failure
+                figures.failure = figures.failure ?? hls?.refusal
                     ?? "finishing the stream to \(destination.displayURL) failed: \(error)"
                 condition.unlock()
             }
@@ -263,6 +275,16 @@ final class Sender: PacketSink, @unchecked Sendable {
         condition.lock()
         srt = nil
         figures.connected = false
+        condition.unlock()
+    }
+
+    /// Ends sending for good: an HTTP origin refused what it was sent.
+    private func giveUp(_ reason: String) {
+        logger.error("stream: \(reason); given up")
+        condition.lock()
+        figures.connected = false
+        figures.lastError = reason
+        figures.failure = reason
         condition.unlock()
     }
 
@@ -313,8 +335,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         let stem = (name as NSString).deletingPathExtension
         var options = ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
                        "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4"]
-        // Not for files: with a method set, the muxer "deletes" a file by opening it for writing.
-        if destination.scheme != .hls { options.merge(["method": "PUT", "timeout": "5"]) { _, new in new } }
+        // Not for files: with a method set, the muxer "deletes" a file by opening it for writing. An origin's PUT
+        // and DELETE are HLSOutput's.
+        if destination.scheme != .hls { options["method"] = "PUT" }
         return options
     }
 }
