@@ -87,7 +87,8 @@ final class DaemonCore {
         self.wakes = wakes
         self.launcher = launcher
         self.notifier = notifier
-        registry = HandlerRegistry(directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
+        registry = HandlerRegistry(directories: configuration.extraHandlerDirectories +
+                                   HandlerRegistry.defaultDirectories())
         peers = PeerServer(serverName: configuration.serverName, clock: clock, wakes: wakes, logger: logger)
     }
 
@@ -225,25 +226,33 @@ final class DaemonCore {
     func statusLine(now: UInt64) -> String {
         let active = broadcasts.filter(\.isActive)
         if shuttingDown {
-            return active.isEmpty ? "stopping" : "stopping: finishing " + active.map { "broadcast \($0.id)" }.joined(separator: ", ")
+            let finishing = active.map { "broadcast \($0.id)" }.joined(separator: ", ")
+            return active.isEmpty ? "stopping" : "stopping: finishing " + finishing
         }
-        if let pending = pendingStart { return "requested: a broadcast to \(pending.request.handler); the screen is \(pending.reason)" }
+        if let pending = pendingStart {
+            return "requested: a broadcast to \(pending.request.handler); the screen is \(pending.reason)"
+        }
         guard let last = broadcasts.last else { return "idle" }
         return (active.isEmpty ? [last] : active).map { line(for: $0, now: now) }.joined(separator: "; ")
     }
 
     private func line(for broadcast: Broadcast, now: UInt64) -> String {
         let seconds = broadcast.elapsed(now: now) / 1_000_000_000
-        let clock = [seconds / 3600, seconds / 60 % 60, seconds % 60].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")
+        let clock = [seconds / 3600, seconds / 60 % 60, seconds % 60].map { $0 < 10 ? "0\($0)" : "\($0)" }
+            .joined(separator: ":")
         let what = broadcast.title
         switch broadcast.phase {
         case .idle: return "idle"
         case .awaitingSetup: return "waiting for setup: \(what)"
         case .starting: return "starting: \(what)"
         case .live: return "live: \(what), \(clock)"
-        case .paused: return "paused\(lockState.pausedForLock(broadcast.id) ? " (the session is locked)" : ""): \(what), \(clock)"
+        case .paused:
+            let locked = lockState.pausedForLock(broadcast.id) ? " (the session is locked)" : ""
+            return "paused\(locked): \(what), \(clock)"
         case .finishing: return "finishing: \(what), \(clock)"
-        case .finished: return broadcast.machine.error.map { "idle; \(what) failed: \($0.message)" } ?? "idle; \(what) finished, \(clock)"
+        case .finished:
+            guard let error = broadcast.machine.error else { return "idle; \(what) finished, \(clock)" }
+            return "idle; \(what) failed: \(error.message)"
         }
     }
 }

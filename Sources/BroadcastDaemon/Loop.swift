@@ -18,8 +18,8 @@ struct Loop {
         let watched = wakes.descriptors.sorted { $0.key == .signals && $1.key != .signals }
         let events: [Poller.Event]
         do {
-            events = try Poller.wait(watched.map { ($0.value.fd, $0.value.interest) } + [(timer.descriptor.raw, .readable)],
-                                     timeoutMilliseconds: immediately ? 0 : -1)
+            let entries = watched.map { ($0.value.fd, $0.value.interest) } + [(timer.descriptor.raw, .readable)]
+            events = try Poller.wait(entries, timeoutMilliseconds: immediately ? 0 : -1)
         } catch {
             throw DaemonError("poll", error)
         }
