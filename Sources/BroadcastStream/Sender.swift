@@ -1,4 +1,5 @@
 import BroadcastMedia
+import BroadcastSystem
 import CFFmpeg
 import Foundation
 import Logging
@@ -60,9 +61,13 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     /// What an HLS destination writes, watched.
     private let hls: HLSOutput?
+    /// The time, for how long sending has failed (monotonic ns).
+    private let clock: @Sendable () -> UInt64
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
-    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger,
+         clock: @escaping @Sendable () -> UInt64 = MonotonicClock.now) {
+        self.clock = clock
         self.destination = destination
         self.options = options
         self.encoders = encoders
@@ -170,7 +175,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         var muxer: Muxer?
         // Since when sending has not worked (connecting, or writing once connected: a connection that opens and
         // then fails at once, an HLS folder on a full disk), and the wait before the next try.
-        var failingSince: Date?
+        var failingSince: UInt64?
         var backoff = 0.5
         var everConnected = false
         defer { hls?.unlockPlaylist() }
@@ -192,9 +197,9 @@ final class Sender: PacketSink, @unchecked Sendable {
                 } catch let thrown {
                     let error = hls?.takeFailure() ?? thrown
                     if let refusal = hls?.refusal { return giveUp(refusal) }
-                    let since = failingSince ?? Date()
+                    let since = failingSince ?? clock()
                     failingSince = since
-                    let waited = Date().timeIntervalSince(since)
+                    let waited = Double(clock() - since) / 1e9
                     logger.warning("stream: \(error) (retrying for \(Int(max(0, options.reconnectFor - waited))) s more)")
                     condition.lock()
                     figures.connected = false
@@ -236,13 +241,13 @@ final class Sender: PacketSink, @unchecked Sendable {
                 if let refusal = hls?.refusal { return giveUp(refusal) }
                 let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
                 muxer = nil
-                let since = failingSince ?? Date()
+                let since = failingSince ?? clock()
                 failingSince = since
                 condition.lock()
                 srt = nil
                 figures.connected = false
                 figures.lastError = reason
-                if Date().timeIntervalSince(since) >= options.reconnectFor {
+                if Double(clock() - since) / 1e9 >= options.reconnectFor {
                     let seconds = Int(options.reconnectFor)
                     figures.failure = "sending to \(destination.displayURL) has failed for \(seconds) s: \(reason)"
                     condition.unlock()
