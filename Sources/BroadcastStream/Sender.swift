@@ -1,4 +1,5 @@
 import BroadcastMedia
+import BroadcastSystem
 import BroadcastWebRTC
 import CFFmpeg
 import Foundation
@@ -66,9 +67,13 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let hls: HLSOutput?
     /// WHIP: the ICE servers the endpoint named in its answers (used from the next connection on).
     private var learnedICEServers: [ICEServer] = []
+    /// The time, for how long sending has failed (monotonic ns).
+    private let clock: @Sendable () -> UInt64
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
-    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger,
+         clock: @escaping @Sendable () -> UInt64 = MonotonicClock.now) {
+        self.clock = clock
         self.destination = destination
         self.options = options
         self.encoders = encoders
@@ -174,10 +179,10 @@ final class Sender: PacketSink, @unchecked Sendable {
 
     private func run() {
         var muxer: StreamOutput?
-        var statisticsRead = Date()
+        var statisticsRead = clock()
         // Since when sending has not worked (connecting, or writing once connected: a connection that opens and
         // then fails at once, an HLS folder on a full disk), and the wait before the next try.
-        var failingSince: Date?
+        var failingSince: UInt64?
         var backoff = 0.5
         var everConnected = false
         defer { hls?.unlockPlaylist() }
@@ -201,9 +206,9 @@ final class Sender: PacketSink, @unchecked Sendable {
                     let error: any Error = hls?.takeFailure() ?? thrown
                     if let refusal = hls?.refusal { return giveUp(refusal) }
                     let refused = (thrown as? WebRTCError).flatMap { $0.final ? $0.reason : nil }
-                    let since = failingSince ?? Date()
+                    let since = failingSince ?? clock()
                     failingSince = since
-                    let waited = Date().timeIntervalSince(since)
+                    let waited = Double(clock() - since) / 1e9
                     if refused == nil {
                         let left = Int(max(0, options.reconnectFor - waited))
                         logger.warning("stream: \(error) (retrying for \(left) s more)")
@@ -245,9 +250,9 @@ final class Sender: PacketSink, @unchecked Sendable {
                     backoff = 0.5
                 }
                 let webrtc = (muxer as? WHIPOutput).flatMap { output in
-                    Date().timeIntervalSince(statisticsRead) >= 1 ? output.statistics() : nil
+                    clock() - statisticsRead >= 1_000_000_000 ? output.statistics() : nil
                 }
-                if webrtc != nil { statisticsRead = Date() }
+                if webrtc != nil { statisticsRead = clock() }
                 condition.lock()
                 figures.bytesSent += Int64(entry.bytes)
                 if progressed { figures.lastError = nil }
@@ -259,14 +264,14 @@ final class Sender: PacketSink, @unchecked Sendable {
                 let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
                 muxer?.abandon()
                 muxer = nil
-                let since = failingSince ?? Date()
+                let since = failingSince ?? clock()
                 failingSince = since
                 condition.lock()
                 srt = nil
                 figures.webrtc = nil
                 figures.connected = false
                 figures.lastError = reason
-                if Date().timeIntervalSince(since) >= options.reconnectFor {
+                if Double(clock() - since) / 1e9 >= options.reconnectFor {
                     let seconds = Int(options.reconnectFor)
                     figures.failure = "sending to \(destination.displayURL) has failed for \(seconds) s: \(reason)"
                     condition.unlock()

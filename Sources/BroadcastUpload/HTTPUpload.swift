@@ -1,4 +1,5 @@
 import BroadcastCore
+import BroadcastSystem
 import Logging
 
 #if canImport(Glibc)
@@ -88,15 +89,14 @@ public final class HTTPUpload {
     /// Uploads `path` to `settings.url`, reporting how it goes about once a second. Throws what failed, the last
     /// attempt's reason, once no retry is left or worth making.
     public func upload(_ path: String, report: @escaping (UploadStatus) -> Void) throws(UploadError) -> UploadOutcome {
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw UploadError("upload \(path)", String(cString: strerror(errno))) }
-        let started = Self.now()
+        guard let size = FileSystem.size(of: path) else { throw UploadError("upload \(path)", "it cannot be read") }
+        let started = MonotonicClock.seconds
         var backoff = settings.firstBackoff
         for attempt in 1...max(1, settings.attempts) {
-            switch put(path, size: Int64(info.st_size), attempt: attempt, progress: { report(.sending($0)) }) {
+            switch put(path, size: size, attempt: attempt, progress: { report(.sending($0)) }) {
             case .success(let status):
-                return UploadOutcome(url: settings.url, bytes: Int64(info.st_size), attempts: attempt,
-                                     seconds: Self.now() - started, status: status)
+                return UploadOutcome(url: settings.url, bytes: size, attempts: attempt,
+                                     seconds: MonotonicClock.seconds - started, status: status)
             case .failure(let failure):
                 guard failure.retry, attempt < settings.attempts else {
                     let tries = attempt == 1 ? "" : " (after \(attempt) attempts)"
@@ -106,7 +106,7 @@ public final class HTTPUpload {
                 var left = backoff
                 while left > 0 {
                     report(.waiting(attempt: attempt, seconds: left, reason: failure.reason))
-                    usleep(UInt32(min(left, 1) * 1e6))
+                    MonotonicClock.sleep(nanoseconds: UInt64(min(left, 1) * 1e9))
                     left -= 1
                 }
                 backoff = min(backoff * 2, settings.maxBackoff)
@@ -120,7 +120,7 @@ public final class HTTPUpload {
     final class Meter {
         let attempt: Int
         let report: (UploadProgress) -> Void
-        let started = HTTPUpload.now()
+        let started = MonotonicClock.seconds
         var lastReport: Double?
         init(attempt: Int, report: @escaping (UploadProgress) -> Void) {
             self.attempt = attempt
@@ -128,7 +128,7 @@ public final class HTTPUpload {
         }
 
         func update(sent: Int64, total: Int64) {
-            let now = HTTPUpload.now()
+            let now = MonotonicClock.seconds
             if let lastReport, now - lastReport < 1 { return }
             let rate = now > started ? Double(sent) / (now - started) : 0
             report(UploadProgress(sentBytes: sent, totalBytes: total, bytesPerSecond: rate,
@@ -158,11 +158,5 @@ public final class HTTPUpload {
             return .init(reason: "the server answered \(failure.reason)\(meaning)", retry: failure.retry,
                          status: status)
         }
-    }
-
-    static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
