@@ -20,7 +20,7 @@ extension Muxer: StreamOutput {
 /// POSTed to the endpoint (`WHIPClient`), the answer taken and the connection awaited; then the handler's own H.264
 /// and Opus packets go out as they come. The session is DELETEd at the end, and when the connection is given up.
 /// The receiver's keyframe requests reach `keyframeRequested` at once; a connection that stops carrying the stream
-/// (ICE failed, the receiver's reports stopped for `silence` seconds) makes `write` throw, and the sender reconnects.
+/// (ICE failed, the receiver's RTCP stopped for `silence` seconds) makes `write` throw, and the sender reconnects.
 final class WHIPOutput: StreamOutput {
     /// Seconds without the receiver's reports, while we send, before the connection counts as lost.
     static let silence = 5.0

@@ -44,8 +44,10 @@ public struct ReportBlock: Equatable, Sendable {
 struct ReceiverFeedback {
     let videoSSRC: UInt32
     let audioSSRC: UInt32
-    /// CLOCK_MONOTONIC seconds of the latest report block about one of our streams, and the longest gap between two.
-    private(set) var lastReport: Double?
+    /// CLOCK_MONOTONIC seconds of the receiver's latest RTCP about our streams (a report block, a keyframe request,
+    /// a NACK, an estimate: under loss its regular reports may wait behind early feedback), and the longest gap
+    /// between two.
+    private(set) var lastHeard: Double?
     private(set) var longestGap = 0.0
     private(set) var video: ReportBlock?
     private var audioLost: Int32 = 0
@@ -68,6 +70,7 @@ struct ReceiverFeedback {
         var packet = GstRTCPPacket()
         var more = gst_rtcp_buffer_get_first_packet(&rtcp, &packet) != 0
         var keyframe = false
+        var ours = false
         while more {
             switch gst_rtcp_packet_get_type(&packet) {
             case GST_RTCP_TYPE_SR, GST_RTCP_TYPE_RR:
@@ -80,13 +83,15 @@ struct ReceiverFeedback {
                     var lsr: guint32 = 0
                     var dlsr: guint32 = 0
                     gst_rtcp_packet_get_rb(&packet, index, &ssrc, &fraction, &lost, &highest, &jitter, &lsr, &dlsr)
-                    report(
-                        ssrc, ReportBlock(fractionLost: fraction, cumulativeLost: lost, highestSequence: highest),
-                        now: now)
+                    ours = report(
+                        ssrc, ReportBlock(fractionLost: fraction, cumulativeLost: lost, highestSequence: highest))
+                        || ours
                 }
             case GST_RTCP_TYPE_PSFB:
                 keyframe = payloadFeedback(&packet) || keyframe
+                ours = ours || aboutUs(&packet)
             case GST_RTCP_TYPE_RTPFB:
+                ours = ours || aboutUs(&packet)
                 if gst_rtcp_packet_fb_get_type(&packet) == GST_RTCP_RTPFB_TYPE_NACK,
                     gst_rtcp_packet_fb_get_media_ssrc(&packet) == videoSSRC
                 {
@@ -98,14 +103,26 @@ struct ReceiverFeedback {
             more = gst_rtcp_packet_move_to_next(&packet) != 0
         }
         if keyframe { keyframeRequests += 1 }
+        if ours { heard(now: now) }
         return keyframe
     }
 
-    private mutating func report(_ ssrc: UInt32, _ block: ReportBlock, now: Double) {
-        guard ssrc == videoSSRC || ssrc == audioSSRC else { return }
+    private mutating func heard(now: Double) {
+        if let lastHeard, now - lastHeard > 0.05 { longestGap = max(longestGap, now - lastHeard) }
+        lastHeard = now
+    }
+
+    /// Keeps a report block about one of our streams; whether it was one.
+    private mutating func report(_ ssrc: UInt32, _ block: ReportBlock) -> Bool {
+        guard ssrc == videoSSRC || ssrc == audioSSRC else { return false }
         if ssrc == videoSSRC { video = block } else { audioLost = block.cumulativeLost }
-        if let lastReport, now - lastReport > 0.05 { longestGap = max(longestGap, now - lastReport) }
-        lastReport = now
+        return true
+    }
+
+    /// Whether feedback is about our streams (its media SSRC ours, or 0 as FIR and REMB give it).
+    private func aboutUs(_ packet: UnsafeMutablePointer<GstRTCPPacket>) -> Bool {
+        let media = gst_rtcp_packet_fb_get_media_ssrc(packet)
+        return media == videoSSRC || media == audioSSRC || media == 0
     }
 
     /// PLI or FIR for our video (true), or a REMB.

@@ -217,7 +217,7 @@ public final class WebRTCPeer: @unchecked Sendable {
     }
 
     /// Why the connection no longer carries the stream, or nil while it does: ICE or DTLS failed, GStreamer reported an
-    /// error, or the receiver's reports stopped while we sent (`silence` seconds, or three of its own report intervals
+    /// error, or the receiver's RTCP stopped while we sent (`silence` seconds, or three of its own report intervals
     /// when longer, up to four times `silence`; three times `silence` before its first).
     public func failure(silence: Double) -> String? {
         if let error = busError() { return error }
@@ -231,13 +231,13 @@ public final class WebRTCPeer: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let now = Self.now()
-        if let last = feedback.lastReport {
+        if let last = feedback.lastHeard {
             let limit = min(max(silence, 3 * feedback.longestGap), 4 * silence)
             if now - max(last, sendingSince) > limit {
-                return "the media server sent no receiver reports for \(Int(now - last)) s: it is gone"
+                return "the media server sent no RTCP (reports, feedback) for \(Int(now - last)) s: it is gone"
             }
         } else if let connectedAt, now - max(connectedAt, sendingSince) > 3 * silence {
-            return "the media server sent no receiver reports in \(Int(now - connectedAt)) s since it connected"
+            return "the media server sent no RTCP in \(Int(now - connectedAt)) s since it connected"
         }
         return nil
     }

@@ -186,7 +186,7 @@ import Testing
             return gathered.received(buffer, now: now)
         }
         #expect(!received(report(video: (10, 1000), audio: (2, 500)), at: 10))
-        #expect(gathered.lastReport == 10 && gathered.lostPackets == 12 && gathered.video?.highestSequence == 1000)
+        #expect(gathered.lastHeard == 10 && gathered.lostPackets == 12 && gathered.video?.highestSequence == 1000)
         #expect(!received(report(video: (30, 1100), audio: (2, 550)), at: 11.5))
         #expect(
             gathered.longestGap == 1.5
@@ -197,6 +197,11 @@ import Testing
         )
         // PLI for our video asks for a keyframe; for another stream it does not; FIR names the SSRC in its entries.
         #expect(received(payloadFeedback(GST_RTCP_PSFB_TYPE_PLI, media: 1111, fci: []), at: 12))
+        // Feedback alone is a sign of life (under loss, early feedback can hold the regular reports back for
+        // seconds: the sender took the endpoint for gone and reconnected); about a stream not ours, it is not.
+        #expect(gathered.lastHeard == 12 && gathered.longestGap == 1.5)
+        #expect(!received(payloadFeedback(GST_RTCP_PSFB_TYPE_PLI, media: 3333, fci: []), at: 12.5))
+        #expect(gathered.lastHeard == 12)
         #expect(!received(payloadFeedback(GST_RTCP_PSFB_TYPE_PLI, media: 2222, fci: []), at: 12))
         #expect(
             received(
