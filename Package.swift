@@ -19,8 +19,10 @@ import PackageDescription
 //   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
-//   BroadcastStream      the built-in `stream` handler: SRT (libsrt, for its statistics)/RTMP/HLS through libavformat, one encode
-//                        to many destinations, a GOP-dropping send queue per destination, reconnection
+//   BroadcastWebRTC      WebRTC out for the stream handler: GStreamer's webrtcbin (libnice, DTLS-SRTP, RTP/RTCP) fed with
+//                        encoded packets, WHIP signalling (RFC 9725) through libcurl; only the stream handler links GStreamer
+//   BroadcastStream      the built-in `stream` handler: SRT (libsrt, for its statistics)/RTMP/HLS through libavformat, WHIP
+//                        (BroadcastWebRTC), one encode to many destinations, a GOP-dropping send queue per destination, reconnection
 //   BroadcastUpload      HTTP through libcurl: PUT of a finished file (progress, retries with backoff); PUT and DELETE for HLS
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 //   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
@@ -54,6 +56,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process.
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
+        .systemLibrary(name: "CGStreamer", pkgConfig: "gstreamer-1.0 gstreamer-webrtc-1.0 gstreamer-sdp-1.0 gstreamer-app-1.0 gstreamer-rtp-1.0",
+                       providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
         .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
@@ -118,9 +122,12 @@ let package = Package(
         .executableTarget(name: "broadcast-handler-inspect", dependencies: [
             "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
         ]),
+        .target(name: "BroadcastWebRTC", dependencies: [
+            "CGStreamer", "CCurl", "BroadcastCore", .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "BroadcastStream", dependencies: [
             "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
-            "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
+            "BroadcastWebRTC", "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcast-handler-stream", dependencies: [
             "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",
@@ -140,6 +147,7 @@ let package = Package(
             "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
             "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
             "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload", "BroadcastReplay",
+            "BroadcastWebRTC",
         ]),
         .testTarget(name: "BroadcastIntegrationTests", dependencies: [
             "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",

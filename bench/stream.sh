@@ -11,9 +11,11 @@
 #              ffmpeg x11grab → libx264 zerolatency → SRT, the same SRT latency; p50/p99
 #   simulcast  CPU of broadcastd + handler streaming to 1 and to 3 SRT listeners (one encode, `also`), against
 #              1 and 3 ffmpeg processes
-# Writes the glass-to-glass and simulcast section of docs/benchmarks.md.
+#   whip       glass-to-glass over WebRTC: ours to the tests' WHIP endpoint (webrtcbin, openh264dec) beside ours over
+#              SRT, interleaved
+# Writes the glass-to-glass and simulcast section of docs/benchmarks.md, and the WHIP one.
 # Knobs (environment): BENCH_STREAM_SECONDS (20), BENCH_STREAM_REPEATS (3) for the synthetic part;
-# BENCH_STREAM_PARTS ("synthetic g2g simulcast"), BENCH_G2G_SECONDS (20), BENCH_SIMULCAST_SECONDS (15),
+# BENCH_STREAM_PARTS ("synthetic g2g simulcast whip"), BENCH_G2G_SECONDS (20), BENCH_SIMULCAST_SECONDS (15),
 # BENCH_G2G_REPEATS (2), BENCH_G2G_SIZE (1280x720), BENCH_SRT_LATENCY_US (120000), BENCH_LOAD_NOTE (text
 # appended to the machine's description, e.g. ", loaded by other builds").
 # BENCH_DEBUG_DIR: where to copy each glass-to-glass run's frames and flashes (JSON), to look at them.
@@ -32,6 +34,7 @@ build_release
 bench_work stream
 RESULTS="$WORK/results.tsv"; : >"$RESULTS"
 HZ=$(getconf CLK_TCK)
+free_tcp_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 free_udp_port() { "$PY" -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 run_ours() {
@@ -75,7 +78,7 @@ run_ffmpeg() {
     log "ffmpeg $rep: $cpu s CPU, $rss MB"
 }
 
-PARTS="${BENCH_STREAM_PARTS:-synthetic g2g simulcast}"
+PARTS="${BENCH_STREAM_PARTS:-synthetic g2g simulcast whip}"
 if [[ " $PARTS " == *" synthetic "* ]]; then
     for rep in $(seq "$REPEATS"); do
         run_ours "$rep"
@@ -83,6 +86,6 @@ if [[ " $PARTS " == *" synthetic "* ]]; then
     done
     "$PY" "$TOOLS" report "$RESULTS" "$DOC"
 fi
-if [[ " $PARTS " == *" g2g "* || " $PARTS " == *" simulcast "* ]]; then
+if [[ " $PARTS " == *" g2g "* || " $PARTS " == *" simulcast "* || " $PARTS " == *" whip "* ]]; then
     . "$ROOT/bench/stream_x11.sh"
 fi

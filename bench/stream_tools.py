@@ -235,6 +235,64 @@ listeners on loopback. % of one core, median.
     print(section)
 
 
+def whip_frames(events, out):
+    """The WHIP endpoint's decoded frames (its "frame" lines with --gray) as `receive` writes them: arrival, luma."""
+    frames = []
+    for line in open(events):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "frame":
+            frames.append((event["arrival"], event["luma"]))
+    json.dump({"frames": frames}, open(out, "w"))
+
+
+def report_whip(results, doc):
+    sys.path.insert(0, os.path.dirname(__file__))
+    from docsection import write_section
+    rows = [dict(kv.split("=", 1) for kv in line.split()) for line in open(results) if line.strip()]
+    rows = [r for r in rows if r["part"] == "whip"]
+    lat = {tool: [float(x) for r in rows if r["tool"] == tool for x in r["latencies"].split(",") if x and x != "-"]
+           for tool in ("whip", "ours")}
+    missed = {tool: sum(int(r["missed"]) for r in rows if r["tool"] == tool) for tool in lat}
+    def run_median(r):
+        return statistics.median([float(x) for x in r["latencies"].split(",") if x and x != "-"] or [float("nan")])
+    per_run = {tool: ", ".join("%.0f" % run_median(r) for r in rows if r["tool"] == tool) for tool in lat}
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    g = rows[0] if rows else {}
+    runs = len([r for r in rows if r["tool"] == "whip"])
+    load = os.environ.get("BENCH_LOAD_NOTE", "")
+    ms = int(g.get("latency_us", "0")) // 1000
+    section = f"""<!-- stream-whip-begin -->
+## The `stream` handler over WebRTC (WHIP): glass-to-glass latency
+
+Taken with `BENCH_STREAM_PARTS=whip bash bench/stream.sh` on this machine (2 cores, no GPU){load}:
+the same private Xvfb at {g.get("size", "?")}, 30 fps, PipeWire tones and flashes as the SRT figures above; release
+binaries; the `stream` handler at its defaults (for WHIP: H.264 constrained baseline, Opus). The receiver is
+the tests' WHIP endpoint, `Tests/fixtures/whip_endpoint.py` on this machine (ICE over its own address, so
+through lo): GStreamer's webrtcbin (libnice, DTLS-SRTP) answering
+through python3-gi, decoding with openh264dec (Firefox's WebRTC decoder) to 64x36 gray, each frame stamped on
+arrival with CLOCK_MONOTONIC; its jitter buffer holds nothing (`latency=0`: each packet on as it comes, in order),
+where a browser's adapts to the network's jitter (a few ms on loopback). Beside it, interleaved run by run, ours over
+SRT with `latency={ms} ms` to ffmpeg's SRT listener as above. {runs} runs of {g.get("seconds", "?")} s each.
+
+| | WHIP (WebRTC) | SRT ({ms} ms latency window) |
+|---|---|---|
+| latency p50 | {med(lat["whip"]):.0f} ms (goal ≤ 150 ms) | {med(lat["ours"]):.0f} ms |
+| latency p99 | {percentile(lat["whip"], 0.99):.0f} ms (goal ≤ 250 ms) | {percentile(lat["ours"], 0.99):.0f} ms |
+| median of each run | {per_run["whip"]} ms | {per_run["ours"]} ms |
+| flashes measured (missed) | {len(lat["whip"])} ({missed["whip"]}) | {len(lat["ours"])} ({missed["ours"]}) |
+
+WebRTC has no fixed latency window: a packet is sent as it is encoded and decoded as it arrives, so what is left is
+up to a frame interval until the next capture, the grab, the encode, the hop to the handler and the receiver's
+decode. The handler's CPU beside the SRT handler's is not measured here yet.
+<!-- stream-whip-end -->
+"""
+    write_section(doc, "<!-- stream-whip-begin -->", "<!-- stream-whip-end -->", section)
+    print(section)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "receive":
@@ -252,5 +310,9 @@ if __name__ == "__main__":
     elif cmd == "latencies":
         frames = json.load(open(sys.argv[2]))["frames"]
         print(",".join("%.1f" % x for x in latencies(frames, float(sys.argv[3]), 30)))
+    elif cmd == "whip-frames":
+        whip_frames(sys.argv[2], sys.argv[3])
+    elif cmd == "report-whip":
+        report_whip(sys.argv[2], sys.argv[3])
     elif cmd == "report":
         report(sys.argv[2], sys.argv[3])

@@ -28,15 +28,27 @@ stop_broadcastd() { kill -TERM "$BD"; reap "$BD" || true; }
 all_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13+$14+$15}'; }
 seconds_of() { awk -v t="$1" -v hz="$HZ" 'BEGIN{print t/hz}'; }
 
+# g2g TOOL REP [PART]: one glass-to-glass run. TOOL: ours, ours-noaudio (SRT), ffmpeg (SRT), or whip (ours to the
+# tests' WHIP endpoint, Tests/fixtures/whip_endpoint.py, which decodes with openh264dec to the same 64x36 gray frames
+# and stamps them on arrival; no jitter buffer). PART labels the result row (g2g; whip for the WHIP comparison).
 g2g() {
-    local tool=$1 rep=$2 port frames="$WORK/g2g-$1-$2.json" flashes="$WORK/flashes-$1-$2.json" sender
-    port=$(free_udp_port)
-    spawn "$PY" "$TOOLS" receive "$port" "$frames" "$LAT"; local receiver=$LAST
+    local tool=$1 rep=$2 part=${3:-g2g} port frames="$WORK/g2g-$1-$2.json" flashes="$WORK/flashes-$1-$2.json" sender
+    if [[ $tool == whip ]]; then
+        port=$(free_tcp_port)
+        spawn "$PY" "$ROOT/Tests/fixtures/whip_endpoint.py" --port "$port" --out "$WORK" --gray 64x36 \
+            >"$WORK/whip-events-$rep.jsonl" 2>"$WORK/whip-endpoint-$rep.log"
+    else
+        port=$(free_udp_port)
+        spawn "$PY" "$TOOLS" receive "$port" "$frames" "$LAT"
+    fi
+    local receiver=$LAST
     sleep 0.5
-    if [[ $tool == ours* ]]; then
+    if [[ $tool == ours* || $tool == whip ]]; then
         start_broadcastd "g2g-$rep"
-        local audio=(); [[ $tool == ours-noaudio ]] && audio=(--set audio=none)
-        spawn "$BIN/broadcastctl" start --socket "$SOCK" --handler stream --url "srt://127.0.0.1:$port?latency=$LAT" "${audio[@]}" \
+        local audio=() url="srt://127.0.0.1:$port?latency=$LAT"
+        [[ $tool == ours-noaudio ]] && audio=(--set audio=none)
+        [[ $tool == whip ]] && url="whip://127.0.0.1:$port/whip"
+        spawn "$BIN/broadcastctl" start --socket "$SOCK" --handler stream --url "$url" "${audio[@]}" \
             --duration "$G2G_T" --wait --json >"$WORK/g2g-ctl-$rep.out"
     else
         spawn ffmpeg -v error -nostdin -f x11grab -framerate 30 -video_size "$SIZE" -i ":$DISP" -t "$G2G_T" "${FFMPEG_X264[@]}" \
@@ -45,13 +57,19 @@ g2g() {
     sender=$LAST
     sleep 1.5   # connected, past the first keyframe
     DISPLAY=":$DISP" "$PY" "$FLASHER" flash "$((G2G_T - 3))" "$flashes"
-    reap "$sender" || { log "$tool failed"; [[ $tool == ours* ]] && cat "$WORK/g2g-ctl-$rep.out" >&2; exit 1; }
-    reap "$receiver" || true
-    if [[ $tool == ours* ]]; then stop_broadcastd; fi
+    reap "$sender" || { log "$tool failed"; [[ $tool != ffmpeg ]] && cat "$WORK/g2g-ctl-$rep.out" >&2; exit 1; }
+    if [[ $tool == whip ]]; then
+        kill -TERM "$receiver" 2>/dev/null || true   # SIGINT: ignored by a background job of a script
+        reap "$receiver" || true
+        "$PY" "$TOOLS" whip-frames "$WORK/whip-events-$rep.jsonl" "$frames"
+    else
+        reap "$receiver" || true
+    fi
+    if [[ $tool != ffmpeg ]]; then stop_broadcastd; fi
     local lat missed decoded
     [[ -n ${BENCH_DEBUG_DIR:-} ]] && cp "$frames" "$flashes" "$BENCH_DEBUG_DIR/"
     read -r lat missed decoded < <("$PY" "$TOOLS" g2g "$frames" "$flashes")
-    echo "part=g2g tool=$tool rep=$rep seconds=$G2G_T sim_seconds=$SIM_T size=$SIZE latency_us=$LAT latencies=$lat missed=$missed frames=$decoded" >>"$RESULTS_X"
+    echo "part=$part tool=$tool rep=$rep seconds=$G2G_T sim_seconds=$SIM_T size=$SIZE latency_us=$LAT latencies=$lat missed=$missed frames=$decoded" >>"$RESULTS_X"
     log "g2g $tool $rep: $lat ms ($missed missed; $decoded frames decoded)"
 }
 
@@ -96,8 +114,12 @@ simulcast() {
 
 for rep in $(seq "$G2G_REPEATS"); do
     if [[ " $PARTS " == *" g2g "* ]]; then g2g ours "$rep"; g2g ffmpeg "$rep"; g2g ours-noaudio "$rep"; fi
+    if [[ " $PARTS " == *" whip "* ]]; then g2g whip "$rep" whip; g2g ours "$rep" whip; fi
     if [[ " $PARTS " == *" simulcast "* ]]; then
         simulcast ours 1 "$rep"; simulcast ours 3 "$rep"; simulcast ffmpeg 1 "$rep"; simulcast ffmpeg 3 "$rep"
     fi
 done
-"$PY" "$TOOLS" report-g2g "$RESULTS_X" "$DOC"
+if [[ " $PARTS " == *" g2g "* || " $PARTS " == *" simulcast "* ]]; then
+    "$PY" "$TOOLS" report-g2g "$RESULTS_X" "$DOC"
+fi
+if [[ " $PARTS " == *" whip "* ]]; then "$PY" "$TOOLS" report-whip "$RESULTS_X" "$DOC"; fi

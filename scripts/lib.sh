@@ -20,13 +20,19 @@
 #              environment with pip, offline (setuptools and wheel from Debian's wheels), as a third party would
 #   PipeWire   libpipewire and libdbus-1 (the portal) to build; pipewire, wireplumber, dbus-daemon, GStreamer's
 #              pipewiresink (a video node) for the demo and tests; python3-dbus and python3-gi run the tests' stand-in portal
+#   WebRTC     GStreamer's webrtcbin (gstreamer1.0-plugins-bad 1.22, libnice through gstreamer1.0-nice) for the stream
+#              handler's WHIP destinations, and its headers to build (only the stream handler links GStreamer); the
+#              tests' WHIP endpoint answers with webrtcbin too, through python3-gi (the gir1.2-gst* typelibs), and
+#              decodes with openh264dec (in gstreamer1.0-plugins-bad)
 BROADCASTD_PACKAGES=(python3 python3-venv python3-wheel-whl procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev libxcb-composite0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev libsrt-gnutls-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib twm xterm ffmpeg
     make man-db groff-base srt-tools nginx libnginx-mod-rtmp iproute2
     libpipewire-0.3-dev libdbus-1-dev pipewire pipewire-bin wireplumber dbus-daemon python3-dbus python3-gi
-    gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire)
+    gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-pipewire
+    libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev gstreamer1.0-plugins-good
+    gstreamer1.0-plugins-bad gstreamer1.0-nice gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 gir1.2-gst-plugins-bad-1.0)
 
 # free_display: prints a display number no X server uses (no lock file, no socket).
 free_display() {

@@ -23,6 +23,8 @@ public struct VideoEncoderSettings: Equatable, Sendable {
     public var threads: Int
     /// The frames use the full 0-255 range rather than BT.709's 16-235 (signalled in the stream).
     public var fullRange = false
+    /// An H.264 profile libx264 keeps to (`baseline` is constrained baseline, as WebRTC wants it); nil: its choice.
+    public var profile: String?
 
     /// `crf` nil: the codec's default.
     public init(codec: VideoCodec = .h264, width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int? = nil,

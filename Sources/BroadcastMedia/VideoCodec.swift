@@ -119,6 +119,7 @@ public enum VideoEncoderImplementation: String, CaseIterable, Sendable {
             options["preset"] = settings.preset
             if let tune { options["tune"] = tune }
             if settings.bitRate == nil { options["crf"] = String(settings.crf) }
+            if self == .libx264, let profile = settings.profile { options["profile"] = profile }
             // x265 says what it does on stderr unless told otherwise; a forced keyframe is an IDR, not an open-GOP I.
             if self == .libx265 {
                 options["x265-params"] = "log-level=error"

@@ -1,6 +1,8 @@
 /// Follows the link: the video bit rate goes down by a quarter (to no less than a quarter of the
-/// target) when the send queue is over half full or had to drop, at most every 2 s; it goes back up
-/// by a tenth, to the target at most, after 5 s with the queue under a tenth full.
+/// target) when the send queue is over half full or had to drop, or a WebRTC receiver reports more than
+/// 10 % loss (then by half the loss when that is more, as WebRTC's loss-based control does), at most
+/// every 2 s; it goes back up by a tenth, to the target at most, after 5 s with the queue under a tenth
+/// full and under 2 % loss.
 public struct BitRateController: Sendable {
     public let target: Int
     public let minimum: Int
@@ -14,15 +16,16 @@ public struct BitRateController: Sendable {
         current = target
     }
 
-    /// Called about once a second with the queue's fill (0...1, the larger of bytes and time) and
-    /// whether it dropped since the last call; returns the new bit rate when it changes.
-    public mutating func update(fill: Double, dropped: Bool, now: UInt64) -> Int? {
-        if fill > 0.5 || dropped {
+    /// Called about once a second with the queue's fill (0...1, the larger of bytes and time), whether it
+    /// dropped, and the loss the receiver reported (0...1), since the last call; returns the new bit rate when
+    /// it changes.
+    public mutating func update(fill: Double, dropped: Bool, loss: Double = 0, now: UInt64) -> Int? {
+        if fill > 0.5 || dropped || loss > 0.1 {
             calmSince = nil
             guard current > minimum, now >= lastChange + 2_000_000_000 else { return nil }
-            return change(to: max(minimum, current * 3 / 4), now: now)
+            return change(to: max(minimum, min(current * 3 / 4, Int(Double(current) * (1 - loss / 2)))), now: now)
         }
-        guard fill < 0.1 else {
+        guard fill < 0.1, loss < 0.02 else {
             calmSince = nil
             return nil
         }

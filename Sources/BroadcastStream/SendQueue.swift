@@ -86,6 +86,18 @@ public struct SendQueue<Payload> {
         if key > head { dropFront(upTo: key) }
     }
 
+    /// After a reconnection where only the newest media will do (WebRTC: played as it arrives): everything queued
+    /// is dropped and video waits for the next keyframe.
+    public mutating func restartAtNextKeyframe() {
+        for entry in entries[head...] {
+            if entry.isVideo { droppedVideoFrames += 1 } else { droppedAudioPackets += 1 }
+        }
+        entries = []
+        head = 0
+        bytes = 0
+        waitingForKeyframe = true
+    }
+
     /// Drops from the front up to the second keyframe (the rest of the GOP being sent and nothing
     /// more), or all video when there is no later keyframe.
     private mutating func dropOldestGOP() {

@@ -1,5 +1,6 @@
 import BroadcastMedia
 import BroadcastSystem
+import BroadcastWebRTC
 import CFFmpeg
 import Foundation
 import Logging
@@ -26,9 +27,10 @@ final class QueuedPacket {
 
 /// The network side of one destination of the `stream` handler, on a thread of its own so that a slow or
 /// broken link never holds up the handler's callbacks nor the other destinations: it connects
-/// (libavformat's srt, rtmp and rtmps protocols, or its hls muxer to files or HTTP PUT), sends what its
-/// own bounded `SendQueue` holds, and on an error reconnects with backoff (0.5 s doubling to 5 s) until
-/// `reconnectFor` has passed, then gives up with the reason.
+/// (libavformat's srt, rtmp and rtmps protocols, or its hls muxer to files or HTTP PUT; WebRTC to a WHIP
+/// endpoint through `WHIPOutput`), sends what its own bounded `SendQueue` holds, and on an error reconnects
+/// with backoff (0.5 s doubling to 5 s) until `reconnectFor` has passed, then gives up with the reason (at
+/// once when a WHIP endpoint refuses for good: a wrong token, no such endpoint).
 final class Sender: PacketSink, @unchecked Sendable {
     struct Figures: Equatable {
         var bytesSent: Int64 = 0
@@ -43,6 +45,8 @@ final class Sender: PacketSink, @unchecked Sendable {
         var failure: String?
         /// libsrt's figures, while an SRT connection is open.
         var srt: SRTStatistics?
+        /// The WebRTC receiver's figures, while a WHIP session is up (refreshed about once a second).
+        var webrtc: WebRTCStatistics?
     }
 
     let destination: StreamDestination
@@ -61,6 +65,8 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     /// What an HLS destination writes, watched.
     private let hls: HLSOutput?
+    /// WHIP: the ICE servers the endpoint named in its answers (used from the next connection on).
+    private var learnedICEServers: [ICEServer] = []
     /// The time, for how long sending has failed (monotonic ns).
     private let clock: @Sendable () -> UInt64
 
@@ -172,7 +178,8 @@ final class Sender: PacketSink, @unchecked Sendable {
     }
 
     private func run() {
-        var muxer: Muxer?
+        var muxer: StreamOutput?
+        var statisticsRead = clock()
         // Since when sending has not worked (connecting, or writing once connected: a connection that opens and
         // then fails at once, an HLS folder on a full disk), and the wait before the next try.
         var failingSince: UInt64?
@@ -183,27 +190,37 @@ final class Sender: PacketSink, @unchecked Sendable {
             if muxer == nil {
                 if isFinishing() && everConnected { break }
                 do {
-                    let connection = try connect()
+                    let connection = try connect(connectedBefore: everConnected)
                     muxer = connection.muxer
                     logger.info("stream: connected to \(destination.displayURL)\(everConnected ? " again" : "")")
                     condition.lock()
                     if everConnected { figures.reconnects += 1 }
                     figures.connected = true
                     srt = connection.srt
-                    queue.restartAtKeyframe()
+                    // WebRTC is live: what waited while connecting is too old to show; it starts on a new keyframe.
+                    if destination.isWebRTC { queue.restartAtNextKeyframe() } else { queue.restartAtKeyframe() }
                     if queue.waitingForKeyframe { keyframeWanted = true }
                     condition.unlock()
                     everConnected = true
                 } catch let thrown {
-                    let error = hls?.takeFailure() ?? thrown
+                    let error: any Error = hls?.takeFailure() ?? thrown
                     if let refusal = hls?.refusal { return giveUp(refusal) }
+                    let refused = (thrown as? WebRTCError).flatMap { $0.final ? $0.reason : nil }
                     let since = failingSince ?? clock()
                     failingSince = since
                     let waited = Double(clock() - since) / 1e9
-                    logger.warning("stream: \(error) (retrying for \(Int(max(0, options.reconnectFor - waited))) s more)")
+                    if refused == nil {
+                        let left = Int(max(0, options.reconnectFor - waited))
+                        logger.warning("stream: \(error) (retrying for \(left) s more)")
+                    }
                     condition.lock()
                     figures.connected = false
                     figures.lastError = "\(error)"
+                    if let refused {
+                        figures.failure = "cannot stream to \(destination.displayURL): \(refused)"
+                        condition.unlock()
+                        return
+                    }
                     if waited >= options.reconnectFor || finishing {
                         figures.failure = everConnected
                             ? "the connection to \(destination.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
@@ -232,19 +249,26 @@ final class Sender: PacketSink, @unchecked Sendable {
                     failingSince = nil
                     backoff = 0.5
                 }
+                let webrtc = (muxer as? WHIPOutput).flatMap { output in
+                    clock() - statisticsRead >= 1_000_000_000 ? output.statistics() : nil
+                }
+                if webrtc != nil { statisticsRead = clock() }
                 condition.lock()
                 figures.bytesSent += Int64(entry.bytes)
                 if progressed { figures.lastError = nil }
+                if let webrtc { figures.webrtc = webrtc }
                 condition.unlock()
             } catch let thrown {
                 let error = hls?.takeFailure() ?? thrown
                 if let refusal = hls?.refusal { return giveUp(refusal) }
                 let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
+                muxer?.abandon()
                 muxer = nil
                 let since = failingSince ?? clock()
                 failingSince = since
                 condition.lock()
                 srt = nil
+                figures.webrtc = nil
                 figures.connected = false
                 figures.lastError = reason
                 if Double(clock() - since) / 1e9 >= options.reconnectFor {
@@ -274,7 +298,15 @@ final class Sender: PacketSink, @unchecked Sendable {
         muxer = nil
         condition.lock()
         srt = nil
+        figures.webrtc = nil
         figures.connected = false
+        condition.unlock()
+    }
+
+    /// The receiver asked for a keyframe (WebRTC: PLI or FIR): the next frame is one.
+    private func keyframeRequestedByReceiver() {
+        condition.lock()
+        if figures.connected { keyframeWanted = true }
         condition.unlock()
     }
 
@@ -294,9 +326,19 @@ final class Sender: PacketSink, @unchecked Sendable {
         return finishing
     }
 
-    /// A new connection: the muxer, and for SRT the libsrt connection under it (which must outlive it).
-    private func connect() throws(MediaError) -> (muxer: Muxer, srt: SRTConnection?) {
-        let muxer = try Muxer(url: destination.url, container: destination.container)
+    /// A new connection: the muxer (or WHIP session), and for SRT the libsrt connection under it (which must outlive
+    /// it). `connectedBefore`: this destination was live once (a WHIP endpoint's 409 is then the lost session it still
+    /// holds).
+    private func connect(connectedBefore: Bool) throws -> (muxer: StreamOutput, srt: SRTConnection?) {
+        guard let container = destination.container else {
+            let output = try WHIPOutput(destination, encoders: encoders, iceServers: options.iceServers,
+                                        learned: &learnedICEServers, connectedBefore: connectedBefore,
+                                        keyframeRequested: { [weak self] in
+                self?.keyframeRequestedByReceiver()
+            }, logger: logger)
+            return (output, nil)
+        }
+        let muxer = try Muxer(url: destination.url, container: container)
         muxer.displayURL = destination.displayURL
         muxer.maxInterleaveDelta = 200_000
         var srt: SRTConnection?
@@ -314,6 +356,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         case .hls, .http, .https:
             muxer.formatOptions = hlsOptions()
             muxer.watchOutputs(hls!.watch)
+        case .whip, .whips: break // WHIPOutput, above
         }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()

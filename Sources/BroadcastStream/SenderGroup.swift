@@ -8,23 +8,28 @@ import Logging
 /// (its data shared by reference counting, not copied), each with its own connection, queue, GOP
 /// dropping and reconnection, so that a slow or dead destination never holds up the others.
 ///
-/// Bit rate: the encoder follows the healthiest destination (the connected one with the emptiest
-/// queue); a slower one drops whole GOPs from its own queue. The broadcast fails only when every
-/// destination has been given up on.
+/// Bit rate: the encoder follows the healthiest destination (the connected one least congested: the emptiest
+/// queue, or for WebRTC the least loss its receiver reports); a slower one drops whole GOPs from its own queue.
+/// The broadcast fails only when every destination has been given up on.
 public final class SenderGroup: PacketSink {
     let senders: [Sender]
     private let logger: Logger
     /// Per destination, at the last report: bytes sent and GOP drops.
     private var last: [(bytes: Int64, drops: Int)]
     private var reportedFailures = Set<Int>()
-    /// The newest video keyframe, held until the next video packet: a stream that ends on one (its last frame
-    /// falling on a keyframe's time) does not send it, so that HLS does not end on a segment of one frame.
+    /// The newest video keyframe, held for the HLS destinations until the next video packet: a stream that ends on one
+    /// (its last frame falling on a keyframe's time) does not send it, so that HLS does not end on a segment of one
+    /// frame. The others get it at once (a WebRTC receiver that asked for it waits for nothing more).
     private var heldKeyframe: (packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational)?
+    private let holding: [Sender]
+    private let notHolding: [Sender]
 
     init(_ senders: [Sender], logger: Logger) {
         self.senders = senders
         self.logger = logger
         last = Array(repeating: (0, 0), count: senders.count)
+        holding = senders.filter(\.destination.isHLS)
+        notHolding = senders.filter { !$0.destination.isHLS }
     }
 
     /// Starts every destination, once each is prepared (an HLS playlist's lock taken); nothing starts when one
@@ -40,6 +45,12 @@ public final class SenderGroup: PacketSink {
     }
 
     public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+        try write(packet, stream: stream, timeBase: timeBase, to: senders)
+    }
+
+    /// Hands `packet` to `senders`, the last one taking its data.
+    private func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational,
+                       to senders: [Sender]) throws(MediaError) {
         for sender in senders.dropLast() {
             guard let copy = av_packet_clone(packet) else { throw MediaError("queue a packet", "out of memory") }
             defer { var owned: UnsafeMutablePointer<AVPacket>? = copy; av_packet_free(&owned) }
@@ -59,13 +70,18 @@ public final class SenderGroup: PacketSink {
     func writeVideo(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) throws(MediaError) {
         if let held = heldKeyframe {
             defer { dropHeldKeyframe() }
-            try write(held.packet, stream: 0, timeBase: held.timeBase)
+            try write(held.packet, stream: 0, timeBase: held.timeBase, to: holding)
         }
-        guard packet.pointee.flags & AV_PKT_FLAG_KEY != 0 else {
+        guard packet.pointee.flags & AV_PKT_FLAG_KEY != 0, !holding.isEmpty else {
             return try write(packet, stream: 0, timeBase: timeBase)
         }
         guard let copy = av_packet_alloc() else { throw MediaError("queue a packet", "out of memory") }
-        av_packet_move_ref(copy, packet)
+        if notHolding.isEmpty {
+            av_packet_move_ref(copy, packet)
+        } else {
+            guard av_packet_ref(copy, packet) >= 0 else { throw MediaError("queue a packet", "out of memory") }
+            try write(packet, stream: 0, timeBase: timeBase, to: notHolding)
+        }
         heldKeyframe = (copy, timeBase)
     }
 
@@ -87,9 +103,11 @@ public final class SenderGroup: PacketSink {
         var figures: [Sender.Figures]
         /// kbit/s sent to each destination since the last report.
         var bitRates: [Double]
-        /// The queue fill and whether it dropped, of the destination the bit rate follows.
+        /// The queue fill, whether it dropped, and the loss its receiver reported (WebRTC, 0...1), of the destination
+        /// the bit rate follows.
         var fill: Double
         var dropped: Bool
+        var loss: Double
         /// Set when every destination has failed: the broadcast's error.
         var failure: String?
     }
@@ -104,9 +122,12 @@ public final class SenderGroup: PacketSink {
             logger.error("stream: \(f.failure!); the other destinations go on")
         }
         let alive = figures.indices.filter { figures[$0].failure == nil }
-        let healthiest = Self.healthiest(figures.map { DestinationState(failed: $0.failure != nil, connected: $0.connected) }, fills: fills)
+        let losses = figures.map { ($0.webrtc?.lossPercent ?? 0) / 100 }
+        let states = figures.map { DestinationState(failed: $0.failure != nil, connected: $0.connected) }
+        let healthiest = Self.healthiest(states, fills: zip(fills, losses).map { Self.congestion(fill: $0, loss: $1) })
         var report = Report(figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
-                            dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false)
+                            dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false,
+                            loss: healthiest.map { losses[$0] } ?? 0)
         if alive.isEmpty {
             report.failure = figures.count == 1 ? figures[0].failure
                 : "every destination failed: " + figures.compactMap(\.failure).joined(separator: "; ")
@@ -125,18 +146,24 @@ public final class SenderGroup: PacketSink {
         }
     }
 
-    /// The destination the bit rate follows: of those not given up on, the connected one with the emptiest queue
-    /// (`fills`, 0...1); with none connected, the emptiest of all (so that a single destination that is away still
-    /// lowers the rate as before); nil when every one has failed.
+    /// How congested a destination is, 0...1: its queue's fill, or the loss its receiver reports, 10 % counting as a
+    /// queue half full (where `BitRateController` lowers the rate).
+    public static func congestion(fill: Double, loss: Double) -> Double { max(fill, min(1, loss * 5)) }
+
+    /// The destination the bit rate follows: of those not given up on, the connected one least congested (`fills`,
+    /// 0...1, see `congestion`); with none connected, the emptiest of all (so that a single destination that is away
+    /// still lowers the rate as before); nil when every one has failed.
     public static func healthiest(_ states: [DestinationState], fills: [Double]) -> Int? {
         let alive = states.indices.filter { !states[$0].failed }
         let connected = alive.filter { states[$0].connected }
         return (connected.isEmpty ? alive : connected).min { fills[$0] < fills[$1] }
     }
 
-    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT, libsrt's
-    /// round-trip time, lost and retransmitted packets (and for the first destination its dropped packets, the link's
-    /// estimated bandwidth and the sending rate).
+    /// Service info of one destination, its keys after `prefix` (service info is flat: at most 64 keys); for SRT,
+    /// libsrt's round-trip time, lost and retransmitted packets (and for the first destination its dropped packets, the
+    /// link's estimated bandwidth and the sending rate); for WebRTC, the round-trip time, lost packets and the loss of
+    /// the last second from the receiver's reports (and for the first destination the keyframes and retransmissions it
+    /// asked for and its bandwidth estimate).
     static func info(_ sender: Sender, _ f: Sender.Figures, bitRate: Double, prefix: String) -> [String: JSONValue] {
         var info: [String: JSONValue] = [
             "bitRate": .number(bitRate), "queueMs": .number(Double(f.queueMs)),
@@ -155,6 +182,17 @@ public final class SenderGroup: PacketSink {
                 info["droppedPackets"] = .number(Double(srt.droppedPackets))
                 info["bandwidthMbps"] = .number((srt.bandwidthMbps * 10).rounded() / 10)
                 info["sendRateMbps"] = .number((srt.sendRateMbps * 100).rounded() / 100)
+            }
+        }
+        // WebRTC: what its receiver reports (and for the first destination, what it asked for).
+        if let webrtc = f.webrtc {
+            if let rtt = webrtc.rttMs { info["rttMs"] = .number(rtt) }
+            info["lostPackets"] = .number(Double(webrtc.lostPackets))
+            info["lossPercent"] = .number(webrtc.lossPercent)
+            if prefix.isEmpty {
+                info["keyframeRequests"] = .number(Double(webrtc.keyframeRequests))
+                info["nacks"] = .number(Double(webrtc.nacks))
+                if let kbps = webrtc.receiverKbps { info["receiverBitRate"] = .number(Double(kbps)) }
             }
         }
         return Dictionary(uniqueKeysWithValues: info.map { (prefix + $0.key, $0.value) })

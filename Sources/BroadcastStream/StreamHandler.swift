@@ -28,7 +28,7 @@ public final class StreamHandler: BroadcastSampleHandler {
             let options = try StreamOptions(url: broadcastURL, setupInfo: setupInfo)
             self.options = options
             try open(options)
-            let to = options.destinations.map { "\($0.displayURL) (\($0.container))" }.joined(separator: ", ")
+            let to = options.destinations.map { "\($0.displayURL) (\($0.format))" }.joined(separator: ", ")
             logger.info("stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
@@ -152,11 +152,13 @@ public final class StreamHandler: BroadcastSampleHandler {
         let report = sender.report(seconds: Double(time - last) / 1e9)
         if let reason = report.failure { return fail(reason) }
         if var controller = rate {
-            let change = controller.update(fill: report.fill, dropped: report.dropped, now: time)
+            let change = controller.update(fill: report.fill, dropped: report.dropped, loss: report.loss, now: time)
             rate = controller
             if let change, let video {
                 video.setVideoBitRate(change)
-                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(Int(report.fill * 100))% full)")
+                let loss = report.loss > 0 ? ", \(Int(report.loss * 100))% lost" : ""
+                let fill = Int(report.fill * 100)
+                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(fill)% full\(loss))")
             }
         }
         var info: [String: JSONValue] = [

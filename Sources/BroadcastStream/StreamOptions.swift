@@ -1,5 +1,6 @@
 import BroadcastCore
 import BroadcastMedia
+import BroadcastWebRTC
 import Foundation
 
 /// The error type of BroadcastStream: what failed, and why.
@@ -10,22 +11,32 @@ public struct StreamError: Error, CustomStringConvertible, Equatable, Sendable {
 
 /// One place a `stream` broadcast goes to: its own connection, queue and reconnection (see `Sender`).
 public struct StreamDestination: Equatable, Sendable {
-    public enum Scheme: String, Sendable { case srt, rtmp, rtmps, hls, http, https }
+    public enum Scheme: String, Sendable { case srt, rtmp, rtmps, hls, http, https, whip, whips }
 
     public var scheme: Scheme
-    /// What libavformat opens: the URL with the stream key put in (for hls://, the playlist's path).
+    /// What libavformat opens: the URL with the stream key put in (for hls://, the playlist's path); for WHIP the
+    /// endpoint's http(s):// URL.
     public var url: String
     /// The URL as logs, errors and status may show it: no stream key, no passphrase.
     public var displayURL: String
-    public var container: Muxer.Container
+    /// How libavformat sends it; nil for WebRTC (WHIP), which GStreamer's webrtcbin sends.
+    public var container: Muxer.Container?
+    /// WHIP's bearer token: the `key` for the broadcast URL, the user info (`whips://TOKEN@HOST/PATH`) in `also`.
+    public var token: String?
 
     /// HLS, to a directory (hls:///DIR/NAME.m3u8) or an HTTP origin by PUT (http[s]://…/NAME.m3u8).
     public var isHLS: Bool { container == .hls }
+    /// WebRTC to a WHIP endpoint.
+    public var isWebRTC: Bool { scheme == .whip || scheme == .whips }
+    /// How logs name what it sends.
+    public var format: String { container?.rawValue ?? "WebRTC" }
 
-    /// `url` as a destination; `key` (the primary URL's stream key) goes into SRT's streamid or onto
-    /// RTMP's path. In `also`, the stream keys are in the URLs themselves. `displayURL` hides them (`SecretURL`).
+    /// `url` as a destination; `key` (the primary URL's stream key) goes into SRT's streamid, onto RTMP's path, or is
+    /// WHIP's bearer token. In `also`, the stream keys are in the URLs themselves. `displayURL` hides them
+    /// (`SecretURL`).
     init(_ url: String, key: String?) throws(StreamError) {
-        let usage = "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8 or http[s]://HOST/PATH/NAME.m3u8"
+        let usage = "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8, " +
+            "http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH"
         guard let colon = url.firstIndex(of: ":"), let scheme = Scheme(rawValue: url[..<colon].lowercased()),
               url[colon...].hasPrefix("://"), url.count > url.distance(from: url.startIndex, to: colon) + 3 else {
             throw StreamError("'\(SecretURL.masked(url))' is not a stream URL: \(usage)")
@@ -58,6 +69,14 @@ public struct StreamDestination: Equatable, Sendable {
             } else {
                 self.url = url
             }
+        case .whip, .whips:
+            do {
+                let endpoint = try WHIP.endpoint(url)
+                self.url = endpoint.http
+                token = key ?? endpoint.token
+            } catch {
+                throw StreamError("'\(displayURL)': \(error.reason)")
+            }
         }
     }
 }
@@ -76,7 +95,7 @@ public struct StreamOptions: Equatable, Sendable {
     public var scheme: StreamDestination.Scheme { primary.scheme }
     public var url: String { primary.url }
     public var displayURL: String { primary.displayURL }
-    public var container: Muxer.Container { primary.container }
+    public var container: Muxer.Container? { primary.container }
     /// Whether the encoders must put their parameter sets in a global header (FLV and fMP4 want it;
     /// the MPEG-TS muxer puts them back before each keyframe).
     public var globalHeader: Bool { destinations.contains { $0.container != .mpegts } }
@@ -95,10 +114,13 @@ public struct StreamOptions: Equatable, Sendable {
     /// HLS: seconds per segment (cut on a keyframe; the keyframe interval divides it), and segments in the playlist.
     public var segmentDuration: Double
     public var playlistLength: Int
+    /// WHIP: the STUN and TURN servers of the `stun` and `turn` setup fields (the endpoint may name more).
+    public var iceServers: [ICEServer] = []
 
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
         guard let url, !url.isEmpty else {
-            throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, hls:///DIR/index.m3u8 or http(s)://HOST/PATH/index.m3u8")
+            throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, " +
+                              "hls:///DIR/index.m3u8, http(s)://HOST/PATH/index.m3u8 or whips://HOST/PATH")
         }
         let key = setupInfo["key"].flatMap { $0.isEmpty ? nil : $0 }
         var destinations = [try StreamDestination(url, key: key)]
@@ -123,10 +145,14 @@ public struct StreamOptions: Equatable, Sendable {
             return value
         }
         let hasRTMP = destinations.contains { $0.container == .flv }
+        let hasWebRTC = destinations.contains(where: \.isWebRTC)
         let videoCodecName = setupInfo["codec"].flatMap { $0.isEmpty ? nil : $0.lowercased() } ?? "h264"
         guard let videoCodec = VideoCodec(rawValue: videoCodecName) else { throw StreamError("codec '\(videoCodecName)': h264, or hevc over srt://") }
-        for destination in destinations where !destination.container.carries(videoCodec) {
+        for destination in destinations where !(destination.container?.carries(videoCodec) ?? (videoCodec == .h264)) {
             switch destination.container {
+            case nil:
+                throw StreamError("codec \(videoCodec.rawValue): WebRTC (WHIP) is sent as H.264, which every " +
+                                  "browser takes; use h264")
             case .flv:
                 throw StreamError("codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://")
             case .hls:
@@ -139,16 +165,6 @@ public struct StreamOptions: Equatable, Sendable {
         video = VideoEncoderSettings(codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
                                      preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
                                      keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
-        // Opus where every destination is SRT; AAC as soon as one is RTMP or HLS (what every player takes).
-        let allSRT = destinations.allSatisfy { $0.container == .mpegts }
-        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? (allSRT ? "opus" : "aac")).lowercased()
-        switch (codec, hasRTMP) {
-        case ("aac", _): audioCodec = "aac"
-        case ("opus", false): audioCodec = "libopus"
-        case ("opus", true): throw StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")
-        default: throw StreamError("audioCodec '\(codec)': aac or opus")
-        }
-        audioBitRate = Int(try number("audioBitRate", 128, 16...512))
         switch setupInfo["audio"].flatMap({ $0.isEmpty ? nil : $0 }) ?? "app,mic" {
         case "app,mic", "mic,app": audio = [.audioApp, .audioMic]
         case "app": audio = [.audioApp]
@@ -156,6 +172,24 @@ public struct StreamOptions: Equatable, Sendable {
         case "none": audio = []
         case let other: throw StreamError("audio '\(other)': app, mic, 'app,mic' or none")
         }
+        // Opus where every destination is SRT or WebRTC (which carries nothing else), or with WebRTC; else AAC as soon
+        // as one is RTMP or HLS (what every player takes).
+        let allOpus = destinations.allSatisfy { $0.container == .mpegts || $0.isWebRTC }
+        let defaultCodec = !hasRTMP && (allOpus || hasWebRTC) ? "opus" : "aac"
+        let codec = (setupInfo["audioCodec"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultCodec).lowercased()
+        switch (codec, hasRTMP) {
+        case ("aac", _) where hasWebRTC && !hasRTMP && !audio.isEmpty:
+            throw StreamError("audioCodec aac: WebRTC (WHIP) carries Opus; use opus")
+        case ("aac", _) where hasWebRTC && !audio.isEmpty, ("opus", true) where hasWebRTC && !audio.isEmpty:
+            throw StreamError("WHIP and RTMP in one broadcast: WebRTC carries Opus and RTMP AAC only, and one " +
+                              "audio encode feeds both; stream to them in two broadcasts, or with audio=none")
+        case ("aac", _): audioCodec = "aac"
+        case ("opus", false): audioCodec = "libopus"
+        case ("opus", true):
+            throw StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")
+        default: throw StreamError("audioCodec '\(codec)': aac or opus")
+        }
+        audioBitRate = Int(try number("audioBitRate", 128, 16...512))
         maxQueueSeconds = try number("maxQueue", 3, 0.5...30)
         reconnectFor = try number("reconnectFor", 30, 0...3600)
         segmentDuration = try number("segmentDuration", 2, 0.5...30)
@@ -166,9 +200,35 @@ public struct StreamOptions: Equatable, Sendable {
             video.keyframeInterval = segmentDuration / (segmentDuration / video.keyframeInterval).rounded(.up)
             video.keyframesNeverEarly = true
         }
+        if hasWebRTC {
+            // Constrained baseline: what every WebRTC receiver decodes (RFC 7742), Firefox's OpenH264 included.
+            video.profile = "baseline"
+            iceServers = try Self.iceServers(setupInfo)
+        }
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
         publicURL = setupInfo["publicURL"].flatMap { $0.isEmpty ? nil : $0 } ?? origin.map { Self.withoutUserInfo($0.url) }
+    }
+
+    /// The `stun` and `turn` setup fields: comma-separated stun:HOST[:PORT] and turn(s)://USER:PASSWORD@HOST[:PORT].
+    static func iceServers(_ setupInfo: [String: String]) throws(StreamError) -> [ICEServer] {
+        var servers: [ICEServer] = []
+        for (field, kinds) in [("stun", [ICEServer.Kind.stun]), ("turn", [.turn, .turns])] {
+            let values = (setupInfo[field] ?? "").split(separator: ",")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for value in values {
+                do throws(WebRTCError) {
+                    let server = try ICEServer(value)
+                    guard kinds.contains(server.kind) else {
+                        throw WebRTCError("", "the \(field) field takes \(field) servers")
+                    }
+                    servers.append(server)
+                } catch {
+                    throw StreamError("\(field) '\(SecretURL.masked(value))': \(error.reason)")
+                }
+            }
+        }
+        return servers
     }
 
     static func withoutUserInfo(_ url: String) -> String {

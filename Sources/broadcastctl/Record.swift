@@ -44,11 +44,12 @@ struct Record: ParsableCommand {
 
 struct Stream: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Stream the screen live (SRT, RTMP, HLS) until Ctrl-C or --duration.",
+        abstract: "Stream the screen live (SRT, RTMP, WHIP, HLS) until Ctrl-C or --duration.",
         usage: "broadcastctl stream [<options>] <url>",
         discussion: """
             Starts a broadcast with the stream handler to srt://HOST:PORT (MPEG-TS), \
-            rtmp[s]://HOST/APP (FLV), hls:///DIR/index.m3u8 (HLS segments in a folder) or \
+            rtmp[s]://HOST/APP (FLV), whips://HOST/PATH (WebRTC to a WHIP endpoint over \
+            HTTPS; whip:// over HTTP), hls:///DIR/index.m3u8 (HLS segments in a folder) or \
             http[s]://HOST/PATH/index.m3u8 (HLS by HTTP PUT). It says when it connects, why it \
             cannot and when it reconnects, shows its progress on a terminal and says how it ended.
 
@@ -56,10 +57,12 @@ struct Stream: ParsableCommand {
               broadcastctl stream srt://example.net:9000
               broadcastctl stream rtmp://live.example.net/app --set key=SECRET \\
                   --duration 1h30m
+              broadcastctl stream whips://live.example.net/whip/ID --set key=TOKEN
               broadcastctl stream hls:///var/www/live/index.m3u8
             """)
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "Where to stream: srt://, rtmp[s]://, hls:/// or http[s]:// (see `broadcastctl handlers`).")
+    @Argument(help: ArgumentHelp("Where to stream: srt://, rtmp[s]://, whip[s]://, hls:/// or http[s]:// " +
+                                 "(see `broadcastctl handlers`)."))
     var url: String
     @Option(name: .customLong("set"),
             help: ArgumentHelp("A setting of the stream handler (see `broadcastctl handlers`); repeatable.",

@@ -91,7 +91,8 @@ import Testing
         #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
             try StreamOptions(url: "rtmp://h/app", setupInfo: ["audioCodec": "opus"])
         }
-        #expect(throws: StreamError("'ftp://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8 or http[s]://HOST/PATH/NAME.m3u8")) {
+        #expect(throws: StreamError("'ftp://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, " +
+                                    "hls:///DIR/NAME.m3u8, http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH")) {
             try StreamOptions(url: "ftp://h/x", setupInfo: [:])
         }
         #expect(throws: StreamError("videoBitRate 'lots': a number from 100.0 to 100000.0")) {
