@@ -59,6 +59,7 @@ final class Sender: PacketSink, @unchecked Sendable {
     private var figures = Figures()
     private var finishing = false
     private var keyframeWanted = false
+    private var receiverKeyframes = ReceiverKeyframes()
     /// The open SRT connection (its statistics are read from other threads).
     private var srt: SRTConnection?
     private var thread: Thread?
@@ -127,7 +128,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         defer { condition.unlock() }
         let wanted = keyframeWanted
         keyframeWanted = false
-        return wanted
+        return receiverKeyframes.take(now: clock()) || wanted
     }
 
     var snapshot: Figures {
@@ -303,10 +304,11 @@ final class Sender: PacketSink, @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The receiver asked for a keyframe (WebRTC: PLI or FIR): the next frame is one.
+    /// The receiver asked for a keyframe (WebRTC: PLI or FIR): the next frame is one, at most one each
+    /// `ReceiverKeyframes.spacing`.
     private func keyframeRequestedByReceiver() {
         condition.lock()
-        if figures.connected { keyframeWanted = true }
+        if figures.connected { receiverKeyframes.ask() }
         condition.unlock()
     }
 

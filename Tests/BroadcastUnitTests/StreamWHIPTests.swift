@@ -253,4 +253,21 @@ import Testing
         let key = queue.push(.init(isVideo: true, isKeyframe: true, bytes: 1, time: 2, payload: "k"))
         #expect(!delta && key)
     }
+
+    @Test func theReceiversKeyframeRequestsAreServedAtMostTwiceASecond() {
+        var requests = ReceiverKeyframes()
+        var served: [Bool] = [requests.take(now: 0)]
+        requests.ask()
+        served += [requests.take(now: 1_000), requests.take(now: 2_000)]
+        // Asked again and again on a lossy link: kept, and served once the spacing has passed.
+        for time in stride(from: UInt64(100_000_000), to: 500_000_000, by: 100_000_000) {
+            requests.ask()
+            served.append(requests.take(now: time))
+        }
+        served += [requests.take(now: 500_001_000), requests.take(now: 900_000_000)]
+        // A request after a quiet spell is served at the next frame.
+        requests.ask()
+        served.append(requests.take(now: 5_000_000_000))
+        #expect(served == [false, true, false, false, false, false, false, true, false, true])
+    }
 }
