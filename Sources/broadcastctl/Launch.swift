@@ -35,6 +35,8 @@ final class Launch {
     var brief = false
     /// Events read while waiting for something else, in order: `waitForFinish` takes them first.
     private var backlog: [ControllerClient.Event] = []
+    /// The broadcast's status in the STATE_CHANGED that said it was live (or paused).
+    private var liveStatus: BroadcastStatus?
 
     init(client: ControllerClient, handler: String, json: Bool) {
         self.client = client
@@ -81,6 +83,7 @@ final class Launch {
             }
             switch event {
             case .stateChanged(let status) where status.broadcast == id && [.live, .paused].contains(status.state):
+                liveStatus = status
                 return true
             case .finished(let finished) where finished.broadcast == id:
                 try report(finished)
@@ -91,17 +94,11 @@ final class Launch {
         }
     }
 
-    /// The broadcast's status once it is live: the file it writes, once its handler names it, and the audio
-    /// streams found silent, which take a few tenths of a second to tell (both within `patience`).
-    func settledStatus(of id: UInt32, patience milliseconds: Int = 500) throws -> BroadcastStatus? {
-        let until = MonotonicClock.now() + UInt64(milliseconds) * 1_000_000
-        var status: BroadcastStatus?
-        repeat {
-            status = try client.status().broadcasts?.first { $0.broadcast == id }
-            if status?.state != .live || (status?.silentAudio != nil && (status?.file != nil || handler != "record")) { break }
-            if let event = try client.nextEvent(timeoutMilliseconds: 100) { backlog.append(event) }
-        } while MonotonicClock.now() < until
-        return status
+    /// The broadcast's status as it went live, from the STATE_CHANGED that said so: the file it writes (a handler
+    /// names it as it starts), the audio streams found silent and the memory warning are in it, with no round trip.
+    func settledStatus(of id: UInt32) throws -> BroadcastStatus? {
+        if let liveStatus, liveStatus.broadcast == id { return liveStatus }
+        return try client.status().broadcasts?.first { $0.broadcast == id }
     }
 
     /// Lines a user should read once the broadcast is live: where it goes, and which audio is silent and why.
