@@ -124,7 +124,8 @@ extension Daemon {
         guard let live = capture?.live else { return }
         if !broadcasts.contains(where: \.isLive) { live.stopFrames() }
         if drainingAudio, live.nextAudioAt != nil, broadcast.link?.connection != nil {
-            broadcast.audioDrain = Broadcast.AudioDrain(since: now, until: max(now, broadcast.ledger.deliveredUntil[.video] ?? 0))
+            let end = max(now, broadcast.ledger.deliveredUntil[.video] ?? 0)
+            broadcast.audioDrain = Broadcast.AudioDrain(since: now, until: end + Broadcast.AudioDrain.margin)
             captureAudio(now: now)
         } else {
             endCaptureIfUnused()

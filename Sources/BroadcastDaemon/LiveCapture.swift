@@ -264,7 +264,7 @@ final class LiveCapture {
             return
         }
         let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
-                                  discontinuity: broadcast.ledger.isDiscontinuous(stream))
+                                  discontinuity: chunk.discontinuity || broadcast.ledger.isDiscontinuous(stream))
         var payload: [UInt8] = []
         payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
         AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)
