@@ -91,7 +91,7 @@ let package = Package(
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
         .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore"]),
-        .target(name: "BroadcastUpload", dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "BroadcastUpload", dependencies: ["CCurl", "BroadcastCore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastRecord", dependencies: [
             "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
             .product(name: "Logging", package: "swift-log"),

@@ -113,11 +113,11 @@ fakesink` on the same node. Medians over the runs, then each run; CPU in % of on
 broadcastd against GStreamer: {med(col("broadcastd", 3)) / med(col("gstreamer", 3)):.2f}× the peak memory and
 {med(bd_cpu) / med(gst_cpu):.2f}× the CPU for the same capture and conversion (broadcastd also keeps
 a frame pool and hands every frame to a handler). broadcastd converts each frame as it arrives and
-gives its buffer straight back, so it asks for two or three buffers, and plans its frame pool with
-what they take (8.3 MB each at 1080p), the converted picture and 5 MB for libpipewire (its plugins and
-thread: file-backed and anonymous memory less the picture come to 17.1 MB, against 12.2 MB for X11)
-counted against the 50 MB budget: here four slots of 3 MB. The producer itself (drawing 1080p60)
-shares the two cores.
+gives its buffer straight back, so it asks for two or three buffers (two are negotiated, as with
+xdg-desktop-portal-wlr), and its memory plan counts them at their full size (8.3 MB each at 1080p) beside
+what it measures of itself and two slots of 3 MB for the one broadcast (bench/memory.sh sets the plan beside
+the peak). It runs at its defaults (no `--memory-budget`). The producer itself (drawing 1080p60) shares the
+two cores.
 <!-- pipewire-video-end -->
 """
 write_section(doc, "<!-- pipewire-video-begin -->", "<!-- pipewire-video-end -->", section)

@@ -11,7 +11,9 @@
 # (record + stream + inspect on one capture, beside one ffmpeg doing the same encodes; BENCH_SKIP_MANY=1
 # skips it) and bench/window.sh (a window against the whole 4K screen and ffmpeg x11grab -window_id, and the
 # cost of excluded windows; BENCH_SKIP_WINDOW=1 skips it) and bench/replay.sh (the replay handler against record
-# on the same input, and the time a save takes; BENCH_SKIP_REPLAY=1 skips it). The hour-long soak is bench/soak.sh,
+# on the same input, and the time a save takes; BENCH_SKIP_REPLAY=1 skips it) and bench/memory.sh (broadcastd's memory
+# at its defaults on X11 and through the portal, its plan beside its peak, idle broken down; BENCH_SKIP_MEMORY=1 skips
+# it). The hour-long soak is bench/soak.sh,
 # run on its own.
 # One command: bash bench/run.sh
 #
@@ -159,3 +161,4 @@ if [ "${BENCH_SKIP_SYNC:-}" != 1 ]; then bash "$ROOT/bench/sync.sh"; fi
 if [ "${BENCH_SKIP_MANY:-}" != 1 ]; then bash "$ROOT/bench/many.sh"; fi
 if [ "${BENCH_SKIP_WINDOW:-}" != 1 ]; then bash "$ROOT/bench/window.sh"; fi
 if [ "${BENCH_SKIP_REPLAY:-}" != 1 ]; then bash "$ROOT/bench/replay.sh"; fi
+if [ "${BENCH_SKIP_MEMORY:-}" != 1 ]; then bash "$ROOT/bench/memory.sh"; fi

@@ -16,9 +16,11 @@
 #              nginx's own WebDAV module (PUT) for the recorder's upload tests; iproute2 (ip, tc) for the SRT loss test
 #              (a token bucket filter in a network namespace of its own)
 #   systemd    systemd-socket-activate and systemd-analyze, for the socket activation and unit file tests
+#   Python     python3-venv and python3-wheel-whl: the tests install the Python package (python/) into a virtual
+#              environment with pip, offline (setuptools and wheel from Debian's wheels), as a third party would
 #   PipeWire   libpipewire and libdbus-1 (the portal) to build; pipewire, wireplumber, dbus-daemon, GStreamer's
 #              pipewiresink (a video node) for the demo and tests; python3-dbus and python3-gi run the tests' stand-in portal
-BROADCASTD_PACKAGES=(python3 procps pkg-config systemd
+BROADCASTD_PACKAGES=(python3 python3-venv python3-wheel-whl procps pkg-config systemd
     libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-randr0-dev libxcb-damage0-dev libxcb-composite0-dev
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libcurl4-openssl-dev libsrt-gnutls-dev
     xvfb tigervnc-standalone-server x11-xserver-utils x11-apps xdotool python3-xlib twm xterm ffmpeg

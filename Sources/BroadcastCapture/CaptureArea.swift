@@ -1,3 +1,5 @@
+import BroadcastCore
+
 /// A rectangle in root-window pixels.
 public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
     public var x: Int
@@ -36,13 +38,10 @@ public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
         return ScreenRect(x: left, y: top, width: right - left, height: bottom - top)
     }
 
-    /// Parses `X,Y,WxH` (as `--region` takes it).
+    /// Parses `X,Y,WxH` (as `--region` takes it), within what a screen can have (`ScreenRegion`).
     public init?(region text: String) {
-        let parts = text.split(separator: ",")
-        guard parts.count == 3, let x = Int(parts[0]), let y = Int(parts[1]), x >= 0, y >= 0 else { return nil }
-        let size = parts[2].lowercased().split(separator: "x")
-        guard size.count == 2, let w = Int(size[0]), let h = Int(size[1]), w > 0, h > 0 else { return nil }
-        self.init(x: x, y: y, width: w, height: h)
+        guard let region = ScreenRegion(text) else { return nil }
+        self.init(x: region.x, y: region.y, width: region.width, height: region.height)
     }
 }
 
@@ -86,9 +85,11 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The rectangle to grab on a screen of `screenWidth`x`screenHeight` with `outputs`. Frames have even
-    /// sizes (4:2:0 chroma), so an odd width or height loses its last column or row; a region is clipped
-    /// to the screen. Throws a message a user can act on when nothing is left to capture.
-    public func resolve(screenWidth: Int, screenHeight: Int, outputs: [ScreenOutput]) throws(CaptureAreaError) -> ScreenRect {
+    /// sizes (4:2:0 chroma), so an odd width or height loses its last column or row. A region must lie within
+    /// the screen, unless `clipsRegion` (the screen shrank under a running capture): then it is clipped to it.
+    /// Throws a message a user can act on when nothing is left to capture.
+    public func resolve(screenWidth: Int, screenHeight: Int, outputs: [ScreenOutput],
+                        clipsRegion: Bool = false) throws(CaptureAreaError) -> ScreenRect {
         let screen = ScreenRect(x: 0, y: 0, width: screenWidth, height: screenHeight)
         var rect: ScreenRect
         switch self {
@@ -102,8 +103,8 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
             guard let visible = output.rect.intersection(screen) else { throw CaptureAreaError("output '\(name)' (\(output.rect)) lies outside the screen") }
             rect = visible
         case .region(let region):
-            guard let visible = region.intersection(screen) else {
-                throw CaptureAreaError("region \(region) lies outside the \(screenWidth)x\(screenHeight) screen")
+            guard let visible = region.intersection(screen), visible == region || clipsRegion else {
+                throw CaptureAreaError("region \(region) does not lie within the \(screenWidth)x\(screenHeight) screen")
             }
             rect = visible
         case .window(let selector):

@@ -53,6 +53,14 @@ public struct CaptureWindow: Equatable, Sendable {
         self.mapped = mapped
     }
 
+    /// Whether its WM_CLASS (instance or class) is among `classes` (lower case), as `--exclude-window` names them.
+    public func isOfClass(in classes: Set<String>) -> Bool {
+        classes.contains(instance.lowercased()) || classes.contains(className.lowercased())
+    }
+
+    /// How `name` matched, by `match`'s number.
+    public static let matchKinds = [3: "its class", 2: "its whole title", 1: "part of its title"]
+
     /// How well `name` matches: 3 for WM_CLASS, 2 for the whole title, 1 for part of it, 0 for none.
     public func match(_ name: String) -> Int {
         let name = name.lowercased()

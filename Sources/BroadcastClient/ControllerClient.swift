@@ -6,11 +6,22 @@ import BroadcastSystem
 public final class ControllerClient {
     public let socketPath: String
     let connection: PeerConnection
+    /// What the daemon said to HELLO: its program, and (revision 2.6) its revision and features.
+    public let welcome: Welcome
 
     public init(socketPath: String, client: String = "broadcastctl") throws(ProtocolError) {
         self.socketPath = socketPath
         connection = try PeerConnection.connect(path: socketPath)
-        try connection.hello(role: .controller, client: client)
+        welcome = try connection.hello(role: .controller, client: client)
+    }
+
+    /// Refuses, before anything is sent, what the daemon announced it does not offer (revision 2.6). A daemon that
+    /// announces nothing (older than 2.6) is asked anyway: only its answer can tell.
+    func require(_ feature: ProtocolFeature, for what: String) throws(ProtocolError) {
+        guard welcome.offers(feature) == false else { return }
+        let revision = welcome.revision ?? "?"
+        throw .refused(BroadcastError(.unsupported, "\(welcome.server) (protocol revision \(revision)) does not " +
+                                      "offer \(what): its WELCOME does not list the feature '\(feature.rawValue)'"))
     }
 
     public func handlers() throws(ProtocolError) -> [HandlerManifest] {
@@ -26,6 +37,9 @@ public final class ControllerClient {
     /// built-in memory budget, and why).
     public func startAnswer(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError)
         -> (id: UInt32, warning: String?) {
+        if let capture, !capture.isEmpty { try require(.captureChoice, for: "choosing a broadcast's capture") }
+        // An older daemon ignores excludeWindows: it would capture the very windows the user wants left out.
+        if capture?.excludeWindows?.isEmpty == false { try require(.excludeWindows, for: "leaving windows out of one broadcast") }
         let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
         let answer = try reply.decode(BroadcastReference.self)
         guard let id = answer.broadcast else { throw .malformed(.ok, "no broadcast id") }
@@ -50,17 +64,19 @@ public final class ControllerClient {
     /// Revision 2.3: sends command `name` with `arguments` to broadcast `broadcast`'s handler (nil: the only one
     /// running) and returns its answer; the handler's error, or its silence for 10 s, throws `.refused`.
     public func send(command name: String, arguments: [String: JSONValue] = [:], broadcast: UInt32? = nil) throws(ProtocolError) -> CommandResult {
+        try require(.commands, for: "commands")
         let reply = try connection.request(.sendCommand, CommandRequest(broadcast: broadcast, command: name, arguments: arguments.isEmpty ? nil : arguments))
         guard reply.opcode == .commandResult else { throw .unexpected(reply.opcode, "expected COMMAND_RESULT") }
         return try reply.decode(CommandResult.self)
     }
 
-    /// What the daemon captures, and the outputs it could capture instead.
     /// The running capture takes `choice`'s output or region (the whole screen when neither), for every broadcast.
     public func changeCapture(_ choice: CaptureChoice) throws(ProtocolError) {
+        try require(.captureChange, for: "changing the running capture")
         _ = try connection.request(.changeCapture, choice)
     }
 
+    /// What the daemon captures, and the outputs it could capture instead.
     public func sources() throws(ProtocolError) -> SourceList {
         try connection.request(.listSources).decode(SourceList.self)
     }

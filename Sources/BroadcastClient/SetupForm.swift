@@ -54,8 +54,9 @@ public struct SetupForm {
     static let maxAsks = 10
 
     /// What broadcastd would refuse, said as the options were typed (`--set overwrit=true: … did you mean
-    /// 'overwrite'?`, `give --url URL`), before the request is completed; nil when it would take it.
-    public func problem() -> BroadcastError? {
+    /// 'overwrite'?`, `give --url URL`), before the request is completed; nil when it would take it. Not
+    /// `complete`: what is missing may still be asked for, so only what was given is checked.
+    public func problem(complete: Bool = true) -> BroadcastError? {
         let fields = manifest.setupFields ?? []
         let names = fields.map(\.name) + [HandlerManifest.frameRateKey]
         for (key, value) in values.sorted(by: { $0.key < $1.key }) where !names.contains(key) {
@@ -65,6 +66,12 @@ public struct SetupForm {
                 (NameSuggestion.closest(to: key, among: known).map { "; did you mean --set \($0)=\(value)?" } ??
                     (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))")))
         }
+        for field in fields {
+            if let value = values[field.name], let problem = field.problem(with: value) {
+                return BroadcastError(.invalidRequest, "--set \(field.name)=\(value): " + problem)
+            }
+        }
+        guard complete else { return nil }
         if let url = manifest.url, url.required == true, (self.url ?? "").isEmpty, url.default == nil {
             return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs a URL (\(url.prompt)): give --url URL")
         }

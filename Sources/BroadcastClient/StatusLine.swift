@@ -26,18 +26,17 @@ public struct StatusLine: Sendable {
         self.info = info
     }
 
-    /// The most telling figures first, so that a narrow terminal cuts only the least: state, broadcast, elapsed,
+    /// The most telling figures first, so that a narrow terminal drops only the least: state, broadcast, elapsed,
     /// size, drops, silent streams, errors, fps, bit rate; then daemon memory and the handler's other figures,
-    /// each with its unit.
-    public var text: String {
-        guard let status else { return "connecting" }
+    /// each with its unit. A paused broadcast has no frame rate or bit rate to show.
+    public var fields: [String] {
+        guard let status else { return ["connecting"] }
         var parts = ["\(status.state)"]
         if let id = status.broadcast { parts.append("broadcast \(id)" + (status.handler.map { " (\($0))" } ?? "")) }
-        let silent = (status.silentAudio ?? [:]).keys.sorted().map { $0 == "audioApp" ? "app audio" : $0 == "audioMic" ? "mic" : $0 }
+        let silent = (status.silentAudio ?? [:]).keys.sorted().map(SilenceWarning.name)
         let error = status.error.map { "error: \($0.message)" }
         guard let info, info.broadcast == status.broadcast else {
-            return (parts + [silent.isEmpty ? nil : "silent: " + silent.joined(separator: ", "), error].compactMap { $0 })
-                .joined(separator: "  ")
+            return parts + [silent.isEmpty ? nil : "silent: " + silent.joined(separator: ", "), error].compactMap { $0 }
         }
         parts.append(Self.clock(info.elapsed))
         var extras = info.handler ?? [:]
@@ -45,32 +44,49 @@ public struct StatusLine: Sendable {
         if case .number(let bytes)? = extras.removeValue(forKey: "bytes") ?? extras.removeValue(forKey: "bytesSent") {
             parts.append(ResultText.megabytes(bytes))
         }
-        let drops = [("video", "video"), ("audioApp", "app"), ("audioMic", "mic")].compactMap { key, name -> String? in
+        var drops = [("video", "video"), ("audioApp", "app"), ("audioMic", "mic")].compactMap { key, name -> String? in
             guard let counters = info.streams[key], counters.dropped > 0 else { return nil }
             return "\(name) \(counters.dropped)\((counters.late ?? 0) > 0 ? " (\(counters.late!) late)" : "")"
+        }
+        // A stream's frames dropped on the way out (a slow link) are drops too, so that the two counts agree.
+        if case .number(let unsent)? = extras.removeValue(forKey: "droppedFrames"), unsent > 0 {
+            drops.append("\(Int(unsent)) unsent")
         }
         parts.append(drops.isEmpty ? "no drops" : "dropped " + drops.joined(separator: ", "))
         if !silent.isEmpty { parts.append("silent: " + silent.joined(separator: ", ")) }
         if let error { parts.append(error) }
-        if let framesPerSecond { parts.append(String(format1: framesPerSecond) + " fps") }
-        if case .number(let kbps)? = extras.removeValue(forKey: "bitRate") { parts.append("\(Int(kbps)) kbit/s") }
+        let bitRate = extras.removeValue(forKey: "bitRate")
+        if status.state != .paused {
+            if let framesPerSecond { parts.append(String(format1: framesPerSecond) + " fps") }
+            if case .number(let kbps)? = bitRate { parts.append("\(Int(kbps)) kbit/s") }
+        }
         if let bytes = info.daemonMemory { parts.append("daemon " + String(format1: Double(bytes) / 1_048_576) + " MiB") }
-        parts += extras.sorted(by: { $0.key < $1.key }).map { Self.figure($0.key, $0.value) }
-        return parts.joined(separator: "  ")
+        return parts + extras.sorted(by: { $0.key < $1.key }).map { Self.figure($0.key, $0.value) }
     }
 
-    /// A handler's figure with its unit, told by its name: …Bytes in MB, …Ms in ms, …BitRate in kbit/s, …Rate
-    /// (bytes per second) in MB/s, …In in seconds.
+    /// The whole line.
+    public var text: String { fields.joined(separator: "  ") }
+
+    /// The line in fewer than `columns` columns (so that it never wraps): the fields that fit, in the order of
+    /// `fields`, each whole; a figure is never cut. Only the first (the state) is cut, on a terminal too narrow for it.
+    public func fitted(columns: Int) -> String { Self.fit(fields, columns: columns) }
+
+    static func fit(_ fields: [String], columns: Int) -> String {
+        let room = max(columns - 1, 1)
+        var kept: [String] = [], used = 0
+        for field in fields {
+            let width = (kept.isEmpty ? 0 : 2) + field.count
+            if used + width <= room {
+                kept.append(field)
+                used += width
+            }
+        }
+        return kept.isEmpty ? String((fields.first ?? "").prefix(room)) : kept.joined(separator: "  ")
+    }
+
+    /// A handler's figure with the unit its name tells (see `ResultText.value`).
     static func figure(_ key: String, _ value: JSONValue) -> String {
-        let name = ResultText.words(key)
-        guard case .number(let n) = value else { return "\(name) \(ResultText.plain(value))" }
-        let lower = key.lowercased()
-        if lower.hasSuffix("bytes") { return "\(name) \(ResultText.megabytes(n))" }
-        if key.hasSuffix("Ms") { return "\(ResultText.words(String(key.dropLast(2)))) \(String(format1: n)) ms" }
-        if lower.hasSuffix("bitrate") { return "\(name) \(Int(n)) kbit/s" }
-        if lower.hasSuffix("rate") { return "\(name) \(String(format1: n / 1e6)) MB/s" }
-        if key.hasSuffix("In") { return "\(name) \(Int(n)) s" }
-        return "\(name) \(ResultText.plain(value))"
+        "\(ResultText.label(key)) \(ResultText.value(key, value))"
     }
 
     /// m:ss.s, or h:mm:ss once past an hour.

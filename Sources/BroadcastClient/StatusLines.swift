@@ -38,7 +38,8 @@ public struct StatusLines: Sendable {
     /// The lines as they stand, one per broadcast.
     public var texts: [String] { lines.map(\.line.text) }
 
-    /// Redraws the lines in place at `columns` (each cut to fit, so none wraps), with `kept` printed above
+    /// Redraws the lines in place at `columns` (each with the fields that fit, so none wraps), with `kept` printed
+    /// above
     /// them to stay. The cursor is left at the end of the last line. After a resize to fewer columns, the lines
     /// drawn before take the rows the terminal wrapped them onto, and all of those are cleared.
     public mutating func redraw(columns: Int, keeping kept: String?) {
@@ -51,7 +52,7 @@ public struct StatusLines: Sendable {
         let rowsShown = shownWidths.reduce(0) { $0 + max(1, ($1 + columns - 1) / columns) }
         var out = (rowsShown > 1 ? "\u{1B}[\(rowsShown - 1)A" : "") + "\r\u{1B}[J"
         if let kept { out += fit(kept) + "\n\r" }
-        let rows = (texts.isEmpty ? [""] : texts).map(fit)
+        let rows = lines.isEmpty ? [""] : lines.map { $0.line.fitted(columns: columns) }
         out += rows.joined(separator: "\n\r")
         shownWidths = rows.map(\.count)
         return out

@@ -37,5 +37,7 @@ public struct BroadcastError: Error, Equatable, Codable, Sendable, CustomStringC
         public static let commandFailed = Code(rawValue: "command-failed")
         /// Revision 2.3: the handler did not answer a command in time (the broadcast goes on).
         public static let commandTimeout = Code(rawValue: "command-timeout")
+        /// Revision 2.6: a message whose opcode this daemon does not know (a newer peer's); the connection stays.
+        public static let unsupported = Code(rawValue: "unsupported")
     }
 }

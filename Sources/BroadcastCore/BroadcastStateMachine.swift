@@ -168,7 +168,7 @@ public struct BroadcastStateMachine: Sendable {
 
     private var describeCurrent: String {
         guard let current else { return "?" }
-        return "\(current.id) (handler \(current.handler)\(current.url.map { ", url \($0)" } ?? ""))"
+        return "\(current.id) (handler \(current.handler)\(current.url.map { ", url \(SecretURL.masked($0))" } ?? ""))"
     }
 }
 

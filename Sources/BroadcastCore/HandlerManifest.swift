@@ -59,7 +59,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         discard = try c.decodeIfPresent(Bool.self, forKey: .discard)
         commands = try c.decodeIfPresent([Command].self, forKey: .commands)
         if let rate = try? c.decodeIfPresent(Double.self, forKey: .frameRate) {
-            guard rate > 0 && rate <= 240 else {
+            guard rate >= 1 && rate <= 240 else {
                 throw DecodingError.dataCorruptedError(forKey: .frameRate, in: c, debugDescription: "a frame rate is 1 to 240")
             }
             maxFrameRate = rate
@@ -109,13 +109,32 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         /// A setting most users leave at its default: a setup UI does not ask for it unless it is
         /// required (it is still set with `--set NAME=VALUE`).
         public var advanced: Bool?
-        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil, advanced: Bool? = nil) {
+        /// Revision 2.6: the values it takes (in any case), or that it is a `number`; a setup with another value is
+        /// refused before the handler starts. An empty value is the default's.
+        public var choices: [String]?
+        public var type: Command.ArgumentType?
+        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil,
+                    advanced: Bool? = nil, choices: [String]? = nil, type: Command.ArgumentType? = nil) {
             self.name = name
             self.prompt = prompt
             self.default = `default`
             self.required = required
             self.secret = secret
             self.advanced = advanced
+            self.choices = choices
+            self.type = type
+        }
+
+        /// Why `value` is not one this field takes (not among its choices, not a number), or nil when it is.
+        public func problem(with value: String) -> String? {
+            guard !value.isEmpty else { return nil }
+            if let choices, !choices.contains(where: { $0.lowercased() == value.lowercased() }) {
+                let last = choices.last.map { (choices.count > 1 ? " or " : "") + $0 } ?? ""
+                let list = choices.dropLast().joined(separator: ", ") + last
+                return "setup field '\(name)' takes \(list), not '\(value)'"
+            }
+            if type == .number, Double(value) == nil { return "setup field '\(name)' is a number, not '\(value)'" }
+            return nil
         }
     }
 
@@ -160,7 +179,9 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         textProblem(value, limit: maxURLBytes)
     }
 
-    static func textProblem(_ value: String, limit: Int) -> String? {
+    /// Why `value` is refused: longer than `limit` bytes, or with a control character (a forged log line, a file
+    /// name with a line break); nil when it is taken.
+    public static func textProblem(_ value: String, limit: Int) -> String? {
         if value.utf8.count > limit { return "it is \(value.utf8.count) bytes long; the limit is \(limit)" }
         if let c = value.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
             return "it contains a control character (U+\(String(c.value, radix: 16, uppercase: true).leftPadded(4)))"
@@ -187,8 +208,11 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         }
         var info = setupInfo
         let fields = setupFields ?? []
-        if let rate = info[Self.frameRateKey], !fields.contains(where: { $0.name == Self.frameRateKey }) {
-            guard let value = Double(rate), value > 0 && value <= 240 else {
+        // broadcastd reads the frame rate as a number whether the handler declares the field or not (a declared one
+        // may take words too, as record's "input"): 1 to 240, or a divisor of the capture's rate would overflow.
+        if let rate = info[Self.frameRateKey] {
+            let value = Double(rate), declared = fields.contains { $0.name == Self.frameRateKey }
+            guard value.map({ $0 >= 1 && $0 <= 240 }) ?? declared else {
                 throw BroadcastError(.invalidRequest, "setup field 'frameRate' is frames per second, 1 to 240, not '\(rate)'")
             }
         }
@@ -198,6 +222,9 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
                 (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))"))
         }
         for field in fields {
+            if let value = info[field.name], let problem = field.problem(with: value) {
+                throw BroadcastError(.invalidRequest, problem)
+            }
             if info[field.name] == nil, let value = field.default { info[field.name] = value }
             if field.required == true && (info[field.name] ?? "").isEmpty {
                 throw BroadcastError(.invalidRequest, "handler '\(name)' needs setup field '\(field.name)' (\(field.prompt))")

@@ -6,12 +6,13 @@
 ///
 /// The pool's memory has room for `maximumSlots` slots, but a slot costs memory only once a frame has been
 /// written into it, and the daemon uses `slotCount` of them: two for one broadcast (one being filled, one with
-/// the handler, which copies what it keeps and gives the slot back at once), one more for each broadcast
-/// beside the first and one for the latest frame they share.
+/// the handler, which copies what it keeps and gives the slot back at once); with several, one being filled and
+/// two for each (the frame it has and one to spare, so that a handler a frame behind loses nothing while another
+/// took the latest), at most ten.
 public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     /// One slot being filled, one with the handler.
     public static let minimumSlots = 2
-    /// Enough for eight broadcasts at once (a slot each, the one being filled and the latest).
+    /// What the pool's memory has room for.
     public static let maximumSlots = 10
     /// What a live broadcast adds to the resident memory of a daemon with its source open, measured once the
     /// broadcast runs (docs/benchmarks.md, "Memory"): the code and data of the live path (capture, fan-out),
@@ -59,7 +60,7 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
 
     /// Slots the pool uses while `broadcasts` share it.
     public static func slots(forBroadcasts broadcasts: Int) -> Int {
-        broadcasts <= 1 ? minimumSlots : min(maximumSlots, broadcasts + 2)
+        broadcasts <= 1 ? minimumSlots : min(maximumSlots, 2 * broadcasts + 1)
     }
 
     /// The pool's memory, as big as it may ever be used (a slot costs nothing until it is).

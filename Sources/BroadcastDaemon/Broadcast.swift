@@ -124,13 +124,16 @@ final class Broadcast {
         guard let current = machine.current else { return s }
         s.broadcast = current.id
         s.handler = current.handler
-        s.url = current.url
+        s.url = current.url.map(SecretURL.masked)
         s.maxDuration = current.maxDuration.map { Double($0) / 1e9 }
         s.elapsed = Double(elapsed(now: now)) / 1e9
         s.wantsPaused = machine.wantsPaused
         s.error = machine.error
         s.streams = ledger.streams
-        if frameDivisor > 1, let interval = frameInterval { s.frameRate = 1e9 / Double(interval * frameDivisor) }
+        // Whole frames per second, rounded as BROADCAST_STARTED's (1e9 / 66_666_666 ns was 15.000000150000002).
+        if frameDivisor > 1, let interval = frameInterval {
+            s.frameRate = Int((1e9 / Double(interval * frameDivisor)).rounded())
+        }
         if machine.phase == .finished { s.result = result }
         if case .string(let file)? = result?["file"] { s.file = file }
         if machine.discarded { s.discarded = true }

@@ -68,6 +68,10 @@ extension Daemon {
         }
         if wanted.cursor != running.cursor, let cursor = asked.cursor { differs.append("--cursor \(cursor)") }
         if let fps = asked.frameRate, Double(fps) > rate + 0.5 { differs.append("--fps \(fps)") }
+        let excluded = running.excludeWindows ?? []
+        if let more = asked.excludeWindows, CaptureChoice.union(excluded, more).count > excluded.count {
+            differs.append(more.map { "--exclude-window \($0)" }.joined(separator: " "))
+        }
         guard differs.isEmpty else {
             let list = active.map { "\($0.id) (\($0.manifest.name))" }.joined(separator: ", ")
             return .failure(BroadcastError(.captureInUse, "broadcast(s) \(list) share the capture running: \(source.description); " +
@@ -88,13 +92,15 @@ extension Daemon {
                                            "`record` or `stream` instead"))
         }
         let fixed = [("--display", asked.display), ("--window", asked.window), ("--app", asked.app),
-                     ("--fps", asked.frameRate.map(String.init)), ("--cursor", asked.cursor)].filter { $0.1 != nil }.map(\.0)
+                     ("--fps", asked.frameRate.map(String.init)), ("--cursor", asked.cursor),
+                     ("--exclude-window", asked.excludeWindows?.first)].filter { $0.1 != nil }.map(\.0)
         guard fixed.isEmpty else {
             return .failure(BroadcastError(.invalidRequest, "\(fixed.joined(separator: ", ")) cannot change while capturing " +
                                            "(chosen when capture starts); an output or a region can, or the whole screen"))
         }
         guard let target = Self.screenTarget(of: asked) else {
-            return .failure(BroadcastError(.invalidRequest, "--region \(asked.region ?? ""): takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720"))
+            let region = asked.region ?? ""
+            return .failure(BroadcastError(.invalidRequest, "--region \(region): \(ScreenRegion.problem(region) ?? "")"))
         }
         do { try source.retarget(target) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         captureChoice.target = (asked.output, asked.region, nil, nil)

@@ -240,6 +240,7 @@ extension Daemon {
     }
 
     func sessionClosed(_ session: PeerSession) {
+        dropCommand(of: session)
         if let broadcast = broadcast(ofHandler: session), let link = broadcast.link {
             link.disconnected()
             capture?.pool?.releaseAll(heldBy: link.holder)
@@ -285,7 +286,7 @@ extension Daemon {
             let update = try message.decode(URLUpdate.self)
             if let problem = HandlerManifest.urlProblem(update.url) { throw .malformed(.updateURL, "the URL is refused: \(problem)") }
             broadcast.machine.setURL(update.url)
-            peers.publish(.json(.urlUpdated, URLUpdate(broadcast: broadcast.id, url: update.url)))
+            peers.publish(.json(.urlUpdated, URLUpdate(broadcast: broadcast.id, url: SecretURL.masked(update.url))))
         case .updateServiceInfo:
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
             let reported = info.isEmpty ? nil : info

@@ -32,10 +32,32 @@ extension Daemon {
             return peers.reply(session, seq, .failure(BroadcastError(.busy, "the command this connection sent to broadcast \(inFlight.broadcast) " +
                                                                       "is not answered yet; one at a time")))
         }
-        let forwarded = addressed(request.broadcast, by: session).flatMap { broadcast in
+        let forwarded = commandTarget(of: request, by: session).flatMap { broadcast in
             forward(request, to: broadcast, from: session, seq: seq)
         }
         if case .failure(let refusal) = forwarded { peers.reply(session, seq, .failure(refusal)) }
+    }
+
+    /// The broadcast a command is for: the one it names; without a name, the only live (or paused) broadcast whose
+    /// handler takes the command. Commands go to live broadcasts only, never to one that finished.
+    private func commandTarget(of request: CommandRequest,
+                               by session: PeerSession) -> Result<Broadcast, BroadcastError> {
+        if request.broadcast != nil { return addressed(request.broadcast, by: session) }
+        let taking = broadcasts.filter { broadcast in
+            (broadcast.phase == .live || broadcast.phase == .paused) &&
+                broadcast.manifest.commands?.contains { $0.name == request.command } == true
+        }
+        if taking.count == 1 { return .success(taking[0]) }
+        guard taking.isEmpty else {
+            let list = taking.map { "\($0.id) (\($0.manifest.name))" }.joined(separator: ", ")
+            let what = "\(taking.count) broadcasts take '\(request.command)': \(list); say which with --broadcast N"
+            return .failure(BroadcastError(.ambiguousBroadcast, what))
+        }
+        let handlers = registry.load(logger: logger).map(\.manifest)
+            .filter { $0.commands?.contains { $0.name == request.command } == true }.map(\.name)
+        return .failure(BroadcastError(.noBroadcast, handlers.isEmpty
+            ? "no installed handler takes a command '\(request.command)'"
+            : "no \(handlers.joined(separator: " or ")) broadcast is running to take '\(request.command)'"))
     }
 
     private func forward(_ request: CommandRequest, to broadcast: Broadcast, from session: PeerSession,
@@ -79,10 +101,22 @@ extension Daemon {
         for (id, pending) in link.commands.sorted(by: { $0.key < $1.key }) where now >= pending.deadline {
             link.commands[id] = nil
             let seconds = ProtocolLimits.commandTimeout / 1_000_000_000
-            logger.warning("handler '\(link.manifest.name)' did not answer command '\(pending.name)' within \(seconds) s")
+            let warning = "handler '\(link.manifest.name)' did not answer command '\(pending.name)' within \(seconds) s"
+            if let text = commandWarnings.pass(warning, now: now) { logger.warning("\(text)") }
             deliver(pending, id: id, broadcast: broadcast, .failure(BroadcastError(.commandTimeout,
                 "handler '\(link.manifest.name)' did not answer '\(pending.name)' within \(seconds) s; broadcast \(broadcast) goes on")))
         }
+    }
+
+    /// The controller that sent the command in flight went away: nobody waits for its answer, which is dropped when
+    /// it comes (a controller cannot leave commands behind it by the thousand, each kept until it times out).
+    func dropCommand(of session: PeerSession) {
+        guard let inFlight = session.commandInFlight else { return }
+        session.commandInFlight = nil
+        guard let link = broadcasts.first(where: { $0.id == inFlight.broadcast })?.link,
+              let pending = link.commands.removeValue(forKey: inFlight.id) else { return }
+        let what = "command '\(pending.name)' (\(inFlight.id))"
+        logger.debug("broadcast \(inFlight.broadcast): \(what) dropped: \(session.name) went away")
     }
 
     /// The handler is gone: what it was asked and did not answer fails.

@@ -14,6 +14,12 @@ extension Daemon {
             case nil: break
             }
         } catch {
+            // Revision 2.5: a controller's or setup UI's request that is JSON but has a field wrong is refused, saying
+            // which; the connection stays (only a message that is not JSON is a protocol violation).
+            if case .malformed(let opcode, let why) = error, session.role != .handler, message.isJSON {
+                let refusal = BroadcastError(.invalidRequest, "\(opcode.name) is refused: \(why)")
+                return peers.reply(session, message.seq, .failure(refusal))
+            }
             peers.protocolViolation(session, error.description, seq: message.seq)
         }
     }
@@ -34,10 +40,12 @@ extension Daemon {
         if active.isEmpty {
             return current.map { .success($0) } ?? .failure(BroadcastError(.noBroadcast, "no broadcast is live"))
         }
-        let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase)\($0.machine.current?.url.map { ", " + redactedURL($0) } ?? ""))" }
+        let list = active.map {
+            "\($0.id) (\($0.manifest.name), \($0.phase)\($0.machine.current?.url.map { ", " + SecretURL.masked($0) } ?? ""))"
+        }
         let how = session.protocolVersion < 2
             ? "this controller speaks protocol version 1, which knows of one broadcast at a time: use one of version 2 (broadcastctl of broadcastd 0.2 or later)"
-            : "say which (broadcastctl --broadcast N; the request's \"broadcast\" field)"
+            : "say which with --broadcast N"
         return .failure(BroadcastError(.ambiguousBroadcast, "\(active.count) broadcasts are running: \(list.joined(separator: ", ")); \(how)"))
     }
 
@@ -132,7 +140,7 @@ extension Daemon {
             case .success(let rate): askedFrameRate = rate
             case .failure(let error): return .failure(error)
             }
-            // Every handler needs a slot of the shared pool: one more is used for each broadcast that joins.
+            // Every handler needs slots of the shared pool: more are used as broadcasts join.
             do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
@@ -210,7 +218,8 @@ extension Daemon {
                 broadcast.manifest.validated(url: completion.url, setupInfo: completion.setupInfo).flatMap { validated in
                     broadcast.setupInfo = validated.setupInfo
                     session.setupFor = nil
-                    logger.info("broadcast \(broadcast.id) set up\(validated.url.map { " with URL \(redactedURL($0))" } ?? "")")
+                    let url = validated.url.map { " with URL \(SecretURL.masked($0))" } ?? ""
+                    logger.info("broadcast \(broadcast.id) set up\(url)")
                     return transition(broadcast, .setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) }
                 }
             })

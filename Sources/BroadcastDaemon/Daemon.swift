@@ -56,6 +56,8 @@ public final class Daemon {
     /// Told when capture starts and stops (a desktop notification); set before `run`.
     public var captureIndicator: (any CaptureIndicator)?
     var captureIndicated = false
+    /// "did not answer" of handlers' commands, which controllers can cause by the thousand.
+    var commandWarnings = WarningThrottle()
 
     /// Binds the socket after a look at the source: a screen that cannot be opened now is a warning (START says
     /// why, if it still cannot be opened then). Nothing is planned yet: memory is planned for a capture when a
@@ -273,20 +275,4 @@ public final class Daemon {
         case .finished: return broadcast.machine.error.map { "idle; \(what) failed: \($0.message)" } ?? "idle; \(what) finished, \(clock)"
         }
     }
-}
-
-/// A URL for the log: without its query and user info, where stream keys and tokens live.
-func redactedURL(_ url: String) -> String {
-    var text = Substring(url)
-    var redacted = false
-    if let query = text.firstIndex(where: { $0 == "?" || $0 == "#" }) {
-        text = text[..<query]
-        redacted = true
-    }
-    let parts = text.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
-    // "scheme:", "", "user:key@host", "path"
-    if parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty, let at = parts[2].lastIndex(of: "@") {
-        text = parts[0] + "//…" + parts[2][at...] + (parts.count > 3 ? "/" + parts[3] : "")
-    }
-    return String(text) + (redacted ? "?…" : "")
 }

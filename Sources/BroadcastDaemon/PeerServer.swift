@@ -9,6 +9,9 @@ import Logging
 final class PeerServer {
     /// Most controllers and setup UIs connected at once; each may hold `PeerSession.peerQueueLimit`.
     static let maxPeers = 64
+    /// With every place taken, a newcomer takes the place of the longest silent connection that has not said HELLO
+    /// for this long (a controller says it at once): silent connections cannot keep controllers out for 10 s.
+    static let silentGrace: UInt64 = 1_000_000_000
     /// Most messages taken from one peer per turn of the loop, and most time spent on them, so a peer that
     /// floods cannot make capture late: the rest wait in its decoder (and its socket) for the next turn.
     static let messagesPerTurn = 64
@@ -107,6 +110,7 @@ final class PeerServer {
                 refused("refused a connection whose peer cannot be identified: \(error)")
                 continue
             }
+            if sessions.values.count(where: { !$0.isLaunchedHandler }) >= Self.maxPeers { makeRoom() }
             guard sessions.values.count(where: { !$0.isLaunchedHandler }) < Self.maxPeers else {
                 let refusal = BroadcastError(.busy, "broadcastd already has \(Self.maxPeers) connections; close some and try again")
                 _ = try? UnixSocket.send(socket, Message.json(.error, seq: 0, refusal).encoded(), from: 0)
@@ -117,6 +121,18 @@ final class PeerServer {
             }
             addSession(socket)
         }
+    }
+
+    /// Closes the connection that has been silent longest (no HELLO), when it has been for `silentGrace`.
+    private func makeRoom() {
+        let now = clock.now()
+        guard let silent = sessions.values.filter({ $0.role == nil && !$0.isLaunchedHandler && !$0.isClosing })
+            .min(by: { $0.connectedAt < $1.connectedAt }), now >= silent.connectedAt + Self.silentGrace else { return }
+        let seconds = Double((now - silent.connectedAt) / 100_000_000) / 10
+        silent.closeReason = ""
+        close(silent)
+        refused("closed \(silent.name), silent for \(seconds) s without HELLO, to make room for a new connection: " +
+                "\(Self.maxPeers) peers were connected")
     }
 
     private func refused(_ text: @autoclosure () -> String) {
@@ -139,8 +155,12 @@ final class PeerServer {
         let started = clock.now()
         for _ in 0..<16 where !session.isClosing {
             do {
-                while !session.isClosing, let message = try session.decoder.next() {
-                    dispatch(message, from: session)
+                while !session.isClosing, let frame = try session.decoder.nextFrame() {
+                    switch frame {
+                    case .message(let message): dispatch(message, from: session)
+                    case .unknown(let opcode, let seq, let descriptors):
+                        unsupported(opcode, seq: seq, descriptors: descriptors, from: session)
+                    }
                     handled += 1
                     if handled == Self.messagesPerTurn || clock.now() - started > Self.timePerTurn {
                         session.hasBacklog = true
@@ -197,6 +217,25 @@ final class PeerServer {
             return
         }
         onMessage(message, session)
+    }
+
+    /// Revision 2.6: a message of an opcode broadcastd does not know, from a peer that said HELLO, is a newer peer's
+    /// request: refused with `unsupported`, and the connection stays. Before HELLO, or with descriptors, it breaks
+    /// the protocol as any message would.
+    private func unsupported(_ opcode: UInt16, seq: UInt32, descriptors: Int, from session: PeerSession) {
+        let digits = String(opcode, radix: 16)
+        let hex = "0x" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+        guard descriptors == 0 else {
+            return protocolViolation(session, "message \(hex) came with \(descriptors) descriptor(s); peers send none",
+                                     seq: seq)
+        }
+        guard session.role != nil else {
+            return protocolViolation(session, "it sent a message of unknown opcode \(hex) before HELLO", seq: seq)
+        }
+        let refusal = BroadcastError(.unsupported, "broadcastd (protocol revision \(ProtocolLimits.revision)) has no " +
+                                     "message \(hex); its WELCOME's revision and features say what it offers")
+        logger.debug("\(session.name) sent unknown message \(hex): refused as unsupported")
+        reply(session, seq, .failure(refusal))
     }
 
     private func hello(_ message: Message, from session: PeerSession) {

@@ -31,8 +31,18 @@ open class BroadcastSampleHandler {
     public internal(set) var framesPerSecond = 30
     /// The audio streams the capture source delivers (none for a source without audio).
     public internal(set) var audioStreams: [SampleType] = [.audioApp, .audioMic]
+    /// Revision 2.6: the daemon's protocol revision ("2.6") and the features it offers, as its WELCOME announced them
+    /// (set before `broadcastStarted`); nil from a daemon older than 2.6, which announces nothing.
+    public internal(set) var daemonRevision: String?
+    public internal(set) var daemonFeatures: Set<String>?
     public let logger: Logger
     var connection: PeerConnection?
+
+    /// Whether the daemon offers `feature` (`"commands"`, `"encoded-samples"`…, docs/protocol.md §7): nil when it
+    /// announced no features (older than revision 2.6).
+    public func daemonOffers(_ feature: String) -> Bool? {
+        daemonFeatures.map { $0.contains(feature) }
+    }
 
     public init(logger: Logger = Logger(label: "broadcast-handler")) {
         self.logger = logger
@@ -108,15 +118,29 @@ open class BroadcastSampleHandler {
     /// What the broadcast produced (a recording's path, its duration, its segments): every controller
     /// receives it with the finish and in the finished broadcast's status. A later call replaces it; call
     /// it from `broadcastFinished` at the latest. Values may nest; at most 64 KiB once encoded, as
-    /// broadcastd repeats it to every controller (a larger result is not sent).
+    /// broadcastd repeats it to every controller: from a larger result the largest values are left out until it
+    /// fits, and `omitted` names them.
     public final func setBroadcastResult(_ result: [String: JSONValue]) {
         guard let connection else { return }
-        let message = Message.json(.setResult, HandlerResult(result: result))
-        guard message.payload.count <= ProtocolLimits.maxResultPayload else {
-            logger.error("broadcast result not sent: \(message.payload.count) bytes exceed the limit of \(ProtocolLimits.maxResultPayload)")
-            return
+        try? connection.send(Self.resultMessage(result, logger: logger))
+    }
+
+    static func resultMessage(_ result: [String: JSONValue], logger: Logger) -> Message {
+        var kept = result, omitted: [String] = []
+        var message = Message.json(.setResult, HandlerResult(result: kept))
+        func size(_ entry: (key: String, value: JSONValue)) -> Int { compactJSON(entry.value).utf8.count }
+        while message.payload.count > ProtocolLimits.maxResultPayload,
+              let largest = kept.filter({ $0.key != "omitted" }).max(by: { size($0) < size($1) })?.key {
+            kept[largest] = nil
+            omitted.append(largest)
+            kept["omitted"] = .array(omitted.sorted().map(JSONValue.string))
+            message = Message.json(.setResult, HandlerResult(result: kept))
         }
-        try? connection.send(message)
+        if !omitted.isEmpty {
+            let limit = ProtocolLimits.maxResultPayload
+            logger.error("broadcast result: \(omitted.joined(separator: ", ")) left out, beyond the limit of \(limit) bytes")
+        }
+        return message
     }
 }
 

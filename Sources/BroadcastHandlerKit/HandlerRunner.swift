@@ -36,7 +36,9 @@ struct HandlerRunner {
         handler.connection = connection
         var owesFinish = false
         do {
-            try connection.hello(role: .handler, client: name)
+            let welcome = try connection.hello(role: .handler, client: name)
+            handler.daemonRevision = welcome.revision
+            handler.daemonFeatures = welcome.features.map(Set.init)
             try dispatch(connection, owesFinish: &owesFinish)
         } catch {
             let reason = Self.finishReason(error)
@@ -139,7 +141,10 @@ struct HandlerRunner {
                 connection.close()
                 return
             case .error:
-                throw .refused(try message.decode(BroadcastError.self))
+                let error = try message.decode(BroadcastError.self)
+                // Revision 2.6: a message of a later revision this daemon does not know; the connection stays.
+                guard error.code == .unsupported else { throw .refused(error) }
+                handler.logger.warning("\(name): \(error.message)")
             default:
                 throw .unexpected(message.opcode, "not sent to handlers")
             }

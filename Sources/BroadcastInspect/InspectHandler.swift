@@ -83,7 +83,9 @@ public final class InspectHandler: BroadcastSampleHandler {
         summary.frameRate = framesPerSecond
         path = FileURL.path(from: broadcastURL)
         framePath = setupInfo["frameFile"].flatMap { $0.isEmpty ? nil : FileURL.path(from: $0) }
-        if path == nil {
+        if let path {
+            setBroadcastResult(["file": .string(path)])  // where the summary will be, said at once
+        } else {
             finishBroadcastWithError(InspectError(message: "inspect writes its summary to a file: give a file:// URL or an absolute path, not '\(broadcastURL ?? "")'"))
         }
     }

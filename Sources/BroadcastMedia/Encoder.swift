@@ -70,6 +70,8 @@ public final class Encoder {
     /// For video, when keyframes are due; nil: the encoder takes no forced keyframes and makes one every
     /// `keyframeInterval` × `framesPerSecond` frames it encodes, so it must be given every frame.
     public private(set) var keyframes: KeyframeSchedule?
+    /// What players call the stream it feeds ("App audio", "Microphone"), set before the stream is added.
+    public var title: String?
 
     /// Video time base: 90 kHz, the usual one for H.264 in MP4 and Matroska.
     public static let videoTimeBase = AVRational(num: 1, den: 90000)

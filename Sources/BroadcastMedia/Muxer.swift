@@ -59,10 +59,10 @@ public final class Muxer: PacketSink {
     /// through libavformat's protocols; it must outlive the muxer, which never closes it. Before `start`.
     public var customIO: UnsafeMutablePointer<AVIOContext>?
 
-    /// HLS to an HTTP origin: its DELETE requests (of old segments) go without a body, which nginx's
-    /// WebDAV requires (libavformat's http sends an empty chunked one). Before `start`.
-    public func sendDeleteWithoutBody() {
-        if let context { cff_delete_without_body(context) }
+    /// The outputs the muxer opens itself (HLS: the playlist, init file and segments) go through `watch`, which
+    /// must outlive the muxer (see CFFOutputWatch). Before `start`.
+    public func watchOutputs(_ watch: UnsafeMutablePointer<CFFOutputWatch>) {
+        if let context { cff_watch_outputs(context, watch) }
     }
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.
@@ -111,18 +111,38 @@ public final class Muxer: PacketSink {
             stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
         }
         stream.pointee.time_base = encoder.timeBase
+        describe(stream, title: encoder.title, frameRate: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+                    ? encoder.context.pointee.framerate : nil)
         return Int(stream.pointee.index)
+    }
+
+    /// A track as players show it: its title, and in MP4 its handler's name, which is what they read there; a video
+    /// track's frame rate, the capture's, for players that take it from the container (Matroska's default duration):
+    /// a quiet screen's frames are far apart, and their measured average says nothing of how the picture moves.
+    private func describe(_ stream: UnsafeMutablePointer<AVStream>, title: String?, frameRate: AVRational?) {
+        if let title {
+            av_dict_set(&stream.pointee.metadata, "title", title, 0)
+            if container == .fragmentedMP4 || container == .hls {
+                av_dict_set(&stream.pointee.metadata, "handler_name", title, 0)
+            }
+        }
+        if let frameRate, frameRate.num > 0, frameRate.den > 0 {
+            stream.pointee.avg_frame_rate = frameRate
+            stream.pointee.r_frame_rate = frameRate
+        }
     }
 
     /// Adds a stream carrying packets described by `parameters` (an encoder's, kept: the replay buffer's); returns its index.
     @discardableResult
-    public func addStream(parameters: CodecParameters, timeBase: AVRational) throws(MediaError) -> Int {
+    public func addStream(parameters: CodecParameters, timeBase: AVRational, title: String? = nil,
+                          frameRate: AVRational? = nil) throws(MediaError) -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
         try check(avcodec_parameters_copy(stream.pointee.codecpar, parameters.pointer), "add a stream")
         if container == .fragmentedMP4 && parameters.pointer.pointee.codec_id == AV_CODEC_ID_HEVC {
             stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
         }
         stream.pointee.time_base = timeBase
+        describe(stream, title: title, frameRate: frameRate)
         return Int(stream.pointee.index)
     }
 

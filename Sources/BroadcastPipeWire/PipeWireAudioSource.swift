@@ -124,7 +124,10 @@ public final class PipeWireAudioSource: CaptureSource {
         silenceReported = []
         for (type, stream) in streams where !stream.hasHeard && sessionFailure == nil {
             silenceReported.insert(type)
-            logger.warning("\(stream.name) (\(stream.target)): nothing from PipeWire yet (stream \(stream.status.state)); sending silence until it comes")
+            logger.warning("""
+                \(stream.name) (\(stream.target)): nothing from PipeWire yet (stream \(stream.status.state)); \
+                sending silence until it comes
+                """)
         }
         for stream in streams.values { stream.goLive(at: time) }
         live = true
@@ -176,12 +179,26 @@ public final class PipeWireAudioSource: CaptureSource {
     /// The streams `nextAudioChunk` last found silent: nothing is built while none is (the daemon asks at every poll).
     public var silentAudio: [SampleType: String] {
         if let sessionFailure, session != nil {
-            return Dictionary(uniqueKeysWithValues: streams.map { ($0.key, "\($0.value.name): no PipeWire (\(sessionFailure))") })
+            return streams.mapValues { _ in "PipeWire cannot be reached (\(sessionFailure))" }
         }
         guard live, !silenceReported.isEmpty else { return [:] }
         return Dictionary(uniqueKeysWithValues: silenceReported.compactMap { type in
-            streams[type].map { (type, "\($0.name) (\($0.target)): nothing from PipeWire (stream \($0.status.state))") }
+            streams[type].map { stream in
+                (type, Self.silenceCause(stream.target, capturesSink: stream.capturesSink, state: stream.status.state))
+            }
         })
+    }
+
+    /// Why a stream hears nothing, as a user can act on it: a stream PipeWire has not connected has nothing to
+    /// connect to (no microphone, no sound output, nothing playing by that name); a connected one is quiet.
+    static func silenceCause(_ target: AudioTarget, capturesSink: Bool, state: String) -> String {
+        guard state == "unconnected" else { return "nothing comes from PipeWire (its stream is \(state))" }
+        switch (target, capturesSink) {
+        case (.defaultDevice, false): return "PipeWire has no microphone"
+        case (.defaultDevice, true): return "PipeWire has no sound output to capture"
+        case (.node(let name), false): return "PipeWire has no source '\(name)'"
+        case (.node(let name), true): return "'\(name)' plays nothing through PipeWire"
+        }
     }
 
     public func nextAudioChunk(_ type: SampleType, now: UInt64) -> AudioChunk? {

@@ -17,9 +17,11 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
     public var frameRate: Int?
     /// embedded, metadata or hidden.
     public var cursor: String?
+    /// Revision 2.6: window classes never captured (X11), beside broadcastd's own `--exclude-window` list.
+    public var excludeWindows: [String]?
 
     public init(display: String? = nil, output: String? = nil, region: String? = nil, window: String? = nil, app: String? = nil,
-                frameRate: Int? = nil, cursor: String? = nil) {
+                frameRate: Int? = nil, cursor: String? = nil, excludeWindows: [String]? = nil) {
         self.display = display
         self.output = output
         self.region = region
@@ -27,17 +29,23 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         self.app = app
         self.frameRate = frameRate
         self.cursor = cursor
+        self.excludeWindows = excludeWindows
     }
 
     public static let cursorModes = ["embedded", "metadata", "hidden"]
     public static let frameRates = 1...240
+    /// The most window classes one broadcast may exclude.
+    public static let maxExcludedWindows = 32
 
     public var isEmpty: Bool { self == CaptureChoice() }
 
     /// Why the choice cannot be taken as it is, said with the broadcastctl options it comes from; nil when it can.
     public var problem: String? {
+        if (excludeWindows?.count ?? 0) > Self.maxExcludedWindows {
+            return "--exclude-window: at most \(Self.maxExcludedWindows) window classes"
+        }
         for (name, value) in [("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
-                              ("cursor", cursor)] {
+                              ("cursor", cursor)] + (excludeWindows ?? []).map({ ("exclude-window", $0) }) {
             guard let value else { continue }
             if value.isEmpty || value.utf8.count > 256 || value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
                 return "--\(name) takes a name of at most 256 characters, without control characters"
@@ -45,6 +53,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         }
         let targets = [("--output", output), ("--region", region), ("--window", window), ("--app", app)].filter { $0.1 != nil }.map(\.0)
         if targets.count > 1 { return "\(targets.joined(separator: " and ")): give one of them" }
+        if let region, let problem = ScreenRegion.problem(region) { return "--region \(region): \(problem)" }
         if let frameRate, !Self.frameRates.contains(frameRate) { return "--fps \(frameRate): must be from 1 to 240" }
         if let cursor, !Self.cursorModes.contains(cursor) {
             return "--cursor \(cursor): must be one of \(Self.cursorModes.joined(separator: ", "))"
@@ -66,7 +75,17 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         if let app = request.app { chosen.target = (nil, nil, nil, app) }
         if let frameRate = request.frameRate { chosen.frameRate = frameRate }
         if let cursor = request.cursor { chosen.cursor = cursor }
+        if let excluded = request.excludeWindows {
+            chosen.excludeWindows = Self.union(self.excludeWindows ?? [], excluded)
+        }
         return chosen
+    }
+
+    /// `classes` and the ones of `more` not among them (window classes match in any case).
+    public static func union(_ classes: [String], _ more: [String]) -> [String] {
+        more.reduce(classes) { list, name in
+            list.contains { $0.lowercased() == name.lowercased() } ? list : list + [name]
+        }
     }
 
     /// What part of the screen: an output, a region, a window or an app (at most one is set).
@@ -80,6 +99,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         let parts = [("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
                      ("fps", frameRate.map(String.init)), ("cursor", cursor)]
         let given = parts.compactMap { name, value in value.map { "--\(name) \($0)" } }
+            + (excludeWindows ?? []).map { "--exclude-window \($0)" }
         return given.isEmpty ? "broadcastd's own options" : given.joined(separator: " ")
     }
 }

@@ -77,6 +77,12 @@ extension HandlerManifest {
                 return .failure(BroadcastError(.invalidRequest, "argument '\(key)' of command '\(command.name)' is a \((argument.type ?? .string).rawValue), " +
                                                "not \(compactJSON(value))"))
             }
+            // As URLs and setup values: no control character reaches a handler (a line break in save's file).
+            if case .string(let text) = converted,
+               let problem = Self.textProblem(text, limit: Self.maxSetupValueBytes) {
+                return .failure(BroadcastError(.invalidRequest,
+                                               "argument '\(key)' of command '\(command.name)' is refused: \(problem)"))
+            }
             arguments[key] = converted
         }
         if let missing = declared.first(where: { $0.required == true && arguments[$0.name] == nil }) {

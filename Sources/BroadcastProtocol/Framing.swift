@@ -114,6 +114,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
 public enum ProtocolLimits {
     /// The version this side speaks: 2 (several broadcasts at once, addressed by id).
     public static let version = 2
+    /// The revision of version 2 this side implements, which WELCOME announces (since revision 2.6).
+    public static let revision = "2.7"
     /// The oldest version broadcastd still serves: version-1 peers keep working where they can (docs/protocol.md §7).
     public static let oldestVersion = 1
     public static let headerSize = 12
@@ -207,8 +209,8 @@ public struct MessageDecoder {
     private var descriptors: [Descriptor] = []
     private let skipsUnknownOpcodes: Bool
 
-    /// broadcastd refuses opcodes it does not know; its peers skip them (with their descriptors), so
-    /// they keep working when a later daemon adds messages (docs/protocol.md §8.1).
+    /// `next()` throws on an opcode this side does not know, or skips it (with its descriptors) so that peers keep
+    /// working when a later daemon adds messages (docs/protocol.md §3); broadcastd reads `nextFrame()` and answers it.
     public init(skipsUnknownOpcodes: Bool = false) {
         self.skipsUnknownOpcodes = skipsUnknownOpcodes
     }
@@ -250,13 +252,33 @@ public struct MessageDecoder {
     /// messages are taken, no more may wait than the unfinished one declares: any beyond that were
     /// smuggled past a header (they are closed, and the peer broke the protocol).
     public mutating func next() throws(ProtocolError) -> Message? {
-        while true {
-            guard let (opcode, message) = try nextFrame() else {
-                try checkUndeclaredDescriptors()
-                return nil
+        while let frame = try nextFrame() {
+            switch frame {
+            case .message(let message): return message
+            case .unknown(let opcode, _, _): if !skipsUnknownOpcodes { throw .unknownOpcode(opcode) }
             }
-            if let opcode { return Message(opcode, seq: message.seq, payload: message.payload, descriptors: message.descriptors) }
         }
+        return nil
+    }
+
+    /// A whole frame: a message, or one of an opcode this side does not know, read whole and dropped (its descriptors
+    /// closed), so that broadcastd can answer it (ERROR `unsupported`, revision 2.6) in the order of the requests.
+    public enum Frame {
+        case message(Message)
+        case unknown(opcode: UInt16, seq: UInt32, descriptorCount: Int)
+    }
+
+    /// The next whole frame, nil if more bytes are needed; throws when the peer broke the framing.
+    public mutating func nextFrame() throws(ProtocolError) -> Frame? {
+        guard let (opcode, message) = try nextRawFrame() else {
+            try checkUndeclaredDescriptors()
+            return nil
+        }
+        guard let opcode else {
+            for descriptor in message.descriptors { descriptor.close() }
+            return .unknown(opcode: message.rawOpcode, seq: message.seq, descriptorCount: message.descriptors.count)
+        }
+        return .message(Message(opcode, seq: message.seq, payload: message.payload, descriptors: message.descriptors))
     }
 
     private mutating func checkUndeclaredDescriptors() throws(ProtocolError) {
@@ -270,8 +292,9 @@ public struct MessageDecoder {
         throw .undeclaredDescriptors(count: count)
     }
 
-    /// The next whole frame; its opcode is nil when unknown and skipped (its descriptors close with it).
-    private mutating func nextFrame() throws(ProtocolError) -> (Opcode?, (seq: UInt32, payload: [UInt8], descriptors: [Descriptor]))? {
+    /// The next whole frame; its opcode is nil when unknown.
+    private mutating func nextRawFrame() throws(ProtocolError)
+        -> (Opcode?, (rawOpcode: UInt16, seq: UInt32, payload: [UInt8], descriptors: [Descriptor]))? {
         guard buffer.count - start >= ProtocolLimits.headerSize else { return nil }
         let size = Int(buffer.loadLittleEndian(UInt32.self, at: start))
         let rawOpcode = buffer.loadLittleEndian(UInt16.self, at: start + 4)
@@ -280,7 +303,6 @@ public struct MessageDecoder {
         guard size <= ProtocolLimits.maxPayload else { throw .oversized(opcode: rawOpcode, size: size) }
         guard fdCount <= ProtocolLimits.maxDescriptors else { throw .tooManyDescriptors(opcode: rawOpcode, count: fdCount) }
         let opcode = Opcode(rawValue: rawOpcode)
-        if opcode == nil && !skipsUnknownOpcodes { throw .unknownOpcode(rawOpcode) }
         guard buffer.count - start >= ProtocolLimits.headerSize + size else { return nil }
         guard descriptors.count >= fdCount else { throw .missingDescriptors(opcode: rawOpcode, expected: fdCount, received: descriptors.count) }
         let bodyStart = start + ProtocolLimits.headerSize
@@ -292,7 +314,7 @@ public struct MessageDecoder {
         }
         let fds = Array(descriptors.prefix(fdCount))
         descriptors.removeFirst(fdCount)
-        return (opcode, (seq, payload, fds))
+        return (opcode, (rawOpcode, seq, payload, fds))
     }
 }
 

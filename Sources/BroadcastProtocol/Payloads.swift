@@ -25,13 +25,57 @@ public struct Welcome: Codable, Equatable, Sendable {
     public var server: String
     public var maxPayload: Int
     public var maxDescriptors: Int
+    /// Revision 2.6: the daemon's revision ("2.6") and the features it offers (`ProtocolFeature`); absent from older
+    /// daemons, which announce nothing.
+    public var revision: String?
+    public var features: [String]?
     /// `protocol`: the version spoken on this connection (the peer's, when broadcastd serves it).
-    public init(server: String, protocol: Int = ProtocolLimits.version) {
+    public init(server: String, protocol: Int = ProtocolLimits.version, revision: String? = ProtocolLimits.revision,
+                features: [String]? = ProtocolFeature.offered.map(\.rawValue)) {
         self.protocol = `protocol`
         self.server = server
         self.maxPayload = ProtocolLimits.maxPayload
         self.maxDescriptors = ProtocolLimits.maxDescriptors
+        self.revision = revision
+        self.features = features
     }
+
+    /// Whether the daemon offers `feature`: nil when it announces no features (older than revision 2.6: a client can
+    /// only try), else whether its WELCOME names it.
+    public func offers(_ feature: ProtocolFeature) -> Bool? {
+        features.map { $0.contains(feature.rawValue) }
+    }
+}
+
+/// Revision 2.6: what WELCOME's `features` may name (docs/protocol.json's `features`). A peer checks a feature before
+/// it uses what the feature brings, instead of learning from a refusal.
+public enum ProtocolFeature: String, CaseIterable, Sendable {
+    /// 2.0: several broadcasts at once on one capture, addressed by id.
+    case severalBroadcasts = "several-broadcasts"
+    /// 2.1: START's `capture`.
+    case captureChoice = "capture-choice"
+    /// 2.1: CHANGE_CAPTURE.
+    case captureChange = "capture-change"
+    /// 2.2: SOURCES lists windows; a broadcast captures one window.
+    case windows
+    /// 2.2: broadcasts paused or blanked while the desktop session is locked; the status says so.
+    case sessionLock = "session-lock"
+    /// 2.3: SEND_COMMAND, COMMAND, COMMAND_ANSWER, COMMAND_RESULT.
+    case commands
+    /// 2.4: memory planned per capture (START's `warning`, the status's `memoryPlanned` and `memoryWarning`).
+    case memoryPlan = "memory-plan"
+    /// 2.7: START's `capture.excludeWindows`; a setup field's `choices` and `type`; SEND_COMMAND without `broadcast`
+    /// goes to the live broadcast whose handler takes the command.
+    case excludeWindows = "exclude-windows"
+    /// Reserved for a later revision: encoded samples (not offered yet).
+    case encodedSamples = "encoded-samples"
+    /// Reserved for a later revision: the camera as a source (not offered yet).
+    case camera
+
+    /// What this daemon offers, in the order of the revisions that added them.
+    public static let offered: [ProtocolFeature] = [
+        .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan, .excludeWindows,
+    ]
 }
 
 public struct Empty: Codable, Equatable, Sendable {
@@ -129,8 +173,9 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     /// Version 2's STATUS: every broadcast requested and not finished, and those that finished since the
     /// last START, oldest first, each as a status of its own (the fields above describe the newest).
     public var broadcasts: [BroadcastStatus]?
-    /// Frames per second this broadcast's handler gets (the capture's, or fewer: every k-th frame).
-    public var frameRate: Double?
+    /// Frames per second this broadcast's handler gets when it asked for fewer than the capture gives (every k-th
+    /// frame), rounded to a whole number as BROADCAST_STARTED's.
+    public var frameRate: Int?
     /// Revision 1.2: the broadcast is being, or was, discarded.
     public var discarded: Bool?
     /// Revision 2.1: the file the handler writes, as its result names it (`file`), as soon as it does: live too.
@@ -442,11 +487,17 @@ extension Message {
         do {
             return try JSONDecoder().decode(T.self, from: Data(payload.isEmpty ? Array("{}".utf8) : payload))
         } catch {
-            throw .malformed(opcode, Self.describe(error))
+            throw .malformed(opcode, describe(error, decoding: T.self))
         }
     }
 
-    private static func describe(_ error: Error) -> String {
+    /// Whether the payload is JSON (within the depth limit): a request whose fields are wrong, not a broken message.
+    public var isJSON: Bool {
+        let bytes = Data(payload.isEmpty ? Array("{}".utf8) : payload)
+        return JSONDepth.excess(payload) == nil && (try? JSONDecoder().decode(JSONValue.self, from: bytes)) != nil
+    }
+
+    private func describe<T: Decodable>(_ error: Error, decoding type: T.Type) -> String {
         switch error {
         case DecodingError.keyNotFound(let key, _): return "missing field '\(key.stringValue)'"
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
@@ -454,9 +505,35 @@ extension Message {
             return "wrong type at '\(path)'"
         case DecodingError.dataCorrupted(let context):
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            return path.isEmpty ? "payload is not valid JSON" : "invalid value at '\(path)'"
+            if !path.isEmpty { return "invalid value at '\(path)'" }
+            // Foundation says a number that does not fit its field (-1 for a u32) is not valid JSON, naming no field.
+            if let field = numberOutOfRange(decoding: type) {
+                return "'\(field)' holds a number its field cannot take " +
+                    "(ids and other integers are whole numbers from 0 to 4294967295)"
+            }
+            return "payload is not valid JSON"
         default: return "\(error)"
         }
+    }
+
+    /// The top-level field of a JSON object payload without which it decodes (or fails otherwise): the one whose
+    /// number does not fit. Tried for payloads of at most 16 KiB with at most 32 fields (a request's size), so that
+    /// the search costs little.
+    private func numberOutOfRange<T: Decodable>(decoding type: T.Type) -> String? {
+        guard payload.count <= 16 << 10, JSONDepth.excess(payload) == nil,
+              let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)),
+              object.count <= 32 else { return nil }
+        for key in object.keys.sorted() {
+            var without = object
+            without[key] = nil
+            guard let data = try? Self.encoder.encode(without) else { continue }
+            do { _ = try JSONDecoder().decode(T.self, from: data) } catch DecodingError.dataCorrupted(let context)
+                where context.codingPath.isEmpty {
+                continue
+            } catch {}
+            return key
+        }
+        return nil
     }
 }
 

@@ -1,15 +1,26 @@
+import BroadcastHandlerKit
 import BroadcastProtocol
 
 /// Chapters from `mark` commands, as `record` and `replay` write them (libavformat's chapters, MP4 and Matroska).
 package enum Chapters {
-    /// Longest title kept.
-    static let maxTitle = 200
+    /// Longest title, in bytes (UTF-8), and most marks in a recording (or a replay buffer): a result lists them
+    /// all and must stay within its 64 KiB (100 titles of 200 bytes take about 25 KiB of it).
+    package static let maxTitleBytes = 200
+    package static let maxMarks = 100
 
-    /// A mark at file time `time` (ns), titled by the command's `text`, else "Mark N".
-    package static func mark(at time: Int64, text: JSONValue?, count: Int) -> (time: Int64, title: String) {
+    /// A mark at file time `time` (ns), titled by the command's `text`, else "Mark N" after `count` marks so far;
+    /// refused when `kept` marks are kept already or the title is too long (broadcastd refuses control characters).
+    package static func mark(at time: Int64, text: JSONValue?, count: Int, kept: Int? = nil) throws(HandlerError)
+        -> (time: Int64, title: String) {
+        guard (kept ?? count) < maxMarks else {
+            throw HandlerError("mark", "there are \(maxMarks) marks already, the most a recording takes")
+        }
         var title = "Mark \(count + 1)"
         if case .string(let given)? = text, !given.isEmpty {
-            title = String(given.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.prefix(maxTitle).map(Character.init))
+            guard given.utf8.count <= maxTitleBytes else {
+                throw HandlerError("mark", "a title of \(given.utf8.count) bytes is longer than \(maxTitleBytes)")
+            }
+            title = given
         }
         return (time, title)
     }

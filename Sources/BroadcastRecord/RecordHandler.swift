@@ -32,6 +32,8 @@ public final class RecordHandler: BroadcastSampleHandler {
             let options = try RecordOptions(url: broadcastURL, setupInfo: setupInfo, defaultPath: { OutputPath.defaultRecording() })
             self.options = options
             try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
+            // Created now (never through a link): a place that takes no file fails before the broadcast is live.
+            if !options.overwrite { try OutputPath.claim(options.path) }
             ownsFile = true
             let muxer = try Muxer(url: options.path, container: options.container)
             encoder = try RecordingEncoder(options, for: self, output: muxer)
@@ -116,7 +118,7 @@ public final class RecordHandler: BroadcastSampleHandler {
     public override func handleCommand(_ command: String, arguments: [String: JSONValue]) throws -> [String: JSONValue] {
         guard command == "mark" else { throw HandlerError(command, "record has no such command") }
         guard let encoder, failure == nil else { throw HandlerError("mark", failure ?? "the recording did not start") }
-        let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks.count)
+        let mark = try Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks.count)
         marks.append(mark)
         logger.info("record: chapter '\(mark.title)' at \(Double(mark.time) / 1e9) s")
         var answer = Chapters.describe(mark, number: marks.count)

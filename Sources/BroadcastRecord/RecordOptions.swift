@@ -155,7 +155,8 @@ package struct RecordOptions: Equatable {
         }
         let scheme = url.prefix { $0 != ":" }.lowercased()
         guard scheme == "http" || scheme == "https", url.dropFirst(scheme.count).hasPrefix("://"), url.count > scheme.count + 3 else {
-            throw Invalid("upload '\(HTTPUpload.redacted(url))': an http:// or https:// URL (ending in / to keep the file's name)")
+            throw Invalid("upload '\(SecretURL.masked(url))': an http:// or https:// URL " +
+                          "(ending in / to keep the file's name)")
         }
         var settings = HTTPUpload.Settings(url: url)
         if let headers {

@@ -21,7 +21,7 @@ struct RecordingUpload {
         let name = String(path.split(separator: "/").last ?? "recording")
         var settings = settings
         settings.url = HTTPUpload.destination(settings.url, fileName: name)
-        let shown = HTTPUpload.redacted(settings.url)
+        let shown = SecretURL.masked(settings.url)
         logger.info("record: uploading \(path) to \(shown)")
         do {
             let outcome = try HTTPUpload(settings, logger: logger).upload(path) { status in

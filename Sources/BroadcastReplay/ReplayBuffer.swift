@@ -51,6 +51,9 @@ final class ReplayBuffer: EncodedOutput {
         let parameters: CodecParameters
         let timeBase: AVRational
         let isVideo: Bool
+        /// The track's title (see `Encoder.title`), and a video track's frame rate (the capture's).
+        var title: String?
+        var frameRate: AVRational?
     }
 
     final class GOP {
@@ -97,7 +100,8 @@ final class ReplayBuffer: EncodedOutput {
 
     func addStream(for encoder: Encoder) throws(MediaError) -> Int {
         streams.append(Stream(parameters: try CodecParameters(copying: encoder), timeBase: encoder.timeBase,
-                              isVideo: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO))
+                              isVideo: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO, title: encoder.title,
+                              frameRate: encoder.context.pointee.framerate))
         return streams.count - 1
     }
 

@@ -81,10 +81,15 @@ public final class ReplayHandler: BroadcastSampleHandler {
         switch command {
         case "save":
             if arguments["andRecord"] == .bool(true) { return reply.answer(Result { () throws(HandlerError) in try andRecord(arguments) }) }
-            save(last: arguments["last"], file: arguments["file"], reply: reply)
+            save(last: arguments["last"], file: arguments["file"], overwrite: arguments["overwrite"] == .bool(true),
+                 reply: reply)
         case "mark":
             guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
-            let mark = Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks)
+            let mark: (time: Int64, title: String)
+            do { mark = try Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks,
+                                               kept: max(buffer.marks.count, recordingMarks.count)) } catch {
+                return reply.fail(error)
+            }
             buffer.mark(mark)
             if let recording = buffer.recording { recordingMarks.append((mark.time - recording.origin, mark.title)) }
             marks += 1
@@ -94,25 +99,21 @@ public final class ReplayHandler: BroadcastSampleHandler {
     }
 
     /// Takes the part of the buffer to save now (references, no copies) and writes it on the save thread.
-    private func save(last: JSONValue?, file: JSONValue?, reply: CommandReply) {
+    private func save(last: JSONValue?, file: JSONValue?, overwrite: Bool, reply: CommandReply) {
         guard let buffer, let options, failure == nil else {
             return reply.fail(HandlerError("save", failure ?? "the replay buffer did not start"))
         }
-        var seconds: Double?
-        if case .number(let value)? = last {
-            guard value > 0 else { return reply.fail(HandlerError("save", "--last is a number of seconds above 0")) }
-            seconds = value
-        }
-        let target: (path: String, container: Muxer.Container)
-        do { target = try Self.target(file) } catch { return reply.fail(error) }
+        let seconds: Double?, target: (path: String, container: Muxer.Container)
+        do { (seconds, target) = (try Self.seconds(last), try Self.target(file)) } catch { return reply.fail(error) }
         let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
         do {
-            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: file == nil)
-            guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
-                return reply.fail(HandlerError("save", "nothing to save yet: the buffer is empty"))
+            snapshot = try claiming(path, createDirectory: file == nil, overwrite: overwrite) {
+                guard let taken = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
+                    throw HandlerError("save", "nothing to save yet: the buffer is empty")
+                }
+                return taken
             }
-            snapshot = taken
         } catch {
             return reply.fail(error)
         }
@@ -140,6 +141,17 @@ public final class ReplayHandler: BroadcastSampleHandler {
         }
     }
 
+    /// `last`: seconds of the buffer to save, above 0 and at most the longest buffer (`length`'s limit), so that
+    /// no arithmetic on it overflows; nil for the whole buffer.
+    static func seconds(_ last: JSONValue?) throws(HandlerError) -> Double? {
+        guard case .number(let value)? = last else { return nil }
+        guard value > 0 && value <= ReplayOptions.maxLength else {
+            throw HandlerError("save", "--last is a number of seconds above 0 and at most " +
+                               "\(Int(ReplayOptions.maxLength))")
+        }
+        return value
+    }
+
     /// Where a save goes: the file asked for (absolute), else the Replays folder; and its container, from its extension.
     private static func target(_ file: JSONValue?) throws(HandlerError) -> (path: String, container: Muxer.Container) {
         var path = OutputPath.defaultRecording(folder: "Replays")
@@ -160,15 +172,20 @@ public final class ReplayHandler: BroadcastSampleHandler {
     /// file, until the broadcast finishes: a recording with pre-roll. Written here, on the callback thread, so that no
     /// packet comes between the buffer and what follows it.
     private func andRecord(_ arguments: [String: JSONValue]) throws(HandlerError) -> [String: JSONValue] {
-        guard let buffer, let options, failure == nil else { throw HandlerError("save", failure ?? "the replay buffer did not start") }
+        guard let buffer, options != nil, failure == nil else {
+            throw HandlerError("save", failure ?? "the replay buffer did not start")
+        }
         if let recording = buffer.recording { throw HandlerError("save", "already recording into \(recording.path)") }
-        var seconds: Double?
-        if case .number(let value)? = arguments["last"] { seconds = value }
+        let seconds = try Self.seconds(arguments["last"])
         let (path, container) = try Self.target(arguments["file"])
         do {
-            try OutputPath.prepare(path, overwrite: options.record.overwrite, createDirectory: arguments["file"] == nil)
-            guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else { throw HandlerError("save", "nothing to save yet: the buffer is empty") }
-            let file = try ReplayFile(snapshot, to: path, container: container, chapters: [])
+            let (file, snapshot) = try claiming(path, createDirectory: arguments["file"] == nil,
+                                                overwrite: arguments["overwrite"] == .bool(true)) {
+                guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
+                    throw HandlerError("save", "nothing to save yet: the buffer is empty")
+                }
+                return (try ReplayFile(snapshot, to: path, container: container, chapters: []), snapshot)
+            }
             recordingMarks = snapshot.marks
             buffer.recording = file
             logger.info("replay: recording into \(path) from \(Double(snapshot.origin) / 1e9) s on")
@@ -180,6 +197,24 @@ public final class ReplayHandler: BroadcastSampleHandler {
             throw HandlerError("save", "\(error)")
         }
     }
+
+    /// Checks `path` and, unless overwriting, creates it empty where nothing is (a file or a symbolic link that is
+    /// there, dangling or not, is refused and never followed); then `take`, after which a file so created and not
+    /// written goes again when it fails. `overwrite`: the save's own (`save --overwrite`), beside the setup's.
+    private func claiming<T>(_ path: String, createDirectory: Bool, overwrite asked: Bool,
+                             _ take: () throws -> T) throws -> T {
+        let overwrite = asked || (options?.record.overwrite ?? false)
+        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory,
+                               remedy: Self.overwriteRemedy)
+        if !overwrite { try OutputPath.claim(path, remedy: Self.overwriteRemedy) }
+        do { return try take() } catch {
+            if !overwrite { _ = OutputPath.remove(path) }
+            throw error
+        }
+    }
+
+    /// How a save replaces a file: its argument, as `broadcastctl save` and `send save` give it.
+    static let overwriteRemedy = "save --overwrite (send save overwrite=true)"
 
     /// `path`, or with `-2`, `-3`… before its extension when a file of that name exists (two saves in one second).
     private static func unused(_ path: String) -> String {

@@ -14,10 +14,13 @@ struct ReplayOptions {
     var onDisk = false
     var record: RecordOptions
 
+    /// The longest buffer, in seconds.
+    static let maxLength = 3600.0
+
     init(setupInfo: [String: String]) throws(RecordOptions.Invalid) {
         var rest = setupInfo.filter { !$0.value.isEmpty }
         if let text = rest.removeValue(forKey: "length") {
-            guard let seconds = Double(text), seconds >= 1, seconds <= 3600 else {
+            guard let seconds = Double(text), seconds >= 1, seconds <= Self.maxLength else {
                 throw RecordOptions.Invalid("length '\(text)': seconds to keep, 1-3600")
             }
             length = UInt64(seconds * 1e9)

@@ -23,7 +23,7 @@ final class ReplayFile {
     static let nanoseconds = AVRational(num: 1, den: 1_000_000_000)
 
     /// Opens `path` and writes `snapshot` into it, without the packets that start at `until` (file time, ns) or later;
-    /// `chapters`: those of the snapshot, in the header (MP4 and Matroska).
+    /// `chapters`: those of the snapshot, in the header (Matroska; an MP4 save has none, see below).
     init(_ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container, until: Int64 = .max,
          chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
         self.path = path
@@ -51,10 +51,13 @@ final class ReplayFile {
                 parameters.setPriming(Int(max(0, origin + stream.parameters.priming - shift)))
             }
             shifts.append(shift)
-            indices.append(try muxer.addStream(parameters: parameters, timeBase: stream.timeBase))
+            indices.append(try muxer.addStream(parameters: parameters, timeBase: stream.timeBase, title: stream.title,
+                                               frameRate: stream.isVideo ? stream.frameRate : nil))
         }
         muxer.setOrientation(stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
-        try muxer.addChapters(chapters)
+        // libavformat writes MP4 chapters as a QuickTime text track, a stray data stream (bin_data) beside the picture
+        // and sound that stops `ffmpeg -map 0` copying the file: an MP4 save lists them in its answer only.
+        if container != .fragmentedMP4 { try muxer.addChapters(chapters) }
         try muxer.start()
         for packet in ahead { try append(packet) }
         while let packet = try packets.next() { try append(packet) }

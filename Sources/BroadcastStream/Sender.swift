@@ -58,6 +58,8 @@ final class Sender: PacketSink, @unchecked Sendable {
     private var srt: SRTConnection?
     private var thread: Thread?
     private let done = DispatchSemaphore(value: 0)
+    /// What an HLS destination writes, watched.
+    private let hls: HLSOutput?
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
     init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
@@ -67,7 +69,14 @@ final class Sender: PacketSink, @unchecked Sendable {
         self.logger = logger
         let seconds = options.maxQueueSeconds
         queue = SendQueue(maxBytes: max(1 << 20, Int(Double(bytesPerSecond) * seconds * 2)), maxDuration: Int64(seconds * 1e9))
+        hls = destination.isHLS ? HLSOutput(destination) : nil
     }
+
+    /// What must hold before the destination is sent to: an HLS playlist in a folder is this stream's alone.
+    func prepare() throws(MediaError) { try hls?.lockPlaylist() }
+
+    /// Lets go of what `prepare` took, when the sender never ran.
+    func release() { hls?.unlockPlaylist() }
 
     func start() {
         let thread = Thread { [self] in
@@ -149,9 +158,12 @@ final class Sender: PacketSink, @unchecked Sendable {
 
     private func run() {
         var muxer: Muxer?
+        // Since when sending has not worked (connecting, or writing once connected: a connection that opens and
+        // then fails at once, an HLS folder on a full disk), and the wait before the next try.
         var failingSince: Date?
         var backoff = 0.5
         var everConnected = false
+        defer { hls?.unlockPlaylist() }
         while true {
             if muxer == nil {
                 if isFinishing() && everConnected { break }
@@ -162,15 +174,13 @@ final class Sender: PacketSink, @unchecked Sendable {
                     condition.lock()
                     if everConnected { figures.reconnects += 1 }
                     figures.connected = true
-                    figures.lastError = nil
                     srt = connection.srt
                     queue.restartAtKeyframe()
                     if queue.waitingForKeyframe { keyframeWanted = true }
                     condition.unlock()
                     everConnected = true
-                    failingSince = nil
-                    backoff = 0.5
-                } catch {
+                } catch let thrown {
+                    let error = hls?.takeFailure() ?? thrown
                     let since = failingSince ?? Date()
                     failingSince = since
                     let waited = Date().timeIntervalSince(since)
@@ -199,23 +209,50 @@ final class Sender: PacketSink, @unchecked Sendable {
             guard let entry else { break } // finishing, and everything is sent
             do {
                 try muxer!.write(entry.payload.packet, stream: entry.payload.stream, timeBase: entry.payload.timeBase)
+                if let failure = hls?.takeFailure() { throw failure }
+                // Sending works again once a write went through (for HLS, once a file was written whole).
+                let progressed = hls?.takeCompleted() ?? true
+                if progressed {
+                    failingSince = nil
+                    backoff = 0.5
+                }
                 condition.lock()
                 figures.bytesSent += Int64(entry.bytes)
+                if progressed { figures.lastError = nil }
                 condition.unlock()
-            } catch {
+            } catch let thrown {
+                let error = hls?.takeFailure() ?? thrown
                 let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
-                logger.warning("stream: \(reason); reconnecting")
                 muxer = nil
+                let since = failingSince ?? Date()
+                failingSince = since
                 condition.lock()
                 srt = nil
                 figures.connected = false
                 figures.lastError = reason
+                if Date().timeIntervalSince(since) >= options.reconnectFor {
+                    let seconds = Int(options.reconnectFor)
+                    figures.failure = "sending to \(destination.displayURL) has failed for \(seconds) s: \(reason)"
+                    condition.unlock()
+                    logger.error("stream: \(reason); given up")
+                    return
+                }
                 condition.unlock()
-                failingSince = Date()
+                logger.warning("stream: \(reason); reconnecting")
             }
         }
         if let muxer {
-            do { try muxer.finish() } catch { logger.warning("stream: \(error)") }
+            do {
+                try muxer.finish()
+                if let failure = hls?.takeFailure() { throw failure }
+            } catch {
+                // The end of the stream (an HLS playlist's last version, its ENDLIST) is lost: the broadcast's error.
+                logger.error("stream: \(error)")
+                condition.lock()
+                figures.failure = figures.failure
+                    ?? "finishing the stream to \(destination.displayURL) failed: \(error)"
+                condition.unlock()
+            }
         }
         muxer = nil
         condition.lock()
@@ -247,10 +284,9 @@ final class Sender: PacketSink, @unchecked Sendable {
             srt = connection
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
         case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]
-        case .hls: muxer.formatOptions = hlsOptions()
-        case .http, .https:
+        case .hls, .http, .https:
             muxer.formatOptions = hlsOptions()
-            muxer.sendDeleteWithoutBody()
+            muxer.watchOutputs(hls!.watch)
         }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()

@@ -17,6 +17,9 @@ public final class SenderGroup: PacketSink {
     /// Per destination, at the last report: bytes sent and GOP drops.
     private var last: [(bytes: Int64, drops: Int)]
     private var reportedFailures = Set<Int>()
+    /// The newest video keyframe, held until the next video packet: a stream that ends on one (its last frame
+    /// falling on a keyframe's time) does not send it, so that HLS does not end on a segment of one frame.
+    private var heldKeyframe: (packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational)?
 
     init(_ senders: [Sender], logger: Logger) {
         self.senders = senders
@@ -24,7 +27,17 @@ public final class SenderGroup: PacketSink {
         last = Array(repeating: (0, 0), count: senders.count)
     }
 
-    func start() { for sender in senders { sender.start() } }
+    /// Starts every destination, once each is prepared (an HLS playlist's lock taken); nothing starts when one
+    /// cannot be.
+    func start() throws(MediaError) {
+        do {
+            for sender in senders { try sender.prepare() }
+        } catch {
+            for sender in senders { sender.release() }
+            throw error
+        }
+        for sender in senders { sender.start() }
+    }
 
     public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
         for sender in senders.dropLast() {
@@ -42,10 +55,32 @@ public final class SenderGroup: PacketSink {
     }
 
     /// Sends what is queued everywhere (at most `timeout` seconds for all of them together).
+    /// A video packet (stream 0): a keyframe waits for the next packet (see `heldKeyframe`).
+    func writeVideo(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) throws(MediaError) {
+        if let held = heldKeyframe {
+            defer { dropHeldKeyframe() }
+            try write(held.packet, stream: 0, timeBase: held.timeBase)
+        }
+        guard packet.pointee.flags & AV_PKT_FLAG_KEY != 0 else {
+            return try write(packet, stream: 0, timeBase: timeBase)
+        }
+        guard let copy = av_packet_alloc() else { throw MediaError("queue a packet", "out of memory") }
+        av_packet_move_ref(copy, packet)
+        heldKeyframe = (copy, timeBase)
+    }
+
+    /// Sends what is queued, without a keyframe still held: the stream's last frame (see `heldKeyframe`).
     func finish(timeout: Double) {
+        dropHeldKeyframe()
         for sender in senders { sender.requestFinish() }
         let deadline = DispatchTime.now() + timeout
         for sender in senders { sender.finish(deadline: deadline) }
+    }
+
+    private func dropHeldKeyframe() {
+        var owned = heldKeyframe?.packet
+        heldKeyframe = nil
+        av_packet_free(&owned)
     }
 
     struct Report {

@@ -71,7 +71,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
         rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
         if rate == nil { logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs") }
-        sender.start()
+        try sender.start()
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
@@ -95,7 +95,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         sample.releaseFrame() // copied: broadcastd keeps two slots for a broadcast
         // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
         try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
-            try sender.write(packet, stream: 0, timeBase: video.timeBase)
+            try sender.writeVideo(packet, timeBase: video.timeBase)
         }
         frames += 1
         report(at: time, sender: sender)
@@ -120,7 +120,9 @@ public final class StreamHandler: BroadcastSampleHandler {
         if failure == nil {
             do {
                 try audio?.finish(at: clock.duration, sink: sender)
-                try video?.encode(nil) { packet throws(MediaError) in try sender.write(packet, stream: 0, timeBase: video!.timeBase) }
+                try video?.encode(nil) { packet throws(MediaError) in
+                    try sender.writeVideo(packet, timeBase: video!.timeBase)
+                }
             } catch {
                 logger.warning("stream: \(error)")
             }
@@ -136,6 +138,8 @@ public final class StreamHandler: BroadcastSampleHandler {
         ]
         if let failure = failure ?? report.failure { result["error"] = .string(failure) }
         setBroadcastResult(result)
+        // The stream's end could not be written (an HLS playlist on a full disk): the broadcast's error.
+        if let reason = report.failure { fail(reason) }
         for (s, f) in zip(sender.senders, report.figures) {
             logger.info("stream: finished \(s.destination.displayURL); \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped")
         }

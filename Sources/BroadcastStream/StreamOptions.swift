@@ -23,16 +23,15 @@ public struct StreamDestination: Equatable, Sendable {
     public var isHLS: Bool { container == .hls }
 
     /// `url` as a destination; `key` (the primary URL's stream key) goes into SRT's streamid or onto
-    /// RTMP's path. In `also`, the stream keys are in the URLs themselves: what follows an RTMP URL's
-    /// application is hidden as a key.
-    init(_ url: String, key: String?, keyInPath: Bool) throws(StreamError) {
+    /// RTMP's path. In `also`, the stream keys are in the URLs themselves. `displayURL` hides them (`SecretURL`).
+    init(_ url: String, key: String?) throws(StreamError) {
         let usage = "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8 or http[s]://HOST/PATH/NAME.m3u8"
         guard let colon = url.firstIndex(of: ":"), let scheme = Scheme(rawValue: url[..<colon].lowercased()),
               url[colon...].hasPrefix("://"), url.count > url.distance(from: url.startIndex, to: colon) + 3 else {
-            throw StreamError("'\(StreamOptions.redacted(url))' is not a stream URL: \(usage)")
+            throw StreamError("'\(SecretURL.masked(url))' is not a stream URL: \(usage)")
         }
         self.scheme = scheme
-        displayURL = StreamOptions.redacted(url)
+        displayURL = SecretURL.masked(url)
         switch scheme {
         case .srt:
             container = .mpegts
@@ -46,7 +45,6 @@ public struct StreamDestination: Equatable, Sendable {
             container = .flv
             // The stream key is the last path component, as YouTube and Twitch give it.
             self.url = key.map { (url.hasSuffix("/") ? url : url + "/") + $0 } ?? url
-            if keyInPath { displayURL = StreamOptions.redactedRTMPKey(displayURL) }
         case .hls, .http, .https:
             container = .hls
             let rest = url[url.index(colon, offsetBy: 3)...]
@@ -103,13 +101,13 @@ public struct StreamOptions: Equatable, Sendable {
             throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, hls:///DIR/index.m3u8 or http(s)://HOST/PATH/index.m3u8")
         }
         let key = setupInfo["key"].flatMap { $0.isEmpty ? nil : $0 }
-        var destinations = [try StreamDestination(url, key: key, keyInPath: false)]
+        var destinations = [try StreamDestination(url, key: key)]
         let also = (setupInfo["also"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         for other in also {
             guard destinations.count < Self.maxDestinations else {
                 throw StreamError("also: at most \(Self.maxDestinations - 1) more destinations (one encode feeds them all)")
             }
-            let destination = try StreamDestination(other, key: nil, keyInPath: true)
+            let destination = try StreamDestination(other, key: nil)
             guard !destinations.contains(where: { $0.url == destination.url }) else {
                 throw StreamError("also: \(destination.displayURL) is given twice")
             }
@@ -171,30 +169,6 @@ public struct StreamOptions: Equatable, Sendable {
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
         publicURL = setupInfo["publicURL"].flatMap { $0.isEmpty ? nil : $0 } ?? origin.map { Self.withoutUserInfo($0.url) }
-    }
-
-    /// `url` without what must stay private: the values of `streamid` and `passphrase`, and user info.
-    public static func redacted(_ url: String) -> String {
-        var result = url
-        for name in ["streamid", "passphrase"] {
-            while let range = result.range(of: name + "="), !result[range.upperBound...].hasPrefix("***") {
-                let end = result[range.upperBound...].firstIndex(of: "&") ?? result.endIndex
-                result.replaceSubrange(range.upperBound..<end, with: "***")
-            }
-        }
-        if let scheme = result.range(of: "://"), let at = result[scheme.upperBound...].firstIndex(of: "@"),
-           !result[scheme.upperBound..<at].contains("/") {
-            result.replaceSubrange(scheme.upperBound...at, with: "***@")
-        }
-        return result
-    }
-
-    /// An RTMP URL with what follows its application (the stream key) hidden.
-    static func redactedRTMPKey(_ url: String) -> String {
-        guard let scheme = url.range(of: "://") else { return url }
-        let parts = url[scheme.upperBound...].split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[2].isEmpty else { return url }
-        return String(url[..<scheme.upperBound]) + parts[0] + "/" + parts[1] + "/***"
     }
 
     static func withoutUserInfo(_ url: String) -> String {

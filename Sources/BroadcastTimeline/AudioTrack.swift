@@ -28,9 +28,19 @@ public final class AudioTrack {
         inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
         timeline = AudioTimeline(channels: settings.channels, sampleRate: settings.sampleRate, gains: streams.map { gains[$0] ?? 1 })
         encoder = try Encoder.audio(settings, globalHeader: globalHeader)
+        encoder.title = Self.title(of: streams)
         frame = try MediaFrame.audio(samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate, planar: settings.codec == "aac")
         stream = try addStream(encoder)
         priming = signalsPriming ? Int64(encoder.context.pointee.initial_padding) : 0
+    }
+
+    /// What players call a track of `streams`: "App audio", "Microphone", or both mixed.
+    public static func title(of streams: [SampleType]) -> String {
+        switch (streams.contains(.audioApp), streams.contains(.audioMic)) {
+        case (true, true): "App audio and microphone"
+        case (false, true): "Microphone"
+        default: "App audio"
+        }
     }
 
     var channels: Int { timeline.channels }

@@ -1,3 +1,4 @@
+import BroadcastCore
 import CCurl
 import Logging
 
@@ -103,7 +104,7 @@ public final class HTTPUpload {
             case .failure(let failure):
                 guard failure.retry, attempt < settings.attempts else {
                     let tries = attempt == 1 ? "" : " (after \(attempt) attempts)"
-                    throw UploadError("upload \(path) to \(Self.redacted(settings.url))", failure.reason + tries)
+                    throw UploadError("upload \(path) to \(SecretURL.masked(settings.url))", failure.reason + tries)
                 }
                 logger.warning("upload: attempt \(attempt) failed: \(failure.reason); trying again in \(backoff) s")
                 var left = backoff
@@ -200,15 +201,6 @@ public final class HTTPUpload {
     static let permanent: Set<CURLcode> = [CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT, CURLE_PEER_FAILED_VERIFICATION,
                                             CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
                                             CURLE_LOGIN_DENIED, CURLE_READ_ERROR]
-
-    /// `url` without user info (a password), for messages.
-    public static func redacted(_ url: String) -> String {
-        guard let scheme = url.firstRange(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
-              !url[scheme.upperBound..<at].contains("/") else { return url }
-        var result = url
-        result.replaceSubrange(scheme.upperBound...at, with: "***@")
-        return result
-    }
 
     static func now() -> Double {
         var time = timespec()

@@ -112,9 +112,7 @@ final class WindowExclusion {
         return Self.visibleParts(stack, excluded: excluded)
     }
 
-    func isExcluded(_ window: CaptureWindow) -> Bool {
-        classes.contains(window.instance.lowercased()) || classes.contains(window.className.lowercased())
-    }
+    func isExcluded(_ window: CaptureWindow) -> Bool { window.isOfClass(in: classes) }
 
     /// The parts of the excluded windows among `windows` (bottom to top) that no shown window above covers.
     static func visibleParts(_ windows: [XWindows.Entry], excluded: (XWindows.Entry) -> Bool) -> [ScreenRect] {

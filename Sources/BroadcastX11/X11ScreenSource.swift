@@ -78,7 +78,15 @@ public final class X11ScreenSource: CaptureSource {
     public var description: String {
         let display = connection?.displayName ?? configuration.display ?? Environment.get("DISPLAY") ?? "?"
         var text = "x11 \(display) " + (window.map { "window \($0.label)" } ?? configuration.target.description)
-        if connection != nil { text += " \(area) \(configuration.pixelFormat)" }
+        if connection != nil {
+            // The rectangle grabbed, said once: a region's is its own (until a change takes effect, at the next frame).
+            if case .region(let rect) = configuration.target, rect == area || geometryChanged {
+                text += rect == area ? "" : " from the next frame (now \(area))"
+            } else {
+                text += " at \(area)"
+            }
+            text += ", \(configuration.pixelFormat)"
+        }
         return text + " @ \(configuration.framesPerSecond) fps, cursor \(configuration.cursor.rawValue)"
     }
 
@@ -157,11 +165,17 @@ public final class X11ScreenSource: CaptureSource {
                               outputs: connection.outputs(), windows: XWindows(connection).list().map(\.window))
     }
 
-    /// Works out the capture area and sets up grabbing and conversion for its size.
-    private func setUpArea() throws(CaptureError) {
+    /// Works out the capture area and sets up grabbing and conversion for its size (`afterResize`: the screen's
+    /// size changed under the running capture, and a region is clipped to it).
+    private func setUpArea(afterResize: Bool = false) throws(CaptureError) {
         let connection = connection!
         if case .window(let selector) = configuration.target {
-            if window == nil { window = try WindowCapture(connection: connection, entry: XWindows(connection).find(selector), logger: logger) }
+            if window == nil {
+                let excluded = Set(configuration.excludedWindows.map { $0.lowercased() })
+                let (entry, how) = try XWindows(connection).find(selector, excluding: excluded)
+                logger.info("window \(selector) is \(entry.window.label), found by \(how)")
+                window = try WindowCapture(connection: connection, entry: entry, logger: logger)
+            }
             let window = window!
             guard window.mapped else {
                 throw CaptureError(source: "x11", operation: "capture window \(window.label)",
@@ -176,8 +190,9 @@ public final class X11ScreenSource: CaptureSource {
             return
         }
         do {
+            let outputs = configuration.target == .screen ? [] : connection.outputs()
             area = try configuration.target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
-                                                    outputs: configuration.target == .screen ? [] : connection.outputs())
+                                                    outputs: outputs, clipsRegion: afterResize)
         } catch {
             throw CaptureError(source: "x11", operation: "find the capture area on \(connection.displayName)", reason: error.description)
         }
@@ -378,7 +393,7 @@ public final class X11ScreenSource: CaptureSource {
     private func followGeometry(_ connection: XConnection) throws(CaptureError) -> VideoFormat? {
         try connection.refreshScreenSize()
         let before = area
-        try setUpArea()
+        try setUpArea(afterResize: true)
         dirty.markAll()
         guard area.width != before.width || area.height != before.height else {
             if area != before { logger.info("capture area moved to \(area)") }

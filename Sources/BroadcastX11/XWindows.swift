@@ -39,25 +39,48 @@ struct XWindows {
         children(of: connection.root).compactMap { entry($0) }
     }
 
-    /// The window `selector` names: by id (a client or its frame), or the topmost best match by class or title.
-    func find(_ selector: WindowSelector) throws(CaptureError) -> Entry {
+    /// The window `selector` names: by id (a client or its frame), or the topmost best match by class, then whole
+    /// title, then part of the title; with how it was found. A window of a class in `excluded` (`--exclude-window`,
+    /// lower case) is never the one: among equal matches another is taken, else capturing it is refused.
+    func find(_ selector: WindowSelector, excluding excluded: Set<String>) throws(CaptureError)
+        -> (entry: Entry, how: String) {
         let all = list()
+        let on = " on \(connection.displayName)\(Self.listing(all))"
+        let found: (entry: Entry, how: String)
         switch selector {
         case .id(let id):
-            if let found = all.first(where: { $0.client == id || $0.toplevel == id }) { return found }
-            throw CaptureError(source: "x11", operation: "find window \(selector)",
-                               reason: "no top-level window has id \(selector) on \(connection.displayName)\(Self.listing(all))")
+            guard let entry = all.first(where: { $0.client == id || $0.toplevel == id }) else {
+                throw CaptureError(source: "x11", operation: "find window \(selector)",
+                                   reason: "no top-level window has id \(selector)" + on)
+            }
+            found = (entry, "its id")
         case .pid(let pid):
-            if let found = all.last(where: { $0.window.pid == pid }) { return found }
-            throw CaptureError(source: "x11", operation: "find the window of process \(pid)",
-                               reason: "no top-level window says it belongs to process \(pid) (_NET_WM_PID) on \(connection.displayName)\(Self.listing(all))")
+            let candidates = all.filter { $0.window.pid == pid }
+            guard let entry = candidates.last(where: { !$0.window.isOfClass(in: excluded) }) ?? candidates.last else {
+                throw CaptureError(source: "x11", operation: "find the window of process \(pid)",
+                                   reason: "no top-level window says it belongs to process \(pid) (_NET_WM_PID)" + on)
+            }
+            found = (entry, "its process (the topmost of \(candidates.count))")
         case .name(let name):
-            let best = all.map { ($0, $0.window.match(name)) }.filter { $0.1 > 0 }
+            let scored = all.map { ($0, $0.window.match(name)) }.filter { $0.1 > 0 }
+            guard let best = scored.map(\.1).max() else {
+                throw CaptureError(source: "x11", operation: "find window \(selector)",
+                                   reason: "no top-level window's class or title matches \(selector)" + on)
+            }
             // Stacking order is bottom to top: among equals, the last is the topmost.
-            if let top = best.max(by: { $0.1 <= $1.1 }) { return top.0 }
-            throw CaptureError(source: "x11", operation: "find window \(selector)",
-                               reason: "no top-level window's class or title matches \(selector) on \(connection.displayName)\(Self.listing(all))")
+            let candidates = scored.filter { $0.1 == best }.map(\.0)
+            let entry = candidates.last { !$0.window.isOfClass(in: excluded) } ?? candidates.last!
+            let others = candidates.count > 1 ? ", the topmost of \(candidates.count) that match so" : ""
+            found = (entry, (CaptureWindow.matchKinds[best] ?? "?") + others)
         }
+        if found.entry.window.isOfClass(in: excluded) {
+            let window = found.entry.window
+            let name = [window.instance, window.className].first { excluded.contains($0.lowercased()) } ?? "?"
+            throw CaptureError(source: "x11", operation: "capture window \(window.label)",
+                               reason: "windows of class \(name) are never captured (--exclude-window); " +
+                                   "capture another window, or leave \(name) out of --exclude-window")
+        }
+        return found
     }
 
     private static func listing(_ all: [Entry]) -> String {

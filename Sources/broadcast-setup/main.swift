@@ -8,14 +8,18 @@ struct BroadcastSetupCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broadcast-setup",
         abstract: "Completes a broadcast request with a URL and setup info, or cancels it (the setup UI).",
+        usage: "broadcast-setup [<options>]",
         discussion: """
-            broadcastctl start runs this for you. On a terminal it asks for the handler's
-            setup fields (secrets without echo, defaults in brackets, Enter takes the
-            default; a required field is asked again until it has an answer); without a
-            terminal, or with --non-interactive, it uses --url, --set and the defaults.
+            broadcastctl start runs this for you. On a terminal it asks for the handler's \
+            setup fields (secrets without echo, defaults in brackets, Enter takes the \
+            default; a required field is asked again until it has an answer); without a \
+            terminal, or with --non-interactive, it uses --url, --set and the defaults. \
             Ctrl-C cancels the request.
-            Exit status: 0 completed; 1 refused, or input ended; 64 bad usage (also:
+
+            Exit status: 0 completed; 1 refused, or input ended; 64 bad usage (also: a \
+            --url or --set the handler needs and lacks, or does not take; or \
             XDG_RUNTIME_DIR unset); 69 broadcastd is not running; 130 cancelled (Ctrl-C).
+
             Examples:
               broadcast-setup                   (asks for the waiting request's fields)
               broadcast-setup --non-interactive --url file:///tmp/talk.mkv --set audio=app
@@ -25,7 +29,7 @@ struct BroadcastSetupCommand: ParsableCommand {
     var request: UInt32?
     @Option(help: "The broadcast URL.")
     var url: String?
-    @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.")
+    @Option(name: .customLong("set"), help: ArgumentHelp("A setup field; repeatable.", valueName: "KEY=VALUE"))
     var assignments: [String] = []
     @Flag(help: "Never prompt.")
     var nonInteractive = false
@@ -52,8 +56,15 @@ struct BroadcastSetupCommand: ParsableCommand {
                     Terminal.prompt(question)
                     return Terminal.readLine(echo: !secret)
                 }
-                if let problem = form.problem() { throw problem }
+                if let problem = form.problem() {
+                    // A mistake in what was given: said once, here, as a usage error (broadcastctl says nothing more).
+                    try? client.cancel(broadcast: pending.broadcast, error: problem)
+                    printError("broadcast-setup: \(problem.message)")
+                    throw ExitCode(64)
+                }
                 try client.complete(broadcast: pending.broadcast, url: form.url, setupInfo: form.values)
+            } catch let exit as ExitCode {
+                throw exit
             } catch {
                 if Terminal.wasInterrupted {
                     // A cancellation, not a failure: the request goes, and the shell hears of SIGINT (128 + 2).

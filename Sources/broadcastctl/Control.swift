@@ -5,7 +5,9 @@ import BroadcastProtocol
 import BroadcastSystem
 
 struct Pause: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Pause a broadcast (takes effect once it is live); the others go on.")
+    static let configuration = CommandConfiguration(
+        abstract: "Pause a broadcast (takes effect once it is live); the others go on.",
+        usage: "broadcastctl pause [<options>]")
     @OptionGroup var request: BroadcastRequestOptions
     func run() throws {
         try request.send(verb: "pause") { try $0.pause(broadcast: $1) } saying: { before, after in
@@ -18,7 +20,8 @@ struct Pause: ParsableCommand {
 }
 
 struct Resume: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Resume a paused broadcast.")
+    static let configuration = CommandConfiguration(abstract: "Resume a paused broadcast.",
+                                                    usage: "broadcastctl resume [<options>]")
     @OptionGroup var request: BroadcastRequestOptions
     func run() throws {
         try request.send(verb: "resume") { try $0.resume(broadcast: $1) } saying: { before, after in
@@ -32,7 +35,8 @@ struct Resume: ParsableCommand {
 
 struct Stop: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Finish a broadcast, or every one with --all, and say how it ended (its file, duration and size).")
+        abstract: "Finish a broadcast, or every one with --all, and say how it ended (its file, duration and size).",
+        usage: "broadcastctl stop [<options>]")
     @OptionGroup var request: BroadcastRequestOptions
     @Flag(help: "Finish every broadcast running.") var all = false
 
@@ -52,10 +56,11 @@ struct Stop: ParsableCommand {
 struct Discard: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Finish the broadcast and throw away what it produced (a recording is deleted).",
+        usage: "broadcastctl discard [<options>]",
         discussion: """
-            The handler deletes its output and its result says "discarded": true. Handlers that cannot
-            (stream: what was sent is gone) are refused and the broadcast goes on. A broadcast that has
-            finished already (also after its handler crashed) is discarded by broadcastd: it removes the
+            The handler deletes its output, and discard names the file deleted. Handlers that cannot \
+            (stream: what was sent is gone) are refused and the broadcast goes on. A broadcast that has \
+            finished already (also after its handler crashed) is discarded by broadcastd: it removes the \
             file the handler reported in its result, and nothing else.
             """)
     @OptionGroup var request: BroadcastRequestOptions

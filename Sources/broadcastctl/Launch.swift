@@ -14,10 +14,14 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Capture one application: its window and its sound.", valueName: "NAME|PID")) var app: String?
     @Option(help: "Frames per second (1-240).") var fps: Int?
     @Option(help: "The pointer: embedded, metadata or hidden.") var cursor: String?
+    @Option(name: .customLong("exclude-window"),
+            help: ArgumentHelp("Never capture windows of this class, besides broadcastd's list; repeatable (X11).",
+                               valueName: "CLASS"))
+    var excludeWindows: [String] = []
 
     var choice: CaptureChoice? {
         let choice = CaptureChoice(display: display, output: output, region: region, window: window, app: app, frameRate: fps,
-                                   cursor: cursor)
+                                   cursor: cursor, excludeWindows: excludeWindows.isEmpty ? nil : excludeWindows)
         return choice.isEmpty ? nil : choice
     }
 
@@ -37,6 +41,14 @@ final class Launch {
     private var backlog: [ControllerClient.Event] = []
     /// The broadcast's status in the STATE_CHANGED that said it was live (or paused).
     private var liveStatus: BroadcastStatus?
+    /// Called before anything is printed while a broadcast is waited for (`record`'s progress line clears itself).
+    var beforeOutput: () -> Void = {}
+    /// The file each broadcast writes, as its status last said: where a recording is when broadcastd stops.
+    private var files: [UInt32: String] = [:]
+    /// The broadcast's `audio` setting (app, mic, both, none) when its handler has one and it is known here.
+    private(set) var audio: String?
+    /// Whose capture the broadcast joined, when others were running.
+    private(set) var joined: String?
 
     init(client: ControllerClient, handler: String, json: Bool) {
         self.client = client
@@ -49,11 +61,42 @@ final class Launch {
     func begin(url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
                interactive: Bool) throws -> UInt32? {
         try client.subscribe()
+        let asking = interactive && Terminal.isInteractive(0)
+        if let manifest = try client.handlers().first(where: { $0.name == handler }) {
+            let values = try checkedSetup(manifest, url: url, assignments: assignments, complete: !asking)
+            // What audio the broadcast takes, when known here (broadcast-setup may ask for it).
+            let field = manifest.setupFields?.first { $0.name == "audio" }
+            if let field, !asking || values["audio"] != nil {
+                audio = values["audio"] ?? field.default
+            }
+        }
+        // A broadcast without capture options joins the capture running, whatever it is: said once it started.
+        let running = try client.status()
+        let sharing = (running.broadcasts ?? []).filter { ![.idle, .finished].contains($0.state) }
+            .compactMap(\.broadcast)
         let id = try HandlerNames.suggesting(handler, client: client) {
             try client.start(handler: handler, maxDuration: duration, capture: capture)
         }
+        if !sharing.isEmpty {
+            joined = "sharing the capture of broadcast\(sharing.count == 1 ? "" : "s") " +
+                "\(sharing.map(String.init).joined(separator: ", ")): \(running.source)"
+        }
         try runSetup(id: id, url: url, assignments: assignments, interactive: interactive)
         return try awaitStart(id: id) ? id : nil
+    }
+
+    /// The `--set` values, checked against the handler before anything is asked of broadcastd, so that a mistake is
+    /// a usage error said once (exit 64) and no broadcast is requested. `complete`: nothing will be asked for.
+    private func checkedSetup(_ manifest: HandlerManifest, url: String?, assignments: [String],
+                              complete: Bool) throws -> [String: String] {
+        do throws(BroadcastError) {
+            let values = try SetupForm.parseAssignments(assignments)
+            let form = SetupForm(manifest: manifest, url: url, values: values)
+            if let problem = form.problem(complete: complete) { throw problem }
+            return values
+        } catch {
+            throw UsageError(message: error.message)
+        }
     }
 
     /// Runs broadcast-setup (next to broadcastctl, else on PATH) for the request.
@@ -70,13 +113,19 @@ final class Launch {
         // Ctrl-C during setup belongs to broadcast-setup, which cancels the request and says so.
         Signals.ignore(Signals.interrupt)
         defer { Signals.restoreDefault(Signals.interrupt) }
-        if case .exited(130) = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait() {
+        let ended = try ChildProcess(path: path, arguments: arguments, environment: Environment.all).wait()
+        if case .exited(130) = ended {
             throw ExitCode(130)  // cancelled with Ctrl-C; broadcast-setup said so
+        }
+        if case .exited(64) = ended {
+            // A mistake in the setup given, which broadcast-setup said: the request it cancelled is not said again.
+            _ = try? awaitStart(id: id, quietly: true)
+            throw ExitCode(Exit.usage)
         }
     }
 
     /// Waits until the broadcast is live or has finished; false (after printing why) if it finished.
-    private func awaitStart(id: UInt32) throws -> Bool {
+    private func awaitStart(id: UInt32, quietly: Bool = false) throws -> Bool {
         while true {
             guard let event = try client.nextEvent(timeoutMilliseconds: 30_000) else {
                 throw ProtocolError.refused(BroadcastError(.handlerFailed, "broadcast \(id) did not start within 30 s"))
@@ -86,7 +135,7 @@ final class Launch {
                 liveStatus = status
                 return true
             case .finished(let finished) where finished.broadcast == id:
-                try report(finished)
+                if !quietly { try report(finished) }
                 return false
             default:
                 continue
@@ -97,18 +146,24 @@ final class Launch {
     /// The broadcast's status as it went live, from the STATE_CHANGED that said so: the file it writes (a handler
     /// names it as it starts), the audio streams found silent and the memory warning are in it, with no round trip.
     func settledStatus(of id: UInt32) throws -> BroadcastStatus? {
-        if let liveStatus, liveStatus.broadcast == id { return liveStatus }
-        return try client.status().broadcasts?.first { $0.broadcast == id }
+        let status = if let liveStatus, liveStatus.broadcast == id {
+            liveStatus
+        } else {
+            try client.status().broadcasts?.first { $0.broadcast == id }
+        }
+        if let file = status?.file { files[id] = file }
+        return status
     }
 
-    /// Lines a user should read once the broadcast is live: where it goes, and which audio is silent and why.
-    static func started(_ status: BroadcastStatus) -> (lines: [String], warnings: [String]) {
+    /// Lines a user should read once the broadcast is live: where it goes, whose capture it shares, and which audio
+    /// it takes is silent and why.
+    func started(_ status: BroadcastStatus) -> (lines: [String], warnings: [String]) {
         var lines: [String] = []
         if let file = status.file { lines.append("writing \(file)") }
+        if let joined { lines.append(joined) }
         if status.state == .paused { lines.append("paused (a pause was asked for before it went live)") }
-        let warnings = (status.silentAudio ?? [:]).sorted { $0.key < $1.key }.map { stream, why in
-            "warning: \(StatusText.streamName(stream)) is silent: \(why). " + StatusText.silenceAdvice
-        } + (status.memoryWarning.map { ["warning: \($0)"] } ?? [])
+        let warnings = SilenceWarning.lines(status.silentAudio ?? [:], audio: audio)
+            + (status.memoryWarning.map { ["warning: \($0)"] } ?? [])
         return (lines, warnings)
     }
 
@@ -134,7 +189,12 @@ final class Launch {
                     _ = try? client.finish(broadcast: id)
                 }
             }
-            guard let event = backlog.isEmpty ? try client.nextEvent(timeoutMilliseconds: 200) : backlog.removeFirst() else { continue }
+            guard let event = backlog.isEmpty ? try nextEvent(waitingFor: waiting) : backlog.removeFirst() else {
+                continue
+            }
+            if case .stateChanged(let status) = event, let id = status.broadcast, let file = status.file {
+                files[id] = file
+            }
             guard case .finished(let finished) = event, waiting.contains(finished.broadcast) else {
                 progress?(event)
                 continue
@@ -145,8 +205,28 @@ final class Launch {
         if failed { throw ExitCode(Exit.failed) }
     }
 
+    /// The next event; broadcastd going away is said as such, with where each recording waited for is (what was
+    /// written stays playable).
+    private func nextEvent(waitingFor ids: Set<UInt32>) throws -> ControllerClient.Event? {
+        let event: ControllerClient.Event?
+        do {
+            event = try client.nextEvent(timeoutMilliseconds: 200)
+        } catch {
+            guard error == .closed else { throw error }
+            beforeOutput()
+            let kept = ids.sorted().compactMap { id in
+                files[id].map { "broadcast \(id)'s recording so far is in \($0)" }
+            }
+            throw ProtocolError.refused(BroadcastError(.notRunning, "broadcastd stopped before broadcast" +
+                (ids.count == 1 ? "" : "s") + " \(ids.sorted().map(String.init).joined(separator: ", ")) finished" +
+                (kept.isEmpty ? "" : "; " + kept.joined(separator: "; ") + " (playable up to there)")))
+        }
+        return event
+    }
+
     /// Prints how the broadcast finished and its result; exit status 1 when it finished with an error.
     func report(_ finished: FinishedEvent) throws {
+        beforeOutput()
         if json {
             print(compactJSON(finished))
             if finished.error != nil { throw ExitCode(Exit.failed) }
@@ -154,14 +234,19 @@ final class Launch {
         }
         if let error = finished.error {
             printError("broadcast \(finished.broadcast) finished with an error: \(error.message)")
-            printResult(finished.result)
+            if !brief {
+                printResult(finished.result)
+            } else if let saved = ResultText.brief(finished.result) {
+                print("what was written is in \(saved)")
+            }
             throw ExitCode(Exit.failed)
         }
         print("broadcast \(finished.broadcast) \(finished.discarded == true ? "discarded" : "finished")")
-        guard brief, let result = finished.result, case .string(let file)? = result["file"] else { return printResult(finished.result) }
-        let figures = [result["duration"].flatMap { if case .number(let n) = $0 { StatusLine.clock(n) } else { nil } },
-                       result["bytes"].flatMap { if case .number(let n) = $0 { ResultText.megabytes(n) } else { nil } }].compactMap { $0 }
-        print("saved \(file)" + (figures.isEmpty ? "" : " (\(figures.joined(separator: ", ")))"))
+        guard brief || finished.discarded == true, let saved = ResultText.brief(finished.result) else {
+            return printResult(finished.result)
+        }
+        print(finished.discarded == true ? "deleted \(saved)" : "saved \(saved)")
+        if case .string(let url)? = finished.result?["uploadedURL"] { print("uploaded to \(url)") }
     }
 }
 

@@ -8,9 +8,11 @@ import BroadcastSystem
 struct Snapshot: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Save the current frame as a PNG file: a quick look without recording.",
+        usage: "broadcastctl snapshot [<options>] <file>",
         discussion: """
-            The frame is the latest one of a running broadcast (while paused: the last before the pause);
-            with no broadcast, broadcastd grabs one for the purpose. An existing FILE is replaced.
+            The frame is the latest one of a running broadcast (while paused: the last before the \
+            pause); with no broadcast, broadcastd grabs one for the purpose. An existing FILE is replaced.
+
             Examples:
               broadcastctl snapshot screen.png
               broadcastctl snapshot - | display -        (standard output)

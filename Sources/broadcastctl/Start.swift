@@ -13,7 +13,8 @@ struct Start: ParsableCommand {
             completion: HandlerNames.completion)
     var handler: String?
     @Option(help: "The broadcast URL.") var url: String?
-    @Option(name: .customLong("set"), help: "A setup field, KEY=VALUE; repeatable.") var assignments: [String] = []
+    @Option(name: .customLong("set"), help: ArgumentHelp("A setup field; repeatable.", valueName: "KEY=VALUE"))
+    var assignments: [String] = []
     @Option(help: ArgumentHelp("Finish by itself after this much live (unpaused) time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
     var duration: DurationArgument?
     @OptionGroup(title: "Capture (broadcastd's options by default)") var capture: CaptureOptions
@@ -32,7 +33,7 @@ struct Start: ParsableCommand {
             } else {
                 print("broadcast \(id) started with handler \(handler)")
                 if let status = try launch.settledStatus(of: id) {
-                    let (lines, warnings) = Launch.started(status)
+                    let (lines, warnings) = launch.started(status)
                     lines.forEach { print($0) }
                     warnings.forEach(printError)
                 }

@@ -6,7 +6,8 @@ import BroadcastProtocol
 import BroadcastSystem
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the state of every broadcast, or of one.")
+    static let configuration = CommandConfiguration(abstract: "Show the state of every broadcast, or of one.",
+                                                    usage: "broadcastctl status [<options>]")
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Show this broadcast only.") var broadcast: UInt32?
     @Flag(help: "Print JSON.") var json = false
@@ -75,6 +76,16 @@ struct Status: ParsableCommand {
 
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
+        let finished = (s.broadcasts ?? []).filter { $0.state == .finished }
+        if !finished.isEmpty && finished.count == s.broadcasts?.count {
+            // Nothing runs: broadcastd is idle, and what finished since the last start is said a line each.
+            let lines = finished.map { b in
+                "  " + finish(b.broadcast ?? 0, handler: b.handler, discarded: b.discarded == true, error: b.error,
+                              result: b.result)
+            }
+            return (["state: idle", "source: \(s.source)"] + memory(s) + ["finished since the last start:"] + lines)
+                .joined(separator: "\n")
+        }
         guard let all = s.broadcasts, all.count > 1 else { return describeOne(s) }
         var lines = ["source: \(s.source)"] + memory(s)
         lines.append("\(all.count) broadcasts:")
@@ -115,9 +126,8 @@ enum StatusText {
             if let result = s.result { lines += describe(result: result) }
         }
         for (stream, why) in (s.silentAudio ?? [:]).sorted(by: { $0.key < $1.key }) {
-            lines.append("\(streamName(stream)): silent: \(why)")
+            lines.append("\(SilenceWarning.name(stream)): silent: \(why)")
         }
-        if s.silentAudio?.isEmpty == false { lines.append("  " + silenceAdvice) }
         return lines.joined(separator: "\n")
     }
 
@@ -126,17 +136,16 @@ enum StatusText {
         ["result:"] + ResultText.lines(result).map { "  " + $0 }
     }
 
-    static func streamName(_ stream: String) -> String {
-        stream == "audioApp" ? "app audio" : stream == "audioMic" ? "mic" : stream
+    static func line(_ f: FinishedEvent) -> String {
+        finish(f.broadcast, handler: nil, discarded: f.discarded == true, error: f.error, result: f.result)
     }
 
-    /// What to do about a silent audio stream, said where the user looks (start, status).
-    static let silenceAdvice = "Check that PipeWire runs (systemctl --user status pipewire; on a PulseAudio desktop, " +
-        "install pipewire-pulse) and that the device exists (pw-cli ls Node); broadcastd --app-audio/--mic choose " +
-        "another one, or none."
-
-    static func line(_ f: FinishedEvent) -> String {
-        "broadcast \(f.broadcast) \(f.discarded == true ? "discarded" : "finished")" + (f.error.map { ": \($0.message)" } ?? "") + (f.result.map { "  result \(compactJSON($0))" } ?? "")
+    /// A finish in a line: how it ended, and the file it wrote with its duration and size.
+    static func finish(_ id: UInt32, handler: String?, discarded: Bool, error: BroadcastError?,
+                       result: [String: JSONValue]?) -> String {
+        "broadcast \(id)" + (handler.map { " (\($0))" } ?? "") + (discarded ? " discarded" : " finished")
+            + (error.map { ": \($0.message)" } ?? "")
+            + (ResultText.brief(result).map { "; \(discarded ? "deleted" : "saved") \($0)" } ?? "")
     }
 
 }

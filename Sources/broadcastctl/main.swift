@@ -75,11 +75,13 @@ struct Broadcastctl: ParsableCommand {
               broadcastctl discard                     (stop, and delete what was recorded)
               broadcastctl status --watch
               broadcastctl snapshot screen.png
+
             Every command takes --json for scripts.
-            Exit status: 0 success; 1 refused, or the broadcast finished with an error;
-            64 bad usage (also: XDG_RUNTIME_DIR unset, so no socket to find); 69 broadcastd
-            is not running, or another user's program listens on the socket (it is sent
-            nothing).
+
+            Exit status: 0 success; 1 refused, or the broadcast finished with an error; \
+            64 bad usage (also: XDG_RUNTIME_DIR unset, so no socket to find); 69 broadcastd \
+            is not running, or stopped while a broadcast was waited for, or another user's \
+            program listens on the socket (it is sent nothing); 130 setup cancelled with Ctrl-C.
             """,
         subcommands: [Handlers.self, Sources.self, Start.self, Record.self, Stream.self, Capture.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self, Send.self, Save.self, Mark.self])
 }

@@ -18,7 +18,7 @@ enum DaemonKeys {
     static let output = ConfigKey("output", .string,
         help: "Capture one RandR monitor or output by name (see `broadcastctl sources`); unset: the whole screen.")
     static let region = ConfigKey("region", .string, help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") {
-        ScreenRect(region: $0.string!) == nil ? "takes X,Y,WIDTHxHEIGHT, e.g. 0,0,1280x720" : nil
+        ScreenRegion.problem($0.string!)
     }
     static let window = ConfigKey("window", .string,
         help: "Capture one top-level window (X11, through XComposite), by id (0x... or decimal), WM_CLASS or title (see `broadcastctl sources`): its own content even when covered; a resize changes the frame size, a hidden window repeats its last frame, and the broadcast finishes with \"the window closed\" when it closes.") {

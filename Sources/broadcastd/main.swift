@@ -27,8 +27,9 @@ struct BroadcastDaemonCommand: ParsableCommand {
                   --duration 5 --wait
               broadcastctl start --handler record --url file:///tmp/talk.mp4 \\
                   --duration 60 --wait
-            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the
-            option without its dashes, e.g. fps = 60); options override the file.
+
+            Every option can be set in ~/.config/broadcastd/broadcastd.toml (key: the \
+            option without its dashes, e.g. fps = 60); options override the file. \
             To start a file with every key:
               mkdir -p ~/.config/broadcastd
               broadcastd --print-config > ~/.config/broadcastd/broadcastd.toml
@@ -70,7 +71,8 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.notify.help)) var notify: Bool?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
-    @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml (~/.config/...), used when it exists. /dev/null: none.",
+    @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml " +
+                               "(~/.config/…), if it exists; /dev/null: none.",
                                valueName: "FILE"))
     var config: String?
     @Flag(help: "Print the effective configuration (defaults, then the file, then these options) as TOML, and exit.")
@@ -179,22 +181,27 @@ struct BroadcastDaemonCommand: ParsableCommand {
     func captureDefaults(_ source: String, _ settings: Configuration) -> CaptureChoice {
         CaptureChoice(display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
                       output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
-                      app: settings.string("app"), frameRate: settings.integer("fps"), cursor: settings.string("cursor"))
+                      app: settings.string("app"), frameRate: settings.integer("fps"),
+                      cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings))
     }
 
     /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display
     /// is captured through X11 whatever broadcastd's own source is; output and region are X11's.
     func captureSource(choosing choice: CaptureChoice, of source: String, _ settings: Configuration) throws(CaptureError) -> CaptureSource {
         let kind = choice.display != nil ? "x11" : source
-        if kind != "x11" && (choice.output ?? choice.region ?? choice.window ?? choice.app) != nil {
+        let moreExcluded = choice.excludeWindows.map { $0 != Self.excludedWindows(settings) } ?? false
+        if kind != "x11" && ((choice.output ?? choice.region ?? choice.window ?? choice.app) != nil || moreExcluded) {
             throw CaptureError(source: source, operation: "choose what to capture", reason:
-                "--output, --region, --window and --app choose part of an X11 screen, and broadcastd captures " +
+                "--output, --region, --window, --app and --exclude-window are X11's, and broadcastd captures " +
                 "\(source == "none" ? "nothing" : source) (add --display :N to capture an X display)")
         }
         let overrides: [String: ConfigValue?] = ["display": choice.display.map(ConfigValue.string), "output": choice.output.map(ConfigValue.string),
                                                  "region": choice.region.map(ConfigValue.string), "window": choice.window.map(ConfigValue.string),
                                                  "app": choice.app.map(ConfigValue.string), "fps": choice.frameRate.map(ConfigValue.integer),
-                                                 "cursor": choice.cursor.map(ConfigValue.string)]
+                                                 "cursor": choice.cursor.map(ConfigValue.string),
+                                                 "exclude-window": choice.excludeWindows.map {
+                                                     .strings($0.isEmpty ? ["none"] : $0)
+                                                 }]
         let chosen: Configuration
         do { chosen = try settings.overriding(overrides) } catch {
             throw CaptureError(source: kind, operation: "choose what to capture", reason: error.description)
@@ -232,8 +239,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
             x11.cursor = CursorMode(rawValue: settings.string("cursor")!)!
             x11.grabMethod = GrabMethod(rawValue: settings.string("x11-grab")!)!
             x11.useDamage = settings.boolean("damage")
-            let excluded = settings.strings("exclude-window")
-            x11.excludedWindows = excluded.map { $0.lowercased() } == ["none"] ? [] : excluded
+            x11.excludedWindows = Self.excludedWindows(settings)
             x11.audio = audio
             screen = X11ScreenSource(x11, logger: Logger(label: "broadcastd.x11"))
         }
@@ -248,6 +254,12 @@ struct BroadcastDaemonCommand: ParsableCommand {
         let pipewire = PipeWireAudioSource.Configuration(app: target("app-audio"), mic: target("mic"), format: audio)
         guard pipewire.app != nil || pipewire.mic != nil else { return screen }
         return try PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
+    }
+
+    /// The window classes never captured: `--exclude-window`'s list, of which `none` is the empty one.
+    static func excludedWindows(_ settings: Configuration) -> [String] {
+        let excluded = settings.strings("exclude-window")
+        return excluded.map { $0.lowercased() } == ["none"] ? [] : excluded
     }
 
     /// `--app PID`: the window of that process; `--app NAME`: the window whose class or title is NAME.

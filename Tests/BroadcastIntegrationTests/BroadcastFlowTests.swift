@@ -254,8 +254,10 @@ extension Integration {
         let start = try daemon.tool("broadcastctl", ["start", "--handler", "slow", "--url", "file://" + path, "--set", "result=1",
                                                      "--duration", "1", "--wait"])
         #expect(start.status == 0, "\(start)")
-        #expect(start.stdout.contains("finished\nresult:\n  callbacks: broadcastStarted, samples\n  frames: "), "\(start.stdout)")
-        #expect(start.stdout.contains("\n  path: \(path)\n  streams: {\"audioApp\":"), "\(start.stdout)")
+        let said = "finished\nresult:\n  path: \(path)\n  callbacks: broadcastStarted, samples\n  frames: "
+        #expect(start.stdout.contains(said),
+                "\(start.stdout)")
+        #expect(start.stdout.contains("\n  streams:\n    audio app: "), "\(start.stdout)")
 
         let finished = try daemon.waitFor(watcher) { if case .finished(let f) = $0 { f } else { nil } }
         let result = try #require(finished.result)
@@ -270,14 +272,19 @@ extension Integration {
         let json = try daemon.tool("broadcastctl", ["status", "--json"])
         let status = try JSONDecoder().decode(BroadcastStatus.self, from: Data(json.stdout.utf8))
         #expect(status.state == .finished && status.result == result)
-        let human = try daemon.tool("broadcastctl", ["status"])
-        #expect(human.stdout.contains("\nresult:\n  callbacks: "), "\(human.stdout)")
+        let idle = try daemon.tool("broadcastctl", ["status"])
+        #expect(idle.stdout.hasPrefix("state: idle\n")
+                && idle.stdout.contains("\n  broadcast 1 (slow) finished; saved \(path)\n"),
+                "\(idle.stdout)")
+        let human = try daemon.tool("broadcastctl", ["status", "--broadcast", "1"])
+        #expect(human.stdout.contains("\nresult:\n  path: \(path)\n  callbacks: "), "\(human.stdout)")
 
-        // The next broadcast starts without a result.
+        // The next broadcast starts without that result: inspect's names its summary only.
         let next = try daemon.start(handler: "inspect", url: daemon.summaryPath("no-result"), maxDuration: 0.5, on: watcher)
         let plain = try daemon.waitFor(watcher) { if case .finished(let f) = $0, f.broadcast == next { f } else { nil } }
-        #expect(plain.error == nil && plain.result == nil)
-        #expect(try watcher.status().result == nil)
+        let own: [String: JSONValue] = ["file": .string(daemon.summaryPath("no-result"))]
+        #expect(plain.error == nil && plain.result == own)
+        #expect(try watcher.status().result == own)
         try daemon.stop()
     }
 

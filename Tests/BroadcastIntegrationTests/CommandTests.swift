@@ -31,14 +31,16 @@ extension Integration {
         }
         #expect(answer.broadcast == id && answer.command == "count" && video > 0, "\(answer)")
         let text = try daemon.tool("broadcastctl", ["send", "count", "stream=video"])
-        #expect(text.status == 0 && text.stdout.hasPrefix("counts: {\"video\":"), "\(text)")
+        // In words: an object as lines of its own.
+        #expect(text.status == 0 && text.stdout.hasPrefix("counts:\n") && text.stdout.contains("\n  video: "),
+                "\(text)")
         let json = try daemon.tool("broadcastctl", ["send", "--json", "--broadcast", "\(id)", "count"])
         #expect(json.status == 0 && json.stdout.contains("\"command\":\"count\""), "\(json)")
         // The handler's error, an unknown command and a wrong argument: clear errors, and the broadcast goes on.
         let failed = try daemon.tool("broadcastctl", ["send", "fail"])
         #expect(failed.status == 1 && failed.stderr.contains("handler 'python-counter' could not do 'fail': RuntimeError: failing on request"),
                 "\(failed)")
-        let unknown = try daemon.tool("broadcastctl", ["send", "save"])
+        let unknown = try daemon.tool("broadcastctl", ["send", "--broadcast", "\(id)", "save"])
         #expect(unknown.status == 1 && unknown.stderr.contains("has no command 'save' (its commands: count, fail, hang)"), "\(unknown)")
         let argument = try daemon.tool("broadcastctl", ["send", "count", "last=3"])
         #expect(argument.status == 1 && argument.stderr.contains("has no argument 'last' (its arguments: stream)"), "\(argument)")
@@ -93,8 +95,11 @@ extension Integration {
         let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "inspect", url: "file://" + daemon.summaryPath("summary"), on: controller)
         try daemon.awaitState(controller, .live)
-        let refused = try daemon.tool("broadcastctl", ["send", "save"])
+        let refused = try daemon.tool("broadcastctl", ["send", "--broadcast", String(id), "save"])
         #expect(refused.status == 1 && refused.stderr.contains("handler 'inspect' takes no commands"), "\(refused)")
+        // Unaddressed, a command goes to the live broadcast that takes it, and there is none.
+        let none = try daemon.tool("broadcastctl", ["send", "save"])
+        #expect(none.status == 1 && none.stderr.contains("no replay broadcast is running to take 'save'"), "\(none)")
         let big = String(repeating: "x", count: 20_000)
         #expect(throws: ProtocolError.refused(BroadcastError(.invalidRequest, "a command of 20056 bytes exceeds the limit of 16384"))) {
             try controller.send(command: "save", arguments: ["what": .string(big)], broadcast: id)

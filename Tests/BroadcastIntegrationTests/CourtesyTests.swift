@@ -26,9 +26,33 @@ extension Integration {
         let daemon = try DaemonHarness()
         let typo = try daemon.tool("broadcastctl", ["start", "--handler", "record", "--url", daemon.runtime + "/x.mp4",
                                                    "--set", "overwrit=true"])
-        #expect(typo.status == 1, "\(typo.stderr)")
-        #expect(typo.stderr.contains("--set overwrit=true: handler 'record' has no setup field 'overwrit'; did you mean --set overwrite=true?"),
-                "\(typo.stderr)")
+        // A usage error, said once, before any broadcast is asked for (it came twice, as "setup was cancelled").
+        #expect(typo.status == 64, "\(typo.stderr)")
+        #expect(typo.stderr == "broadcastctl: --set overwrit=true: handler 'record' has no setup field 'overwrit'; " +
+                "did you mean --set overwrite=true?\n", "\(typo.stderr)")
+        // Values the handler does not take, likewise (they used up a broadcast number and read as its finish).
+        for (value, why) in [("crf=abc", "setup field 'crf' is a number, not 'abc'"),
+                             ("codec=vp9", "setup field 'codec' takes h264, hevc or av1, not 'vp9'")] {
+            let bad = try daemon.tool("broadcastctl", ["record", daemon.runtime + "/bad.mp4", "--set", value])
+            #expect(bad.status == 64 && bad.stderr == "broadcastctl: --set \(value): \(why)\n" && bad.stdout.isEmpty,
+                    "\(bad)")
+        }
+        // broadcast-setup run by hand says it once too, as a usage error.
+        let controller = try daemon.controller()
+        let waiting = try controller.start(handler: "record", maxDuration: nil)
+        #expect(waiting == 1, "the refused ones used no broadcast number")
+        let setup = try daemon.tool("broadcast-setup", ["--non-interactive", "--set", "codec=vp9"])
+        #expect(setup.status == 64
+                && setup.stderr == "broadcast-setup: --set codec=vp9: setup field 'codec' takes h264, hevc or av1, " +
+                    "not 'vp9'\n",
+                "\(setup)")
+        // A file that cannot be created is said before anything starts (it said "started… writing", then
+        // "stays playable").
+        let proc = try daemon.tool("broadcastctl", ["record", "/proc/x.mp4", "--duration", "1"])
+        #expect(proc.status == 1 && !proc.stdout.contains("started") && !proc.stdout.contains("writing"), "\(proc)")
+        #expect(proc.stderr.contains("cannot write /proc/x.mp4: a file cannot be created there")
+                && !proc.stderr.contains("playable"),
+                "\(proc)")
         // The recorder keeps an existing file and says how to replace it, as the option is typed.
         let existing = daemon.runtime + "/existing.mp4"
         _ = FileManager.default.createFile(atPath: existing, contents: Data([1]))

@@ -19,6 +19,30 @@ enum Paths {
         return path
     }
     static let handlerDirectories = [root + "/share/broadcastd/handlers", root + "/examples/python", root + "/Tests/fixtures/handlers"]
+
+    /// A Python virtual environment with the package of python/ installed as a third party installs it (`pip install`,
+    /// from the local path, offline: setuptools and wheel come from Debian's python3-*-whl packages): its bin folder
+    /// goes first on the PATH of every daemon of the tests, so the Python handlers (counter.py and the fixtures built
+    /// on it) import the installed package. Made once per test run; failing to make it fails every test needing it.
+    static let pythonEnvironment: Result<String, HarnessError> = {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-venv-\(getpid())").path
+        let python = "/usr/bin/python3", wheels = "/usr/share/python-wheels"
+        let notRun = ToolResult(status: -1, stdout: "", stderr: "did not run")
+        let venv = (try? runTool(python, ["-m", "venv", folder], timeout: 120)) ?? notRun
+        guard venv.status == 0 else {
+            return .failure(HarnessError("\(python) -m venv failed (python3-venv): \(venv.stderr)"))
+        }
+        let install = ["install", "--isolated", "--no-index", "--find-links", wheels, "--no-cache-dir",
+                       "--disable-pip-version-check", root + "/python"]
+        let pip = (try? runTool(folder + "/bin/pip", install, timeout: 300)) ?? notRun
+        guard pip.status == 0 else {
+            return .failure(HarnessError("pip install of python/ failed (python3-wheel-whl, python3-setuptools-whl): " +
+                                         "\(pip.stdout)\(pip.stderr)"))
+        }
+        atexit { try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory
+            .appendingPathComponent("broadcastd-venv-\(getpid())").path) }
+        return .success(folder + "/bin")
+    }()
     /// broadcastd as `make` builds it (release, the Swift libraries linked in): what users run, for the tests that
     /// measure its memory. scripts/test.sh builds it.
     static var releaseDaemon: String {
@@ -83,6 +107,7 @@ final class DaemonHarness {
     let process = Process()
     let logPath: String
     private var stopped = false
+    private var mounts: [String] = []
 
     /// `launcher`: a program (and its arguments) that is started instead and execs broadcastd's path and
     /// arguments, which come after its own: to start broadcastd with descriptors or a process group of its own.
@@ -104,7 +129,9 @@ final class DaemonHarness {
             process.arguments = daemonArguments
         }
         var environment = ProcessInfo.processInfo.environment
-        if release { environment["PATH"] = Paths.binaries + ":" + (environment["PATH"] ?? "/usr/bin:/bin") }
+        let python = try Paths.pythonEnvironment.get()
+        environment["PATH"] = python + ":" + (release ? Paths.binaries + ":" : "")
+            + (environment["PATH"] ?? "/usr/bin:/bin")
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"
         environment["XDG_DATA_DIRS"] = runtime + "/none"
@@ -131,6 +158,7 @@ final class DaemonHarness {
 
     deinit {
         if !stopped { _ = try? stop() }
+        for mount in mounts { _ = try? runTool("/usr/bin/umount", ["-l", mount]) }
         try? FileManager.default.removeItem(atPath: runtime)
     }
 
@@ -254,6 +282,18 @@ final class DaemonHarness {
     }
 
     func summaryPath(_ name: String) -> String { runtime + "/" + name + ".json" }
+
+    /// A full disk to be: a tmpfs of `size` (`150k`) mounted in the runtime folder until the harness goes.
+    func smallDisk(_ size: String) throws -> String {
+        let mount = runtime + "/small"
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        let mounted = try runTool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mount])
+        guard mounted.status == 0 else {
+            throw HarnessError("this test mounts a small tmpfs and needs root (or CAP_SYS_ADMIN): \(mounted.stderr)")
+        }
+        mounts.append(mount)
+        return mount
+    }
 }
 
 /// Asks `controller` for the status every `every` µs for `seconds`; the longest an answer took, s.
@@ -269,7 +309,7 @@ func slowestStatus(_ controller: ControllerClient, seconds: TimeInterval, every:
     return slowest
 }
 
-struct HarnessError: Error, CustomStringConvertible {
+struct HarnessError: Error, CustomStringConvertible, Sendable {
     var description: String
     init(_ description: String) { self.description = description }
 }

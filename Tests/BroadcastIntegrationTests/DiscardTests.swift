@@ -35,7 +35,8 @@ extension Integration {
         let status = try controller.status()
         #expect(status.state == .finished && status.discarded == true)
         let text = try daemon.tool("broadcastctl", ["status"])
-        #expect(text.stdout.contains("discarded: what it produced is deleted"), "\(text.stdout)")
+        #expect(text.stdout.hasPrefix("state: idle\n") && text.stdout.contains("(record) discarded; deleted \(path)"),
+                "\(text.stdout)")
     }
 
     @Test func aHandlerThatCannotDiscardIsRefusedAndTheBroadcastGoesOn() throws {

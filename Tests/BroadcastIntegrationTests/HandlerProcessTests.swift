@@ -42,8 +42,8 @@ extension Integration {
             with open(\(reportPath) + ".tmp", "w") as f:
                 json.dump(report, f)
             os.rename(\(reportPath) + ".tmp", \(reportPath))
-            import broadcastd_handler as bd, counter
-            bd.run(counter.Counter())
+            import broadcastd, counter
+            broadcastd.run(counter.Counter())
             """
         try script.write(toFile: directory + "/probe.py", atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/probe.py")

@@ -91,5 +91,40 @@ extension Integration {
         }
         #expect(broken.isEmpty, "docs/man/\(name).1 at \(Self.width) columns:\n\(broken.joined(separator: "\n"))")
     }
+
+    /// Every line of every `--help` at 80 columns fits (a USAGE line of 245 columns broke mid-word), and the prose
+    /// reads as paragraphs: no line ends where the next line's first word would still have fitted (text
+    /// hard-wrapped at ~90 columns came out ragged).
+    @Test func everyHelpFitsIn80ColumnsAndItsParagraphsAreNotRagged() throws {
+        var problems: [String] = []
+        for command in try Self.helpCommands() {
+            let name = command.joined(separator: " ")
+            let lines = try Self.help(command, columns: Self.width)
+                .split(separator: "\n", omittingEmptySubsequences: false)
+            for line in lines where line.count > Self.width {
+                problems.append("\(name) --help: \(line.count) columns: \(line)")
+            }
+            let prose = lines.prefix { !$0.hasPrefix("USAGE:") }
+            for (line, next) in zip(prose, prose.dropFirst())
+            where !line.isEmpty && !line.hasPrefix(" ") && !next.hasPrefix(" ") {
+                if let word = next.split(separator: " ").first, line.count + 1 + word.count < Self.width {
+                    problems.append("\(name) --help: ragged: '\(line)' / '\(next)'")
+                }
+            }
+        }
+        #expect(problems.isEmpty, "\n\(problems.joined(separator: "\n"))")
+    }
+
+    /// Every rendered line of every man page is within 80 characters at MANWIDTH=80, in a UTF-8 locale and in C.
+    @Test(arguments: InstallTests.programs) func manPagesFitIn80Columns(_ name: String) throws {
+        let page = "\(Paths.root)/docs/man/\(name).1"
+        for locale in ["C.UTF-8", "C"] {
+            let rendered = try runTool("/usr/bin/man", ["-l", page], environment: ["MANWIDTH": String(Self.width),
+                    "LC_ALL": locale])
+            #expect(rendered.status == 0, "man -l \(page): \(rendered.stderr)")
+            let long = rendered.stdout.split(separator: "\n").filter { $0.count > Self.width }
+            #expect(long.isEmpty, "docs/man/\(name).1 in \(locale):\n\(long.joined(separator: "\n"))")
+        }
+    }
 }
 }

@@ -20,6 +20,9 @@ struct Recording {
         var channels: Int?
         var sample_rate: String?
         var color_range: String?
+        var r_frame_rate: String?
+        var avg_frame_rate: String?
+        var tags: [String: String]?
     }
     struct Probe: Decodable {
         struct Format: Decodable { var format_name: String; var duration: String? }
@@ -150,6 +153,9 @@ extension Integration {
         #expect(probe.streams.map(\.codec_name) == ["h264", "opus", "opus"])
         #expect(probe.streams[0].width == Self.width && probe.streams[0].height == Self.height)
         #expect(probe.streams[0].color_range == "tv", "limited range, as broadcastd converts by default")
+        // Named for players, so that app and mic can be told apart: in MP4, as each track's handler name.
+        #expect(probe.streams.map { $0.tags?["handler_name"] ?? "" } == ["VideoHandler", "App audio", "Microphone"],
+                "\(probe.streams)")
 
         let duration = number(result["duration"])
         let times = try file.frameTimes()
@@ -314,11 +320,7 @@ extension Integration {
     @Test func aFullDiskFinishesWithAClearErrorAndKeepsWhatWasWritten() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "\(Self.width)x\(Self.height)", "--fps", "30"])
         defer { _ = try? daemon.stop() }
-        let mount = daemon.runtime + "/small"
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        let mounted = try runTool("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=150k", "tmpfs", mount])
-        try #require(mounted.status == 0, "this test mounts a small tmpfs and needs root (or CAP_SYS_ADMIN): \(mounted.stderr)")
-        defer { _ = try? runTool("/usr/bin/umount", ["-l", mount]) }
+        let mount = try daemon.smallDisk("150k")
         let path = mount + "/full.mp4"
         let controller = try daemon.subscribedController()
         let id = try daemon.start(handler: "record", url: path, on: controller)
@@ -340,6 +342,7 @@ extension Integration {
         let streams = try file.probe().streams
         #expect(streams.map(\.codec_name) == ["h264", "opus"])
         #expect(streams[1].channels == 1)
+        #expect(streams[1].tags?["handler_name"] == "App audio and microphone", "\(streams[1])")
         let audio = try file.audio(track: 0)
         // 440 Hz at 0.25 plus 880 Hz at 0.125: RMS of the sum.
         #expect(abs(rms(audio[12000..<60000]) - (0.25 * 0.25 / 2 + 0.125 * 0.125 / 2).squareRoot()) < 0.02)
@@ -371,6 +374,12 @@ extension Integration {
         #expect(abs(duration - number(result["duration"])) < 1.0 / 30)
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? .max
         #expect(size < 60_000, "\(size) bytes for 3 s")
+        // Matroska says the capture's rate (its default duration), not the few frames a still screen has over its
+        // length (avg_frame_rate was 1.2 fps), so players are not misled.
+        let mkv = daemon.runtime + "/still.mkv"
+        #expect(try daemon.record(to: mkv, seconds: 1.5).0 == nil)
+        let video = try #require(try Recording(path: mkv, scratch: daemon.runtime).probe().streams.first)
+        #expect(video.r_frame_rate == "30/1" && video.avg_frame_rate == "30/1", "\(video)")
     }
 
     /// Scaled, at a lower frame rate, turned for display, to the default place when no URL is given.

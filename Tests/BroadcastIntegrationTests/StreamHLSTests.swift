@@ -55,6 +55,23 @@ extension Integration {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".m4s") }
     }
 
+    /// A stream whose last frame falls on a keyframe's time (4 s of 30 fps: its 121st frame, at 4.0 s, a segment's
+    /// start) does not send it: the playlist does not end on a segment of one frame (it ended "#EXTINF:0.000000").
+    @Test func theLastSegmentIsNeverOneFrame() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let folder = daemon.runtime + "/live"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for seconds in ["4", "6"] {
+            let streamed = try daemon.tool("broadcastctl", ["stream", "hls://\(folder)/s\(seconds).m3u8",
+                    "--duration", seconds])
+            #expect(streamed.status == 0, "\(streamed)")
+            let playlist = try String(contentsOfFile: "\(folder)/s\(seconds).m3u8", encoding: .utf8)
+            let durations = Self.segmentDurations(playlist)
+            #expect(!durations.isEmpty && durations.allSatisfy { $0 > 1.9 }, "\(seconds) s: \(durations)")
+        }
+    }
+
     /// `ffmpeg` reading the live playlist for `seconds`, its packets copied into `output` (MPEG-TS).
     func decoder(_ url: String, seconds: Double, output: String, log: String) throws -> Server {
         try Server("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", url, "-t", String(seconds), "-map", "0", "-c", "copy", output],
@@ -163,6 +180,67 @@ extension Integration {
         let left = Self.segments(in: origin).count
         #expect(left <= 5, "\(left) segments left on the origin")
         try daemon.stop()
+    }
+    /// Into a small tmpfs the playlist ended at 0 bytes (or stale), the broadcast stayed live and finished without
+    /// an error, and nothing was logged.
+    @Test func hlsOnAFullDiskSaysSoAndFinishesWithTheCauseNeverWithAnEmptyPlaylist() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let mount = try daemon.smallDisk("64k")
+        let playlist = mount + "/live/index.m3u8"
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "stream", url: "hls://" + playlist,
+                                  setupInfo: ["segmentDuration": "2", "playlistLength": "3", "reconnectFor": "3"], maxDuration: 40, on: controller)
+        var reported: String?, finished: FinishedEvent?, playlists: [String] = []
+        let deadline = Date().addingTimeInterval(60)
+        while finished == nil && Date() < deadline {
+            if let text = try? String(contentsOfFile: playlist, encoding: .utf8) { playlists.append(text) }
+            switch try controller.nextEvent(timeoutMilliseconds: 50) {
+            case .serviceInfo(let info)?: if case .string(let error)? = info.handler?["lastError"] { reported = reported ?? error }
+            case .finished(let f)? where f.broadcast == id: finished = f
+            default: break
+            }
+        }
+        #expect(reported?.contains("disk is full") == true, "service info said \(String(describing: reported))")
+        #expect(finished?.error?.code == .handlerError && finished?.error?.message.contains("disk is full") == true,
+                "\(String(describing: finished))")
+        if let text = try? String(contentsOfFile: playlist, encoding: .utf8) { playlists.append(text) }
+        #expect(!playlists.isEmpty && playlists.allSatisfy { $0.hasPrefix("#EXTM3U") }, "a playlist was empty or cut: \(playlists.filter { !$0.hasPrefix("#EXTM3U") })")
+        #expect(daemon.log.contains("disk is full"))
+    }
+
+    /// Two broadcasts into one playlist were both accepted and collided; segment files of the names the muxer chose
+    /// (index<epoch+n>.m4s) that were there already were written over and then deleted.
+    @Test func anHLSFolderIsOneStreamsAndFilesItDidNotWriteAreLeftAlone() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let folder = daemon.runtime + "/live"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        // The names the next minute's segments would take, each another's.
+        let now = Int(Date().timeIntervalSince1970)
+        let foreign = (now...(now + 60)).map { folder + "/index\($0).m4s" }
+        for path in foreign { try "another stream's".write(toFile: path, atomically: false, encoding: .utf8) }
+        let collided = try daemon.start(handler: "stream", url: "hls://\(folder)/index.m3u8", setupInfo: ["reconnectFor": "2"],
+                                        maxDuration: 20, on: controller)
+        let error = try daemon.awaitFinish(controller, collided, timeout: 30)
+        #expect(error?.message.contains("a segment of that name is there already and was not written by this stream") == true,
+                "\(String(describing: error))")
+        #expect(foreign.allSatisfy { (try? String(contentsOfFile: $0, encoding: .utf8)) == "another stream's" }, "a segment was written over or deleted")
+        for path in foreign { try FileManager.default.removeItem(atPath: path) }
+
+        // One stream at a time: the second is refused naming the first's lock; a lock of a process that is gone is taken over.
+        try "999999999\n".write(toFile: folder + "/index.m3u8.lock", atomically: false, encoding: .utf8)
+        let first = try daemon.start(handler: "stream", url: "hls://\(folder)/index.m3u8", maxDuration: 6, on: controller)
+        try daemon.awaitState(controller, .live)
+        let second = try daemon.start(handler: "stream", url: "hls://\(folder)/index.m3u8", maxDuration: 6, on: controller)
+        let refused = try daemon.awaitFinish(controller, second)
+        #expect(refused?.message.contains("another stream is live to this playlist (process ") == true &&
+                refused?.message.contains("holds \(folder)/index.m3u8.lock") == true, "\(String(describing: refused))")
+        #expect(try daemon.awaitFinish(controller, first) == nil)
+        #expect(!FileManager.default.fileExists(atPath: folder + "/index.m3u8.lock"), "the lock is removed when the stream finishes")
+        let playlist = try String(contentsOfFile: folder + "/index.m3u8", encoding: .utf8)
+        #expect(playlist.contains("#EXT-X-ENDLIST"), "the second stream touched the first's playlist: \(playlist)")
     }
 }
 }

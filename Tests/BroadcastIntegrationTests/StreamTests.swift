@@ -171,6 +171,27 @@ extension Integration {
         #expect(error?.message.contains("cannot stream to rtmp://127.0.0.1:\(port)/nope") == true, "\(String(describing: error))")
         #expect(error?.message.contains("check that the server runs") == true)
         #expect(error?.message.contains(key) == false)
+
+        // The key in the URL itself, after a password: neither is in the status (broadcastctl's too), any event,
+        // the result or the log (the status showed the password, events and the result the key).
+        let secretURL = "rtmp://user:PASSWORD@127.0.0.1:\(port)/live/\(key)"
+        let inURL = try daemon.start(handler: "stream", url: secretURL, maxDuration: 3, on: controller)
+        var shown: [String] = []
+        var finished = false
+        let deadline = Date().addingTimeInterval(30)
+        while !finished && Date() < deadline {
+            guard let event = try controller.nextEvent(timeoutMilliseconds: 100) else { continue }
+            shown.append("\(event)")
+            if case .finished(let f) = event, f.broadcast == inURL { finished = true }
+            if case .stateChanged(let s) = event, s.state == .live, s.broadcast == inURL {
+                shown += [compactJSON(try controller.status()), try daemon.tool("broadcastctl", ["status"]).stdout,
+                          try daemon.tool("broadcastctl", ["status", "--json"]).stdout]
+            }
+        }
+        #expect(finished && shown.count > 4, "\(shown)")
+        shown += [compactJSON(try controller.status()), daemon.log]
+        #expect(shown.contains { $0.contains("rtmp://***@127.0.0.1:\(port)/live/***") }, "\(shown)")
+        for text in shown { #expect(!text.contains("PASSWORD") && !text.contains(key), "\(text)") }
         nginx.stop()
         try daemon.stop()
     }

@@ -1,3 +1,4 @@
+import BroadcastClient
 import BroadcastCore
 import Foundation
 import Testing
@@ -176,6 +177,87 @@ extension Integration {
         // Off a terminal nobody can pick: a usage error that names --handler, and nothing is requested.
         let piped = try daemon.tool("broadcastctl", ["start"])
         #expect(piped.status == 64 && piped.stderr.contains("--handler"), "\(piped.stderr)")
+        try daemon.stop()
+    }
+
+    /// The fields `record`'s progress line and `status --watch` may end with: whole, never a figure cut short.
+    nonisolated(unsafe) static let wholeField = #/
+        ^(live|paused|finishing|connecting|broadcast\ \d+\ \((record|inspect)\)|\d+:\d\d\.\d|[\d.]+\ MB|no\ drops|
+          dropped\ .+|[\d.]+\ fps|\d+\ kbit\/s|daemon\ [\d.]+\ MiB|segment\ \d+|clock\ offset\ -?[\d.]+\ ms)$
+        /#
+
+    /// Each redraw of a progress line in `transcript` (after "\r\e[J", without the terminal's echo of a Ctrl-C).
+    func draws(_ transcript: String, until end: String) -> [Substring] {
+        transcript.components(separatedBy: "\r\u{1B}[J").dropFirst()
+            .map { $0.prefix { $0 != "\r" && $0 != "\n" && $0 != "^" } }
+            .filter { !$0.isEmpty && !$0.hasPrefix(end) }
+    }
+
+    /// `record` at 80 and at 150 columns: each redraw holds whole fields within the width, and the line is ended
+    /// (erased) before the finish is printed, which starts a line of its own (it printed "…222 kbit/broadcast 42
+    /// finished" across two rows).
+    @Test(arguments: [80, 150]) func recordEndsItsProgressLineBeforeAnythingElse(columns: Int) throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        let path = daemon.runtime + "/ended.mp4"
+        let (transcript, status) = try session(daemon, [
+            ("resize", "\(columns)x30"), ("expect", "live  broadcast 1 (record)  0:02"), ("expect", "saved \(path)"),
+        ], ["record", path, "--duration", "3"])
+        #expect(status == 0, "\(transcript)")
+        let lines = draws(transcript, until: "broadcast 1 finished")
+        #expect(lines.count >= 2, "\(transcript.debugDescription)")
+        for line in lines {
+            #expect(line.count < columns, "\(line.count) columns: \(line)")
+            let cut = line.components(separatedBy: "  ").filter { $0.wholeMatch(of: Self.wholeField) == nil }
+            #expect(cut.isEmpty, "fields cut short \(cut) in: \(line)")
+        }
+        #expect(transcript.contains("\r\u{1B}[Kbroadcast 1 finished\r\n"), "\(transcript.debugDescription)")
+        try daemon.stop()
+    }
+
+    /// broadcastd killed mid-recording: the progress line is ended, and `record` says that broadcastd stopped
+    /// and where the recording is, which plays up to there (it said only "the connection was closed").
+    @Test func recordSaysBroadcastdStoppedAndWhereTheRecordingIs() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let path = daemon.runtime + "/orphaned.mp4"
+        let (transcript, status) = try session(daemon, [
+            ("resize", "80x30"), ("expect", "live  broadcast 1 (record)  0:02"),
+            ("kill", String(daemon.process.processIdentifier)),
+            ("expect", "playable up to there"),
+        ], ["record", path])
+        #expect(status == 69, "\(transcript)")
+        let said = try #require(transcript.components(separatedBy: "<<KILLED>>").last)
+        #expect(said.contains("\r\u{1B}[Kbroadcastctl: broadcastd stopped before broadcast 1 finished; broadcast 1's " +
+                              "recording so far is in \(path) (playable up to there)"), "\(said.debugDescription)")
+        usleep(500_000)  // the handler finishes its file when broadcastd's socket closes
+        let probe = try Recording(path: path, scratch: daemon.runtime).probe()
+        #expect((Double(probe.format.duration ?? "") ?? 0) >= 1.5, "\(probe.format)")
+    }
+
+    /// `status --watch` at 80 columns keeps whole fields, and a paused broadcast shows no frame rate (it kept
+    /// showing the last one, "29.7 fps").
+    @Test func statusWatchDropsWholeFieldsAndAPausedBroadcastHasNoFrameRate() throws {
+        let daemon = try DaemonHarness()
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("paused"), on: controller)
+        let socket = daemon.socketPath
+        // Paused while the watch runs, once it has shown a frame rate.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 3) {
+            _ = try? ControllerClient(socketPath: socket, client: "test-pause").pause(broadcast: id)
+        }
+        let (transcript, _) = try session(daemon, [
+            ("resize", "80x30"), ("expect", " fps"), ("expect", "paused  broadcast \(id) (inspect)  0:0"),
+            ("send", "\\x03"),
+        ], ["status", "--watch"])
+        let lines = draws(transcript, until: "broadcast \(id) finished")
+        let whole = { (line: Substring) in
+            line.components(separatedBy: "  ").allSatisfy { $0.wholeMatch(of: Self.wholeField) != nil }
+        }
+        #expect(lines.allSatisfy { $0.count < 80 && whole($0) },
+                "\(transcript.debugDescription)")
+        let paused = lines.drop { !$0.hasPrefix("paused") }
+        #expect(!paused.isEmpty && paused.allSatisfy { !$0.contains("fps") }, "\(transcript.debugDescription)")
+        try controller.finish(broadcast: id)
         try daemon.stop()
     }
 }

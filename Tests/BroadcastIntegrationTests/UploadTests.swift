@@ -91,6 +91,12 @@ extension Integration {
         let log = try String(contentsOfFile: daemon.runtime + "/nginx/access.log", encoding: .utf8)
         #expect(log.contains("PUT /up/take%20one.mp4 HTTP/1.1 201 auth=Bearer t0ken"), "the header went with it: \(log)")
         #expect(!daemon.log.contains("t0ken"), "the token is a secret")
+        // `record` says where the file went, beside where it is.
+        let second = daemon.runtime + "/second.mp4"
+        let said = try daemon.tool("broadcastctl", ["record", second, "--duration", "1",
+                                                    "--set", "upload=http://127.0.0.1:\(port)/up/"])
+        #expect(said.status == 0 && said.stdout.contains("\nsaved \(second) (0:01.")
+                && said.stdout.hasSuffix("\nuploaded to http://127.0.0.1:\(port)/up/second.mp4\n"), "\(said)")
     }
 
     @Test func aServerThatDropsTheConnectionMidUploadIsTriedAgain() throws {

@@ -6,7 +6,8 @@ import Testing
 import Glibc
 #endif
 
-/// docs/protocol.md is the contract: the byte dumps in it marked `Golden: NAME` must be exactly what the code sends.
+/// The golden bytes of docs/protocol.json (which docs/protocol.md shows as its `Golden: NAME` blocks) must be exactly
+/// what the code sends.
 @Suite struct GoldenBytesTests {
     static let document: String = {
         let root = String(#filePath).split(separator: "/").dropLast(3).joined(separator: "/")
@@ -20,13 +21,37 @@ import Glibc
         return text
     }()
 
-    /// The hex block after the line `Golden: name`.
-    static func golden(_ name: String) -> [UInt8]? {
-        let lines = document.split(separator: "\n", omittingEmptySubsequences: false)
-        guard let marker = lines.firstIndex(where: { $0.contains("Golden: \(name)") }),
-              let open = lines[marker...].firstIndex(where: { $0.hasPrefix("```hex") }),
-              let close = lines[(open + 1)...].firstIndex(where: { $0.hasPrefix("```") }) else { return nil }
-        return lines[(open + 1)..<close].flatMap { $0.split(separator: " ").compactMap { UInt8($0, radix: 16) } }
+    /// The golden bytes `name` of docs/protocol.json.
+    static func golden(_ name: String) -> [UInt8]? { ProtocolDescription.golden(name) }
+
+    /// Every example has a test here: a new one without a test fails.
+    @Test func everyGoldenExampleIsChecked() throws {
+        let checked = ["hello-controller", "start-capture", "start-exclude-window", "change-capture", "error-field-out-of-range",
+                       "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
+                       "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
+                       "command", "command-answer", "command-result", "welcome", "error-unsupported"]
+        let described = try ProtocolDescription.load().golden
+        #expect(Set(described.map(\.name)) == Set(checked))
+        for example in described {
+            let bytes = example.bytes
+            guard bytes.count >= 12 else {
+                Issue.record("\(example.name) is shorter than a header")
+                continue
+            }
+            let opcode = Opcode(rawValue: bytes.loadLittleEndian(UInt16.self, at: 4))
+            #expect(opcode?.name == example.message, "\(example.name) is not a \(example.message)")
+            #expect(bytes.count == 12 + Int(bytes.loadLittleEndian(UInt32.self, at: 0)), "\(example.name)'s size")
+        }
+    }
+
+    /// Revision 2.6: what broadcastd answers a controller's HELLO, and a message of an opcode it does not know.
+    @Test func welcomeAndUnsupported() throws {
+        let welcome = Message.json(.welcome, seq: 1, Welcome(server: "broadcastd 0.1.0")).encoded()
+        #expect(Self.golden("welcome") == welcome, "\(String(decoding: welcome.dropFirst(12), as: UTF8.self))")
+        let refusal = BroadcastError(.unsupported, "broadcastd (protocol revision 2.6) has no message 0x0400; " +
+                                     "its WELCOME's revision and features say what it offers")
+        let error = Message.json(.error, seq: 8, refusal).encoded()
+        #expect(Self.golden("error-unsupported") == error, "\(String(decoding: error.dropFirst(12), as: UTF8.self))")
     }
 
     @Test func documentIsThere() {
@@ -46,9 +71,27 @@ import Glibc
         #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
     }
 
+    /// Revision 2.7: a broadcast that leaves windows out, beside broadcastd's own list.
+    @Test func startThatLeavesWindowsOut() throws {
+        let request = StartRequest(handler: "record", capture: CaptureChoice(excludeWindows: ["KeePassXC", "Thunderbird"]))
+        let bytes = Message.json(.start, seq: 7, request).encoded()
+        #expect(Self.golden("start-exclude-window") == bytes)
+        #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
     @Test func changeOfTheRunningCapture() throws {
         let bytes = Message.json(.changeCapture, seq: 6, CaptureChoice(region: "0,0,1280x720")).encoded()
         #expect(Self.golden("change-capture") == bytes)
+    }
+
+    /// Revision 2.5: a request that is JSON with a number its field cannot take is refused naming the field.
+    @Test func refusalOfAFieldOutOfRange() throws {
+        let request = Message(.sendCommand, seq: 7, payload: Array(#"{"broadcast":-1,"command":"save"}"#.utf8))
+        #expect(request.isJSON)
+        let refusal = #expect(throws: ProtocolError.self) { try request.decode(CommandRequest.self) }
+        guard case .malformed(_, let why)? = refusal else { return }
+        let bytes = Message.json(.error, seq: 7, BroadcastError(.invalidRequest, "SEND_COMMAND is refused: \(why)")).encoded()
+        #expect(Self.golden("error-field-out-of-range") == bytes, "\(String(decoding: bytes.dropFirst(12), as: UTF8.self))")
     }
 
     @Test func pauseOfOneBroadcast() {

@@ -347,4 +347,19 @@ import Testing
     func image(_ format: spa_video_format, _ width: Int, _ height: Int, _ pixels: UnsafeRawPointer?, stride: Int? = nil) -> PipeWireCursor.Image {
         PipeWireCursor.Image(format: format.rawValue, width: width, height: height, stride: stride ?? width * 4, hotspotX: 0, hotspotY: 0, pixels: pixels)
     }
+
+    /// A silent stream says the true cause: nothing to connect to (no microphone, no sound output, an app that plays
+    /// nothing), not "check that PipeWire runs" while it does.
+    @Test func aSilentStreamSaysWhyInTheUsersWords() {
+        #expect(PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: false, state: "unconnected")
+                == "PipeWire has no microphone")
+        #expect(PipeWireAudioSource.silenceCause(.node("xclock"), capturesSink: true, state: "unconnected")
+                == "'xclock' plays nothing through PipeWire")
+        #expect(PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: true, state: "unconnected")
+                == "PipeWire has no sound output to capture")
+        #expect(PipeWireAudioSource.silenceCause(.node("usb-mic"), capturesSink: false, state: "unconnected")
+                == "PipeWire has no source 'usb-mic'")
+        #expect(PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: false, state: "paused")
+                == "nothing comes from PipeWire (its stream is paused)")
+    }
 }

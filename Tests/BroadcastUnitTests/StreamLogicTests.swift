@@ -87,7 +87,7 @@ import Testing
         let rtmp = try StreamOptions(url: "rtmp://a.rtmp.youtube.com/live2", setupInfo: ["key": "xxxx-yyyy", "videoBitRate": "6000"])
         #expect(rtmp.url == "rtmp://a.rtmp.youtube.com/live2/xxxx-yyyy" && rtmp.displayURL == "rtmp://a.rtmp.youtube.com/live2")
         #expect(rtmp.container == .flv && rtmp.audioCodec == "aac" && rtmp.video.bitRate == 6000)
-        #expect(StreamOptions.redacted("rtmps://user:pw@host/app") == "rtmps://***@host/app")
+        #expect(SecretURL.masked("rtmps://user:pw@host/app") == "rtmps://***@host/app")
         #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
             try StreamOptions(url: "rtmp://h/app", setupInfo: ["audioCodec": "opus"])
         }

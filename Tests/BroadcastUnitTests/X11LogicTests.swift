@@ -23,9 +23,13 @@ import Testing
                 == ScreenRect(x: 1920, y: 0, width: 1280, height: 1024))
         #expect(try CaptureTarget.output("odd").resolve(screenWidth: 3200, screenHeight: 1080, outputs: outputs)
                 == ScreenRect(x: 0, y: 0, width: 1364, height: 766))
-        // A region reaching past the screen is clipped to it.
-        #expect(try CaptureTarget.region(ScreenRect(x: 1800, y: 1000, width: 400, height: 400)).resolve(screenWidth: 1920, screenHeight: 1080, outputs: [])
+        // A region reaching past the screen is refused; once capturing, a screen that shrank clips it.
+        let past = CaptureTarget.region(ScreenRect(x: 1800, y: 1000, width: 640, height: 480))
+        #expect(throws: CaptureAreaError.self) { try past.resolve(screenWidth: 1920, screenHeight: 1080, outputs: []) }
+        #expect(try past.resolve(screenWidth: 1920, screenHeight: 1080, outputs: [], clipsRegion: true)
                 == ScreenRect(x: 1800, y: 1000, width: 120, height: 80))
+        let inside = ScreenRect(x: 1280, y: 600, width: 640, height: 480)
+        #expect(try CaptureTarget.region(inside).resolve(screenWidth: 1920, screenHeight: 1080, outputs: []) == inside)
     }
 
     @Test func targetsThatCannotBeCapturedSayWhy() {
@@ -37,8 +41,11 @@ import Testing
         }
         #expect(message(.output("DP-3")) == "no output named 'DP-3'; available: HDMI-1, odd")
         #expect(message(.output("HDMI-1")).contains("outside the screen"))
-        #expect(message(.region(ScreenRect(x: 2000, y: 0, width: 10, height: 10))).contains("outside the 1920x1080 screen"))
-        #expect(message(.region(ScreenRect(x: 1910, y: 0, width: 100, height: 100))).contains("at least 16x16"))
+        #expect(message(.region(ScreenRect(x: 2000, y: 0, width: 10, height: 10)))
+                .contains("does not lie within the 1920x1080 screen"))
+        #expect(message(.region(ScreenRect(x: 1800, y: 1000, width: 640, height: 480)))
+                == "region 640x480+1800+1000 does not lie within the 1920x1080 screen")
+        #expect(message(.region(ScreenRect(x: 1910, y: 0, width: 10, height: 100))).contains("at least 16x16"))
     }
 
     @Test func dirtyBandsFollowTheRowsThatChanged() {

@@ -16,8 +16,7 @@ import signal
 import sys
 from urllib.parse import unquote, urlparse
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import broadcastd_handler as bd  # noqa: E402
+import broadcastd as bd  # pip install ./python (docs/protocol.md section 19)
 
 STREAMS = ("video", "audioApp", "audioMic")
 
