@@ -12,6 +12,7 @@ import PackageDescription
 //   BroadcastPortal      xdg-desktop-portal's ScreenCast over D-Bus (libdbus-1): the share dialog, restore tokens, the PipeWire remote
 //   BroadcastPipeWire    PipeWire (libpipewire): app audio and the microphone, and screens shared as video nodes
 //   BroadcastDaemon      broadcastd's core: event loop, frame pool, handler supervisor, controller sessions
+//   BroadcastDaemonSetup what broadcastd's settings build: its keys, the daemon, its capture sources, the watchers
 //   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
 //   BroadcastInspect     the built-in `inspect` handler
@@ -20,7 +21,7 @@ import PackageDescription
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
 //   BroadcastStream      the built-in `stream` handler: SRT (libsrt, for its statistics)/RTMP/HLS through libavformat, one encode
 //                        to many destinations, a GOP-dropping send queue per destination, reconnection
-//   BroadcastUpload      HTTP PUT of a finished file through libcurl: progress, retries with backoff
+//   BroadcastUpload      HTTP through libcurl: PUT of a finished file (progress, retries with backoff); PUT and DELETE for HLS
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 //   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
 let package = Package(
@@ -91,13 +92,18 @@ let package = Package(
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
         .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore"]),
-        .target(name: "BroadcastUpload", dependencies: ["CCurl", "BroadcastCore", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "BroadcastUpload", dependencies: ["CCurl", "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastRecord", dependencies: [
             "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // What broadcastd's settings build: its keys, the daemon's configuration, its capture sources, the watchers.
+        .target(name: "BroadcastDaemonSetup", dependencies: [
+            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            "BroadcastX11", "BroadcastPipeWire", "BroadcastPortal", .product(name: "Logging", package: "swift-log"),
+        ]),
         .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastX11", "BroadcastPipeWire", "BroadcastPortal", "BroadcastLogging",
+            "BroadcastDaemonSetup", "BroadcastDaemon", "BroadcastConfig", "BroadcastSystem", "BroadcastLogging",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -114,7 +120,7 @@ let package = Package(
         ]),
         .target(name: "BroadcastStream", dependencies: [
             "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
-            .product(name: "Logging", package: "swift-log"),
+            "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "broadcast-handler-stream", dependencies: [
             "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",

@@ -71,7 +71,10 @@ def write(results, doc):
                "as xdg-desktop-portal-wlr does (two BGRx buffers of the screen's size in shared memory), 10 new frames a second "
                "captured at 30 fps. The plan is what broadcastd planned for the capture (status `memoryPlanned`: itself as measured "
                "when the source opened, the source's shared buffers at full size, what a live broadcast adds, the slots used); "
-               "the goal is a plan at most 3 MB above VmHWM and never below it.")
+               "the goal is a plan at most 3 MB above VmHWM and never below it. With several broadcasts the plan holds every "
+               "slot they may take (2 n + 1); a slot no handler needed is never touched and costs nothing, so there the plan "
+               "is above VmHWM by the slots left unused. Frames dropped are the record handler's (libx264 at its defaults "
+               "keeping up or not on this machine), not the daemon's memory.")
     out.append("")
     out.append("| screen | broadcasts | plan (MiB) | VmHWM (MiB) | plan − VmHWM | within 50 MiB | frames delivered / dropped | warning |")
     out.append("|---|---|---|---|---|---|---|---|")

@@ -151,7 +151,7 @@ if any(have(t, s) for t, s, _, _ in mem_rows):
             peak, anon, file_, shm = (hi(tool, test, k) for k in ("rss_mb", "anon_mb", "file_mb", "shmem_mb"))
         out.append(f"| {label} | **{f(peak, 1)}** | {f(anon, 1)} | {f(file_, 1)} | {f(shm, 1)} |")
     out += ["", "Highest of all runs. The parts are the highest values polled every 0.2 s, each on its own. "
-            "RssShmem of broadcastd and of the handler is the same frame pool (8 slots of 3 MB at 1080p), mapped by "
+            "RssShmem of broadcastd and of the handler is the same frame pool (2 slots of 3 MB at 1080p), mapped by "
             "both: counted once, ours is about the sum minus it. RssFile is mostly the binaries and shared libraries "
             "(the Swift runtime is linked in; libavcodec, libx264, libopus are shared with every program using them). "
             "ffmpeg's peak is `Maximum resident set size` from `/usr/bin/time -v`; its parts are polled like ours.", ""]

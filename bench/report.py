@@ -109,9 +109,9 @@ for fps in fps_list:
       f"| {m('p50_us', 0)} / {m('p99_us', 0)} / {m('max_us', 0)} | {m('idle_mb', 1)} | {m('rss_mb', 1)} | {m('anon_mb', 1)} "
       f"| {m('shmem_mb', 1)} | {m('file_mb', 1)} |")
 w("")
-w("The frame pool exists only while a broadcast runs: it is created (pre-faulted) when the handler is launched and "
-  "freed when the broadcast finishes. So idle RSS is the daemon alone, VmHWM minus idle RSS is about the pool (with "
-  "the default 50 MB budget a 1080p NV12 pool is 8 slots of 3 MB), and the RssAnon / RssShmem / RssFile split, read "
+w("The frame pool exists only while a broadcast runs: it is created when the handler is launched (its pages touched "
+  "only as slots are used) and freed when the broadcast finishes. So idle RSS is the daemon alone, VmHWM minus idle "
+  "RSS is about the pool (one broadcast uses 2 slots, a 1080p NV12 slot is 3 MB), and the RssAnon / RssShmem / RssFile split, read "
   "after the finish, shows the daemon's own heap, no pool, and the mapped binaries and Swift runtime (shared with "
   "other processes). Daemon CPU per frame is lower at 60 fps than at 30 because part of it (two audio streams at 100 "
   "chunks/s, the poll loop, service info) is paid per second, not per frame.\n")

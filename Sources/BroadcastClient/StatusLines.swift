@@ -38,15 +38,10 @@ public struct StatusLines: Sendable {
     /// The lines as they stand, one per broadcast.
     public var texts: [String] { lines.map(\.line.text) }
 
-    /// Redraws the lines in place at `columns` (each with the fields that fit, so none wraps), with `kept` printed
-    /// above
-    /// them to stay. The cursor is left at the end of the last line. After a resize to fewer columns, the lines
-    /// drawn before take the rows the terminal wrapped them onto, and all of those are cleared.
-    public mutating func redraw(columns: Int, keeping kept: String?) {
-        print(redrawing(columns: columns, keeping: kept), terminator: "")
-    }
-
-    /// What `redraw` prints.
+    /// What redraws the lines in place at `columns` (each with the fields that fit, so none wraps), with `kept` above
+    /// them to stay; the caller writes it to the terminal. The cursor is left at the end of the last line. After a
+    /// resize to fewer columns, the lines drawn before take the rows the terminal wrapped them onto, and all of those
+    /// are cleared.
     public mutating func redrawing(columns: Int, keeping kept: String?) -> String {
         func fit(_ text: String) -> String { text.count >= columns ? String(text.prefix(columns - 1)) : text }
         let rowsShown = shownWidths.reduce(0) { $0 + max(1, ($1 + columns - 1) / columns) }

@@ -21,6 +21,13 @@ public enum SecretURL {
         return url[..<separator.upperBound] + authority + path.joined(separator: "/") + maskedQuery(rest[queryStart...])
     }
 
+    /// `text` with every URL in it masked (each ends before a space, a quote, or punctuation that ends it): a
+    /// library's message that quotes one (libavformat's "Failed to open file 'http://user:PASS@…'").
+    public static func maskedURLs(in text: String) -> String {
+        guard text.contains("://") else { return text }
+        return text.replacing(#/[A-Za-z][A-Za-z0-9+.\-]*://[^\s'"<>]*[^\s'"<>:;,.)]/#) { masked(String($0.output)) }
+    }
+
     /// `?a=1&token=…#fragment` with the secret parameters' values masked (the fragment is left as it is).
     private static func maskedQuery(_ text: Substring) -> String {
         guard text.first == "?" else { return String(text) }

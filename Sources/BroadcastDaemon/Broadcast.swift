@@ -1,16 +1,19 @@
+import BroadcastCapture
 import BroadcastCore
 import BroadcastProtocol
 
 /// One broadcast, from its START until the next START after it finished (a finished broadcast stays, with
-/// its result, for status): its state machine, setup, handler, what it was sent and when it was live.
+/// its result, for status): its state machine, setup, handler, what it was sent and when it was live. While it is
+/// live, the end of its maximum duration is its timer (`Wake.maxDuration`).
 final class Broadcast {
     let id: UInt32
     let entry: HandlerRegistry.Entry
+    private let wakes: WakeRegistry
     var manifest: HandlerManifest { entry.manifest }
-    var machine = BroadcastStateMachine()
-    var setupInfo: [String: String] = [:]
+    private(set) var machine = BroadcastStateMachine()
+    private(set) var setupInfo: [String: String] = [:]
     /// The handler's last UPDATE_SERVICE_INFO (nil: none, or empty).
-    var serviceInfo: [String: JSONValue]? {
+    private(set) var serviceInfo: [String: JSONValue]? {
         didSet { if serviceInfo != oldValue { serviceInfoJSON = nil } }
     }
     /// It as SERVICE_INFO carries it: encoded once per change, when first needed (not for every update a
@@ -21,21 +24,34 @@ final class Broadcast {
         return serviceInfoJSON
     }
     /// What the handler last sent with SET_RESULT: FINISHED and the finished status carry it.
-    var result: [String: JSONValue]?
+    private(set) var result: [String: JSONValue]?
     /// Its handler process, from launch until it exits.
-    var link: HandlerLink?
-    var ledger = StreamLedger()
-    /// READY is due by then.
-    var startDeadline: UInt64?
-    /// Since when it is live (nil while not), and its live time before that.
-    private(set) var liveSince: UInt64?
+    private(set) var link: HandlerLink?
+    private(set) var ledger = StreamLedger()
+    /// Where it is in its live time.
+    private(set) var stretch = Stretch.off {
+        didSet { wakes.schedule(.maxDuration(id), at: maxDurationDeadline) }
+    }
+    /// Its live time before the current stretch.
     private(set) var elapsedBefore: UInt64 = 0
-    /// After a pause or finish, the audio captured before it that is still on its way.
-    var audioDrain: AudioDrain?
     /// Its handler gets every k-th frame of the capture (it asked for fewer frames per second).
     private(set) var frameDivisor: UInt64 = 1
     /// Capture deadlines since its live stretch began.
     private var framePhase: UInt64 = 0
+    /// A lower frame rate than the capture's, asked for by START (`--fps`) when it joined a running capture.
+    let askedFrameRate: Double?
+    /// The capture's frame interval, for its status.
+    private(set) var frameInterval: UInt64?
+
+    /// Where a broadcast is in its live time, with what each part of it has.
+    enum Stretch {
+        /// Not live.
+        case off
+        /// Live since `since` (monotonic ns).
+        case live(since: UInt64)
+        /// Paused or finished, and waiting for the audio captured before.
+        case draining(AudioDrain)
+    }
 
     /// Audio reaches the handler later than the picture: a PipeWire capture stream hands on a buffer once the
     /// cycle it was captured in is over (a quantum, 21 to 43 ms by default, 170 ms at most), the synthetic source a
@@ -59,29 +75,113 @@ final class Broadcast {
         var held: [BroadcastEffect] = []
     }
 
-    init(id: UInt32, entry: HandlerRegistry.Entry, maxDuration: UInt64?) throws(BroadcastError) {
+    init(id: UInt32, entry: HandlerRegistry.Entry, maxDuration: UInt64?, askedFrameRate: Double? = nil,
+         wakes: WakeRegistry) throws(BroadcastError) {
         self.id = id
         self.entry = entry
+        self.wakes = wakes
+        self.askedFrameRate = askedFrameRate
         _ = try machine.handle(.start(BroadcastDescription(id: id, handler: entry.manifest.name, maxDuration: maxDuration)))
     }
 
     var phase: BroadcastPhase { machine.phase }
     /// Requested and not yet finished.
     var isActive: Bool { phase != .idle && phase != .finished }
-    var isLive: Bool { liveSince != nil }
+    var isLive: Bool {
+        if case .live = stretch { return true }
+        return false
+    }
+    /// After a pause or finish, the audio captured before it that is still on its way.
+    var audioDrain: AudioDrain? {
+        if case .draining(let drain) = stretch { return drain }
+        return nil
+    }
+    /// Its handler is connected (and its connection not closing).
+    var isConnected: Bool { link?.connection != nil }
+    /// What its handler holds slots as.
+    var holder: Int? { link?.holder }
+
+    // MARK: - Its state and what its handler and setup said
+
+    /// Feeds `event` to its state machine: the effects to carry out, or the refusal.
+    func handle(_ event: BroadcastEvent) throws(BroadcastError) -> [BroadcastEffect] {
+        try machine.handle(event)
+    }
+
+    func setUp(_ setupInfo: [String: String]) {
+        self.setupInfo = setupInfo
+    }
+
+    /// The URL viewers use, from the handler.
+    func setURL(_ url: String) {
+        machine.setURL(url)
+    }
+
+    /// The handler's service info; true when it changed.
+    func setServiceInfo(_ info: [String: JSONValue]?) -> Bool {
+        defer { serviceInfo = info }
+        return info != serviceInfo
+    }
+
+    func setResult(_ result: [String: JSONValue]) {
+        self.result = result
+    }
+
+    /// Its handler was launched.
+    func attach(_ link: HandlerLink) {
+        self.link = link
+    }
+
+    /// Its handler has exited.
+    func detach() {
+        link = nil
+    }
 
     func elapsed(now: UInt64) -> UInt64 {
-        elapsedBefore + (liveSince.map { now - $0 } ?? 0)
+        if case .live(let since) = stretch { return elapsedBefore + now - since }
+        return elapsedBefore
     }
 
     /// When its maximum live duration runs out, while it is live.
     var maxDurationDeadline: UInt64? {
-        guard let liveSince, let max = machine.current?.maxDuration else { return nil }
-        return liveSince + (max > elapsedBefore ? max - elapsedBefore : 0)
+        guard case .live(let since) = stretch, let max = machine.current?.maxDuration else { return nil }
+        return since + (max > elapsedBefore ? max - elapsedBefore : 0)
     }
 
-    /// A lower frame rate than the capture's, asked for by START (`--fps`) when it joined a running capture.
-    var askedFrameRate: Double?
+    // MARK: - Live stretches
+
+    /// It goes live, on a capture of `frameInterval`.
+    func beginLive(now: UInt64, frameInterval: UInt64) {
+        framePhase = 0
+        stretch = .live(since: now)
+        self.frameInterval = frameInterval
+        ledger.beginStretch()
+        link?.beginStretch(now: now)
+    }
+
+    /// It is no longer live; `drainingAudio`: its handler still gets the audio captured before (`AudioDrain`).
+    func endLive(now: UInt64, drainingAudio: Bool = false) {
+        if case .live(let since) = stretch { elapsedBefore += now - since }
+        let end = max(now, ledger.deliveredUntil[.video] ?? 0) + AudioDrain.margin
+        stretch = drainingAudio ? .draining(AudioDrain(since: now, until: end)) : .off
+    }
+
+    /// While it waits for its audio, `effect` waits with it (true); otherwise it is to be carried out now (false).
+    func hold(_ effect: BroadcastEffect) -> Bool {
+        guard case .draining(var drain) = stretch else { return false }
+        drain.held.append(effect)
+        stretch = .draining(drain)
+        return true
+    }
+
+    /// Its wait for audio is over: the wait it was, with what it held.
+    func endDrain() -> AudioDrain? {
+        guard case .draining(let drain) = stretch else { return nil }
+        stretch = .off
+        return drain
+    }
+
+    // MARK: - Frames
 
     /// The frame rate its handler gets when the capture runs at `captureRate`: the rate its setup's `frameRate`
     /// or its manifest's asks for (or START's, when lower), as the nearest whole divisor of the capture's.
@@ -105,17 +205,81 @@ final class Broadcast {
         return (framePhase + frameDivisor - 1) / frameDivisor - (first + frameDivisor - 1) / frameDivisor
     }
 
-    func beginLive(now: UInt64) {
-        framePhase = 0
-        liveSince = now
-        ledger.beginStretch()
-        link?.cursorSpriteSent = nil
+    // MARK: - Samples
+
+    /// Samples of `type` that never got as far as a sequence number (no slot, no handler, a deadline missed).
+    func skip(_ type: SampleType, count: UInt64 = 1, late: Bool = false) {
+        ledger.skip(type, count: count, late: late)
     }
 
-    func endLive(now: UInt64) {
-        if let liveSince { elapsedBefore += now - liveSince }
-        liveSince = nil
+    /// Holds the slot `header` names for its handler and sends it, or drops it when the handler's queue is full; a
+    /// repeated frame is counted as such, and not sent to a handler that takes only frames that changed.
+    func deliver(_ header: VideoSampleHeader, pts: UInt64, captureInterval: UInt64, pool: FramePool) {
+        if header.repeated {
+            ledger.repeated()
+            if manifest.frameRate == .variable { return }
+        }
+        guard let link else { return }
+        let slot = Int(header.slot), interval = captureInterval * frameDivisor
+        pool.hold(slot, for: link.holder)
+        var header = header
+        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: ledger.takeSequence(.video),
+                                     discontinuity: ledger.isDiscontinuous(.video))
+        var payload: [UInt8] = []
+        payload.reserveCapacity(VideoSampleHeader.size)
+        header.encode(into: &payload)
+        if link.queue(Message(.videoSample, payload: payload), droppable: true) {
+            ledger.delivered(.video, until: pts + interval)
+            link.flush()
+        } else {
+            pool.release(slot, by: link.holder)
+            ledger.dropTaken(.video)
+        }
     }
+
+    /// The capture's frames are `format` from the next on (in `pool` when a new one replaced the old).
+    func formatChanged(_ format: VideoDescription, pool: FramePool?) {
+        guard let link, link.connection != nil else { return }
+        if let pool {
+            link.send(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
+                            descriptors: [pool.handlerDescriptor]))
+        }
+        link.send(.json(.videoFormatChanged, format))
+        ledger.markDiscontinuous(.video)
+    }
+
+    /// Where the pointer is (the metadata cursor mode).
+    func sendCursor(_ cursor: CursorState, at pts: UInt64) {
+        link?.sendCursor(cursor, at: pts)
+    }
+
+    /// An audio chunk of `stream`, queued for its handler (or dropped, counted, when it is behind).
+    func deliver(_ chunk: AudioChunk, stream: SampleType, format: AudioFormat) {
+        ledger.reached(stream, until: chunk.presentationTime + chunk.duration)
+        let sequence = ledger.takeSequence(stream)
+        guard let link, link.connection != nil else {
+            ledger.dropTaken(stream)
+            return
+        }
+        let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
+                                  discontinuity: chunk.discontinuity || ledger.isDiscontinuous(stream))
+        var payload: [UInt8] = []
+        payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
+        AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)
+        payload += chunk.bytes
+        if link.queue(Message(.audioSample, payload: payload), droppable: true) {
+            ledger.delivered(stream, until: chunk.presentationTime + chunk.duration)
+        } else {
+            ledger.dropTaken(stream)
+        }
+    }
+
+    /// Sends what was queued for its handler.
+    func flush() {
+        link?.flush()
+    }
+
+    // MARK: - What controllers read
 
     /// Its status, as controllers read it; `capture` fills in what the capture says.
     func status(now: UInt64, base: BroadcastStatus) -> BroadcastStatus {
@@ -139,9 +303,6 @@ final class Broadcast {
         if machine.discarded { s.discarded = true }
         return s
     }
-
-    /// The capture's frame interval, for its status.
-    var frameInterval: UInt64?
 
     /// "broadcast 3 to record".
     var title: String { "broadcast \(id) to \(manifest.name)" }

@@ -10,13 +10,3 @@ public protocol CaptureIndicator: AnyObject {
     /// The capture ended (no broadcast is live any more). Said once per start; an extra call does nothing.
     func captureStopped()
 }
-
-extension Daemon {
-    /// Tells the indicator once per capture: `live` true when capture began, false when it ended.
-    /// A test pattern is nobody's screen: it is not announced.
-    func indicateCapture(_ live: Bool) {
-        guard let indicator = captureIndicator, live != captureIndicated, !(source is SyntheticSource) else { return }
-        captureIndicated = live
-        live ? indicator.captureStarted(source.description) : indicator.captureStopped()
-    }
-}

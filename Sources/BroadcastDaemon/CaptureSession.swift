@@ -11,14 +11,19 @@ final class CaptureSession {
     /// What the capture costs in memory, with the pool's slots for the broadcasts sharing it.
     private(set) var plan: FramePoolPlan
     private(set) var pool: FramePool?
+    /// Where the pools' ids come from: they count up over the daemon's life (docs/protocol.md, POOL).
+    private let poolIDs: PoolIDs
     /// Pools replaced after a resize: releases of their slots are expected and ignored.
     private var retiredPools: Set<UInt32> = []
+    /// Told when the capture starts and stops.
+    private let indicator: (any CaptureIndicator)?
+    private let wakes: WakeRegistry
     /// Frames and audio flowing, while any broadcast is live (or a paused one waits for its audio).
-    var live: LiveCapture?
+    private(set) var live: LiveCapture?
     /// When the frame in the pool's latest slot was captured.
-    var latestFramePTS: UInt64 = 0
+    private(set) var latestFramePTS: UInt64 = 0
     /// Frame deadlines since the session began, missed ones included.
-    var frameCount: UInt64 = 0
+    private(set) var frameCount: UInt64 = 0
 
     enum Opened {
         case planned(FramePoolPlan)
@@ -27,9 +32,13 @@ final class CaptureSession {
         case waiting(String)
     }
 
-    init(source: CaptureSource, plan: FramePoolPlan) {
+    init(source: CaptureSource, plan: FramePoolPlan, poolIDs: PoolIDs, wakes: WakeRegistry,
+         indicator: (any CaptureIndicator)? = nil) {
         self.source = source
         self.plan = plan
+        self.poolIDs = poolIDs
+        self.wakes = wakes
+        self.indicator = indicator
     }
 
     /// Opens `source` and plans the memory for its frames; the source is left closed when either fails.
@@ -79,10 +88,11 @@ final class CaptureSession {
     }
 
     /// The pool, made when the first handler is launched.
-    func makePool(id: UInt32) throws(BroadcastError) -> FramePool {
+    @discardableResult
+    func makePool() throws(BroadcastError) -> FramePool {
         if let pool { return pool }
         do {
-            let made = try FramePool(id: id, plan: plan)
+            let made = try FramePool(id: poolIDs.take(), plan: plan)
             pool = made
             return made
         } catch {
@@ -90,12 +100,54 @@ final class CaptureSession {
         }
     }
 
-    /// Whether `id` names a pool replaced after a resize (releases of its slots are ignored).
-    func isRetired(_ id: UInt32) -> Bool { retiredPools.contains(id) }
+    /// A handler gave back `slot` of pool `id`: false when it did not hold it. Releases of a pool replaced after a
+    /// resize are expected and ignored.
+    func release(pool id: UInt32, slot: Int, by holder: Int) -> Bool {
+        if retiredPools.contains(id) { return true }
+        guard let pool, pool.id == id else { return false }
+        return pool.release(slot, by: holder)
+    }
+
+    /// A handler is gone: every slot it held is free of it.
+    func releaseAll(heldBy holder: Int) {
+        pool?.releaseAll(heldBy: holder)
+    }
+
+    // MARK: - Capture
+
+    /// A broadcast goes live: capture begins, if it is the first (the indicator is told).
+    func beginLive(now: UInt64, clock: DaemonClock) throws(CaptureError) -> LiveCapture {
+        if let live {
+            live.resumeFrames(now: now)
+            return live
+        }
+        let begun = try LiveCapture(source: source, now: now, clock: clock, wakes: wakes, indicator: indicator)
+        live = begun
+        return begun
+    }
+
+    /// No broadcast is live or waiting for its audio: capture ends.
+    func endLive() {
+        live?.end()
+        live = nil
+    }
+
+    /// The number of the frame due now, after `missed` deadlines that were never captured.
+    func takeFrameIndex(missed: UInt64) -> UInt64 {
+        let index = frameCount + missed
+        frameCount = index + 1
+        return index
+    }
+
+    /// `slot` holds the latest frame (nil: there is none to build on), captured at `pts`.
+    func keepLatest(_ slot: Int?, pts: UInt64? = nil) {
+        pool?.setLatest(slot)
+        if let pts { latestFramePTS = pts }
+    }
 
     /// The frame size changed: a bigger pool when the slots are too small for it (nil when the pool stays).
     /// Throws when the new size does not fit an enforced memory budget.
-    func resize(to format: VideoFormat, newPoolID: UInt32) throws(BroadcastError) -> FramePool? {
+    func resize(to format: VideoFormat) throws(BroadcastError) -> FramePool? {
         guard let pool else { return nil }
         pool.setLatest(nil)
         guard format.frameByteCount > pool.slotSize else { return nil }
@@ -109,11 +161,11 @@ final class CaptureSession {
         retiredPools.insert(pool.id)
         self.pool = nil
         self.plan = plan
-        return try makePool(id: newPoolID)
+        return try makePool()
     }
 
     func close() {
-        live = nil
+        endLive()
         pool = nil
         retiredPools = []
         source.close()
@@ -148,5 +200,15 @@ final class CaptureSession {
         } catch {
             return .failure(BroadcastError(.budget, "cannot allocate \(megabytes(format.frameByteCount)) for the snapshot: \(error)"))
         }
+    }
+}
+
+/// The pools' ids, counting up over the daemon's life.
+final class PoolIDs {
+    private var next: UInt32 = 1
+
+    func take() -> UInt32 {
+        defer { next &+= 1 }
+        return next
     }
 }

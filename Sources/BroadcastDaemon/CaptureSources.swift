@@ -15,7 +15,7 @@ public struct CaptureSources {
     }
 }
 
-extension Daemon {
+extension DaemonCore {
     /// Makes the source `asked` describes the daemon's while no capture is open; nil when it already is.
     /// The first broadcast of a capture chooses it.
     func choose(_ asked: CaptureChoice) -> BroadcastError? {

@@ -7,35 +7,67 @@ import BroadcastSystem
 /// its audio): the frame and audio deadlines, and the fan-out. Each frame is grabbed once, into one pool
 /// slot, and delivered to every live broadcast's handler that has room for it; each audio chunk is taken
 /// once and delivered to every broadcast that is live or still waiting for its audio. What one handler
-/// cannot take is dropped for it alone.
+/// cannot take is dropped for it alone. It begins the source when it is made and ends it in `end`, telling the
+/// capture indicator both; meanwhile its deadlines are its timers (`Wake.frame`, `Wake.audio`), and the source's
+/// audio thread wakes the daemon as `Wake.audioArrived`.
 final class LiveCapture {
     /// Frames lost in a row to transient capture errors; capture fails when they last this long.
     static let transientFailureLimit: UInt64 = 2_000_000_000
 
     let source: CaptureSource
+    private let wakes: WakeRegistry
     /// The next frame's deadline; nil while no broadcast is live (only audio is still wanted).
-    private(set) var nextFrameAt: UInt64?
-    private(set) var nextAudioAt: UInt64?
+    private(set) var nextFrameAt: UInt64? {
+        didSet { wakes.schedule(.frame, at: nextFrameAt) }
+    }
+    private(set) var nextAudioAt: UInt64? {
+        didSet { wakes.schedule(.audio, at: nextAudioAt) }
+    }
     /// The VIDEO_SAMPLE fields that stay the same from frame to frame, for the current pool and format.
     private var videoHeader: VideoSampleHeader?
     private var lostFrames: UInt64 = 0
     /// The audio streams last published as silent.
     private(set) var silentAudio: Set<SampleType> = []
     /// The session is locked and `--on-lock blank`: the privacy frame goes out instead of the screen.
-    var privacy = false
+    private var privacy = false
     /// The privacy frame is the latest in the pool; the next frame of the screen is grabbed whole.
     private var privacyShown = false
     /// The presentation time of the last frame handed out: the next is later.
     private var lastPTS: UInt64 = 0
 
-    /// Capture was asked to begin (`source.begin`) at `now` and had begun at `begun`: frames are due from
-    /// then on, on the grid that starts at `now` (the source's marks count from there), so the deadlines
-    /// of a wait (a start waits for PipeWire's first audio) are not missed frames.
-    init(source: CaptureSource, now: UInt64, begun: UInt64? = nil) {
+    /// Told when capture starts and stops; nil when nobody is (a test pattern is nobody's screen).
+    private let indicator: (any CaptureIndicator)?
+
+    /// Begins capture (`source.begin`) at `now`. It may take a while (a start waits for PipeWire's first audio):
+    /// frames are due from when it has begun, on the grid that starts at `now` (the source's marks count from
+    /// there), so the deadlines of the wait are not missed frames.
+    init(source: CaptureSource, now: UInt64, clock: DaemonClock, wakes: WakeRegistry,
+         indicator: (any CaptureIndicator)? = nil) throws(CaptureError) {
+        try source.begin(at: now)
         self.source = source
-        let interval = max(1, source.frameInterval), waited = (begun ?? now) - now
+        self.wakes = wakes
+        let interval = max(1, source.frameInterval), waited = clock.now() - now
         nextFrameAt = now + waited / interval * interval
         nextAudioAt = source.nextAudioDeadline()
+        wakes.schedule(.frame, at: nextFrameAt)
+        wakes.schedule(.audio, at: nextAudioAt)
+        if let arrival = source.audioArrival { wakes.register(.audioArrived, arrival.descriptor.raw, .readable) }
+        self.indicator = source is SyntheticSource ? nil : indicator
+        self.indicator?.captureStarted(source.description)
+    }
+
+    /// Capture ends.
+    func end() {
+        wakes.schedule(.frame, at: nil)
+        wakes.schedule(.audio, at: nil)
+        wakes.deregister(.audioArrived)
+        source.end()
+        indicator?.captureStopped()
+    }
+
+    /// While `on`, the privacy frame goes out instead of the screen.
+    func showPrivacyFrame(_ on: Bool) {
+        privacy = on
     }
 
     /// No broadcast is live any more; audio goes on while one waits for it.
@@ -52,8 +84,7 @@ final class LiveCapture {
 
     /// The frame due at `now`, for the `live` broadcasts; `active` are all that may need a format change.
     /// Returns an error when capture failed for good (every live broadcast fails with it).
-    func captureVideo(now: UInt64, session: CaptureSession, live: [Broadcast], active: [Broadcast],
-                      newPoolID: () -> UInt32) -> BroadcastError? {
+    func captureVideo(now: UInt64, session: CaptureSession, live: [Broadcast], active: [Broadcast]) -> BroadcastError? {
         guard var deadline = nextFrameAt else { return nil }
         let interval = source.frameInterval
         // Deadlines the loop missed (the machine was too busy) are frames that were never captured.
@@ -61,21 +92,20 @@ final class LiveCapture {
         if missed > 0 {
             for broadcast in live {
                 let its = broadcast.missedFrames(missed)
-                if its > 0 { broadcast.ledger.skip(.video, count: its, late: true) }
+                if its > 0 { broadcast.skip(.video, count: its, late: true) }
             }
             deadline += missed * interval
         }
         nextFrameAt = deadline + interval
         // Frames are numbered by their deadlines since the capture session began (missed ones included): the
         // synthetic pattern draws the number, which is the handler's sequence number when one broadcast runs.
-        let index = session.frameCount + missed
-        session.frameCount = index + 1
+        let index = session.takeFrameIndex(missed: missed)
         // Each broadcast takes its frames (every one, or every k-th when its handler wants fewer).
         let due = live.filter { $0.takesFrame() }
-        let targets = due.filter { $0.link?.connection != nil }
-        for broadcast in due where broadcast.link?.connection == nil { broadcast.ledger.skip(.video) }
+        let targets = due.filter(\.isConnected)
+        for broadcast in due where !broadcast.isConnected { broadcast.skip(.video) }
         guard !targets.isEmpty, session.pool != nil else {
-            for broadcast in targets { broadcast.ledger.skip(.video) }
+            for broadcast in targets { broadcast.skip(.video) }
             return nil
         }
         if privacy {
@@ -87,7 +117,7 @@ final class LiveCapture {
         let change: FrameChange
         do {
             change = try source.checkForChanges()
-            if case .resized(let format) = change { try changeFormat(to: format, session: session, active: active, newPoolID: newPoolID) }
+            if case .resized(let format) = change { try changeFormat(to: format, session: session, active: active) }
         } catch let error as CaptureError {
             return BroadcastError(.captureFailed, error.description)
         } catch {
@@ -95,7 +125,9 @@ final class LiveCapture {
         }
         guard let pool = session.pool else { return nil }
         if videoHeader?.pool != pool.id { videoHeader = prototype(pool: pool) }
-        for broadcast in targets { sendCursor(to: broadcast.link!, at: deadline) }
+        if let cursor = source.cursor {
+            for broadcast in targets { broadcast.sendCursor(cursor, at: deadline) }
+        }
         if change == .unchanged, !wasPrivate, let latest = pool.latest {
             hand(latest, pts: deadline, repeated: true, to: targets, pool: pool)
             return nil
@@ -103,13 +135,13 @@ final class LiveCapture {
         // A handler that holds its share of the slots loses this frame unless the pool has slots to spare: this
         // frame's, and two more for every other handler (the next frame's, and one it may still hold); the
         // others do not.
-        let holders = active.count(where: { $0.link?.connection != nil })
+        let holders = active.count(where: \.isConnected)
         let quota = pool.quota(holders: holders)
         let spare = pool.freeSlots >= 1 + 2 * (holders - 1)
-        let takers = targets.filter { spare || pool.heldSlots($0.link!.holder) < quota }
-        for broadcast in targets where !takers.contains(where: { $0 === broadcast }) { broadcast.ledger.skip(.video) }
+        let takers = targets.filter { spare || $0.holder.map(pool.heldSlots) ?? 0 < quota }
+        for broadcast in targets where !takers.contains(where: { $0 === broadcast }) { broadcast.skip(.video) }
         guard !takers.isEmpty, let slot = pool.acquire() else {
-            for broadcast in takers { broadcast.ledger.skip(.video) }
+            for broadcast in takers { broadcast.skip(.video) }
             return nil
         }
         let pts: UInt64
@@ -117,17 +149,16 @@ final class LiveCapture {
             pts = try source.captureFrame(index: index, deadline: deadline, into: pool.pointer(slot),
                                           previous: wasPrivate ? nil : pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
         } catch {
-            pool.setLatest(nil)
+            session.keepLatest(nil)
             lostFrames += 1
             guard error.transient && lostFrames * interval < Self.transientFailureLimit else {
                 return BroadcastError(.captureFailed, error.description)
             }
-            for broadcast in takers { broadcast.ledger.skip(.video) }
+            for broadcast in takers { broadcast.skip(.video) }
             return nil
         }
         lostFrames = 0
-        pool.setLatest(slot)
-        session.latestFramePTS = pts
+        session.keepLatest(slot, pts: pts)
         hand(slot, pts: pts, repeated: false, to: takers, pool: pool)
         return nil
     }
@@ -141,11 +172,11 @@ final class LiveCapture {
             return
         }
         guard let slot = pool.acquire() else {
-            for broadcast in targets { broadcast.ledger.skip(.video) }
+            for broadcast in targets { broadcast.skip(.video) }
             return
         }
         PrivacyFrame.draw(source.videoFormat, range: source.colorRange, into: pool.pointer(slot))
-        pool.setLatest(slot)
+        session.keepLatest(slot)
         privacyShown = true
         hand(slot, pts: deadline, repeated: false, to: targets, pool: pool)
     }
@@ -159,68 +190,28 @@ final class LiveCapture {
     /// Holds `slot` for each of `targets` and sends it; `repeated`: the latest frame again, counted as such, which a
     /// handler that takes only frames that changed does not get.
     private func hand(_ slot: Int, pts captured: UInt64, repeated: Bool, to targets: [Broadcast], pool: FramePool) {
-        let interval = source.frameInterval
+        guard var header = videoHeader else { return }
         // A repeat is stamped with its deadline, a new frame with when it was captured: a compositor's frame (its
         // time taken before it was copied and sent) may be older than the last repeat handed out. Frames go out in
         // order, so it is stamped just after that repeat (less than a frame interval later than it was taken).
         let pts = max(captured, lastPTS + 1)
         lastPTS = pts
-        for broadcast in targets {
-            if repeated {
-                broadcast.ledger.repeated()
-                if broadcast.manifest.frameRate == .variable { continue }
-            }
-            pool.hold(slot, for: broadcast.link!.holder)
-            deliver(slot: slot, pts: pts, interval: interval * broadcast.frameDivisor, repeated: repeated, to: broadcast, pool: pool)
-        }
-    }
-
-    /// Sends the VIDEO_SAMPLE for `slot` (already held for the handler), or drops it when the handler's queue is full.
-    private func deliver(slot: Int, pts: UInt64, interval: UInt64, repeated: Bool, to broadcast: Broadcast, pool: FramePool) {
-        guard var header = videoHeader, let link = broadcast.link else { return }
-        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: broadcast.ledger.takeSequence(.video),
-                                     discontinuity: broadcast.ledger.isDiscontinuous(.video))
         header.orientation = source.orientation
         header.slot = UInt32(slot)
         header.repeated = repeated
-        var payload: [UInt8] = []
-        payload.reserveCapacity(VideoSampleHeader.size)
-        header.encode(into: &payload)
-        if link.queue(Message(.videoSample, payload: payload), droppable: true) {
-            broadcast.ledger.delivered(.video, until: pts + interval)
-            link.flush()
-        } else {
-            pool.release(slot, by: link.holder)
-            broadcast.ledger.dropTaken(.video)
+        for broadcast in targets {
+            broadcast.deliver(header, pts: pts, captureInterval: source.frameInterval, pool: pool)
         }
     }
 
     /// The frame size changed: a bigger pool when the slots are too small for it, then VIDEO_FORMAT_CHANGED
     /// to every handler, before the first frame of the new size. Throws when it does not fit the budget.
-    private func changeFormat(to format: VideoFormat, session: CaptureSession, active: [Broadcast],
-                              newPoolID: () -> UInt32) throws(BroadcastError) {
-        let replaced = try session.resize(to: format, newPoolID: newPoolID())
+    private func changeFormat(to format: VideoFormat, session: CaptureSession, active: [Broadcast]) throws(BroadcastError) {
+        let replaced = try session.resize(to: format)
         videoHeader = nil
         for broadcast in active {
-            guard let link = broadcast.link, link.connection != nil else { continue }
-            if let replaced {
-                link.send(.json(.pool, PoolAnnouncement(pool: replaced.id, slots: replaced.capacity, slotSize: replaced.slotSize),
-                                descriptors: [replaced.handlerDescriptor]))
-            }
-            link.send(.json(.videoFormatChanged, VideoDescription(format, colorRange: source.colorRange.rawValue)))
-            broadcast.ledger.markDiscontinuous(.video)
+            broadcast.formatChanged(VideoDescription(format, colorRange: source.colorRange.rawValue), pool: replaced)
         }
-    }
-
-    /// In the metadata cursor mode: where the pointer is, every frame, with its image when it changed.
-    private func sendCursor(to link: HandlerLink, at pts: UInt64) {
-        guard let cursor = source.cursor else { return }
-        var sample = CursorSample(presentationTime: pts, x: cursor.x, y: cursor.y, visible: cursor.visible, sprite: nil)
-        if let sprite = cursor.sprite, sprite.serial != link.cursorSpriteSent {
-            sample.sprite = .init(width: UInt16(sprite.width), height: UInt16(sprite.height), hotspotX: UInt16(sprite.hotspotX),
-                                  hotspotY: UInt16(sprite.hotspotY), pixels: sprite.pixels)
-        }
-        if link.queue(sample.message, droppable: true), sample.sprite != nil { link.cursorSpriteSent = cursor.sprite?.serial }
     }
 
     // MARK: - Audio
@@ -234,11 +225,11 @@ final class LiveCapture {
             while let chunk = source.nextAudioChunk(stream, now: now) {
                 for broadcast in receivers {
                     if let drain = broadcast.audioDrain, chunk.presentationTime >= drain.until { continue } // after the pause
-                    deliver(chunk, stream: stream, format: format, to: broadcast)
+                    broadcast.deliver(chunk, stream: stream, format: format)
                 }
             }
         }
-        for broadcast in receivers { broadcast.link?.flush() }
+        for broadcast in receivers { broadcast.flush() }
         let silent = Set(source.silentAudio.keys)
         let silenceChanged = silent != silentAudio
         silentAudio = silent
@@ -254,25 +245,5 @@ final class LiveCapture {
     /// The next time audio is due: from the source, or when a broadcast's wait for its audio runs out.
     func rearmAudio(waiting: [Broadcast]) {
         nextAudioAt = ([source.nextAudioDeadline()] + waiting.map { $0.audioDrain?.deadline }).compactMap { $0 }.min()
-    }
-
-    private func deliver(_ chunk: AudioChunk, stream: SampleType, format: AudioFormat, to broadcast: Broadcast) {
-        broadcast.ledger.reached(stream, until: chunk.presentationTime + chunk.duration)
-        let sequence = broadcast.ledger.takeSequence(stream)
-        guard let link = broadcast.link, link.connection != nil else {
-            broadcast.ledger.dropTaken(stream)
-            return
-        }
-        let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
-                                  discontinuity: chunk.discontinuity || broadcast.ledger.isDiscontinuous(stream))
-        var payload: [UInt8] = []
-        payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
-        AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)
-        payload += chunk.bytes
-        if link.queue(Message(.audioSample, payload: payload), droppable: true) {
-            broadcast.ledger.delivered(stream, until: chunk.presentationTime + chunk.duration)
-        } else {
-            broadcast.ledger.dropTaken(stream)
-        }
     }
 }

@@ -1,23 +1,7 @@
 import BroadcastSystem
 
-/// What woke the daemon's loop.
-enum Wake {
-    case listener
-    case signals
-    case timer
-    /// The capture source has an answer for a pending open (the portal's dialog, a first frame).
-    case sourceAnswered
-    /// Audio came from the capture source's thread.
-    case audioArrived
-    /// The session may have been locked or unlocked.
-    case sessionLock
-    case peer(PeerSession)
-    /// A handler process exited (its pidfd became readable).
-    case handlerExited(Broadcast)
-}
-
-/// The daemon's one poll loop: it owns only its timer. Each turn the owner lists what to watch, each with
-/// the wake-up it stands for, and gets back every wake-up with what poll said of its descriptor.
+/// The daemon's one poll loop: it owns only its timer (a timerfd armed for the registry's earliest time). It waits on
+/// what the parts registered, and hands back the descriptors' wake-ups, then the times that came.
 struct Loop {
     let timer: DeadlineTimer
 
@@ -25,17 +9,25 @@ struct Loop {
         timer = try DeadlineTimer()
     }
 
-    /// Waits until something is ready or `deadline` (monotonic ns) passes; at once with `immediately`.
-    /// The timer is one of the watches: it fires at `deadline`.
-    func wait(_ watches: [(fd: Int32, interest: Poller.Interest, wake: Wake)], until deadline: UInt64?,
-              immediately: Bool) throws(DaemonError) -> [(wake: Wake, event: Poller.Event)] {
-        do { try timer.arm(at: deadline) } catch { throw DaemonError("arm timer", error) }
-        let all = watches + [(timer.descriptor.raw, .readable, .timer)]
+    /// Waits until a registered descriptor is ready or the earliest timer comes (at once with `immediately`).
+    /// Returns every descriptor poll said something of, signals first, with what it said; then, by `now`, every
+    /// timer that has come, in time order (taken off the registry: their owners set them again).
+    func wait(_ wakes: WakeRegistry, immediately: Bool,
+              now: () -> UInt64) throws(DaemonError) -> (ready: [(wake: Wake, event: Poller.Event)], due: [Wake]) {
+        do { try timer.arm(at: wakes.nextDeadline) } catch { throw DaemonError("arm timer", error) }
+        let watched = wakes.descriptors.sorted { $0.key == .signals && $1.key != .signals }
         let events: [Poller.Event]
-        do { events = try Poller.wait(all.map { ($0.fd, $0.interest) }, timeoutMilliseconds: immediately ? 0 : -1) } catch {
+        do {
+            let entries = watched.map { ($0.value.fd, $0.value.interest) } + [(timer.descriptor.raw, .readable)]
+            events = try Poller.wait(entries, timeoutMilliseconds: immediately ? 0 : -1)
+        } catch {
             throw DaemonError("poll", error)
         }
         if events.last?.readable == true { timer.acknowledge() }
-        return zip(all, events).map { ($0.wake, $1) }
+        let ready = zip(watched, events).filter { $1.readable || $1.writable || $1.closed }.map { ($0.key, $1) }
+        var due: [Wake] = []
+        let time = now()
+        while let wake = wakes.nextDue(now: time) { due.append(wake) }
+        return (ready, due)
     }
 }

@@ -1,3 +1,4 @@
+import BroadcastCore
 import CFFmpeg
 import Logging
 
@@ -14,8 +15,9 @@ public enum MediaLog {
             var line = [CChar](repeating: 0, count: 1024)
             var prefix: Int32 = 1
             av_log_format_line2(nil, level, format, arguments, &line, Int32(line.count), &prefix)
-            let text = String(decoding: line.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                .trimmingSuffix("\n")
+            // A URL a message quotes (a file the hls muxer could not open) is shown without its secrets.
+            let decoded = String(decoding: line.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let text = SecretURL.maskedURLs(in: decoded.trimmingSuffix("\n"))
             guard !text.isEmpty else { return }
             if level <= AV_LOG_ERROR { MediaLog.logger.error("\(text)") } else { MediaLog.logger.warning("\(text)") }
         }

@@ -316,7 +316,8 @@ public final class PipeWireScreenSource: CaptureSource {
     private func connect() throws(CaptureError) {
         var remote: Int32?
         if let cast = portal?.cast {
-            remote = fcntl(cast.remote, F_DUPFD_CLOEXEC, 0)
+            // libpipewire takes the descriptor and closes it; the portal's own copy stays the portal's.
+            remote = try? Descriptor.duplicating(cast.remote).take()
             node = String(cast.node)
         }
         // Through the portal, only when it granted the metadata mode (it may offer only embedded).

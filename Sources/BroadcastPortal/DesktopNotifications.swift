@@ -1,5 +1,4 @@
 import BroadcastSystem
-import Glibc
 import Logging
 import Synchronization
 
@@ -54,7 +53,9 @@ public final class DesktopNotifications: @unchecked Sendable {
 
     /// Waits up to `milliseconds` for the queued notifications to be delivered (broadcastd, before it exits).
     public func waitUntilDelivered(milliseconds: Int) {
-        for _ in 0..<max(1, milliseconds / 10) where queue.withLock({ $0.delivering > 0 }) { usleep(10_000) }
+        for _ in 0..<max(1, milliseconds / 10) where queue.withLock({ $0.delivering > 0 }) {
+            MonotonicClock.sleep(nanoseconds: 10_000_000)
+        }
     }
 
     private func deliverQueued() {

@@ -78,16 +78,17 @@ public final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// The next message within `timeoutMilliseconds` (negative: no limit), or nil.
+    /// The next message within `timeoutMilliseconds` (negative: no limit; 0: one already on its way), or nil.
     public func receive(timeoutMilliseconds: Int32) throws(ProtocolError) -> Message? {
         if timeoutMilliseconds < 0 { return try receive() }
         if !queued.isEmpty { return queued.removeFirst() }
         let deadline = MonotonicClock.now() + UInt64(timeoutMilliseconds) * 1_000_000
         while true {
             if let message = try decoder.next() { return message }
+            // Past the deadline, what already waits on the socket is still taken (without waiting for more).
             let now = MonotonicClock.now()
-            if now >= deadline { return nil }
-            if try !fill(timeoutMilliseconds: Int32((deadline - now) / 1_000_000) + 1) { return nil }
+            let left = now >= deadline ? 0 : Int32((deadline - now) / 1_000_000) + 1
+            if try !fill(timeoutMilliseconds: left) { return nil }
         }
     }
 

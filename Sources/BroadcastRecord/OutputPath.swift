@@ -1,23 +1,13 @@
 import BroadcastMedia
 import BroadcastSystem
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where recordings go, and the checks made before the first byte is written, so that a wrong
 /// path fails at the start with a message that says what to do.
 package enum OutputPath {
     /// `$XDG_VIDEOS_DIR/FOLDER/<date>_<time>.mp4` (`UserDirectories.videos`): Broadcasts for recordings, Replays for
     /// saved replays.
     package static func defaultRecording(folder: String = "Broadcasts") -> String {
-        var now = time(nil)
-        var parts = tm()
-        localtime_r(&now, &parts)
-        var name = [CChar](repeating: 0, count: 64)
-        let length = strftime(&name, name.count, "%Y-%m-%d_%H-%M-%S", &parts)
-        let stamp = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return UserDirectories.videos() + "/\(folder)/\(stamp).mp4"
+        UserDirectories.videos() + "/\(folder)/\(WallClock.local("%Y-%m-%d_%H-%M-%S")).mp4"
     }
 
     /// Checks that `path` can be created: its folder exists (or is created, for the default
@@ -27,12 +17,11 @@ package enum OutputPath {
                                 remedy: String = "--set overwrite=true") throws(MediaError) {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         let folder = directory.isEmpty ? "/" : directory
-        if createDirectory { makeDirectories(folder) }
-        var info = stat()
-        guard stat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+        if createDirectory { try? FileSystem.makeDirectories(folder, mode: 0o755) }
+        guard FileSystem.isDirectory(folder) else {
             throw MediaError("cannot write \(path)", "the folder \(folder) does not exist: create it, or choose another file")
         }
-        guard access(folder, W_OK) == 0 else {
+        guard FileSystem.isWritable(folder) else {
             throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
         }
         // A symbolic link, dangling or not, is a file that exists: what it points to is never created or written.
@@ -44,7 +33,7 @@ package enum OutputPath {
     /// its mode and take no files (/proc, a read-only mount): that is found here too, before anything starts.
     package static func claim(_ path: String, remedy: String = "--set overwrite=true") throws(MediaError) {
         do { try FileSystem.createExclusively(path) } catch {
-            throw error.errno == EEXIST ? existing(path, remedy)
+            throw error.fileExists ? existing(path, remedy)
                 : MediaError("cannot write \(path)", "a file cannot be created there (\(error.reason))")
         }
     }
@@ -53,23 +42,6 @@ package enum OutputPath {
         MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or \(remedy)")
     }
 
-    /// Removes the file; whether it is gone.
-    package static func remove(_ path: String) -> Bool {
-        unlink(path) == 0 || errno == ENOENT
-    }
-
-    package static func size(of path: String) -> Int64? {
-        var info = stat()
-        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
-    }
-
-    private static func makeDirectories(_ path: String) {
-        var prefix = ""
-        for part in path.split(separator: "/") {
-            prefix += "/" + part
-            mkdir(prefix, 0o755)
-        }
-    }
 }
 
 extension Substring {

@@ -86,7 +86,7 @@ public final class RecordHandler: BroadcastSampleHandler {
         var result = result()
         if discard {
             // One file (fragmented MP4 and Matroska have no side files), closed above, so nothing writes it again.
-            let removed = !ownsFile || options.map { OutputPath.remove($0.path) } ?? true
+            let removed = !ownsFile || options.map { FileSystem.removeFile($0.path) } ?? true
             result["bytes"] = nil
             result["discarded"] = .bool(removed)
             if !removed { result["error"] = .string("discarding: could not remove \(options?.path ?? "")") }
@@ -133,7 +133,7 @@ public final class RecordHandler: BroadcastSampleHandler {
         // Only a file this broadcast writes: not one that was there and is kept (broadcastd removes `file` on a discard).
         if let options, ownsFile {
             result["file"] = .string(options.path)
-            result["bytes"] = .number(Double(OutputPath.size(of: options.path) ?? 0))
+            result["bytes"] = .number(Double(FileSystem.size(of: options.path) ?? 0))
         }
         if let failure { result["error"] = .string(failure) }
         return result

@@ -213,7 +213,7 @@ final class ReplayBuffer: EncodedOutput {
 
     /// Bytes of files the disk ring holds now (0 without one).
     var filesOnDisk: (count: Int, bytes: Int64) {
-        gops.compactMap(\.file).reduce((0, 0)) { ($0.0 + 1, $0.1 + (OutputPath.size(of: $1) ?? 0)) }
+        gops.compactMap(\.file).reduce((0, 0)) { ($0.0 + 1, $0.1 + (FileSystem.size(of: $1) ?? 0)) }
     }
 
     /// What a save of the last `seconds` (nil: all) writes: from the newest keyframe at least that far back (the oldest

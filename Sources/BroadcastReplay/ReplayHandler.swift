@@ -126,7 +126,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 let result: [String: JSONValue] = [
                     "path": .string(path), "duration": .number((written.duration * 1000).rounded() / 1000),
                     "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
-                    "bytes": .number(Double(OutputPath.size(of: path) ?? 0)), "videoFrames": .number(Double(written.videoFrames)),
+                    "bytes": .number(Double(FileSystem.size(of: path) ?? 0)), "videoFrames": .number(Double(written.videoFrames)),
                     "milliseconds": .number(milliseconds),
                     "chapters": .array(snapshot.marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) }),
                 ]
@@ -134,7 +134,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 logger.info("replay: saved \(written.duration) s to \(path) in \(milliseconds) ms")
                 reply.send(result)
             } catch {
-                _ = OutputPath.remove(path)
+                _ = FileSystem.removeFile(path)
                 logger.error("replay: saving \(path): \(error)")
                 reply.fail(error)
             }
@@ -208,7 +208,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                                remedy: Self.overwriteRemedy)
         if !overwrite { try OutputPath.claim(path, remedy: Self.overwriteRemedy) }
         do { return try take() } catch {
-            if !overwrite { _ = OutputPath.remove(path) }
+            if !overwrite { _ = FileSystem.removeFile(path) }
             throw error
         }
     }
@@ -218,10 +218,10 @@ public final class ReplayHandler: BroadcastSampleHandler {
 
     /// `path`, or with `-2`, `-3`… before its extension when a file of that name exists (two saves in one second).
     private static func unused(_ path: String) -> String {
-        guard OutputPath.size(of: path) != nil, let dot = path.lastIndex(of: ".") else { return path }
+        guard FileSystem.size(of: path) != nil, let dot = path.lastIndex(of: ".") else { return path }
         for n in 2...99 {
             let candidate = String(path[..<dot]) + "-\(n)" + String(path[dot...])
-            if OutputPath.size(of: candidate) == nil { return candidate }
+            if FileSystem.size(of: candidate) == nil { return candidate }
         }
         return path
     }
@@ -258,7 +258,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 let end = Int64(try encoder.finish())
                 try recording.finish(end: end, chapters: Chapters.spans(recordingMarks, end: end - recording.origin))
                 recorded = ["path": .string(recording.path), "duration": .number(Double(end - recording.origin) / 1e9),
-                            "start": .number(Double(recording.origin) / 1e9), "bytes": .number(Double(OutputPath.size(of: recording.path) ?? 0)),
+                            "start": .number(Double(recording.origin) / 1e9), "bytes": .number(Double(FileSystem.size(of: recording.path) ?? 0)),
                             "videoFrames": .number(Double(recording.videoFrames)),
                             "chapters": .array(recordingMarks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) })]
             } catch {

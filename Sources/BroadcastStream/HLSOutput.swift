@@ -1,7 +1,9 @@
+import BroadcastCore
 import BroadcastMedia
 import BroadcastSystem
 import CFFmpeg
 import Foundation
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -15,11 +17,17 @@ import Glibc
 /// - into a folder (hls:///DIR/NAME.m3u8): a segment file that is there and was not written by this stream is never
 ///   written over (nor, so, deleted as the playlist slides): the muxer is refused it and made again, numbering
 ///   segments from the time anew; and `NAME.m3u8.lock` is held while it streams (the pid of the process), so that
-///   a second stream to the same playlist is refused; one left by a process that is gone is taken over.
+///   a second stream to the same playlist is refused; one left by a process that is gone is taken over;
+/// - to an HTTP origin (http[s]://…/NAME.m3u8): each file is written into memory (at most `fileLimit` bytes) and
+///   stored by `HLSOrigin` (PUT through libcurl, the answer checked, tried again while that may help) when the muxer
+///   closes it, before it goes on; once one could not be, nothing more is opened (the playlist never names a segment
+///   that is not there), and `refusal` says why.
 final class HLSOutput {
     /// The playlist's path, for a folder; nil for an HTTP origin.
     let playlist: String?
     let watch: UnsafeMutablePointer<CFFOutputWatch>
+    /// Where an HTTP origin's files go.
+    private let origin: HLSOrigin?
     private let lock = NSLock()
     /// The segments this stream opened last (a muxer opens each once, as NAME.tmp, then renames it).
     private var written: [String] = []
@@ -27,17 +35,26 @@ final class HLSOutput {
     private var completed = 0
     private var locked = false
 
-    init(_ destination: StreamDestination) {
+    init(_ destination: StreamDestination, reconnectFor: Double, fileLimit: Int64, logger: Logger) {
         playlist = destination.scheme == .hls ? destination.url : nil
+        origin = playlist == nil ? HLSOrigin(reconnectFor: reconnectFor, logger: logger) : nil
         watch = .allocate(capacity: 1)
         watch.initialize(to: CFFOutputWatch())
-        watch.pointee.delete_without_body = playlist == nil ? 1 : 0
         watch.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         watch.pointee.opening = { owner, url in
             Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().opening(String(cString: url!))
         }
         watch.pointee.closed = { owner, url, error in
             Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().closed(String(cString: url!), error)
+        }
+        guard origin != nil else { return }
+        watch.pointee.memory_limit = fileLimit
+        watch.pointee.store = { owner, url, data, size in
+            let bytes = UnsafeRawBufferPointer(start: data, count: Int(size))
+            return Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().store(String(cString: url!), bytes)
+        }
+        watch.pointee.remove = { owner, url in
+            Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().origin?.remove(String(cString: url!))
         }
     }
 
@@ -100,11 +117,20 @@ final class HLSOutput {
         return completed > 0
     }
 
+    /// Why an HTTP origin is given up on (a refusal, or `reconnectFor` of failures): the stream ends with it.
+    var refusal: String? { origin?.refusal }
+
+    /// What goes wrong with an HTTP origin now (service info's lastError), and whether it is being tried again.
+    var problem: (text: String, retrying: Bool)? { origin?.problem }
+
+    /// The stream finishes: an HTTP origin is tried until `deadline` at most.
+    func finish(by deadline: DispatchTime) { origin?.finish(by: deadline) }
+
     private func opening(_ url: String) -> Int32 {
-        guard playlist != nil else { return 0 }
-        let final = url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url
         lock.lock()
         defer { lock.unlock() }
+        guard playlist != nil else { return failure == nil && origin?.refusal == nil ? 0 : -EIO }
+        let final = url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url
         if final.hasSuffix(".m4s") && !written.contains(final) && FileSystem.entryExists(final) {
             failure = failure ?? MediaError("write \(final)", "a segment of that name is there already and was not " +
                                             "written by this stream: it is left as it is, and segments are numbered anew")
@@ -121,7 +147,23 @@ final class HLSOutput {
             if url.hasSuffix(".m4s") || url.hasSuffix(".m4s.tmp") { completed += 1 }
             return
         }
-        failure = failure ?? MediaError("write \(url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url)", code: error)
+        let shown = SecretURL.masked(url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url)
+        failure = failure ?? (origin != nil && error == -EFBIG
+            ? MediaError("write \(shown)", "larger than \(watch.pointee.memory_limit >> 20) MiB, more than " +
+                         "videoBitRate and segmentDuration let a file be: lower them")
+            : MediaError("write \(shown)", code: error))
         if playlist != nil && url.hasSuffix(".tmp") { FileSystem.remove(url) }
+    }
+
+    /// An HTTP origin's file, written whole into memory: stored before the muxer goes on.
+    private func store(_ url: String, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        guard let origin, origin.store(url, bytes) else {
+            lock.lock()
+            defer { lock.unlock() }
+            failure = failure ?? MediaError("store \(SecretURL.masked(url))", origin?.refusal ?? "not stored")
+            return -EIO
+        }
+        closed(url, 0)
+        return 0
     }
 }

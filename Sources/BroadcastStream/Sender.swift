@@ -1,4 +1,5 @@
 import BroadcastMedia
+import BroadcastSystem
 import CFFmpeg
 import Foundation
 import Logging
@@ -60,16 +61,24 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     /// What an HLS destination writes, watched.
     private let hls: HLSOutput?
+    /// The time, for how long sending has failed (monotonic ns).
+    private let clock: @Sendable () -> UInt64
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
-    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger) {
+    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger,
+         clock: @escaping @Sendable () -> UInt64 = MonotonicClock.now) {
+        self.clock = clock
         self.destination = destination
         self.options = options
         self.encoders = encoders
         self.logger = logger
         let seconds = options.maxQueueSeconds
         queue = SendQueue(maxBytes: max(1 << 20, Int(Double(bytesPerSecond) * seconds * 2)), maxDuration: Int64(seconds * 1e9))
-        hls = destination.isHLS ? HLSOutput(destination) : nil
+        // An HTTP origin's files wait in memory for their PUT, one at a time: each at most 4 times what the bit rate
+        // gives a segment.
+        let fileLimit = max(16 << 20, Int64(Double(bytesPerSecond) * options.segmentDuration * 4))
+        hls = destination.isHLS
+            ? HLSOutput(destination, reconnectFor: options.reconnectFor, fileLimit: fileLimit, logger: logger) : nil
     }
 
     /// What must hold before the destination is sent to: an HLS playlist in a folder is this stream's alone.
@@ -125,6 +134,11 @@ final class Sender: PacketSink, @unchecked Sendable {
         f.droppedAudioPackets = queue.droppedAudioPackets
         f.gopDrops = queue.drops
         f.srt = srt?.statistics
+        // An HTTP origin that answers with an error: said while it lasts, and away while a file is tried again.
+        if let problem = hls?.problem, f.failure == nil {
+            f.lastError = problem.text
+            f.connected = f.connected && !problem.retrying
+        }
         return f
     }
 
@@ -146,6 +160,7 @@ final class Sender: PacketSink, @unchecked Sendable {
     /// Sends what is queued (until `deadline`), closes the connection and ends the thread.
     func finish(deadline: DispatchTime) {
         requestFinish()
+        hls?.finish(by: deadline)
         if thread != nil, done.wait(timeout: deadline) == .timedOut {
             logger.warning("stream: the queue to \(destination.displayURL) was not sent in time; \(snapshot.queueMs) ms of it are lost")
             condition.lock()
@@ -160,7 +175,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         var muxer: Muxer?
         // Since when sending has not worked (connecting, or writing once connected: a connection that opens and
         // then fails at once, an HLS folder on a full disk), and the wait before the next try.
-        var failingSince: Date?
+        var failingSince: UInt64?
         var backoff = 0.5
         var everConnected = false
         defer { hls?.unlockPlaylist() }
@@ -181,9 +196,10 @@ final class Sender: PacketSink, @unchecked Sendable {
                     everConnected = true
                 } catch let thrown {
                     let error = hls?.takeFailure() ?? thrown
-                    let since = failingSince ?? Date()
+                    if let refusal = hls?.refusal { return giveUp(refusal) }
+                    let since = failingSince ?? clock()
                     failingSince = since
-                    let waited = Date().timeIntervalSince(since)
+                    let waited = Double(clock() - since) / 1e9
                     logger.warning("stream: \(error) (retrying for \(Int(max(0, options.reconnectFor - waited))) s more)")
                     condition.lock()
                     figures.connected = false
@@ -222,15 +238,16 @@ final class Sender: PacketSink, @unchecked Sendable {
                 condition.unlock()
             } catch let thrown {
                 let error = hls?.takeFailure() ?? thrown
+                if let refusal = hls?.refusal { return giveUp(refusal) }
                 let reason = srt?.lastError.map { "\(error) (SRT: \($0))" } ?? "\(error)"
                 muxer = nil
-                let since = failingSince ?? Date()
+                let since = failingSince ?? clock()
                 failingSince = since
                 condition.lock()
                 srt = nil
                 figures.connected = false
                 figures.lastError = reason
-                if Date().timeIntervalSince(since) >= options.reconnectFor {
+                if Double(clock() - since) / 1e9 >= options.reconnectFor {
                     let seconds = Int(options.reconnectFor)
                     figures.failure = "sending to \(destination.displayURL) has failed for \(seconds) s: \(reason)"
                     condition.unlock()
@@ -249,7 +266,7 @@ final class Sender: PacketSink, @unchecked Sendable {
                 // The end of the stream (an HLS playlist's last version, its ENDLIST) is lost: the broadcast's error.
                 logger.error("stream: \(error)")
                 condition.lock()
-                figures.failure = figures.failure
+                figures.failure = figures.failure ?? hls?.refusal
                     ?? "finishing the stream to \(destination.displayURL) failed: \(error)"
                 condition.unlock()
             }
@@ -258,6 +275,16 @@ final class Sender: PacketSink, @unchecked Sendable {
         condition.lock()
         srt = nil
         figures.connected = false
+        condition.unlock()
+    }
+
+    /// Ends sending for good: an HTTP origin refused what it was sent.
+    private func giveUp(_ reason: String) {
+        logger.error("stream: \(reason); given up")
+        condition.lock()
+        figures.connected = false
+        figures.lastError = reason
+        figures.failure = reason
         condition.unlock()
     }
 
@@ -308,8 +335,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         let stem = (name as NSString).deletingPathExtension
         var options = ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
                        "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4"]
-        // Not for files: with a method set, the muxer "deletes" a file by opening it for writing.
-        if destination.scheme != .hls { options.merge(["method": "PUT", "timeout": "5"]) { _, new in new } }
+        // Not for files: with a method set, the muxer "deletes" a file by opening it for writing. An origin's PUT
+        // and DELETE are HLSOutput's.
+        if destination.scheme != .hls { options["method"] = "PUT" }
         return options
     }
 }

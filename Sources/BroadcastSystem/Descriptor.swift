@@ -41,6 +41,11 @@ public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// A new descriptor for the same open file, close-on-exec.
+    /// A descriptor of this process's that is another's to close (libdbus's, say), duplicated into one of ours.
+    public static func duplicating(_ raw: Int32) throws(SystemError) -> Descriptor {
+        Descriptor(adopting: try syscallRetrying("fcntl(F_DUPFD_CLOEXEC)") { fcntl(raw, F_DUPFD_CLOEXEC, 3) })
+    }
+
     public func duplicate() throws(SystemError) -> Descriptor {
         Descriptor(adopting: try syscallRetrying("fcntl(F_DUPFD_CLOEXEC)") { fcntl(raw, F_DUPFD_CLOEXEC, 3) })
     }

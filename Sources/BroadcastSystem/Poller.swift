@@ -17,6 +17,15 @@ public enum Poller {
         public var writable: Bool
         /// Hang-up or error: the peer is gone.
         public var closed: Bool
+
+        public init(readable: Bool = false, writable: Bool = false, closed: Bool = false) {
+            self.readable = readable
+            self.writable = writable
+            self.closed = closed
+        }
+
+        /// Nothing happened (a wake-up that is not a descriptor's).
+        public static let none = Event()
     }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever). Returns one event per entry, in order.
@@ -32,85 +41,5 @@ public enum Poller {
                   writable: $0.revents & Int16(POLLOUT) != 0,
                   closed: $0.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0)
         }
-    }
-}
-
-/// CLOCK_MONOTONIC, the one clock every sample is stamped with.
-public enum MonotonicClock {
-    public static func now() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
-}
-
-/// A timerfd on CLOCK_MONOTONIC armed at absolute deadlines.
-public final class DeadlineTimer {
-    public let descriptor: Descriptor
-    /// What the timer is armed for, so that arming it again for the same deadline costs no syscall.
-    private var armed: UInt64?
-
-    public init() throws(SystemError) {
-        descriptor = Descriptor(adopting: try syscallRetrying("timerfd_create") {
-            timerfd_create(CLOCK_MONOTONIC, Int32(TFD_CLOEXEC | TFD_NONBLOCK))
-        })
-    }
-
-    /// Fires once at `deadline` (monotonic ns); nil disarms.
-    public func arm(at deadline: UInt64?) throws(SystemError) {
-        guard deadline != armed else { return }
-        armed = deadline
-        var spec = itimerspec()
-        if let deadline {
-            let d = max(deadline, 1)
-            spec.it_value = timespec(tv_sec: Int(d / 1_000_000_000), tv_nsec: Int(d % 1_000_000_000))
-        }
-        _ = try syscallRetrying("timerfd_settime") { timerfd_settime(descriptor.raw, Int32(TFD_TIMER_ABSTIME), &spec, nil) }
-    }
-
-    /// Consumes the expiration count so poll stops reporting the timer readable.
-    public func acknowledge() {
-        armed = nil // a fired timer is disarmed
-        var count: UInt64 = 0
-        _ = Glibc.read(descriptor.raw, &count, 8)
-    }
-}
-
-/// An eventfd another thread signals to wake the poll loop: readable from `signal` until `acknowledge`.
-public final class Wakeup: @unchecked Sendable {
-    public let descriptor: Descriptor
-
-    public init() throws(SystemError) {
-        descriptor = Descriptor(adopting: try syscallRetrying("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) })
-    }
-
-    /// Safe from any thread.
-    public func signal() {
-        var one: UInt64 = 1
-        _ = Glibc.write(descriptor.raw, &one, 8)
-    }
-
-    public func acknowledge() {
-        var count: UInt64 = 0
-        _ = Glibc.read(descriptor.raw, &count, 8)
-    }
-}
-
-/// A detached thread of its own for work that blocks (a D-Bus conversation, say), so the loop does not.
-public enum BackgroundThread {
-    public static func start(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
-        final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        let result = pthread_create(&thread, nil, { context in
-            let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
-            box.body()
-            return nil
-        }, context)
-        guard result == 0 else {
-            Unmanaged<Box>.fromOpaque(context).release()
-            throw SystemError("pthread_create", errno: result)
-        }
-        pthread_detach(thread)
     }
 }

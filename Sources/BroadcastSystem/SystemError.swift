@@ -19,6 +19,9 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
         "\(operation): \(reason)"
     }
 
+    /// The file (or link) was there already (EEXIST).
+    public var fileExists: Bool { errno == EEXIST }
+
     /// The cause, as strerror words it unless explained otherwise.
     public var reason: String { explanation ?? String(cString: strerror(errno)) }
 

@@ -1,5 +1,5 @@
 import BroadcastCore
-import CCurl
+import BroadcastSystem
 import Logging
 
 #if canImport(Glibc)
@@ -78,8 +78,6 @@ public final class HTTPUpload {
         return url + name
     }
 
-    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
-
     private let settings: Settings
     private let logger: Logger
 
@@ -91,16 +89,14 @@ public final class HTTPUpload {
     /// Uploads `path` to `settings.url`, reporting how it goes about once a second. Throws what failed, the last
     /// attempt's reason, once no retry is left or worth making.
     public func upload(_ path: String, report: @escaping (UploadStatus) -> Void) throws(UploadError) -> UploadOutcome {
-        guard Self.initialized else { throw UploadError("upload \(path)", "libcurl could not be initialised") }
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw UploadError("upload \(path)", String(cString: strerror(errno))) }
-        let started = Self.now()
+        guard let size = FileSystem.size(of: path) else { throw UploadError("upload \(path)", "it cannot be read") }
+        let started = MonotonicClock.seconds
         var backoff = settings.firstBackoff
         for attempt in 1...max(1, settings.attempts) {
-            switch put(path, size: Int64(info.st_size), attempt: attempt, progress: { report(.sending($0)) }) {
+            switch put(path, size: size, attempt: attempt, progress: { report(.sending($0)) }) {
             case .success(let status):
-                return UploadOutcome(url: settings.url, bytes: Int64(info.st_size), attempts: attempt,
-                                     seconds: Self.now() - started, status: status)
+                return UploadOutcome(url: settings.url, bytes: size, attempts: attempt,
+                                     seconds: MonotonicClock.seconds - started, status: status)
             case .failure(let failure):
                 guard failure.retry, attempt < settings.attempts else {
                     let tries = attempt == 1 ? "" : " (after \(attempt) attempts)"
@@ -110,7 +106,7 @@ public final class HTTPUpload {
                 var left = backoff
                 while left > 0 {
                     report(.waiting(attempt: attempt, seconds: left, reason: failure.reason))
-                    usleep(UInt32(min(left, 1) * 1e6))
+                    MonotonicClock.sleep(nanoseconds: UInt64(min(left, 1) * 1e9))
                     left -= 1
                 }
                 backoff = min(backoff * 2, settings.maxBackoff)
@@ -119,17 +115,12 @@ public final class HTTPUpload {
         throw UploadError("upload \(path)", "no attempt was made") // attempts >= 1: not reached
     }
 
-    struct Failure: Error {
-        var reason: String
-        var retry: Bool
-    }
-
     /// Progress bookkeeping for libcurl's callback: a report when the attempt begins, then once a second, the
     /// rate averaged over the attempt (libcurl sends in bursts, most of all when it keeps to a maximum rate).
     final class Meter {
         let attempt: Int
         let report: (UploadProgress) -> Void
-        let started = HTTPUpload.now()
+        let started = MonotonicClock.seconds
         var lastReport: Double?
         init(attempt: Int, report: @escaping (UploadProgress) -> Void) {
             self.attempt = attempt
@@ -137,7 +128,7 @@ public final class HTTPUpload {
         }
 
         func update(sent: Int64, total: Int64) {
-            let now = HTTPUpload.now()
+            let now = MonotonicClock.seconds
             if let lastReport, now - lastReport < 1 { return }
             let rate = now > started ? Double(sent) / (now - started) : 0
             report(UploadProgress(sentBytes: sent, totalBytes: total, bytesPerSecond: rate,
@@ -148,63 +139,24 @@ public final class HTTPUpload {
 
     /// One PUT: the HTTP status on success.
     private func put(_ path: String, size: Int64, attempt: Int,
-                     progress: @escaping (UploadProgress) -> Void) -> Result<Int, Failure> {
-        guard let curl = curl_easy_init() else { return .failure(Failure(reason: "libcurl: out of memory", retry: false)) }
-        defer { curl_easy_cleanup(curl) }
+                     progress: @escaping (UploadProgress) -> Void) -> Result<Int, HTTPClient.Failure> {
         guard let file = fopen(path, "rb") else {
-            return .failure(Failure(reason: "cannot read it: \(String(cString: strerror(errno)))", retry: false))
+            return .failure(.init(reason: "cannot read it: \(String(cString: strerror(errno)))", retry: false))
         }
         defer { fclose(file) }
-        var headers: UnsafeMutablePointer<curl_slist>?
-        for header in settings.headers { headers = curl_slist_append(headers, header) }
-        defer { curl_slist_free_all(headers) }
-        let meter = Unmanaged.passRetained(Meter(attempt: attempt, report: progress))
-        defer { meter.release() }
-        var errorText = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-        let code: CURLcode = errorText.withUnsafeMutableBufferPointer { buffer in
-            _ = ccurl_setopt_string(curl, CURLOPT_URL, settings.url)
-            _ = ccurl_setopt_string(curl, CURLOPT_PROTOCOLS_STR, "http,https")
-            _ = ccurl_setopt_long(curl, CURLOPT_UPLOAD, 1)
-            _ = ccurl_setopt_pointer(curl, CURLOPT_READDATA, UnsafeMutableRawPointer(file)) // libcurl's own fread
-            _ = ccurl_setopt_offset(curl, CURLOPT_INFILESIZE_LARGE, curl_off_t(size))
-            _ = ccurl_setopt_pointer(curl, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
-            _ = ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
-            _ = ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT, 10)
-            _ = ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_LIMIT, 1)
-            _ = ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_TIME, settings.stallSeconds)
-            if settings.maxBytesPerSecond > 0 {
-                _ = ccurl_setopt_offset(curl, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(settings.maxBytesPerSecond))
-            }
-            _ = ccurl_setopt_pointer(curl, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(buffer.baseAddress!))
-            _ = ccurl_setopt_long(curl, CURLOPT_NOPROGRESS, 0)
-            _ = ccurl_setopt_pointer(curl, CURLOPT_XFERINFODATA, meter.toOpaque())
-            _ = ccurl_setopt_xferinfo(curl) { context, _, _, total, sent in
-                Unmanaged<Meter>.fromOpaque(context!).takeUnretainedValue().update(sent: Int64(sent), total: Int64(total))
-                return 0
-            }
-            return curl_easy_perform(curl)
+        let client = HTTPClient()
+        client.headers = settings.headers
+        client.stallSeconds = settings.stallSeconds
+        client.maxBytesPerSecond = settings.maxBytesPerSecond
+        let meter = Meter(attempt: attempt, report: progress)
+        return client.perform("PUT", settings.url, body: .file(file, size: size)) { sent, total in
+            meter.update(sent: sent, total: total)
+            return true
+        }.mapError { failure in
+            guard let status = failure.status else { return failure }
+            let meaning = status == 401 || status == 403 ? " (check the URL and the token in uploadHeaders)" : ""
+            return .init(reason: "the server answered \(failure.reason)\(meaning)", retry: failure.retry,
+                         status: status)
         }
-        guard code == CURLE_OK else {
-            let detail = String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-            return .failure(Failure(reason: reason, retry: !Self.permanent.contains(code)))
-        }
-        var status = 0
-        _ = ccurl_response_code(curl, &status)
-        if (200..<300).contains(status) { return .success(status) }
-        let retry = status == 408 || status == 429 || status >= 500
-        let meaning = status == 401 || status == 403 ? " (check the URL and the token in uploadHeaders)" : ""
-        return .failure(Failure(reason: "the server answered HTTP \(status)\(meaning)", retry: retry))
-    }
-
-    /// curl errors a retry cannot mend.
-    static let permanent: Set<CURLcode> = [CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT, CURLE_PEER_FAILED_VERIFICATION,
-                                            CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
-                                            CURLE_LOGIN_DENIED, CURLE_READ_ERROR]
-
-    static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }

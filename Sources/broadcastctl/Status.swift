@@ -39,7 +39,7 @@ struct Status: ParsableCommand {
                         if redrawn { print("") }
                         return
                     }
-                    if redrawn { lines.redraw(columns: Terminal.columns() ?? 80, keeping: nil) }
+                    if redrawn { print(lines.redrawing(columns: Terminal.columns() ?? 80, keeping: nil), terminator: "") }
                     Terminal.flushOutput()
                     continue
                 }
@@ -63,7 +63,7 @@ struct Status: ParsableCommand {
                 case .finished(let f): kept = StatusText.line(f); lines.finished(f.broadcast)
                 }
                 if redrawn {
-                    lines.redraw(columns: Terminal.columns() ?? 80, keeping: kept)
+                    print(lines.redrawing(columns: Terminal.columns() ?? 80, keeping: kept), terminator: "")
                 } else {
                     print(kept ?? lines.changed)
                 }

@@ -134,25 +134,6 @@ extension Integration {
         try controller.finish(broadcast: replay)
         #expect(try daemon.awaitFinish(controller, replay) == nil)
     }
-    /// 3,000 controllers each sent a command a handler never answers and went away: every command was kept 10 s,
-    /// then 3,001 unthrottled "did not answer" warnings.
-    @Test func commandsOfControllersThatWentAwayAreDroppedAndTimeoutsLoggedSparingly() throws {
-        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"])
-        defer { _ = try? daemon.stop() }
-        let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "python-counter", url: "file://" + daemon.summaryPath("counter"), on: controller)
-        try daemon.awaitState(controller, .live)
-        // 300 that hang up at once, then 20 that wait for the answer (each gets command-timeout after 10 s).
-        let result = try PeerLimitTests().attack(["commands", daemon.socketPath, "\(id)", "300", "20"])
-        #expect(result["answers"] as? [String: Int] == ["command-timeout": 20], "\(result)")
-        let dropped = daemon.log.components(separatedBy: "command 'hang' (").filter { $0.contains(") dropped: ") }.count
-        let warnings = daemon.log.components(separatedBy: "did not answer command 'hang' within 10 s").count - 1
-        #expect(dropped == 300, "\(dropped) commands dropped")
-        #expect(warnings == 1, "\(warnings) warnings for 20 commands that timed out within a second")
-        #expect(try controller.status().state == .live)
-        try controller.finish(broadcast: id)
-        #expect(try daemon.awaitFinish(controller, id) == nil)
-    }
     /// `{"broadcast": -1}` was answered "payload is not valid JSON" and the connection closed.
     @Test func aFieldOutOfRangeIsRefusedSayingWhichAndTheConnectionStays() throws {
         let daemon = try DaemonHarness()

@@ -55,40 +55,6 @@ extension Integration {
         #expect(summary.contains("\"command count\"") && summary.contains("\"command fail\""), "the handler saw them")
     }
 
-    /// A handler that never answers: the controller gets `command-timeout` after 10 s, a second command on the same
-    /// connection meanwhile gets `busy`, and the broadcast goes on (frames still delivered, later commands answered).
-    @Test func aHandlerThatNeverAnswersTimesOutAndTheBroadcastGoesOn() throws {
-        let daemon = try DaemonHarness(Self.arguments)
-        defer { _ = try? daemon.stop() }
-        let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "python-counter", url: "file://" + daemon.summaryPath("counter"), on: controller)
-        try daemon.awaitState(controller, .live)
-        let raw = try PeerConnection.connect(path: daemon.socketPath)
-        try raw.hello(role: .controller, client: "test-raw")
-        let sent = Date()
-        try raw.send(.json(.sendCommand, seq: 2, CommandRequest(command: "hang")))
-        try raw.send(.json(.sendCommand, seq: 3, CommandRequest(command: "count")))
-        let busy = try raw.receive()
-        #expect(busy.seq == 3 && busy.opcode == .error, "\(busy.opcode)")
-        #expect(try busy.decode(BroadcastError.self).code == .busy)
-        let before = try controller.status().streams?["video"]?.delivered ?? 0
-        let timedOut = try #require(try raw.receive(timeoutMilliseconds: 20_000))
-        let waited = Date().timeIntervalSince(sent)
-        #expect(timedOut.seq == 2 && timedOut.opcode == .error)
-        let error = try timedOut.decode(BroadcastError.self)
-        #expect(error.code == .commandTimeout && error.message.contains("did not answer 'hang' within 10 s; broadcast \(id) goes on"), "\(error)")
-        #expect(waited > 9.5 && waited < 15, "\(waited)")
-        let status = try controller.status()
-        #expect(status.state == .live && (status.streams?["video"]?.delivered ?? 0) > before + 100, "\(status)")
-        // The connection takes commands again.
-        try raw.send(.json(.sendCommand, seq: 4, CommandRequest(command: "count")))
-        let answer = try #require(try raw.receive(timeoutMilliseconds: 10_000))
-        #expect(answer.seq == 4 && answer.opcode == .commandResult, "\(answer.opcode)")
-        raw.close()
-        try controller.finish(broadcast: id)
-        #expect(try daemon.awaitFinish(controller, id) == nil)
-    }
-
     @Test func anOversizedCommandAndOneToAHandlerWithoutCommandsAreRefused() throws {
         let daemon = try DaemonHarness(Self.arguments)
         defer { _ = try? daemon.stop() }

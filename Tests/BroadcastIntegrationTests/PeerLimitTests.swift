@@ -177,20 +177,6 @@ extension Integration {
         try daemon.stop()
     }
 
-    @Test func connectionsThatSayNothingAreClosedAfterTenSeconds() throws {
-        let daemon = try DaemonHarness()
-        let controller = try daemon.controller()
-        // 63 silent connections take every place left, for up to 13 s.
-        let started = Date()
-        let result = try attack(["silent", daemon.socketPath, "63", "13"])
-        #expect(result["connected"] as? Int == 63 && result["closedByDaemon"] as? Int == 63, "\(result)")
-        #expect(Date().timeIntervalSince(started) < 12.5, "closed after \(Date().timeIntervalSince(started)) s")
-        #expect(daemon.log.contains("did not say HELLO within 10 s"))
-        #expect(try daemon.controller().status().state == .idle)
-        #expect(try controller.status().state == .idle)
-        try daemon.stop()
-    }
-
     @Test func unfinishedMessagesAreBoundedInSizeAndTime() throws {
         let daemon = try DaemonHarness()
         let before = Self.statusKiB(daemon.pid, "VmRSS")

@@ -17,9 +17,15 @@ extension Integration {
     static var viewers: Int { ProcessInfo.processInfo.environment["BROADCASTD_HLS_VIEWERS"].flatMap(Int.init) ?? 50 }
     static var seconds: Double { ProcessInfo.processInfo.environment["BROADCASTD_HLS_SECONDS"].flatMap(Double.init) ?? 12 }
 
-    /// nginx on loopback `port` serving `prefix/www`, HLS types, not cached under /live/; WebDAV PUT and DELETE under /dav/.
-    func nginx(port: Int, prefix: String) throws -> Server {
+    /// nginx on loopback `port` serving `prefix/www`, HLS types, not cached under /live/; WebDAV PUT and DELETE under
+    /// /dav/; under /refused/ every request answered 403; with `smallRoot`, WebDAV under /small/ into that folder
+    /// (a small disk: a PUT that does not fit is answered 500).
+    func nginx(port: Int, prefix: String, smallRoot: String? = nil) throws -> Server {
         try FileManager.default.createDirectory(atPath: prefix + "/www/dav", withIntermediateDirectories: true)
+        let small = smallRoot.map {
+            "location /small/ { alias \($0)/; dav_methods PUT DELETE; create_full_put_path on; " +
+                "client_body_temp_path \($0)/.put; }"
+        } ?? ""
         try """
             daemon off;
             master_process off;
@@ -33,7 +39,9 @@ extension Integration {
                    types { application/vnd.apple.mpegurl m3u8; video/iso.segment m4s; video/mp4 mp4; }
                    server { listen 127.0.0.1:\(port); root \(prefix)/www; client_max_body_size 0;
                             location /live/ { add_header Cache-Control no-cache; }
-                            location /dav/ { dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw all:r; } } }
+                            location /dav/ { dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw all:r; }
+                            location /refused/ { return 403; }
+                            \(small) } }
             """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
         let server = try Server("nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout", log: prefix + "/stderr")
         let deadline = Date().addingTimeInterval(5)
@@ -171,7 +179,7 @@ extension Integration {
         // Old segments are deleted from the origin (DELETE) as the playlist slides.
         let access = (try? String(contentsOfFile: prefix + "/access.log", encoding: .utf8)) ?? ""
         #expect(access.contains("PUT /dav/live/index.m3u8 HTTP/1.1 201") || access.contains("PUT /dav/live/index.m3u8 HTTP/1.1 204"), "\(access)")
-        // (libavformat's http sends DELETE with an empty chunked body, which nginx refuses: 415.)
+        // (DELETE goes without a body: nginx refuses one with a body, even an empty chunked one, 415.)
         #expect(access.contains("DELETE /dav/live/index") && !access.contains(" 415"), "\(access)")
         #expect(mostSegments >= 3 && mostSegments <= 5, "\(mostSegments) segments on the origin at most")
         let playlist = try String(contentsOfFile: origin + "/index.m3u8", encoding: .utf8)
@@ -181,6 +189,96 @@ extension Integration {
         #expect(left <= 5, "\(left) segments left on the origin")
         try daemon.stop()
     }
+    /// An HTTP origin that refuses (403) ends the broadcast at once with an error naming the status and the file's URL,
+    /// its credentials masked: libavformat's http threw the origin's answers away, and the broadcast went on, unseen.
+    @Test func anHTTPOriginThatRefusesEndsTheBroadcastNamingTheStatusAndTheURL() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let port = try StreamTests.freePort(udp: false)
+        let server = try nginx(port: port, prefix: daemon.runtime + "/nginx")
+        defer { server.stop() }
+        let controller = try daemon.subscribedController()
+        let started = Date()
+        let id = try daemon.start(handler: "stream",
+                                  url: "http://user:sekrit@127.0.0.1:\(port)/refused/live/index.m3u8",
+                                  setupInfo: ["segmentDuration": "1", "reconnectFor": "30"], maxDuration: 60,
+                                  on: controller)
+        let error = try daemon.awaitFinish(controller, id, timeout: 45)
+        // A refusal is not tried again for reconnectFor (30 s).
+        #expect(Date().timeIntervalSince(started) < 20, "\(Date().timeIntervalSince(started)) s")
+        let message = error?.message ?? ""
+        #expect(error?.code == .handlerError
+                && message.contains("HTTP 403 Forbidden for http://***@127.0.0.1:\(port)/refused/live/index"),
+                "\(String(describing: error))")
+        let shown = daemon.log.split(separator: "\n").filter { $0.contains("sekrit") }
+        #expect(!message.contains("sekrit") && shown.isEmpty, "\(shown)")
+    }
+
+    /// An HTTP origin whose disk is full (nginx answers 500) is said to be so in service info and tried again; stored
+    /// to again once there is room; given up after reconnectFor with an error naming the status and the URL. The
+    /// origin's playlist is never empty and names only segments that are there.
+    @Test func anHTTPOriginOnAFullDiskIsTriedAgainThenGivenUpNeverWithAnEmptyPlaylist() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        defer { _ = try? daemon.stop() }
+        let disk = try daemon.smallDisk("4m")
+        try FileManager.default.createDirectory(atPath: disk + "/.put", withIntermediateDirectories: true)
+        let port = try StreamTests.freePort(udp: false)
+        let server = try nginx(port: port, prefix: daemon.runtime + "/nginx", smallRoot: disk)
+        defer { server.stop() }
+        let controller = try daemon.subscribedController()
+        let id = try daemon.start(handler: "stream", url: "http://127.0.0.1:\(port)/small/live/index.m3u8",
+                                  setupInfo: ["segmentDuration": "1", "playlistLength": "3", "reconnectFor": "8"],
+                                  maxDuration: 60, on: controller)
+        let playlist = disk + "/live/index.m3u8", filler = disk + "/filler"
+        var playlists: [String] = []
+        func fill() throws {
+            let filled = try runTool("/usr/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=64k"])
+            #expect(filled.stderr.contains("No space left on device"), "\(filled.stderr)")
+        }
+        /// The next service info or FINISHED event of the broadcast that `matches`, the playlist read meanwhile.
+        func watch<T>(_ what: String, timeout: Double = 20, _ matches: (ControllerClient.Event) -> T?) throws -> T {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                if let text = try? String(contentsOfFile: playlist, encoding: .utf8) { playlists.append(text) }
+                if let event = try controller.nextEvent(timeoutMilliseconds: 50), let found = matches(event) {
+                    return found
+                }
+            }
+            throw HarnessError("no \(what) within \(timeout) s")
+        }
+        func lastError(_ event: ControllerClient.Event) -> String?? {
+            guard case .serviceInfo(let info) = event, info.broadcast == id else { return nil }
+            if case .string(let error)? = info.handler?["lastError"] { return .some(error) }
+            return .some(nil)
+        }
+        _ = try watch("a playlist on the origin") { _ in
+            playlists.last.map { $0.contains(".m4s") } == true ? true : nil
+        }
+        try fill()
+        let retrying = try watch("service info saying the origin fails") { lastError($0).flatMap { $0 } }
+        #expect(retrying.contains("HTTP 500 Internal Server Error for http://127.0.0.1:\(port)/small/live/index")
+                && retrying.contains("trying again"), "\(retrying)")
+        // Room again: the origin is stored to again, and service info says nothing is wrong.
+        try FileManager.default.removeItem(atPath: filler)
+        let stored = playlists.last ?? ""
+        _ = try watch("service info without an error") { event in
+            lastError(event).map { $0 == nil && playlists.last != stored } == true ? true : nil
+        }
+        try fill()
+        let finished = try watch("the broadcast's end", timeout: 30) { event -> FinishedEvent? in
+            if case .finished(let f) = event, f.broadcast == id { f } else { nil }
+        }
+        let message = finished.error?.message ?? ""
+        #expect(finished.error?.code == .handlerError
+                && message.contains("for 8 s: HTTP 500 Internal Server Error for http://127.0.0.1:\(port)/small/live/"),
+                "\(String(describing: finished.error))")
+        #expect(!playlists.isEmpty && playlists.allSatisfy { $0.hasPrefix("#EXTM3U") },
+                "a playlist was empty or cut: \(playlists.filter { !$0.hasPrefix("#EXTM3U") })")
+        let named = (playlists.last ?? "").split(separator: "\n").filter { $0.hasSuffix(".m4s") }
+        let missing = named.filter { !FileManager.default.fileExists(atPath: disk + "/live/" + $0) }
+        #expect(!named.isEmpty && missing.isEmpty, "the playlist names segments that are not there: \(missing)")
+    }
+
     /// Into a small tmpfs the playlist ended at 0 bytes (or stale), the broadcast stayed live and finished without
     /// an error, and nothing was logged.
     @Test func hlsOnAFullDiskSaysSoAndFinishesWithTheCauseNeverWithAnEmptyPlaylist() throws {

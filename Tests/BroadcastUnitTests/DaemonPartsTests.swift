@@ -4,14 +4,16 @@ import BroadcastCapture
 import BroadcastProtocol
 import BroadcastSystem
 import Glibc
+import Logging
 import Testing
 
 /// The daemon's parts, one lifetime each, driven by a hand-moved clock and the synthetic source: no loop,
-/// no waiting. Handlers are real processes (`sleep`) on real socket pairs, read from the other end.
+/// no waiting. Handlers are stand-ins on real socket pairs, read from the other end.
 @Suite struct DaemonPartsTests {
-    /// A broadcast whose "handler" is `sleep` with the far end of a socket pair as its connection.
+    /// A broadcast whose handler is a stand-in process with the far end of a socket pair as its connection.
     final class Harness {
         let clock = ManualClock()
+        let wakes = WakeRegistry()
         let source = SyntheticSource(.init(video: VideoFormat(width: 64, height: 32), framesPerSecond: 30))
         let session: CaptureSession
         let pool: FramePool
@@ -21,33 +23,36 @@ import Testing
         init(broadcasts: Int) throws {
             _ = try source.open()
             let plan = FramePoolPlan(format: source.videoFormat, broadcasts: broadcasts, parts: [], budgetBytes: 50 << 20, enforced: true)
-            session = CaptureSession(source: source, plan: plan)
-            pool = try session.makePool(id: 1)
-            try source.begin(at: clock.now())
-            session.live = LiveCapture(source: source, now: clock.now())
+            session = CaptureSession(source: source, plan: plan, poolIDs: PoolIDs(), wakes: wakes)
+            pool = try session.makePool()
+            _ = try session.beginLive(now: clock.now(), clock: clock)
         }
 
         func addBroadcast(id: UInt32, setupInfo: [String: String] = [:]) throws -> Broadcast {
             let manifest = HandlerManifest(name: "h\(id)", displayName: "H", exec: "/bin/sleep")
-            let broadcast = try Broadcast(id: id, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil)
-            broadcast.setupInfo = setupInfo
+            let broadcast = try Broadcast(id: id, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"),
+                                          maxDuration: nil, wakes: wakes)
+            broadcast.setUp(setupInfo)
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
-            let process = try ChildProcess(path: "/bin/sleep", arguments: ["30"], environment: [:])
-            broadcast.link = HandlerLink(process: process, manifest: manifest, session: PeerSession(id: Int(id), socket: ours, now: clock.now()))
+            let connection = PeerSession(id: Int(id), socket: ours, launchedFor: id, now: clock.now(), wakes: wakes)
+            broadcast.attach(HandlerLink(process: StandInProcess(pid: 1000 + Int32(id)), manifest: manifest, broadcast: id,
+                                         session: connection, capture: session, configuration: DaemonConfiguration(socketPath: ""),
+                                         wakes: wakes, logger: Logger(label: "test"), now: clock.now()))
             _ = broadcast.chooseFrameRate(captureRate: 30)
-            broadcast.beginLive(now: clock.now())
+            broadcast.beginLive(now: clock.now(), frameInterval: source.frameInterval)
             links.append((broadcast, PeerConnection(socket: theirs)))
             return broadcast
         }
 
         var broadcasts: [Broadcast] { links.map(\.broadcast) }
 
-        /// The next frame deadline, reached.
+        /// The next frame deadline, reached (now, when it has passed).
         func frame() -> BroadcastError? {
-            clock.advance(by: (session.live!.nextFrameAt ?? clock.now()) - clock.now())
-            return session.live!.captureVideo(now: clock.now(), session: session, live: broadcasts.filter(\.isLive), active: broadcasts,
-                                              newPoolID: { 2 })
+            let due = session.live!.nextFrameAt ?? clock.now()
+            clock.advance(by: due > clock.now() ? due - clock.now() : 0)
+            return session.live!.captureVideo(now: clock.now(), session: session, live: broadcasts.filter(\.isLive),
+                                              active: broadcasts)
         }
 
         /// Every VIDEO_SAMPLE waiting for `broadcast`'s handler.
@@ -57,10 +62,6 @@ import Testing
                 if message.opcode == .videoSample { samples.append(try VideoSampleHeader(decoding: message.payload)) }
             }
             return samples
-        }
-
-        deinit {
-            for (broadcast, _) in links { broadcast.link?.kill(); _ = broadcast.link?.process.wait() }
         }
     }
 
@@ -124,7 +125,7 @@ import Testing
         #expect(h.frame() == nil)
         // The loop comes back seven frame intervals late: six deadlines were missed.
         h.clock.advance(by: 7 * h.source.frameInterval)
-        #expect(h.session.live!.captureVideo(now: h.clock.now(), session: h.session, live: h.broadcasts, active: h.broadcasts, newPoolID: { 2 }) == nil)
+        #expect(h.session.live!.captureVideo(now: h.clock.now(), session: h.session, live: h.broadcasts, active: h.broadcasts) == nil)
         #expect(a.ledger.counters[.video]?.late == 6 && a.ledger.counters[.video]?.dropped == 6)
         // b takes every third frame (0, 3, 6, 9, …): of the six missed, 3 and 6 were its.
         #expect(b.ledger.counters[.video]?.late == 2, "\(String(describing: b.ledger.counters[.video]))")
@@ -139,26 +140,31 @@ import Testing
         var result = h.session.live!.captureAudio(now: h.clock.now(), receivers: h.broadcasts)
         let delivered = a.ledger.counters[.audioApp]?.delivered ?? 0
         #expect(delivered > 0 && b.ledger.counters[.audioApp]?.delivered == delivered && result.drained.isEmpty)
-        // b pauses: it waits for the audio up to its pause and gets nothing after; a gets everything.
-        let pause = h.clock.now() + 30_000_000
-        b.endLive(now: h.clock.now())
-        b.audioDrain = Broadcast.AudioDrain(since: h.clock.now(), until: pause)
-        h.clock.advance(by: 100_000_000)
+        // b pauses after a frame that ends later than now: it waits for the audio up to `AudioDrain.margin` past the
+        // end of that frame and gets nothing after; a gets everything.
+        #expect(h.frame() == nil)
+        let pause = try #require(b.ledger.deliveredUntil[.video])
+        #expect(pause > h.clock.now())
+        b.endLive(now: h.clock.now(), drainingAudio: true)
+        let until = pause + Broadcast.AudioDrain.margin
+        #expect(b.audioDrain?.until == until)
+        h.clock.advance(by: 180_000_000) // within AudioDrain.limit
         result = h.session.live!.captureAudio(now: h.clock.now(), receivers: h.broadcasts)
-        #expect(result.drained.map(\.id) == [2], "b's wait is over once its audio reached the pause")
-        #expect((b.ledger.deliveredUntil[.audioApp] ?? 0) >= pause && (b.ledger.deliveredUntil[.audioApp] ?? 0) < pause + 25_000_000)
-        #expect((a.ledger.deliveredUntil[.audioApp] ?? 0) > pause + 50_000_000)
+        #expect(result.drained.map(\.id) == [2], "b's wait is over once its audio reached the margin past the pause")
+        let reached = b.ledger.deliveredUntil[.audioApp] ?? 0
+        #expect(reached >= until && reached < until + 25_000_000)
+        #expect((a.ledger.deliveredUntil[.audioApp] ?? 0) > until + 30_000_000)
     }
 
     @Test func aHandlerThatHoldsSlotsAndReadsNothingHasHungAfterTheLimit() throws {
         let h = try Harness(broadcasts: 2)
         let a = try h.addBroadcast(id: 1)
         let link = try #require(a.link)
-        link.resetProgress(now: h.clock.now(), pool: h.pool)
+        link.beginStretch(now: h.clock.now())
         #expect(h.frame() == nil)
-        #expect(link.hang(now: h.clock.now(), pool: h.pool, limit: 2_000_000_000) == nil)
+        #expect(link.hang(now: h.clock.now(), limit: 2_000_000_000) == nil)
         h.clock.advance(by: 2_100_000_000)
-        let reason = link.hang(now: h.clock.now(), pool: h.pool, limit: 2_000_000_000)
+        let reason = link.hang(now: h.clock.now(), limit: 2_000_000_000)
         #expect(reason == "handler 'h1' hung: it has held frame slots without releasing any for 2 s", "\(String(describing: reason))")
     }
 
@@ -188,5 +194,43 @@ import Testing
         }
         let v6 = try NetworkAddress.datagram(host: "::1", port: 5)
         #expect(v6.count == 1 && v6[0].withSocketAddress { address, _ in Int32(address.pointee.sa_family) } == AF_INET6)
+    }
+}
+
+/// The registry of what wakes the daemon: descriptors registered once, timers kept in one queue.
+@Suite struct WakeRegistryTests {
+    @Test func timersComeInTimeOrderOnceEachAndMovedOrCancelledOnesDoNot() {
+        let wakes = WakeRegistry()
+        wakes.schedule(.frame, at: 30)
+        wakes.schedule(.audio, at: 10)
+        wakes.schedule(.serviceInfo, at: 20)
+        wakes.schedule(.maxDuration(1), at: 5)
+        wakes.schedule(.frame, at: 15) // moved
+        wakes.schedule(.maxDuration(1), at: nil) // cancelled
+        #expect(wakes.nextDeadline == 10)
+        var due: [Wake] = []
+        while let wake = wakes.nextDue(now: 20) { due.append(wake) }
+        #expect(due == [.audio, .frame, .serviceInfo])
+        #expect(wakes.nextDeadline == nil && wakes.nextDue(now: 100) == nil)
+        // Set again after it came, it comes again.
+        wakes.schedule(.frame, at: 40)
+        #expect(wakes.nextDue(now: 39) == nil && wakes.nextDue(now: 40) == .frame)
+    }
+
+    @Test func aTimerMovedThousandsOfTimesLeavesTheQueueSmall() {
+        let wakes = WakeRegistry()
+        for at in 1...10_000 { wakes.schedule(.peerDeadline(7), at: UInt64(at)) }
+        #expect(wakes.queued <= 2 + 64)
+        #expect(wakes.nextDue(now: 9_999) == nil && wakes.nextDue(now: 10_000) == .peerDeadline(7))
+    }
+
+    @Test func descriptorsAreRegisteredOnceAndTheirInterestChanges() {
+        let wakes = WakeRegistry()
+        wakes.register(.peer(3), 9, .readable)
+        wakes.reregister(.peer(3), [.readable, .writable])
+        #expect(wakes.descriptors[.peer(3)]?.fd == 9 && wakes.descriptors[.peer(3)]?.interest == [.readable, .writable])
+        wakes.deregister(.peer(3))
+        wakes.reregister(.peer(3), .readable)
+        #expect(wakes.descriptors.isEmpty)
     }
 }

@@ -239,6 +239,17 @@ import Testing
         if let mapping, mapping != MAP_FAILED { munmap(mapping, 8192) }
     }
 
+    /// A timeout of 0 takes a message already on its way, without waiting (it found none before: the deadline had
+    /// passed before the socket was read).
+    @Test func aTimeoutOfZeroTakesWhatIsAlreadyThere() throws {
+        let (a, b) = try UnixSocket.pair()
+        let receiver = PeerConnection(socket: b)
+        #expect(try receiver.receive(timeoutMilliseconds: 0) == nil)
+        try PeerConnection(socket: a).send(Message(.broadcastPaused, seq: 4))
+        #expect(try receiver.receive(timeoutMilliseconds: 0)?.seq == 4)
+        #expect(try receiver.receive(timeoutMilliseconds: 0) == nil)
+    }
+
     @Test func closedPeerIsReportedAsClosed() throws {
         let (a, b) = try UnixSocket.pair()
         a.close()

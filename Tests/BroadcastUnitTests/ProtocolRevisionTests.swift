@@ -23,21 +23,20 @@ import Testing
         init() throws {
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
-            let (listener, _) = try UnixSocket.pair()
-            server = PeerServer(
-                listener: listener, serverName: "broadcastd test", clock: ManualClock(), logger: Logger(label: "test"))
+            server = PeerServer(serverName: "broadcastd test", clock: ManualClock(), wakes: WakeRegistry(),
+                                logger: Logger(label: "test"))
             session = server.addSession(ours)
             peer = PeerConnection(socket: theirs)
-            server.onMessage = { [unowned self] message, session in
-                received.append(message)
-                server.reply(session, message.seq, .success(.json(.ok, seq: message.seq, Empty())))
-            }
         }
 
         /// Sends `bytes` (with `descriptors`) and lets the server read them.
         func send(_ bytes: [UInt8], descriptors: [Descriptor] = []) throws {
             _ = try UnixSocket.send(peer.socket, bytes, from: 0, descriptors: descriptors.map(\.raw))
-            server.serve(session, Poller.Event(readable: true, writable: false, closed: false))
+            server.serve(session, Poller.Event(readable: true, writable: false, closed: false)) { input in
+                guard case .message(let message) = input else { return }
+                received.append(message)
+                session.reply(message.seq, .success(.json(.ok, seq: message.seq, Empty())))
+            }
         }
 
         func reply() throws -> Message { try #require(try peer.receive(timeoutMilliseconds: 1000)) }
@@ -142,11 +141,11 @@ import Testing
     @Test func theStatusFrameRateIsTheWholeNumberBroadcastStartedSays() throws {
         let manifest = HandlerManifest(name: "h", displayName: "H", exec: "/bin/true")
         let broadcast = try Broadcast(
-            id: 1, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil)
-        broadcast.setupInfo = ["frameRate": "15"]
+            id: 1, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil, wakes: WakeRegistry())
+        broadcast.setUp(["frameRate": "15"])
         let interval: UInt64 = 33_333_333
         let started = broadcast.chooseFrameRate(captureRate: 1e9 / Double(interval))
-        broadcast.frameInterval = interval
+        broadcast.beginLive(now: 0, frameInterval: interval)
         let status = broadcast.status(now: 0, base: BroadcastStatus(state: .idle, source: "s"))
         #expect(status.frameRate == Int(started.rounded()) && status.frameRate == 15)
         #expect(compactJSON(status).contains(#""frameRate":15,"#), "\(compactJSON(status))")

@@ -283,6 +283,11 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
                 == ["Authorization: Bearer a:b"])
         #expect(HTTPUpload.destination("https://h/in/", fileName: "take one.mp4") == "https://h/in/take%20one.mp4")
         #expect(HTTPUpload.destination("https://h/in/x.mp4", fileName: "take.mp4") == "https://h/in/x.mp4")
+        // The answers worth trying again: the server busy or away for a while, never a refusal.
+        #expect([408, 429, 500, 503, 507].allSatisfy(HTTPClient.retries))
+        #expect(![400, 401, 403, 404, 413].contains(where: HTTPClient.retries))
+        #expect(HTTPClient.describe(status: 507) == "HTTP 507 Insufficient Storage")
+        #expect(HTTPClient.describe(status: 599) == "HTTP 599")
         let av1 = try parse("/tmp/x.mp4", ["codec": "AV1", "crf": "63"]).video
         #expect(av1.codec == .av1 && av1.crf == 63)
     }

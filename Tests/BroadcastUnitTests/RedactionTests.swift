@@ -19,4 +19,13 @@ import Testing
         for (url, shown) in cases { #expect(SecretURL.masked(url) == shown, "\(url)") }
         #expect(!SecretURL.masked("rtmp://a:KEY@h/KEYLESS?k=KEY").contains("KEY@"))
     }
+
+    /// libavformat's messages quote URLs (the hls muxer's "Failed to open file '…'"): they reached the log whole.
+    @Test func urlsInALibrarysMessageLoseTheirSecrets() {
+        #expect(SecretURL.maskedURLs(in: "Failed to open file 'http://u:PASS@h:80/live/index1.m4s'") ==
+                "Failed to open file 'http://***@h:80/live/index1.m4s'")
+        #expect(SecretURL.maskedURLs(in: "rtmp://h/app/KEY: I/O error; srt://h:1?passphrase=P failed") ==
+                "rtmp://h/app/***: I/O error; srt://h:1?passphrase=*** failed")
+        #expect(SecretURL.maskedURLs(in: "no URL: a://, 100%") == "no URL: a://, 100%")
+    }
 }

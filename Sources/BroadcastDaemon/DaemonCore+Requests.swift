@@ -3,24 +3,41 @@ import BroadcastCore
 import BroadcastProtocol
 import BroadcastSystem
 
+/// A START waiting for the source to open (the desktop portal's share dialog is up, or the first frame has not
+/// come): answered when the source is.
+struct PendingStart {
+    /// The controller that asked, and its request's seq.
+    let sessionID: Int
+    let seq: UInt32
+    let request: StartRequest
+    /// What the screen is doing meanwhile ("being chosen in the screen-share dialog").
+    var reason = ""
+}
+
+/// What a START comes to: a broadcast, or a wait for the source.
+enum StartOutcome {
+    case started(UInt32)
+    case waiting(String)
+}
+
 /// What controllers and setup UIs ask for.
-extension Daemon {
+extension DaemonCore {
     func request(_ message: Message, from session: PeerSession) {
         do {
             switch session.role {
             case .controller: try controllerRequest(message, from: session)
             case .setup: try setupRequest(message, from: session)
             case .handler: try handlerMessage(message, from: session)
-            case nil: break
+            case .new: break
             }
         } catch {
             // Revision 2.5: a controller's or setup UI's request that is JSON but has a field wrong is refused, saying
             // which; the connection stays (only a message that is not JSON is a protocol violation).
-            if case .malformed(let opcode, let why) = error, session.role != .handler, message.isJSON {
+            if case .malformed(let opcode, let why) = error, session.peerRole != .handler, message.isJSON {
                 let refusal = BroadcastError(.invalidRequest, "\(opcode.name) is refused: \(why)")
-                return peers.reply(session, message.seq, .failure(refusal))
+                return session.reply(message.seq, .failure(refusal))
             }
-            peers.protocolViolation(session, error.description, seq: message.seq)
+            session.violated(error.description, seq: message.seq)
         }
     }
 
@@ -53,14 +70,14 @@ extension Daemon {
         let seq = message.seq
         switch message.opcode {
         case .listHandlers:
-            peers.reply(session, seq, .success(.json(.handlers, seq: seq, HandlerList(handlers: registry.load(logger: logger).map(\.manifest)))))
+            session.reply(seq, .success(.json(.handlers, seq: seq, HandlerList(handlers: registry.load(logger: logger).map(\.manifest)))))
         case .start:
-            answerStart((session.id, seq, try message.decode(StartRequest.self)))
+            answerStart(PendingStart(sessionID: session.id, seq: seq, request: try message.decode(StartRequest.self)))
         case .pause, .resume, .finish:
             let request = try message.decode(FinishRequest.self)
             if message.opcode == .finish, request.broadcast == nil, request.discard != true, pendingStart != nil {
                 source.cancelOpen("the broadcast was finished before the screen was chosen")
-                return peers.reply(session, seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
+                return session.reply(seq, .success(.json(.ok, seq: seq, BroadcastReference(broadcast: nil))))
             }
             let result = addressed(request.broadcast, by: session).flatMap { broadcast in
                 let event: Result<BroadcastEvent, BroadcastError> = message.opcode == .pause ? .success(.pause)
@@ -68,25 +85,25 @@ extension Daemon {
                     : DiscardedOutput.event(for: request, manifest: broadcast.manifest)
                 return event.flatMap { transition(broadcast, $0) }.map { _ in Message.json(.ok, seq: seq, BroadcastReference(broadcast: broadcast.id)) }
             }
-            peers.reply(session, seq, result)
+            session.reply(seq, result)
         case .getStatus:
-            peers.reply(session, seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
+            session.reply(seq, statusReply(for: session).map { .json(.status, seq: seq, $0) })
         case .changeCapture:
             let asked = try message.decode(CaptureChoice.self)
-            peers.reply(session, seq, changeCapture(asked).map { .json(.ok, seq: seq, Empty()) })
+            session.reply(seq, changeCapture(asked).map { .json(.ok, seq: seq, Empty()) })
         case .listSources:
-            peers.reply(session, seq, sourceList().map { .json(.sources, seq: seq, $0) })
+            session.reply(seq, sourceList().map { .json(.sources, seq: seq, $0) })
         case .getSnapshot:
             let id = try message.decode(BroadcastReference.self).broadcast
             let named: Result<UInt32?, BroadcastError> = id == nil ? .success(current?.id) : addressed(id, by: session).map { $0.id }
             let result = named.flatMap { snapshot(for: session, broadcast: $0, now: clock.now()) }
-            if case .success(let snapshot) = result { session.snapshotBytes = snapshot.description.video.frameSize }
-            peers.reply(session, seq, result.map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
+            if case .success(let snapshot) = result { session.sentSnapshot(bytes: snapshot.description.video.frameSize) }
+            session.reply(seq, result.map { .json(.snapshot, seq: seq, $0.description, descriptors: [$0.frame]) })
         case .sendCommand:
             try sendCommand(message, from: session)
         case .subscribe:
-            session.subscribed = true
-            peers.reply(session, seq, .success(.json(.ok, seq: seq, Empty())))
+            session.subscribe()
+            session.reply(seq, .success(.json(.ok, seq: seq, Empty())))
             // The state of every broadcast running (or of the newest), one STATE_CHANGED each.
             let active = broadcasts.filter(\.isActive)
             for broadcast in active.isEmpty ? [current] : active.map(Optional.some) {
@@ -111,11 +128,12 @@ extension Daemon {
         return .success(status)
     }
 
-    /// The new broadcast's id, or nil when the source is waiting for the user (the START is then answered by `startAnswered`).
-    private func start(_ request: StartRequest) -> Result<UInt32?, BroadcastError> {
+    /// The new broadcast's id, or why the source waits (for the user, say: the START is then answered by
+    /// `startAnswered`).
+    private func start(_ request: StartRequest) -> Result<StartOutcome, BroadcastError> {
         if shuttingDown { return .failure(BroadcastError(.shutdown, "broadcastd is shutting down")) }
-        if pendingStart != nil {
-            return .failure(BroadcastError(.busy, "another broadcast is being requested: the screen is \(pendingReason)"))
+        if let pendingStart {
+            return .failure(BroadcastError(.busy, "another broadcast is being requested: the screen is \(pendingStart.reason)"))
         }
         let entries = registry.load(logger: logger)
         guard let entry = entries.first(where: { $0.manifest.name == request.handler }) else {
@@ -147,9 +165,9 @@ extension Daemon {
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
             switch CaptureSession.open(source, budget: configuration.memoryBudget) {
             case .success(.waiting(let why)):
-                pendingReason = why
-                return .success(nil)
-            case .success(.planned(let plan)): capture = CaptureSession(source: source, plan: plan)
+                return .success(.waiting(why))
+            case .success(.planned(let plan)):
+                capture = CaptureSession(source: source, plan: plan, poolIDs: poolIDs, wakes: wakes, indicator: captureIndicator)
             case .failure(let error):
                 restoreDefaultSource()
                 return .failure(error)
@@ -157,10 +175,12 @@ extension Daemon {
         }
         let id = nextBroadcastID
         let broadcast: Broadcast
-        do { broadcast = try Broadcast(id: id, entry: entry, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) }) } catch {
+        do {
+            broadcast = try Broadcast(id: id, entry: entry, maxDuration: request.maxDuration.map { UInt64($0 * 1e9) },
+                                      askedFrameRate: askedFrameRate, wakes: wakes)
+        } catch {
             return .failure(error)
         }
-        broadcast.askedFrameRate = askedFrameRate
         nextBroadcastID += 1
         broadcasts.removeAll { !$0.isActive }
         broadcasts.append(broadcast)
@@ -170,20 +190,23 @@ extension Daemon {
         }
         logger.info("broadcast \(id): idle → \(broadcast.phase)")
         peers.publish(.json(.stateChanged, status(of: broadcast)))
-        return .success(id)
+        return .success(.started(id))
     }
 
     /// Answers a START, or keeps it pending while the source waits for the user; then `startAnswered`
     /// tries again when the source has its answer (the share dialog was answered, cancelled or withdrawn).
-    private func answerStart(_ request: (sessionID: Int, seq: UInt32, request: StartRequest)) {
-        let result = start(request.request)
-        if case .success(nil) = result {
-            if pendingStart == nil { logger.info("broadcast requested with handler '\(request.request.handler)'; the screen is \(pendingReason)") }
-            pendingStart = request
-        } else if let session = peers.sessions[request.sessionID] {
-            peers.reply(session, request.seq, result.map {
-                .json(.ok, seq: request.seq, BroadcastReference(broadcast: $0, warning: capture?.plan.overBudgetWarning))
-            })
+    private func answerStart(_ request: PendingStart) {
+        switch start(request.request) {
+        case .success(.waiting(let why)):
+            if pendingStart == nil {
+                logger.info("broadcast requested with handler '\(request.request.handler)'; the screen is \(why)")
+            }
+            pendingStart = PendingStart(sessionID: request.sessionID, seq: request.seq, request: request.request, reason: why)
+        case .success(.started(let id)):
+            let reference = BroadcastReference(broadcast: id, warning: capture?.plan.overBudgetWarning)
+            peers.sessions[request.sessionID]?.reply(request.seq, .success(.json(.ok, seq: request.seq, reference)))
+        case .failure(let refusal):
+            peers.sessions[request.sessionID]?.reply(request.seq, .failure(refusal))
         }
         updateStatus()
     }
@@ -208,16 +231,16 @@ extension Daemon {
         }
         switch message.opcode {
         case .getSetupRequest:
-            peers.reply(session, seq, waiting(try message.decode(BroadcastReference.self).broadcast).map { broadcast in
-                session.setupFor = broadcast.id
+            session.reply(seq, waiting(try message.decode(BroadcastReference.self).broadcast).map { broadcast in
+                session.fetchSetup(broadcast.id)
                 return .json(.setupRequest, seq: seq, SetupRequest(broadcast: broadcast.id, handler: broadcast.manifest))
             })
         case .completeSetup:
             let completion = try message.decode(SetupCompletion.self)
-            peers.reply(session, seq, waiting(completion.broadcast).flatMap { broadcast in
+            session.reply(seq, waiting(completion.broadcast).flatMap { broadcast in
                 broadcast.manifest.validated(url: completion.url, setupInfo: completion.setupInfo).flatMap { validated in
-                    broadcast.setupInfo = validated.setupInfo
-                    session.setupFor = nil
+                    broadcast.setUp(validated.setupInfo)
+                    session.fetchSetup(nil)
                     let url = validated.url.map { " with URL \(SecretURL.masked($0))" } ?? ""
                     logger.info("broadcast \(broadcast.id) set up\(url)")
                     return transition(broadcast, .setupCompleted(url: validated.url)).map { _ in .json(.ok, seq: seq, Empty()) }
@@ -225,8 +248,8 @@ extension Daemon {
             })
         case .cancelSetup:
             let cancellation = try message.decode(SetupCancellation.self)
-            peers.reply(session, seq, waiting(cancellation.broadcast).flatMap { broadcast in
-                session.setupFor = nil
+            session.reply(seq, waiting(cancellation.broadcast).flatMap { broadcast in
+                session.fetchSetup(nil)
                 let reason = BroadcastError(.setupCancelled, "setup was cancelled: \(cancellation.error.message)")
                 return transition(broadcast, .setupCancelled(reason)).map { _ in .json(.ok, seq: seq, Empty()) }
             })
