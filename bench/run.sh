@@ -13,7 +13,8 @@
 # cost of excluded windows; BENCH_SKIP_WINDOW=1 skips it) and bench/replay.sh (the replay handler against record
 # on the same input, and the time a save takes; BENCH_SKIP_REPLAY=1 skips it) and bench/memory.sh (broadcastd's memory
 # at its defaults on X11 and through the portal, its plan beside its peak, idle broken down; BENCH_SKIP_MEMORY=1 skips
-# it). The hour-long soak is bench/soak.sh,
+# it) and bench/quiet.sh (what replay and record cost on a quiet desktop with silence, beside the moving pattern;
+# BENCH_SKIP_QUIET=1 skips it). The hour-long soak is bench/soak.sh,
 # run on its own.
 # One command: bash bench/run.sh
 #
@@ -162,3 +163,4 @@ if [ "${BENCH_SKIP_MANY:-}" != 1 ]; then bash "$ROOT/bench/many.sh"; fi
 if [ "${BENCH_SKIP_WINDOW:-}" != 1 ]; then bash "$ROOT/bench/window.sh"; fi
 if [ "${BENCH_SKIP_REPLAY:-}" != 1 ]; then bash "$ROOT/bench/replay.sh"; fi
 if [ "${BENCH_SKIP_MEMORY:-}" != 1 ]; then bash "$ROOT/bench/memory.sh"; fi
+if [ "${BENCH_SKIP_QUIET:-}" != 1 ]; then bash "$ROOT/bench/quiet.sh"; fi

@@ -53,12 +53,12 @@ start_xvfb() {
     return 1
 }
 
-# start_pipewire DIR: a private PipeWire stack (dbus-daemon, pipewire, wireplumber) in DIR, with a null
+# start_pipewire DIR [silence]: a private PipeWire stack (dbus-daemon, pipewire, wireplumber) in DIR, with a null
 # sink "demo_speakers" (the default sink) playing a 440 Hz tone and a microphone "demo_mic" (the default
-# source, pw-loopback fed from the sink demo_mic_in) carrying 880 Hz. Sets PIPEWIRE_PIDS (to kill) and
-# exports PIPEWIRE_RUNTIME_DIR for PipeWire clients.
+# source, pw-loopback fed from the sink demo_mic_in) carrying 880 Hz; with `silence`, both play silence.
+# Sets PIPEWIRE_PIDS (to kill) and exports PIPEWIRE_RUNTIME_DIR for PipeWire clients.
 start_pipewire() {
-    local dir=$1
+    local dir=$1 silence=${2:-}
     mkdir -p "$dir"; chmod 700 "$dir"
     local env=(env XDG_RUNTIME_DIR="$dir" PIPEWIRE_RUNTIME_DIR="$dir" DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/bus"
                XDG_CONFIG_HOME="$dir/config" XDG_STATE_HOME="$dir/state" HOME="$dir")
@@ -80,7 +80,9 @@ start_pipewire() {
     PIPEWIRE_PIDS+=($!)
     local f
     for f in 440:demo_speakers 880:demo_mic_in; do
-        ffmpeg -loglevel error -y -f lavfi -i "sine=frequency=${f%%:*}:duration=600" -ac 2 -ar 48000 "$dir/tone-${f%%:*}.wav"
+        local input="sine=frequency=${f%%:*}:duration=600"
+        [ "$silence" = silence ] && input="anullsrc=r=48000:cl=stereo:duration=600"
+        ffmpeg -loglevel error -y -f lavfi -i "$input" -ac 2 -ar 48000 "$dir/tone-${f%%:*}.wav"
         sleep 0.3
         "${env[@]}" pw-play --target "${f#*:}" -P '{ node.dont-reconnect = true }' "$dir/tone-${f%%:*}.wav" >/dev/null 2>&1 &
         PIPEWIRE_PIDS+=($!)

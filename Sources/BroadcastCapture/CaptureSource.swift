@@ -206,11 +206,16 @@ public struct AudioChunk: Sendable {
     public var duration: UInt64
     public var frameCount: Int
     public var bytes: [UInt8]
+    /// Samples the source lost come before this one (an xrun): the handler gets it with the discontinuity flag.
+    /// Without it a chunk follows on from the last, wherever its `presentationTime` puts it.
+    public var discontinuity: Bool
 
-    public init(presentationTime: UInt64, duration: UInt64, frameCount: Int, bytes: [UInt8]) {
+    public init(presentationTime: UInt64, duration: UInt64, frameCount: Int, bytes: [UInt8],
+                discontinuity: Bool = false) {
         self.presentationTime = presentationTime
         self.duration = duration
         self.frameCount = frameCount
         self.bytes = bytes
+        self.discontinuity = discontinuity
     }
 }

@@ -56,13 +56,18 @@ final class Broadcast {
     /// Audio reaches the handler later than the picture: a PipeWire capture stream hands on a buffer once the
     /// cycle it was captured in is over (a quantum, 21 to 43 ms by default, 170 ms at most), the synthetic source a
     /// chunk once it is complete. So that a recording's audio does not stop early at every pause and at the end,
-    /// the handler hears of a pause or finish only once every stream's audio reaches the end of the last frame it
-    /// was sent (or the pause, if later), a stream has gone silent, or `limit` has passed. Any other event ends
-    /// the wait at once.
+    /// the handler hears of a pause or finish only once every stream's audio reaches `margin` beyond the end of the
+    /// last frame it was sent (or the pause, if later), a stream has gone silent, or `limit` has passed. Any other
+    /// event ends the wait at once.
     struct AudioDrain {
         /// The longest a pause or finish waits for audio captured before it: no later than
         /// `PipeWireAudioStream.silenceAfter`, when a stream that has sent nothing counts as silent anyway.
         static let limit: UInt64 = 200_000_000
+        /// How much audio beyond the end of the picture is delivered: a handler that is still following a shift of the
+        /// audio's timing (stretching it, after PipeWire's quantum changed: 75 ms for a microphone from 2048 to 256)
+        /// places it earlier than its stamps, and needs it to reach the end of the picture (the end of the segment was
+        /// short by as much, counted missing).
+        static let margin: UInt64 = 100_000_000
         let since: UInt64
         let until: UInt64
         var deadline: UInt64 { since + Self.limit }
@@ -157,7 +162,8 @@ final class Broadcast {
     /// It is no longer live; `drainingAudio`: its handler still gets the audio captured before (`AudioDrain`).
     func endLive(now: UInt64, drainingAudio: Bool = false) {
         if case .live(let since) = stretch { elapsedBefore += now - since }
-        stretch = drainingAudio ? .draining(AudioDrain(since: now, until: max(now, ledger.deliveredUntil[.video] ?? 0))) : .off
+        let end = max(now, ledger.deliveredUntil[.video] ?? 0) + AudioDrain.margin
+        stretch = drainingAudio ? .draining(AudioDrain(since: now, until: end)) : .off
     }
 
     /// While it waits for its audio, `effect` waits with it (true); otherwise it is to be carried out now (false).
@@ -256,7 +262,7 @@ final class Broadcast {
             return
         }
         let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
-                                  discontinuity: ledger.isDiscontinuous(stream))
+                                  discontinuity: chunk.discontinuity || ledger.isDiscontinuous(stream))
         var payload: [UInt8] = []
         payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
         AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)

@@ -119,7 +119,16 @@ public final class PipeWireAudioSource: CaptureSource {
             awaitFirstAudio(until: started + Self.startWait)
         }
         try video.begin(at: time)
+        // A stream that has had nothing from PipeWire by now (a start waited for it) is silent from the first frame on,
+        // and the status as the broadcast goes live says so.
         silenceReported = []
+        for (type, stream) in streams where !stream.hasHeard && sessionFailure == nil {
+            silenceReported.insert(type)
+            logger.warning("""
+                \(stream.name) (\(stream.target)): nothing from PipeWire yet (stream \(stream.status.state)); \
+                sending silence until it comes
+                """)
+        }
         for stream in streams.values { stream.goLive(at: time) }
         live = true
     }

@@ -25,23 +25,24 @@ public enum AudioTarget: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// One audio stream of the broadcast (app audio or the microphone): interleaved float32 or s16 at 48 kHz on
-/// CLOCK_MONOTONIC, continuous whatever PipeWire does. A `PipeWireSession` connects it to a node and
-/// reconnects it when the node changes; each buffer is stamped from PipeWire's timing (the graph
-/// cycle's time less the delay from the device), not from when a callback ran, and placed by its stamp,
-/// smoothed (see `Shared.enqueue`). Chunks wait in a queue of at most `queueLimit`
-/// ns of audio (the oldest is dropped, and counted, past that) for the daemon's loop, which takes them
-/// with `take(now:)`. When nothing arrives for `silenceAfter` ns (no device, unplugged, PipeWire not
-/// running) `take` carries the stream on with silence: never a gap.
+/// CLOCK_MONOTONIC. A `PipeWireSession` connects it to a node and reconnects it when the node changes; each buffer
+/// is stamped from PipeWire's timing (the graph cycle's time less the delay from the device), not from when a
+/// callback ran, and placed by its stamp: samples that follow on are never cut nor padded, only samples PipeWire
+/// lost leave a gap, and the chunk after it carries the discontinuity flag (see `Shared.enqueue`). Chunks wait in a
+/// queue of at most `queueLimit` ns of audio (the oldest is dropped, and counted, past that) for the daemon's loop,
+/// which takes them with `take(now:)`. When nothing arrives for `silenceAfter` ns (no device, unplugged, PipeWire
+/// not running) `take` carries the stream on with silence.
 public final class PipeWireAudioStream: @unchecked Sendable {
     public static let rate = 48_000
     public static let silenceAfter: UInt64 = 200_000_000
     public static let queueLimit: UInt64 = 500_000_000
-    /// How far a buffer's stamp may be from where the last one ended before the stream resyncs to it.
+    /// How far a buffer's stamp may be from where the last one ended before the stream resyncs to it, when the
+    /// graph's clock cannot tell whether samples were lost between them.
     static let resyncLimit: Int64 = 40_000_000
-    /// A buffer goes 1/followDivisor of the way from where the last one ended towards its stamp.
-    static let followDivisor: Int64 = 4
     /// How many all-zero buffers after connecting are taken for PipeWire's start-up silence (one, here).
     static let startupSilentBuffers = 2
+    /// The longest a chunk that looks like audio after a loss waits for the next to say whether it was rather late.
+    static let holdLimit: UInt64 = 100_000_000
     /// The length of a chunk of silence.
     static let silenceChunk: UInt64 = 10_000_000
     /// How much audio is kept while the broadcast is not live, so that a start or resume begins with the audio
@@ -75,7 +76,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         case linked(String)
     }
 
-    // Touched only on PipeWire's thread (or with it locked).
+    // Touched only on PipeWire's thread (or with it locked); `process`, on PipeWire's realtime thread, reads them
+    // while the stream is connected, and they are set before it connects.
     private(set) var stream: OpaquePointer?
     private(set) var connectedTo: Source?
     /// The channels PipeWire delivers: the format's, or 2 for a linked stream (averaged for a mono format).
@@ -83,6 +85,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     /// Buffers since the stream first connected, while they are all silent (see `process`); nil once one is
     /// not, or when it connects again.
     private var silentSinceConnect: Int? = 0
+    /// Where the buffers have come to on the graph's clock.
+    private var graphClock = GraphClock()
     private let events = UnsafeMutablePointer<pw_stream_events>.allocate(capacity: 1)
     private let listener = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
 
@@ -92,8 +96,13 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         /// Where the next chunk starts: the end of the last one, real or silent.
         var next: UInt64 = 0
         var silentSince: UInt64?
-        /// Whether the last chunk was captured audio (not silence, nor nothing yet): the next follows it, smoothed.
+        /// Whether the last chunk was captured audio (not silence, nor nothing yet): the next may follow on from it.
         var inStep = false
+        /// The last chunk's length: a chunk that follows on starts after the middle of it, whatever its stamp says.
+        var lastDuration: UInt64 = 0
+        /// The last chunk looked like audio after a loss, and waits for the next buffer to say whether it was rather
+        /// taken late; nil: none waits.
+        var held: Held?
         /// Whether the broadcast is live: otherwise only the last `preRoll` of audio is kept.
         var live = false
         /// Whether any audio has come since `reset`.
@@ -170,16 +179,18 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
         let sampleFormat = format.sampleFormat == .s16 ? SPA_AUDIO_FORMAT_S16_LE : SPA_AUDIO_FORMAT_F32_LE
         let autoconnect = if case .node = source { true } else { false }
+        self.stream = stream
+        graphClock = GraphClock()
+        deliveredChannels = channels
+        silentSinceConnect = hasHeard ? nil : 0
         let result = bd_pw_stream_connect_audio_capture(stream, UInt32(sampleFormat.rawValue), UInt32(Self.rate), UInt32(channels), autoconnect)
         guard result >= 0 else {
             shared.withLock { $0.state = "error: cannot connect: \(String(cString: strerror(-result)))" }
             pw_stream_destroy(stream)
+            self.stream = nil
             return
         }
-        self.stream = stream
         connectedTo = source
-        deliveredChannels = channels
-        silentSinceConnect = hasHeard ? nil : 0
     }
 
     /// On PipeWire's thread: the stream's node, once PipeWire has it (what the session links ports to).
@@ -202,10 +213,13 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         shared.withLock { ($0.state, $0.figures) }
     }
 
-    /// On PipeWire's thread: the buffers of captured audio that have come into the queue. A call may come late,
-    /// after the next cycle's buffer is there too: PipeWire's time report is that of the newest cycle, so the
-    /// buffers are taken all at once and stamped back from it, each ending where the next begins (stamping an
-    /// older one with the newest cycle's time would place it a quantum late).
+    /// On PipeWire's realtime thread, in each cycle of the graph (taken on the connection's thread, later, a buffer
+    /// was paired with the time of a newer cycle, and one not taken in time was lost): the buffers of captured audio
+    /// that have come. Should more than one wait, they are taken all at once and stamped back from the newest cycle's
+    /// time, each ending where the next begins. The graph's clock says whether the first follows on from the last
+    /// buffer taken before, or samples were lost between (an xrun); a call that comes late, as the next cycle begins,
+    /// reads that cycle's time and clock, and its buffer looks a cycle late, after a loss, until the next call finds
+    /// the clock where it was (`Shared.enqueue` holds it back until then).
     private func process() {
         guard let stream else { return }
         var buffers: [UnsafeMutablePointer<pw_buffer>] = []
@@ -218,12 +232,18 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         pw_stream_get_time_n(stream, &time, MemoryLayout<pw_time>.size)
         var delay: Int64 = 0
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
-        let starts = Self.stamps(frames: captured.map { $0.count / frameBytes }, now: time.now, delay: delay,
-                                 waiting: Int(time.avail_buffers), capturesSink: capturesSink)
+        let frames = captured.map { $0.count / frameBytes }
+        let waiting = Int(time.avail_buffers)
+        let starts = Self.stamps(frames: frames, now: time.now, delay: delay, waiting: waiting,
+                                 capturesSink: capturesSink)
+        let lost = graphClock.advance(frames: frames, ticks: time.ticks, rate: time.rate, waiting: waiting)
         // A stamp more than a second from the clock is not believed (the buffer follows the last one).
         let clock = Int64(MonotonicClock.now())
         let stamps = starts.map { time.now > 0 && abs($0 - clock) < 1_000_000_000 ? UInt64($0) : nil }
-        for (bytes, stamped) in zip(captured, stamps) { enqueue(bytes, frameBytes: frameBytes, stamped: stamped) }
+        for (index, (bytes, stamped)) in zip(captured, stamps).enumerated() {
+            // Those taken at once follow on from each other.
+            enqueue(bytes, frameBytes: frameBytes, stamped: stamped, lost: index > 0 ? 0 : lost)
+        }
         arrival?.signal()
     }
 
@@ -253,8 +273,9 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         return size > 0 ? UnsafeRawBufferPointer(start: base + offset, count: size) : nil
     }
 
-    /// One buffer's audio into the queue, placed by its stamp (nil: after the last).
-    private func enqueue(_ captured: UnsafeRawBufferPointer, frameBytes: Int, stamped: UInt64?) {
+    /// One buffer's audio into the queue, placed by its stamp (nil: after the last); `lost`: the frames the graph's
+    /// clock says went missing before it (nil: not known).
+    private func enqueue(_ captured: UnsafeRawBufferPointer, frameBytes: Int, stamped: UInt64?, lost: Int?) {
         // A new stream's first buffer is silence PipeWire fills in while the link starts, not audio: at the start
         // it is dropped, so the handler counts it as missing (and fades in on what comes) instead of taking it
         // for what was heard; on a new device mid-broadcast it keeps the stream continuous.
@@ -268,7 +289,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: captured.count / frameBytes, stamped: stamped ?? s.next, bytesPerFrame: format.bytesPerFrame)
+            s.enqueue(bytes: bytes, frames: captured.count / frameBytes, stamped: stamped ?? s.next,
+                      lost: stamped == nil ? 0 : lost, bytesPerFrame: format.bytesPerFrame)
         }
     }
 
@@ -297,9 +319,12 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         shared.withLock { $0.take(now: now, bytesPerFrame: format.bytesPerFrame) }
     }
 
-    /// When `take` next has something without new audio: now, if chunks wait; else when silence is due.
+    /// When `take` next has something without new audio: now, if chunks wait; else when a chunk held back is handed
+    /// on, or when silence is due.
     public var silenceDue: UInt64 {
-        shared.withLock { $0.chunks.isEmpty ? $0.next + Self.silenceAfter + 1 : 0 }
+        shared.withLock { s in
+            s.chunks.count > (s.held == nil ? 0 : 1) ? 0 : s.heldUntil ?? s.next + Self.silenceAfter + 1
+        }
     }
 
     /// Whether any audio has come since the session started.
@@ -317,100 +342,4 @@ public struct AudioStreamFigures: Equatable, Sendable {
     public var silentChunks: UInt64 = 0
     /// Times the captured audio's own timestamps jumped away from where the stream was (a new device, say).
     public var resyncs: UInt64 = 0
-}
-
-extension PipeWireAudioStream.Shared {
-    /// See `PipeWireAudioStream.goLive`.
-    mutating func goLive(at time: UInt64) {
-        live = true
-        let from = time > PipeWireAudioStream.preRoll ? time - PipeWireAudioStream.preRoll : 0
-        while let first = chunks.first, first.presentationTime + first.duration <= from {
-            queued -= chunks.removeFirst().duration
-        }
-        // Nothing since before the pre-roll (or ever): silence, if it comes to that, starts at `time`.
-        if chunks.isEmpty && next < from {
-            next = time
-            inStep = false
-        }
-    }
-
-    /// See `PipeWireAudioStream.leaveLive`.
-    mutating func leaveLive() {
-        live = false
-        trim()
-    }
-
-    /// Drops the oldest chunks past the queue's limit (counted), or, while not live, past the pre-roll.
-    private mutating func trim() {
-        let limit = live ? PipeWireAudioStream.queueLimit : PipeWireAudioStream.preRoll
-        while queued > limit, !chunks.isEmpty {
-            queued -= chunks.removeFirst().duration
-            if live { figures.dropped += 1 }
-        }
-    }
-
-    /// Places a captured buffer on the stream's timeline by PipeWire's own time for its first sample, when it
-    /// was heard. The first buffer, and the first after silence, goes exactly there, with nothing before it (a
-    /// gap the handler counts as missing, never zeros that would pass for audio). After that a buffer goes a
-    /// quarter of the way from where the last one ended towards its stamp: stamp jitter is smoothed away, and
-    /// a real shift in timing (PipeWire's quantum changing when a low-latency client starts moves it by up to
-    /// 16 ms; a device clock's drift) is followed within a few buffers, neither snapped to nor ignored (the
-    /// handler stretches the audio to follow it). A stamp more than `resyncLimit` from there (a new device,
-    /// say) is a resync: the buffer goes exactly where its stamp says, silence filling the gap before it (the
-    /// stream stays continuous) or the samples that overlap what is already on the timeline cut.
-    mutating func enqueue(bytes: [UInt8], frames: Int, stamped: UInt64, bytesPerFrame: Int) {
-        var bytes = bytes, frames = frames
-        var at = stamped, exact = !inStep
-        if inStep {
-            let error = Int64(bitPattern: stamped &- next)
-            if abs(error) <= PipeWireAudioStream.resyncLimit {
-                at = UInt64(bitPattern: Int64(bitPattern: next) + error / PipeWireAudioStream.followDivisor)
-            } else {
-                figures.resyncs += 1
-                exact = true
-            }
-        }
-        if inStep && exact && at > next {
-            let gap = Int((at - next) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
-            if gap > 0 { append(frames: gap, bytes: [UInt8](repeating: 0, count: gap * bytesPerFrame), at: next) }
-        } else if exact && at < next {
-            let overlap = Int((next - at) * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
-            guard overlap < frames else { return }
-            bytes.removeFirst(overlap * bytesPerFrame)
-            frames -= overlap
-            at = next
-        }
-        inStep = true
-        heard = true
-        silentSince = nil
-        append(frames: frames, bytes: bytes, at: at)
-        trim()
-    }
-
-    /// See `PipeWireAudioStream.take`.
-    mutating func take(now: UInt64, bytesPerFrame: Int) -> AudioChunk? {
-        if !chunks.isEmpty {
-            let chunk = chunks.removeFirst()
-            queued -= chunk.duration
-            return chunk
-        }
-        guard now > next + PipeWireAudioStream.silenceAfter else { return nil }
-        if silentSince == nil { silentSince = next }
-        inStep = false
-        let frames = Int(PipeWireAudioStream.silenceChunk * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
-        let chunk = AudioChunk(presentationTime: next, duration: PipeWireAudioStream.silenceChunk, frameCount: frames,
-                               bytes: [UInt8](repeating: 0, count: frames * bytesPerFrame))
-        next += PipeWireAudioStream.silenceChunk
-        figures.silentChunks += 1
-        return chunk
-    }
-
-    private mutating func append(frames: Int, bytes: [UInt8], at time: UInt64) {
-        let duration = UInt64(frames) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate)
-        let chunk = AudioChunk(presentationTime: time, duration: duration,
-                               frameCount: frames, bytes: bytes)
-        chunks.append(chunk)
-        queued += chunk.duration
-        next = chunk.presentationTime + chunk.duration
-    }
 }

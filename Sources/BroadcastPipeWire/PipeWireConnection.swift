@@ -21,7 +21,13 @@ final class PipeWireConnection {
             if let remote { Glibc.close(remote) }
             throw failure("pw_thread_loop_new failed")
         }
-        guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else {
+        // As pw-cat does: the realtime configuration, whose thread that moves the buffers in every cycle of the graph
+        // runs at realtime priority when the system lets it (under load it ran late, and audio was lost); PipeWire 1.x
+        // has it in its default configuration, and may no longer have the file.
+        let realtime = bd_pw_properties_new()
+        pw_properties_set(realtime, PW_KEY_CONFIG_NAME, "client-rt.conf")
+        let events = pw_thread_loop_get_loop(loop)
+        guard let context = pw_context_new(events, realtime, 0) ?? pw_context_new(events, nil, 0) else {
             if let remote { Glibc.close(remote) }
             pw_thread_loop_destroy(loop)
             throw failure("pw_context_new failed")

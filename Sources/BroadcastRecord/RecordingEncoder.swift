@@ -40,7 +40,10 @@ package final class RecordingEncoder {
     package let tracks: [AudioTrack]
     package private(set) var clock = SegmentClock()
     /// Audio that came before its segment's first frame (bounded), placed once the frame is in.
-    private var early: [(type: SampleType, pts: UInt64, sample: [UInt8], format: AudioFormat, frames: Int)] = []
+    private var early: [EarlyAudio] = []
+    private struct EarlyAudio {
+        var type: SampleType, pts: UInt64, sample: [UInt8], format: AudioFormat, frames: Int, discontinuity: Bool
+    }
     private var lastEncoded: UInt64?
     private var nextDue: UInt64 = 0
     package private(set) var frameCount = 0
@@ -132,19 +135,23 @@ package final class RecordingEncoder {
 
     package func addAudio(_ sample: SampleBuffer, _ type: SampleType) throws(MediaError) {
         guard let format = sample.audioFormat else { return }
-        try addAudio(sample.data, format: format, frames: sample.frameCount, type, pts: sample.presentationTime)
+        try addAudio(sample.data, format: format, frames: sample.frameCount, type, pts: sample.presentationTime,
+                     discontinuity: sample.discontinuity)
     }
 
-    private func addAudio(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, _ type: SampleType, pts: UInt64) throws(MediaError) {
+    private func addAudio(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, _ type: SampleType,
+                          pts: UInt64, discontinuity: Bool) throws(MediaError) {
         guard tracks.contains(where: { $0.inputs[type] != nil }) else { return }
         guard let time = clock.fileTime(ofCapture: pts) else {
             // Before the segment's first frame: keep up to a second of it for the join.
-            early.append((type, pts, Array(data), format, frames))
+            early.append(EarlyAudio(type: type, pts: pts, sample: Array(data), format: format, frames: frames,
+                                    discontinuity: discontinuity))
             if early.count > 200 { early.removeFirst() }
             return
         }
         for track in tracks where track.inputs[type] != nil {
-            try track.add(data, format: format, frames: frames, from: type, at: time, videoEnd: clock.duration, sink: output)
+            try track.add(data, format: format, frames: frames, from: type, at: time, discontinuity: discontinuity,
+                          videoEnd: clock.duration, sink: output)
         }
     }
 
@@ -153,7 +160,10 @@ package final class RecordingEncoder {
         early = []
         for chunk in pending {
             try chunk.sample.withUnsafeBytes { data in
-                Result { () throws(MediaError) in try addAudio(data, format: chunk.format, frames: chunk.frames, chunk.type, pts: chunk.pts) }
+                Result { () throws(MediaError) in
+                    try addAudio(data, format: chunk.format, frames: chunk.frames, chunk.type, pts: chunk.pts,
+                                 discontinuity: chunk.discontinuity)
+                }
             }.get()
         }
     }

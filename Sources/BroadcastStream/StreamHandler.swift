@@ -105,7 +105,8 @@ public final class StreamHandler: BroadcastSampleHandler {
         // Audio from before the segment's first frame is not sent: the stream starts with a picture.
         guard let audio, audio.inputs[type] != nil, let format = sample.audioFormat,
               let time = clock.fileTime(ofCapture: sample.presentationTime) else { return }
-        try audio.add(sample.data, format: format, frames: sample.frameCount, from: type, at: time, videoEnd: clock.duration, sink: sender)
+        try audio.add(sample.data, format: format, frames: sample.frameCount, from: type, at: time,
+                      discontinuity: sample.discontinuity, videoEnd: clock.duration, sink: sender)
     }
 
     public override func broadcastPaused() {

@@ -87,21 +87,27 @@ struct Stretcher {
 
 /// One output audio track in file time: one input (app or mic) or several mixed (app + mic),
 /// each placed where its timestamps say, in file samples from the start of the recording.
-/// What no input covered is silence, counted. Segment joins fade each input out over its last
-/// `fadeFrames` real samples and in over its first ones, on equal-power (sine/cosine) curves,
-/// so where the two sides overlap the join is a crossfade and no join ever clicks.
+/// What no input covered is silence, counted. Joins (a segment's start after a pause, and, within a
+/// segment, a chunk after samples the source lost) fade each input out over its last `fadeFrames` real
+/// samples and in over its first ones, on equal-power (sine/cosine) curves, so where the two sides overlap
+/// the join is a crossfade and no join ever clicks. Between joins an input's samples follow on from each other
+/// and shifts of its timestamps are followed by stretching, never by cutting or padding.
 struct AudioTimeline {
     struct Input {
         var gain: Float
-        /// File position of this input's next sample; nil between segments.
+        /// File position of this input's next sample; nil between segments, and at a join within one.
         var position: Int64?
         var drift: DriftController
         var stretcher: Stretcher
         /// Samples of fade-in still to apply.
         var fadeIn = 0
-        /// Where the previous segment's fade-out starts: the next segment's audio before it is
-        /// dropped, and its fade-in starts no earlier, so an overlap becomes a crossfade.
+        /// Where the audio before a join fades out: what comes after it is dropped before that, and its fade-in
+        /// starts no earlier, so an overlap becomes a crossfade.
         var joinStart: Int64?
+        /// At a join within a segment, where the audio before it ended: what is missing from there is counted.
+        var joinEnd: Int64?
+        /// How far the last chunk was from where its timestamp put it, frames (positive: behind).
+        var lastError = 0.0
         /// This input's samples from `emitted` on, gain applied.
         var buffer: [Float] = []
     }
@@ -120,7 +126,8 @@ struct AudioTimeline {
     let fadeFrames: Int
     /// How far an input may fall behind the leading one before the track goes on without it.
     let latencyFrames: Int64
-    /// A jump this large between timestamps and placement is a gap or an overlap, not drift.
+    /// A jump this large between timestamps and placement is no shift of a source's timing but a join, even when the
+    /// source does not say it lost samples.
     let jumpFrames: Int64
     private(set) var inputs: [Input]
     /// File position up to which the track was handed to the encoder.
@@ -135,49 +142,52 @@ struct AudioTimeline {
         self.sampleRate = sampleRate
         fadeFrames = sampleRate * fadeMilliseconds / 1000
         latencyFrames = Int64(sampleRate / 5)
-        jumpFrames = Int64(sampleRate / 25)
+        jumpFrames = Int64(sampleRate / 2)
         inputs = gains.map { Input(gain: $0, drift: DriftController(sampleRate: sampleRate), stretcher: Stretcher(channels: channels)) }
     }
 
-    /// Places a chunk of `input` (interleaved, `channels` wide) whose first sample belongs at file position `expected`.
-    mutating func place(_ input: Int, _ samples: UnsafeBufferPointer<Float>, at position: Int64) {
-        var chunk = samples
-        var expected = position // of the chunk's first sample still in `chunk`
-        var state = inputs[input]
-        if let position = state.position {
-            let error = Double(expected - position) - state.stretcher.readPosition
-            if abs(error) > Double(jumpFrames) {
-                if error > 0 {
-                    // Audio that never came: counted, and what comes after it fades in.
-                    counters.missingFrames += expected - position
-                    state.position = expected
-                    state.fadeIn = fadeFrames
-                } else {
-                    let overlap = min(Int(position - expected), chunk.count / channels)
-                    counters.droppedFrames += Int64(overlap)
-                    chunk = UnsafeBufferPointer(rebasing: chunk[(overlap * channels)...])
-                    expected += Int64(overlap)
-                }
-                state.drift.reset()
+    /// Places a chunk of `input` (interleaved, `channels` wide) whose first sample belongs at file position `position`;
+    /// `discontinuity`: the source lost samples before it.
+    mutating func place(_ input: Int, _ samples: UnsafeBufferPointer<Float>, at position: Int64,
+                        discontinuity: Bool = false) {
+        // How far this input is still behind its timestamps, following a shift of them: a join within the segment
+        // keeps it (only what the source lost is missing), and the following goes on after it.
+        var lag: Int64 = 0
+        if let placed = inputs[input].position {
+            let error = Double(position - placed) - inputs[input].stretcher.readPosition
+            if discontinuity { lag = Int64(inputs[input].lastError.rounded()) }
+            if (discontinuity && abs(error - Double(lag)) >= 1) || abs(error) > Double(jumpFrames) {
+                fadeOut(input, at: placed)
+                inputs[input].joinEnd = placed
+            } else {
+                lag = 0
             }
-        } else {
-            // Audio from before the segment (a source's pre-roll): from the previous segment's fade-out on, or,
-            // at the start, from the start on.
+        }
+        var chunk = samples
+        var expected = position - lag // where the chunk's first sample still in `chunk` goes
+        var state = inputs[input]
+        if state.position == nil {
+            // Audio from before the join (a source's pre-roll, or what overlaps the audio before a join within the
+            // segment, dropped): from that audio's fade-out on, or, at the start, from the start on.
             let from = state.joinStart ?? segmentStart
             if expected < from {
                 let before = min(Int(from - expected), chunk.count / channels)
+                if state.joinEnd != nil { counters.droppedFrames += Int64(before) }
                 chunk = UnsafeBufferPointer(rebasing: chunk[(before * channels)...])
                 expected += Int64(before)
             }
             guard !chunk.isEmpty else { return }
             state.stretcher = Stretcher(channels: channels)
-            state.drift.reset() // placed exactly: nothing to follow from the last segment
-            if expected > segmentStart && expected > emitted { counters.missingFrames += expected - max(segmentStart, emitted) }
+            // At a segment's start it is placed exactly: nothing to follow from before the join.
+            if state.joinEnd == nil { state.drift.reset() }
+            let previousEnd = max(state.joinEnd ?? segmentStart, emitted)
+            if expected > previousEnd { counters.missingFrames += expected - previousEnd }
+            state.joinEnd = nil
             state.position = expected
             state.fadeIn = fadeFrames
         }
-        let step = state.drift.step(forError: Double(expected - state.position!) - state.stretcher.readPosition,
-                                    frames: chunk.count / channels)
+        state.lastError = Double(expected + lag - state.position!) - state.stretcher.readPosition
+        let step = state.drift.step(forError: state.lastError, frames: chunk.count / channels)
         counters.maxDriftFrames = max(counters.maxDriftFrames, abs(state.drift.smoothedError))
         scratch.removeAll(keepingCapacity: true)
         state.stretcher.process(chunk, step: step, into: &scratch)
@@ -212,24 +222,31 @@ struct AudioTimeline {
     /// out over its last real samples, and what no input reached is counted as missing.
     mutating func endSegment(at end: Int64) {
         for index in inputs.indices {
-            guard let position = inputs[index].position else {
+            let reached = inputs[index].position ?? inputs[index].joinEnd
+            if let reached, reached < end { counters.missingFrames += end - max(reached, emitted) }
+            inputs[index].joinEnd = nil
+            if let position = inputs[index].position {
+                fadeOut(index, at: min(position, end))
+            } else {
                 inputs[index].joinStart = nil
-                continue
             }
-            let last = min(position, end)
-            if position < end { counters.missingFrames += end - max(position, emitted) }
-            let keep = Int(max(0, last - emitted)) * channels
-            if inputs[index].buffer.count > keep { inputs[index].buffer.removeLast(inputs[index].buffer.count - keep) }
-            let fade = min(fadeFrames, keep / channels)
-            let first = keep / channels - fade
-            inputs[index].joinStart = last - Int64(fade)
-            for f in 0..<fade {
-                let weight = fadeWeight(f, rising: false)
-                for c in 0..<channels { inputs[index].buffer[(first + f) * channels + c] *= weight }
-            }
-            inputs[index].position = nil
         }
         segmentStart = end
+    }
+
+    /// Input `index` ends at file position `last` (a join follows): what lies beyond is cut, and it fades out over
+    /// its last real samples.
+    private mutating func fadeOut(_ index: Int, at last: Int64) {
+        let keep = Int(max(0, last - emitted)) * channels
+        if inputs[index].buffer.count > keep { inputs[index].buffer.removeLast(inputs[index].buffer.count - keep) }
+        let fade = min(fadeFrames, keep / channels)
+        let first = keep / channels - fade
+        inputs[index].joinStart = last - Int64(fade)
+        for f in 0..<fade {
+            let weight = fadeWeight(f, rising: false)
+            for c in 0..<channels { inputs[index].buffer[(first + f) * channels + c] *= weight }
+        }
+        inputs[index].position = nil
     }
 
     /// Equal-power curve: sin rising, cos falling, over `fadeFrames`; step `index` of it.

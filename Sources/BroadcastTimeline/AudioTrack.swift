@@ -46,14 +46,16 @@ public final class AudioTrack {
     var channels: Int { timeline.channels }
     var sampleRate: Int { timeline.sampleRate }
 
-    /// Places a chunk of `stream` whose first sample belongs at file time `time` (ns), then encodes
-    /// what is ready, up to the end of the video so far (`videoEnd`, ns), where a pause may cut.
+    /// Places a chunk of `stream` whose first sample belongs at file time `time` (ns) (`discontinuity`: samples were
+    /// lost before it), then encodes what is ready, up to the end of the video so far (`videoEnd`, ns), where a pause
+    /// may cut.
     public func add(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, from stream: SampleType, at time: Int64,
-                    videoEnd: UInt64, sink: PacketSink) throws(MediaError) {
+                    discontinuity: Bool = false, videoEnd: UInt64, sink: PacketSink) throws(MediaError) {
         guard let input = inputs[stream] else { return }
         converted.removeAll(keepingCapacity: true)
         PCM.appendFloat(data, format: format, frames: frames, channels: channels, to: &converted)
-        converted.withUnsafeBufferPointer { timeline.place(input, $0, at: self.frames(time)) }
+        let at = self.frames(time)
+        converted.withUnsafeBufferPointer { timeline.place(input, $0, at: at, discontinuity: discontinuity) }
         timeline.drain(upTo: timeline.ready(limit: self.frames(Int64(videoEnd))), into: &pending)
         try encodePending(sink: sink, final: false)
     }

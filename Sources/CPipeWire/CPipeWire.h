@@ -10,7 +10,8 @@ static inline struct pw_properties *bd_pw_properties_new(void) {
 
 /// Connects `stream` for capture of interleaved audio: `format` an SPA_AUDIO_FORMAT_*, `channels` 1
 /// (mono) or 2 (front left, front right); without `autoconnect` the session manager leaves it unlinked
-/// (its caller links ports to it). Returns pw_stream_connect's result.
+/// (its caller links ports to it). Its `process` is called on PipeWire's realtime thread, in the cycle whose
+/// buffer it takes. Returns pw_stream_connect's result.
 static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, uint32_t format, uint32_t rate, uint32_t channels,
                                                      bool autoconnect) {
     uint8_t buffer[1024];
@@ -24,7 +25,8 @@ static inline int bd_pw_stream_connect_audio_capture(struct pw_stream *stream, u
     }
     const struct spa_pod *params[1] = { spa_format_audio_raw_build(&builder, SPA_PARAM_EnumFormat, &info) };
     return pw_stream_connect(stream, PW_DIRECTION_INPUT, PW_ID_ANY,
-                             (autoconnect ? PW_STREAM_FLAG_AUTOCONNECT : 0) | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+                             (autoconnect ? PW_STREAM_FLAG_AUTOCONNECT : 0) | PW_STREAM_FLAG_MAP_BUFFERS
+                             | PW_STREAM_FLAG_RT_PROCESS, params, 1);
 }
 
 /// Connects `stream` for playback of interleaved float32 stereo at `rate` to the default sink, its `process`

@@ -39,6 +39,8 @@ final class Launch {
     var brief = false
     /// Events read while waiting for something else, in order: `waitForFinish` takes them first.
     private var backlog: [ControllerClient.Event] = []
+    /// The broadcast's status in the STATE_CHANGED that said it was live (or paused).
+    private var liveStatus: BroadcastStatus?
     /// Called before anything is printed while a broadcast is waited for (`record`'s progress line clears itself).
     var beforeOutput: () -> Void = {}
     /// The file each broadcast writes, as its status last said: where a recording is when broadcastd stops.
@@ -130,6 +132,7 @@ final class Launch {
             }
             switch event {
             case .stateChanged(let status) where status.broadcast == id && [.live, .paused].contains(status.state):
+                liveStatus = status
                 return true
             case .finished(let finished) where finished.broadcast == id:
                 if !quietly { try report(finished) }
@@ -140,17 +143,15 @@ final class Launch {
         }
     }
 
-    /// The broadcast's status once it is live: the file it writes, once its handler names it, and the audio
-    /// streams found silent, which take a few tenths of a second to tell (both within `patience`).
-    func settledStatus(of id: UInt32, patience milliseconds: Int = 500) throws -> BroadcastStatus? {
-        let until = MonotonicClock.now() + UInt64(milliseconds) * 1_000_000
-        var status: BroadcastStatus?
-        repeat {
-            status = try client.status().broadcasts?.first { $0.broadcast == id }
-            if let file = status?.file { files[id] = file }
-            if status?.state != .live || (status?.silentAudio != nil && (status?.file != nil || handler != "record")) { break }
-            if let event = try client.nextEvent(timeoutMilliseconds: 100) { backlog.append(event) }
-        } while MonotonicClock.now() < until
+    /// The broadcast's status as it went live, from the STATE_CHANGED that said so: the file it writes (a handler
+    /// names it as it starts), the audio streams found silent and the memory warning are in it, with no round trip.
+    func settledStatus(of id: UInt32) throws -> BroadcastStatus? {
+        let status = if let liveStatus, liveStatus.broadcast == id {
+            liveStatus
+        } else {
+            try client.status().broadcasts?.first { $0.broadcast == id }
+        }
+        if let file = status?.file { files[id] = file }
         return status
     }
 

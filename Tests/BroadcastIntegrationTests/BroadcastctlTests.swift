@@ -2,6 +2,7 @@ import BroadcastClient
 import BroadcastInspect
 import BroadcastCore
 import BroadcastProtocol
+import BroadcastSystem
 import Foundation
 import Testing
 
@@ -324,6 +325,58 @@ extension Integration {
 }
 
 private let daemon_nowhere = "/nonexistent-pipewire"
+
+extension Integration.BroadcastctlTests {
+    /// `broadcastctl start` says the broadcast started, and returns, as soon as it is live: within 100 ms of the
+    /// STATE_CHANGED that says so (it asked for the status again and waited up to half a second more for silent audio
+    /// to show, so that a 2 s wait between `start` and `stop` recorded 2.6 s).
+    @Test func startReturnsAsSoonAsTheBroadcastIsLive() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x240"])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        for round in 0..<3 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Paths.binary("broadcastctl"))
+            process.arguments = ["start", "--handler", "inspect", "--url",
+                                 "file://" + daemon.summaryPath("quick\(round)"), "--socket", daemon.socketPath]
+            process.standardOutput = FileHandle.nullDevice
+            let exited = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in exited.signal() }
+            try process.run()
+            try daemon.waitFor(controller) { if case .stateChanged(let s) = $0, s.state == .live { true } else { nil } }
+            let live = MonotonicClock.now()
+            exited.wait()
+            let returned = Double(MonotonicClock.now() - live) / 1e6
+            #expect(process.terminationStatus == 0)
+            #expect(returned <= 100,
+                    "round \(round): broadcastctl start returned \(returned) ms after the broadcast went live")
+            #expect(try daemon.tool("broadcastctl", ["stop"]).status == 0)
+            _ = try daemon.waitFor(controller) { if case .finished = $0 { true } else { nil } }
+        }
+    }
+
+    /// A microphone that PipeWire does not have is silent from the first frame on, and the status as the broadcast
+    /// goes live says so: `start` warns at once (broadcastd said so only 200 ms later, when silence stood in for it).
+    @Test func aMissingMicrophoneIsSaidAsTheBroadcastGoesLive() throws {
+        let pipewire = try PipeWireHarness()
+        defer { pipewire.stop() }
+        let x = try XServer(width: 320, height: 240)
+        defer { x.stop() }
+        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--mic", "no_such_microphone"],
+                                       environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+        defer { _ = try? daemon.stop() }
+        let controller = try daemon.subscribedController()
+        let start = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url",
+                                                     "file://" + daemon.summaryPath("mic")])
+        #expect(start.status == 0 && start.stderr.contains("warning: silent mic: ")
+                && !start.stderr.contains("app audio"), "\(start)")
+        let live = try daemon.waitFor(controller) {
+            if case .stateChanged(let s) = $0, s.state == .live { s } else { nil }
+        }
+        #expect(live.silentAudio?.keys.sorted() == ["audioMic"], "\(live)")
+        #expect(try daemon.tool("broadcastctl", ["stop"]).status == 0)
+    }
+}
 
 /// An SRT listener started from another thread while a test waits on broadcastctl.
 final class LockedServer: @unchecked Sendable {

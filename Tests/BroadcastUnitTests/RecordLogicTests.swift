@@ -35,19 +35,41 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(timeline.counters == AudioTimeline.Counters())
     }
 
+    /// After samples the source lost (the chunk after them carries the discontinuity flag): 100 ms missing are counted
+    /// silence, and a chunk that overlaps the audio before it by 60 ms crossfades with its last 10 ms, the rest
+    /// dropped.
     @Test func aGapBecomesCountedSilenceAndAnOverlapIsDropped() {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
         var out: [Float] = []
         tone(0, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 0) }
-        // 100 ms missing, then a chunk that overlaps the previous one by 60 ms.
-        tone(9600, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 9600) }
-        tone(11520, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 11520) }
+        tone(9600, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 9600, discontinuity: true) }
+        tone(11520, 4800).withUnsafeBufferPointer { timeline.place(0, $0, at: 11520, discontinuity: true) }
         timeline.endSegment(at: 14400)
         timeline.drain(upTo: 14400, into: &out)
         #expect(timeline.counters.missingFrames == 4800)
-        #expect(timeline.counters.droppedFrames == 2880)
+        #expect(timeline.counters.droppedFrames == 2880 - 480)
         #expect(out.count == 14400)
-        #expect(out[6000..<9000].allSatisfy { $0 == 0 })
+        #expect(out[4800..<9600].allSatisfy { $0 == 0 })
+        #expect(largestStep(out[...]) < 0.0144 * 1.5,
+                "faded out before the gap and in after it, crossfaded at the overlap")
+    }
+
+    /// A source's timestamps jumping without the discontinuity flag is a shift of its timing, however far (the
+    /// stream's samples follow on): followed by stretching, nothing counted missing nor dropped (jumps of 40 ms and
+    /// more were taken for gaps: silence went in without a fade-out, a click, and was counted missing).
+    @Test(arguments: [45.0, -45.0])
+    func anUnflaggedJumpIsAShiftNotAGap(_ shiftMs: Double) {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        let shift = Int(shiftMs * 48)
+        for chunk in 0..<400 {
+            let at = chunk * 480 + (chunk >= 100 ? shift : 0)
+            tone(chunk * 480, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(at)) }
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        #expect(timeline.counters.missingFrames == 0 && timeline.counters.droppedFrames == 0)
+        #expect(largestStep(out[...]) < 0.0144 * 1.1)
+        #expect(abs(Double(timeline.inputs[0].position! - Int64(400 * 480 + shift))) < 48, "followed within 1 ms")
     }
 
     /// Segment A ends at 0.5 s; B's audio starts 20 ms before its first frame: the two overlap and
@@ -109,13 +131,39 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(abs(out[1]) < 0.01 && largestStep(out[...]) < 0.0144 * 1.5)
     }
 
-    /// Audio that never came in the middle of a segment: counted, and what comes after it fades in (no click).
+    /// Samples lost while the timeline still follows a shift of the timestamps (16 ms, a quantum change): only what
+    /// was lost is counted missing, and the following goes on after the join (the shift not yet followed was counted
+    /// missing too, 14 ms more, and jumped over at once).
+    @Test func aLossWhileFollowingAShiftCountsOnlyWhatWasLost() {
+        var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
+        var out: [Float] = []
+        var source = 0 // the source's own sample count
+        for chunk in 0..<300 {
+            if chunk == 110 { source += 256 } // lost
+            let stamp = source + (chunk >= 100 ? 768 : 0)
+            tone(source, 256).withUnsafeBufferPointer {
+                timeline.place(0, $0, at: Int64(stamp), discontinuity: chunk == 110)
+            }
+            source += 256
+            timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
+        }
+        // Within what the stretch took in by the join: 4 % of a chunk.
+        #expect(abs(timeline.counters.missingFrames - 256) <= 12 && timeline.counters.droppedFrames == 0,
+                "\(timeline.counters)")
+        #expect(abs(Double(timeline.inputs[0].position! - Int64(source + 768))) < 48, "followed within 1 ms")
+        #expect(largestStep(out[...]) < 0.0144 * 1.5)
+    }
+
+    /// Audio that never came in the middle of a segment (the source says so): counted, the audio before it fades out
+    /// and what comes after it fades in (no click).
     @Test func aGapIsCountedAndFadedIn() {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
         var out: [Float] = []
         for chunk in 0..<40 where chunk < 10 || chunk >= 20 {
             let samples = tone(chunk * 480 + (chunk < 10 ? 0 : 100), 480)
-            samples.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
+            samples.withUnsafeBufferPointer {
+                timeline.place(0, $0, at: Int64(chunk * 480), discontinuity: chunk == 20)
+            }
         }
         timeline.endSegment(at: 19200)
         timeline.drain(upTo: 19200, into: &out)
