@@ -39,16 +39,17 @@ import Testing
         #expect(status.state == .live && status.streams?["video"]?.delivered == 31 && status.streams?["video"]?.dropped == 0)
         #expect(status.elapsed == 1)
 
-        // PAUSE: the handler hears of it once the audio captured before it has come (the last frame's end), and gets
-        // no frame after it.
+        // PAUSE: the handler hears of it once the audio captured before it has come (to the margin beyond the last
+        // frame's end), and gets no frame after it.
+        let margin = Broadcast.AudioDrain.margin
         let lastFrameEnd = try #require(frames.last).timing.presentationTime + h.source.frameInterval
         #expect(try h.request(.pause, FinishRequest(broadcast: id), from: controller).opcode == .ok)
         #expect(try handler.peer.received().isEmpty, "the pause waits for the audio")
-        try h.advance(by: 100_000_000)
+        try h.advance(by: margin + 100_000_000)
         let paused = try handler.peer.received()
         #expect(paused.last?.opcode == .broadcastPaused && !paused.contains { $0.opcode == .videoSample })
         let drained = try paused.filter { $0.opcode == .audioSample }.map { try AudioSampleHeader(decoding: $0.payload) }
-        #expect(drained.allSatisfy { $0.timing.presentationTime < lastFrameEnd } && !drained.isEmpty)
+        #expect(drained.allSatisfy { $0.timing.presentationTime < lastFrameEnd + margin } && !drained.isEmpty)
         #expect(h.wakes.timers[.frame] == nil && h.wakes.timers[.audio] == nil, "nothing is captured while paused")
         try h.advance(by: Self.second)
         #expect(try handler.peer.received().isEmpty)
@@ -63,7 +64,7 @@ import Testing
 
         // FINISH: BROADCAST_FINISHED after the audio; the handler reports, and exits.
         #expect(try h.request(.finish, FinishRequest(broadcast: id), from: controller).opcode == .ok)
-        try h.advance(by: 100_000_000)
+        try h.advance(by: margin + 100_000_000)
         #expect(try handler.peer.received().last?.opcode == .broadcastFinished)
         try h.send(.json(.setResult, HandlerResult(result: ["file": .string("/tmp/x.mp4")])), from: handler.peer)
         #expect(handler.process.signals.isEmpty)
