@@ -74,8 +74,9 @@ extension Integration.StreamTests {
     }
 
     /// One daemon: refusals in the user's words, then a broadcast whose video (at the capture's size) and audio
-    /// the endpoint decodes without errors, whose keyframes follow the receiver's PLIs within 100 ms, which shows the
-    /// receiver's figures in service info and whose session is DELETEd at the end, the token nowhere.
+    /// (app and mic mixed) the endpoint decodes without errors, whose keyframes follow the receiver's PLIs within
+    /// 100 ms, which shows the receiver's figures in service info and whose session is DELETEd at the end, the token
+    /// nowhere.
     @Test func whipPublishesVideoAndAudioThatTheEndpointDecodes() throws {
         let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
         let port = try Self.freePort(udp: false)
@@ -129,6 +130,16 @@ extension Integration.StreamTests {
                 && Self.whipNumber(deleted, "audio") > 0.7 * 50 * seconds,
             "connected for \(seconds) s: \(deleted) \(endpoint.named("stats"))")
         #expect(Self.whipNumber(deleted, "errors") == 0, "\(endpoint.named("error")) \(endpoint.named("warning"))")
+        // Both audio streams in the one Opus track, mixed as over SRT and RTMP: app audio's 440 Hz and the mic's
+        // 880 Hz, each at the synthetic source's 0.25 (and nothing at 660 Hz), in a second from the middle.
+        let path = daemon.runtime + "/audio-\(Int(Self.whipNumber(deleted, "session"))).f32"
+        let samples = try Data(contentsOf: URL(fileURLWithPath: path)).withUnsafeBytes {
+            Array($0.bindMemory(to: Float.self)).enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+        }
+        try #require(samples.count > 3 * 48_000, "\(samples.count) samples decoded")
+        let middle = samples[(samples.count / 2)..<(samples.count / 2 + 48_000)]
+        let levels = [440, 660, 880].map { amplitude(Double($0), in: middle) }
+        #expect(abs(levels[0] - 0.25) < 0.05 && levels[1] < 0.01 && abs(levels[2] - 0.25) < 0.05, "\(levels)")
         // The endpoint asked for a keyframe every second: each came within 100 ms.
         let plis = endpoint.named("pli").map { Self.whipNumber($0, "ms") }
         #expect(plis.count >= 4 && plis.allSatisfy { $0 >= 0 && $0 < 100 }, "keyframes after PLIs, ms: \(plis)")
