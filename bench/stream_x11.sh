@@ -30,7 +30,8 @@ seconds_of() { awk -v t="$1" -v hz="$HZ" 'BEGIN{print t/hz}'; }
 
 # g2g TOOL REP [PART]: one glass-to-glass run. TOOL: ours, ours-noaudio (SRT), ffmpeg (SRT), or whip (ours to the
 # tests' WHIP endpoint, Tests/fixtures/whip_endpoint.py, which decodes with openh264dec to the same 64x36 gray frames
-# and stamps them on arrival; no jitter buffer). PART labels the result row (g2g; whip for the WHIP comparison).
+# and stamps them on arrival; no jitter buffer). PART labels the result row (g2g; whip for the WHIP comparison, which
+# also takes the handler's CPU).
 g2g() {
     local tool=$1 rep=$2 part=${3:-g2g} port frames="$WORK/g2g-$1-$2.json" flashes="$WORK/flashes-$1-$2.json" sender
     if [[ $tool == whip ]]; then
@@ -43,8 +44,13 @@ g2g() {
     fi
     local receiver=$LAST
     sleep 0.5
+    local watcher=
     if [[ $tool == ours* || $tool == whip ]]; then
         start_broadcastd "g2g-$rep"
+        # The handler's CPU, for the WHIP comparison (the SRT one against ffmpeg runs without a watcher).
+        if [[ $part == whip ]]; then
+            spawn "$PY" "$TOOLS" watch "$BD" "$WORK/g2g-watch-$tool-$rep.json"; watcher=$LAST
+        fi
         local audio=() url="srt://127.0.0.1:$port?latency=$LAT"
         [[ $tool == ours-noaudio ]] && audio=(--set audio=none)
         [[ $tool == whip ]] && url="whip://127.0.0.1:$port/whip"
@@ -65,12 +71,19 @@ g2g() {
     else
         reap "$receiver" || true
     fi
+    local handler=
     if [[ $tool != ffmpeg ]]; then stop_broadcastd; fi
+    if [[ -n $watcher ]]; then
+        kill -TERM "$watcher" 2>/dev/null || true; reap "$watcher" || true
+        handler=$(seconds_of "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("ticks", 0))' \
+            "$WORK/g2g-watch-$tool-$rep.json")")
+    fi
     local lat missed decoded
     [[ -n ${BENCH_DEBUG_DIR:-} ]] && cp "$frames" "$flashes" "$BENCH_DEBUG_DIR/"
     read -r lat missed decoded < <("$PY" "$TOOLS" g2g "$frames" "$flashes")
-    echo "part=$part tool=$tool rep=$rep seconds=$G2G_T sim_seconds=$SIM_T size=$SIZE latency_us=$LAT latencies=$lat missed=$missed frames=$decoded" >>"$RESULTS_X"
-    log "g2g $tool $rep: $lat ms ($missed missed; $decoded frames decoded)"
+    echo "part=$part tool=$tool rep=$rep seconds=$G2G_T sim_seconds=$SIM_T size=$SIZE latency_us=$LAT" \
+        "latencies=$lat missed=$missed frames=$decoded handler_cpu_s=${handler:--}" >>"$RESULTS_X"
+    log "g2g $tool $rep: $lat ms ($missed missed; $decoded frames decoded; handler ${handler:--} s CPU)"
 }
 
 simulcast() {
