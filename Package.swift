@@ -46,112 +46,182 @@ let package = Package(
     ],
     targets: [
         .target(name: "CBroadcastShims"),
-        .systemLibrary(name: "CXCB", pkgConfig: "xcb xcb-shm xcb-xfixes xcb-randr xcb-damage",
-                       providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-randr0-dev", "libxcb-damage0-dev"])]),
-        .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
-                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
+        .systemLibrary(
+            name: "CXCB", pkgConfig: "xcb xcb-shm xcb-xfixes xcb-randr xcb-damage",
+            providers: [
+                .apt([
+                    "libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-randr0-dev", "libxcb-damage0-dev",
+                ])
+            ]),
+        .systemLibrary(
+            name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
         .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process.
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
-        .systemLibrary(name: "CGStreamer", pkgConfig: "gstreamer-1.0 gstreamer-webrtc-1.0 gstreamer-sdp-1.0 gstreamer-app-1.0 gstreamer-rtp-1.0",
-                       providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
+        .systemLibrary(
+            name: "CGStreamer",
+            pkgConfig: "gstreamer-1.0 gstreamer-webrtc-1.0 gstreamer-sdp-1.0 gstreamer-app-1.0 gstreamer-rtp-1.0",
+            providers: [
+                .apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])
+            ]),
         .target(name: "BroadcastSystem", dependencies: ["CBroadcastShims"]),
-        .target(name: "BroadcastLogging", dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "BroadcastLogging",
+            dependencies: ["BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
         .target(name: "BroadcastCore"),
-        .target(name: "BroadcastConfig", dependencies: ["BroadcastCore", "BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
+        .target(
+            name: "BroadcastConfig",
+            dependencies: ["BroadcastCore", "BroadcastSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
         .target(name: "BroadcastProtocol", dependencies: ["BroadcastCore", "BroadcastSystem"]),
-        .target(name: "BroadcastProtocolFuzzing", dependencies: ["BroadcastProtocol", "BroadcastCore", "BroadcastSystem"]),
+        .target(
+            name: "BroadcastProtocolFuzzing", dependencies: ["BroadcastProtocol", "BroadcastCore", "BroadcastSystem"]),
         .executableTarget(name: "broadcast-fuzz-protocol", dependencies: ["BroadcastProtocolFuzzing"]),
         // The tests' PipeWire video source: frames with crop and damage metadata, as a compositor sends them.
         .executableTarget(name: "pipewire-test-video-source", dependencies: ["CPipeWire"]),
         // The tests' beep player: a beep a second into the default sink, saying when PipeWire plays each.
         .executableTarget(name: "pipewire-test-beeps", dependencies: ["CPipeWire"]),
-        .target(name: "BroadcastCapture", dependencies: [
-            "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "BroadcastX11", dependencies: [
-            "CXCB", "BroadcastCore", "BroadcastSystem", "BroadcastCapture", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "BroadcastPortal", dependencies: [
-            "CDBus", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "BroadcastPipeWire", dependencies: [
-            "CPipeWire", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "BroadcastDaemon", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture", "BroadcastLogging",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "BroadcastClient", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
-        ]),
-        .target(name: "BroadcastHandlerKit", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastLogging",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "BroadcastCapture",
+            dependencies: [
+                "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastX11",
+            dependencies: [
+                "CXCB", "BroadcastCore", "BroadcastSystem", "BroadcastCapture",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastPortal",
+            dependencies: [
+                "CDBus", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastPipeWire",
+            dependencies: [
+                "CPipeWire", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastDaemon",
+            dependencies: [
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture", "BroadcastLogging",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastClient",
+            dependencies: [
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            ]),
+        .target(
+            name: "BroadcastHandlerKit",
+            dependencies: [
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastLogging",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
         .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore"]),
-        .target(name: "BroadcastUpload", dependencies: ["CCurl", "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "BroadcastRecord", dependencies: [
-            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "BroadcastUpload",
+            dependencies: [
+                "CCurl", "BroadcastCore", "BroadcastSystem", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastRecord",
+            dependencies: [
+                "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore",
+                "BroadcastProtocol", "BroadcastSystem",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // What broadcastd's settings build: its keys, the daemon's configuration, its capture sources, the watchers.
-        .target(name: "BroadcastDaemonSetup", dependencies: [
-            "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
-            "BroadcastX11", "BroadcastPipeWire", "BroadcastPortal", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .executableTarget(name: "broadcastd", dependencies: [
-            "BroadcastDaemonSetup", "BroadcastDaemon", "BroadcastConfig", "BroadcastSystem", "BroadcastLogging",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        .executableTarget(name: "broadcastctl", dependencies: [
-            "BroadcastClient", "BroadcastImage",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
-        .executableTarget(name: "broadcast-setup", dependencies: [
-            "BroadcastClient",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
-        .executableTarget(name: "broadcast-handler-inspect", dependencies: [
-            "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
-        ]),
-        .target(name: "BroadcastWebRTC", dependencies: [
-            "CGStreamer", "CCurl", "BroadcastCore", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "BroadcastStream", dependencies: [
-            "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
-            "BroadcastWebRTC", "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .executableTarget(name: "broadcast-handler-stream", dependencies: [
-            "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",
-        ]),
-        .executableTarget(name: "broadcast-handler-record", dependencies: [
-            "BroadcastRecord", "BroadcastHandlerKit", "BroadcastLogging",
-        ]),
-        .target(name: "BroadcastReplay", dependencies: [
-            "BroadcastRecord", "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "CFFmpeg",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        .executableTarget(name: "broadcast-handler-replay", dependencies: [
-            "BroadcastReplay", "BroadcastHandlerKit", "BroadcastLogging",
-        ]),
-        .testTarget(name: "BroadcastUnitTests", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
-            "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-            "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage", "BroadcastTimeline", "BroadcastStream",
-            "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload", "BroadcastReplay",
-            "BroadcastWebRTC",
-        ]),
-        .testTarget(name: "BroadcastIntegrationTests", dependencies: [
-            "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect", "BroadcastCapture",
-            "BroadcastPipeWire",
-        ]),
+        .target(
+            name: "BroadcastDaemonSetup",
+            dependencies: [
+                "BroadcastDaemon", "BroadcastConfig", "BroadcastCapture", "BroadcastCore", "BroadcastProtocol",
+                "BroadcastSystem",
+                "BroadcastX11", "BroadcastPipeWire", "BroadcastPortal", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "broadcastd",
+            dependencies: [
+                "BroadcastDaemonSetup", "BroadcastDaemon", "BroadcastConfig", "BroadcastSystem", "BroadcastLogging",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "broadcastctl",
+            dependencies: [
+                "BroadcastClient", "BroadcastImage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "broadcast-setup",
+            dependencies: [
+                "BroadcastClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "broadcast-handler-inspect",
+            dependencies: [
+                "BroadcastInspect", "BroadcastHandlerKit", "BroadcastLogging",
+            ]),
+        .target(
+            name: "BroadcastWebRTC",
+            dependencies: [
+                "CGStreamer", "CCurl", "BroadcastCore", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "BroadcastStream",
+            dependencies: [
+                "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol",
+                "BroadcastSystem", "CSRT", "CFFmpeg",
+                "BroadcastWebRTC", "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "broadcast-handler-stream",
+            dependencies: [
+                "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",
+            ]),
+        .executableTarget(
+            name: "broadcast-handler-record",
+            dependencies: [
+                "BroadcastRecord", "BroadcastHandlerKit", "BroadcastLogging",
+            ]),
+        .target(
+            name: "BroadcastReplay",
+            dependencies: [
+                "BroadcastRecord", "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol",
+                "BroadcastSystem", "CFFmpeg",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "broadcast-handler-replay",
+            dependencies: [
+                "BroadcastReplay", "BroadcastHandlerKit", "BroadcastLogging",
+            ]),
+        .testTarget(
+            name: "BroadcastUnitTests",
+            dependencies: [
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
+                "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
+                "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage",
+                "BroadcastTimeline", "BroadcastStream",
+                "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload",
+                "BroadcastReplay",
+                "BroadcastWebRTC",
+            ]),
+        .testTarget(
+            name: "BroadcastIntegrationTests",
+            dependencies: [
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastClient", "BroadcastInspect",
+                "BroadcastCapture",
+                "BroadcastPipeWire",
+            ]),
     ]
 )

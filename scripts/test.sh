@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 ensure_packages "${BROADCASTD_PACKAGES[@]}"
 ensure_swift
 
+echo "==> checking the format (.swift-format)" >&2
+scripts/check-format.sh
 echo "==> building" >&2
 build_log=$(mktemp)
 swift build --build-tests 2>&1 | tee "$build_log"

@@ -22,18 +22,22 @@ public struct ScreenRect: Equatable, Sendable, CustomStringConvertible {
         var pieces: [ScreenRect] = []
         if cut.y > y { pieces.append(ScreenRect(x: x, y: y, width: width, height: cut.y - y)) }
         if cut.y + cut.height < y + height {
-            pieces.append(ScreenRect(x: x, y: cut.y + cut.height, width: width, height: y + height - cut.y - cut.height))
+            pieces.append(
+                ScreenRect(x: x, y: cut.y + cut.height, width: width, height: y + height - cut.y - cut.height))
         }
         if cut.x > x { pieces.append(ScreenRect(x: x, y: cut.y, width: cut.x - x, height: cut.height)) }
         if cut.x + cut.width < x + width {
-            pieces.append(ScreenRect(x: cut.x + cut.width, y: cut.y, width: x + width - cut.x - cut.width, height: cut.height))
+            pieces.append(
+                ScreenRect(x: cut.x + cut.width, y: cut.y, width: x + width - cut.x - cut.width, height: cut.height))
         }
         return pieces
     }
 
     public func intersection(_ other: ScreenRect) -> ScreenRect? {
-        let left = max(x, other.x), top = max(y, other.y)
-        let right = min(x + width, other.x + other.width), bottom = min(y + height, other.y + other.height)
+        let left = max(x, other.x)
+        let top = max(y, other.y)
+        let right = min(x + width, other.x + other.width)
+        let bottom = min(y + height, other.y + other.height)
         guard right > left && bottom > top else { return nil }
         return ScreenRect(x: left, y: top, width: right - left, height: bottom - top)
     }
@@ -88,8 +92,10 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
     /// sizes (4:2:0 chroma), so an odd width or height loses its last column or row. A region must lie within
     /// the screen, unless `clipsRegion` (the screen shrank under a running capture): then it is clipped to it.
     /// Throws a message a user can act on when nothing is left to capture.
-    public func resolve(screenWidth: Int, screenHeight: Int, outputs: [ScreenOutput],
-                        clipsRegion: Bool = false) throws(CaptureAreaError) -> ScreenRect {
+    public func resolve(
+        screenWidth: Int, screenHeight: Int, outputs: [ScreenOutput],
+        clipsRegion: Bool = false
+    ) throws(CaptureAreaError) -> ScreenRect {
         let screen = ScreenRect(x: 0, y: 0, width: screenWidth, height: screenHeight)
         var rect: ScreenRect
         switch self {
@@ -98,9 +104,13 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
         case .output(let name):
             guard let output = outputs.first(where: { $0.name == name }) else {
                 let names = outputs.map(\.name)
-                throw CaptureAreaError("no output named '\(name)'; " + (names.isEmpty ? "the X server lists none" : "available: \(names.joined(separator: ", "))"))
+                throw CaptureAreaError(
+                    "no output named '\(name)'; "
+                        + (names.isEmpty ? "the X server lists none" : "available: \(names.joined(separator: ", "))"))
             }
-            guard let visible = output.rect.intersection(screen) else { throw CaptureAreaError("output '\(name)' (\(output.rect)) lies outside the screen") }
+            guard let visible = output.rect.intersection(screen) else {
+                throw CaptureAreaError("output '\(name)' (\(output.rect)) lies outside the screen")
+            }
             rect = visible
         case .region(let region):
             guard let visible = region.intersection(screen), visible == region || clipsRegion else {
@@ -112,7 +122,9 @@ public enum CaptureTarget: Equatable, Sendable, CustomStringConvertible {
         }
         rect.width &= ~1
         rect.height &= ~1
-        guard rect.width >= 16 && rect.height >= 16 else { throw CaptureAreaError("\(self) is \(rect.width)x\(rect.height): frames must be at least 16x16") }
+        guard rect.width >= 16 && rect.height >= 16 else {
+            throw CaptureAreaError("\(self) is \(rect.width)x\(rect.height): frames must be at least 16x16")
+        }
         return rect
     }
 }

@@ -134,8 +134,10 @@ public protocol CaptureSource: AnyObject {
     /// and returns the monotonic time at which it was captured: the moment of the grab for a real screen.
     /// `previous` is the slot holding the last frame delivered in the same format, if any: parts of the
     /// picture that did not change may be copied from it instead of being grabbed again.
-    func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
-                      previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64
+    func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64
     /// When the next audio chunk will be complete, so the loop can wake exactly then; nil when the source has no audio.
     func nextAudioDeadline() -> UInt64?
     /// For a source whose audio arrives on another thread: signalled when some has, so the loop takes it at
@@ -181,8 +183,9 @@ extension CaptureSource {
     public var liveGrowth: Int { 0 }
     public func cancelOpen(_ reason: String) {}
     public func retarget(_ target: CaptureTarget) throws(CaptureError) {
-        throw CaptureError(source: description, operation: "capture \(target)",
-                           reason: "this source captures what it was started with until its broadcasts finish")
+        throw CaptureError(
+            source: description, operation: "capture \(target)",
+            reason: "this source captures what it was started with until its broadcasts finish")
     }
 }
 
@@ -210,8 +213,10 @@ public struct AudioChunk: Sendable {
     /// Without it a chunk follows on from the last, wherever its `presentationTime` puts it.
     public var discontinuity: Bool
 
-    public init(presentationTime: UInt64, duration: UInt64, frameCount: Int, bytes: [UInt8],
-                discontinuity: Bool = false) {
+    public init(
+        presentationTime: UInt64, duration: UInt64, frameCount: Int, bytes: [UInt8],
+        discontinuity: Bool = false
+    ) {
         self.presentationTime = presentationTime
         self.duration = duration
         self.frameCount = frameCount

@@ -1,7 +1,7 @@
 import BroadcastCore
 
 #if arch(x86_64)
-import _Builtin_intrinsics.intel
+    import _Builtin_intrinsics.intel
 #endif
 
 /// The quantisation range of the BT.709 Y'CbCr a `FrameConverter` writes.
@@ -30,8 +30,9 @@ public struct FrameConverter: Sendable {
     private let weights: Weights
 
     public init(format: VideoFormat, range: ColorRange = .limited) {
-        precondition(format.width >= 16 && format.width % 2 == 0 && format.height % 2 == 0,
-                     "a converted frame's width is even and at least 16, its height even")
+        precondition(
+            format.width >= 16 && format.width % 2 == 0 && format.height % 2 == 0,
+            "a converted frame's width is even and at least 16, its height even")
         self.format = format
         self.range = range
         planes = format.planes
@@ -41,22 +42,28 @@ public struct FrameConverter: Sendable {
     /// Converts `rowCount` rows of BGRx pixels (format.width pixels per row, `sourceStride` bytes apart;
     /// byte order B, G, R, x) into rows firstRow..<firstRow+rowCount of the frame in `slot` (laid out as
     /// format.planes). firstRow and rowCount are even. Bytes past the width of a row are not written.
-    public func convert(bgrx: UnsafeRawPointer, sourceStride: Int, firstRow: Int, rowCount: Int, into slot: UnsafeMutableRawPointer) {
+    public func convert(
+        bgrx: UnsafeRawPointer, sourceStride: Int, firstRow: Int, rowCount: Int, into slot: UnsafeMutableRawPointer
+    ) {
         checkBand(firstRow, rowCount)
-        let width = format.width, last = width - 16
+        let width = format.width
+        let last = width - 16
         let w = weights
         switch format.pixelFormat {
         case .bgrx:
             let plane = planes[0]
             for row in 0..<rowCount {
-                (slot + plane.offset + (firstRow + row) * plane.stride).copyMemory(from: bgrx + row * sourceStride, byteCount: width * 4)
+                (slot + plane.offset + (firstRow + row) * plane.stride).copyMemory(
+                    from: bgrx + row * sourceStride, byteCount: width * 4)
             }
         case .nv12:
-            let luma = planes[0], chroma = planes[1]
+            let luma = planes[0]
+            let chroma = planes[1]
             for pair in 0..<(rowCount / 2) {
                 let row = firstRow + pair * 2
                 let source = bgrx + pair * 2 * sourceStride
-                let y = slot + luma.offset + row * luma.stride, uv = slot + chroma.offset + row / 2 * chroma.stride
+                let y = slot + luma.offset + row * luma.stride
+                let uv = slot + chroma.offset + row / 2 * chroma.stride
                 var x = 0
                 while true {
                     let c = Self.convert16(source + x * 4, sourceStride, y + x, luma.stride, w)
@@ -66,12 +73,15 @@ public struct FrameConverter: Sendable {
                 }
             }
         case .i420:
-            let luma = planes[0], u = planes[1], v = planes[2]
+            let luma = planes[0]
+            let u = planes[1]
+            let v = planes[2]
             for pair in 0..<(rowCount / 2) {
                 let row = firstRow + pair * 2
                 let source = bgrx + pair * 2 * sourceStride
                 let y = slot + luma.offset + row * luma.stride
-                let cb = slot + u.offset + row / 2 * u.stride, cr = slot + v.offset + row / 2 * v.stride
+                let cb = slot + u.offset + row / 2 * u.stride
+                let cr = slot + v.offset + row / 2 * v.stride
                 var x = 0
                 while true {
                     let c = Self.convert16(source + x * 4, sourceStride, y + x, luma.stride, w)
@@ -87,7 +97,9 @@ public struct FrameConverter: Sendable {
 
     /// Copies rows firstRow..<firstRow+rowCount (even, as for `convert`) of every plane from one frame slot
     /// to another: how unchanged bands are carried over from the previous frame.
-    public func copyRows(firstRow: Int, rowCount: Int, from previous: UnsafeRawPointer, to slot: UnsafeMutableRawPointer) {
+    public func copyRows(
+        firstRow: Int, rowCount: Int, from previous: UnsafeRawPointer, to slot: UnsafeMutableRawPointer
+    ) {
         checkBand(firstRow, rowCount)
         for (index, plane) in planes.enumerated() {
             let shift = index > 0 ? 1 : 0
@@ -99,12 +111,15 @@ public struct FrameConverter: Sendable {
     /// Paints `rect` (frame pixels, widened to even edges, clipped to the frame) black in the frame in `slot`: what
     /// was converted there is covered after the fact.
     public func fillBlack(_ rect: ScreenRect, in slot: UnsafeMutableRawPointer) {
-        let left = max(0, rect.x & ~1), top = max(0, rect.y & ~1)
-        let right = min(format.width, (rect.x + rect.width + 1) & ~1), bottom = min(format.height, (rect.y + rect.height + 1) & ~1)
+        let left = max(0, rect.x & ~1)
+        let top = max(0, rect.y & ~1)
+        let right = min(format.width, (rect.x + rect.width + 1) & ~1)
+        let bottom = min(format.height, (rect.y + rect.height + 1) & ~1)
         guard left < right, top < bottom else { return }
         func fill(_ plane: Plane, rows: Range<Int>, bytes: Range<Int>, with value: UInt8) {
             for row in rows {
-                (slot + plane.offset + row * plane.stride + bytes.lowerBound).initializeMemory(as: UInt8.self, repeating: value, count: bytes.count)
+                (slot + plane.offset + row * plane.stride + bytes.lowerBound).initializeMemory(
+                    as: UInt8.self, repeating: value, count: bytes.count)
             }
         }
         let black: UInt8 = range == .limited ? 16 : 0
@@ -116,13 +131,16 @@ public struct FrameConverter: Sendable {
             fill(planes[1], rows: top / 2..<bottom / 2, bytes: left..<right, with: 128)
         case .i420:
             fill(planes[0], rows: top..<bottom, bytes: left..<right, with: black)
-            for plane in planes[1...] { fill(plane, rows: top / 2..<bottom / 2, bytes: left / 2..<right / 2, with: 128) }
+            for plane in planes[1...] {
+                fill(plane, rows: top / 2..<bottom / 2, bytes: left / 2..<right / 2, with: 128)
+            }
         }
     }
 
     private func checkBand(_ firstRow: Int, _ rowCount: Int) {
         precondition(firstRow >= 0 && rowCount >= 0 && firstRow + rowCount <= format.height, "rows outside the frame")
-        precondition(firstRow % 2 == 0 && rowCount % 2 == 0, "a band starts on an even row and has an even number of rows")
+        precondition(
+            firstRow % 2 == 0 && rowCount % 2 == 0, "a band starts on an even row and has an even number of rows")
     }
 
     // MARK: - Fixed point
@@ -142,16 +160,22 @@ public struct FrameConverter: Sendable {
 
         init(_ range: ColorRange) {
             let limited = range == .limited
-            func pair(_ a: Int, _ b: Int) -> Lanes { Lanes(lowHalf: SIMD4(Int16(a), Int16(b), Int16(a), Int16(b)), highHalf: SIMD4(Int16(a), Int16(b), Int16(a), Int16(b))) }
+            func pair(_ a: Int, _ b: Int) -> Lanes {
+                Lanes(
+                    lowHalf: SIMD4(Int16(a), Int16(b), Int16(a), Int16(b)),
+                    highHalf: SIMD4(Int16(a), Int16(b), Int16(a), Int16(b)))
+            }
             let lumaScale = (limited ? 219.0 / 255 : 1) * 32768
-            let r = Int((0.2126 * lumaScale).rounded()), b = Int((0.0722 * lumaScale).rounded())
+            let r = Int((0.2126 * lumaScale).rounded())
+            let b = Int((0.0722 * lumaScale).rounded())
             lumaBR = pair(b, r)
             lumaGX = pair(Int(lumaScale.rounded()) - r - b, 0)
             lumaBias = Sums(repeating: Int32((limited ? 16 << 15 : 0) + 1 << 14))
             // Cb's weight of B and Cr's of R are one half exactly.
             let chromaScale = (limited ? 224.0 / 255 : 1) * 16384
             let half = Int((0.5 * chromaScale).rounded())
-            let cbR = -Int((0.2126 / 1.8556 * chromaScale).rounded()), crB = -Int((0.0722 / 1.5748 * chromaScale).rounded())
+            let cbR = -Int((0.2126 / 1.8556 * chromaScale).rounded())
+            let crB = -Int((0.0722 / 1.5748 * chromaScale).rounded())
             cbBR = pair(half, cbR)
             cbGX = pair(-half - cbR, 0)
             crBR = pair(crB, half)
@@ -163,15 +187,23 @@ public struct FrameConverter: Sendable {
 
     /// Converts 16 pixels of two rows: stores their Y' and returns the Cb and Cr of their 8 blocks.
     @inline(__always)
-    static func convert16(_ source: UnsafeRawPointer, _ sourceStride: Int, _ y: UnsafeMutableRawPointer, _ lumaStride: Int,
-                          _ w: Weights) -> (cb: Lanes, cr: Lanes) {
-        let p = load16(source), q = load16(source + sourceStride)
-        y.storeBytes(of: interleave(narrow(luma(p.0, w), luma(p.2, w)), narrow(luma(p.1, w), luma(p.3, w))), as: SIMD8<UInt16>.self)
-        (y + lumaStride).storeBytes(of: interleave(narrow(luma(q.0, w), luma(q.2, w)), narrow(luma(q.1, w), luma(q.3, w))),
-                                    as: SIMD8<UInt16>.self)
+    static func convert16(
+        _ source: UnsafeRawPointer, _ sourceStride: Int, _ y: UnsafeMutableRawPointer, _ lumaStride: Int,
+        _ w: Weights
+    ) -> (cb: Lanes, cr: Lanes) {
+        let p = load16(source)
+        let q = load16(source + sourceStride)
+        y.storeBytes(
+            of: interleave(narrow(luma(p.0, w), luma(p.2, w)), narrow(luma(p.1, w), luma(p.3, w))),
+            as: SIMD8<UInt16>.self)
+        (y + lumaStride).storeBytes(
+            of: interleave(narrow(luma(q.0, w), luma(q.2, w)), narrow(luma(q.1, w), luma(q.3, w))),
+            as: SIMD8<UInt16>.self)
         // Blocks 0…3 are columns 0…7, blocks 4…7 columns 8…15.
-        let br0 = p.0.br &+ p.1.br &+ q.0.br &+ q.1.br, gx0 = p.0.gx &+ p.1.gx &+ q.0.gx &+ q.1.gx
-        let br1 = p.2.br &+ p.3.br &+ q.2.br &+ q.3.br, gx1 = p.2.gx &+ p.3.gx &+ q.2.gx &+ q.3.gx
+        let br0 = p.0.br &+ p.1.br &+ q.0.br &+ q.1.br
+        let gx0 = p.0.gx &+ p.1.gx &+ q.0.gx &+ q.1.gx
+        let br1 = p.2.br &+ p.3.br &+ q.2.br &+ q.3.br
+        let gx1 = p.2.gx &+ p.3.gx &+ q.2.gx &+ q.3.gx
         let cb0 = (multiplyAdd(br0, w.cbBR) &+ multiplyAdd(gx0, w.cbGX) &+ w.chromaBias) &>> 16
         let cb1 = (multiplyAdd(br1, w.cbBR) &+ multiplyAdd(gx1, w.cbGX) &+ w.chromaBias) &>> 16
         let cr0 = (multiplyAdd(br0, w.crBR) &+ multiplyAdd(gx0, w.crGX) &+ w.chromaBias) &>> 16
@@ -184,7 +216,8 @@ public struct FrameConverter: Sendable {
     /// Sixteen pixels of a row as [B, R] and [G, x] lane pairs: columns 0, 2, 4, 6; 1, 3, 5, 7; 8, 10, 12, 14; 9, 11, 13, 15.
     @inline(__always)
     static func load16(_ p: UnsafeRawPointer) -> (Pixels, Pixels, Pixels, Pixels) {
-        let a = p.loadUnaligned(as: SIMD8<UInt32>.self), b = p.loadUnaligned(fromByteOffset: 32, as: SIMD8<UInt32>.self)
+        let a = p.loadUnaligned(as: SIMD8<UInt32>.self)
+        let b = p.loadUnaligned(fromByteOffset: 32, as: SIMD8<UInt32>.self)
         return (split(a.evenHalf), split(a.oddHalf), split(b.evenHalf), split(b.oddHalf))
     }
 
@@ -206,30 +239,34 @@ public struct FrameConverter: Sendable {
     }
 
     #if arch(x86_64)
-    /// The products of adjacent 16-bit lanes, summed in pairs (pmaddwd).
-    @inline(__always)
-    static func multiplyAdd(_ a: Lanes, _ b: Lanes) -> Sums {
-        unsafeBitCast(_mm_madd_epi16(unsafeBitCast(a, to: __m128i.self), unsafeBitCast(b, to: __m128i.self)), to: Sums.self)
-    }
+        /// The products of adjacent 16-bit lanes, summed in pairs (pmaddwd).
+        @inline(__always)
+        static func multiplyAdd(_ a: Lanes, _ b: Lanes) -> Sums {
+            unsafeBitCast(
+                _mm_madd_epi16(unsafeBitCast(a, to: __m128i.self), unsafeBitCast(b, to: __m128i.self)), to: Sums.self)
+        }
 
-    /// a then b, saturated to 16 bits (packssdw).
-    @inline(__always)
-    static func narrow(_ a: Sums, _ b: Sums) -> Lanes {
-        unsafeBitCast(_mm_packs_epi32(unsafeBitCast(a, to: __m128i.self), unsafeBitCast(b, to: __m128i.self)), to: Lanes.self)
-    }
+        /// a then b, saturated to 16 bits (packssdw).
+        @inline(__always)
+        static func narrow(_ a: Sums, _ b: Sums) -> Lanes {
+            unsafeBitCast(
+                _mm_packs_epi32(unsafeBitCast(a, to: __m128i.self), unsafeBitCast(b, to: __m128i.self)), to: Lanes.self)
+        }
 
-    /// a then b, saturated to bytes (packuswb).
-    @inline(__always)
-    static func narrowToBytes(_ a: Lanes, _ b: Lanes) -> SIMD16<UInt8> {
-        unsafeBitCast(_mm_packus_epi16(unsafeBitCast(a, to: __m128i.self), unsafeBitCast(b, to: __m128i.self)), to: SIMD16<UInt8>.self)
-    }
+        /// a then b, saturated to bytes (packuswb).
+        @inline(__always)
+        static func narrowToBytes(_ a: Lanes, _ b: Lanes) -> SIMD16<UInt8> {
+            unsafeBitCast(
+                _mm_packus_epi16(unsafeBitCast(a, to: __m128i.self), unsafeBitCast(b, to: __m128i.self)),
+                to: SIMD16<UInt8>.self)
+        }
     #else
-    @inline(__always)
-    static func multiplyAdd(_ a: Lanes, _ b: Lanes) -> Sums { portableMultiplyAdd(a, b) }
-    @inline(__always)
-    static func narrow(_ a: Sums, _ b: Sums) -> Lanes { portableNarrow(a, b) }
-    @inline(__always)
-    static func narrowToBytes(_ a: Lanes, _ b: Lanes) -> SIMD16<UInt8> { portableNarrowToBytes(a, b) }
+        @inline(__always)
+        static func multiplyAdd(_ a: Lanes, _ b: Lanes) -> Sums { portableMultiplyAdd(a, b) }
+        @inline(__always)
+        static func narrow(_ a: Sums, _ b: Sums) -> Lanes { portableNarrow(a, b) }
+        @inline(__always)
+        static func narrowToBytes(_ a: Lanes, _ b: Lanes) -> SIMD16<UInt8> { portableNarrowToBytes(a, b) }
     #endif
 
     // The same three in generic SIMD code, for other architectures (and compared with the above in tests).
@@ -242,13 +279,18 @@ public struct FrameConverter: Sendable {
 
     @inline(__always)
     static func portableNarrow(_ a: Sums, _ b: Sums) -> Lanes {
-        let clamp = { (s: Sums) in SIMD4<Int16>(truncatingIfNeeded: s.clamped(lowerBound: Sums(repeating: -32768), upperBound: Sums(repeating: 32767))) }
+        let clamp = { (s: Sums) in
+            SIMD4<Int16>(
+                truncatingIfNeeded: s.clamped(lowerBound: Sums(repeating: -32768), upperBound: Sums(repeating: 32767)))
+        }
         return Lanes(lowHalf: clamp(a), highHalf: clamp(b))
     }
 
     @inline(__always)
     static func portableNarrowToBytes(_ a: Lanes, _ b: Lanes) -> SIMD16<UInt8> {
-        let clamp = { (l: Lanes) in SIMD8<UInt8>(truncatingIfNeeded: l.clamped(lowerBound: .zero, upperBound: Lanes(repeating: 255))) }
+        let clamp = { (l: Lanes) in
+            SIMD8<UInt8>(truncatingIfNeeded: l.clamped(lowerBound: .zero, upperBound: Lanes(repeating: 255)))
+        }
         return SIMD16(lowHalf: clamp(a), highHalf: clamp(b))
     }
 }

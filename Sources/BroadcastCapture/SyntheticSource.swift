@@ -2,7 +2,7 @@ import BroadcastCore
 import BroadcastSystem
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A built-in source for tests and demos: scrolling colour bars with the frame number drawn in,
@@ -48,9 +48,11 @@ public final class SyntheticSource: CaptureSource {
         /// How many parts per million the audio sample clock runs fast (negative: slow), -5000...5000.
         public var audioClockPPM: Int
 
-        public init(video: VideoFormat = VideoFormat(width: 1920, height: 1080), framesPerSecond: Int = 30,
-                    audio: AudioFormat = AudioFormat(), orientation: Orientation = .up,
-                    syncMarks: Bool = false, audioClockPPM: Int = 0) {
+        public init(
+            video: VideoFormat = VideoFormat(width: 1920, height: 1080), framesPerSecond: Int = 30,
+            audio: AudioFormat = AudioFormat(), orientation: Orientation = .up,
+            syncMarks: Bool = false, audioClockPPM: Int = 0
+        ) {
             self.video = video
             self.framesPerSecond = framesPerSecond
             self.audio = audio
@@ -86,8 +88,9 @@ public final class SyntheticSource: CaptureSource {
         let markInterval = configuration.syncMarks ? fps * (1_000_000_000 / fps) : nil
         self.markInterval = markInterval
         func tone(_ frequency: Double) -> ToneGenerator {
-            ToneGenerator(frequency: frequency, format: configuration.audio, chunkFrames: Self.chunkFrames,
-                          clockPPM: configuration.audioClockPPM, beepInterval: markInterval)
+            ToneGenerator(
+                frequency: frequency, format: configuration.audio, chunkFrames: Self.chunkFrames,
+                clockPPM: configuration.audioClockPPM, beepInterval: markInterval)
         }
         appTone = tone(Self.appToneHz)
         micTone = tone(Self.micToneHz)
@@ -96,7 +99,8 @@ public final class SyntheticSource: CaptureSource {
     public var description: String {
         "synthetic \(configuration.video) @ \(configuration.framesPerSecond) fps"
             + (configuration.syncMarks ? ", sync marks" : "")
-            + (configuration.audioClockPPM != 0 ? ", audio clock \(configuration.audioClockPPM > 0 ? "+" : "")\(configuration.audioClockPPM) ppm" : "")
+            + (configuration.audioClockPPM != 0
+                ? ", audio clock \(configuration.audioClockPPM > 0 ? "+" : "")\(configuration.audioClockPPM) ppm" : "")
     }
     public var videoFormat: VideoFormat { configuration.video }
     public var audioFormat: AudioFormat { configuration.audio }
@@ -111,7 +115,10 @@ public final class SyntheticSource: CaptureSource {
     public func close() {}
 
     public func outputs() throws(CaptureError) -> CaptureOutputs {
-        CaptureOutputs(kind: "synthetic", screen: ScreenRect(x: 0, y: 0, width: configuration.video.width, height: configuration.video.height), outputs: [])
+        CaptureOutputs(
+            kind: "synthetic",
+            screen: ScreenRect(x: 0, y: 0, width: configuration.video.width, height: configuration.video.height),
+            outputs: [])
     }
 
     public func begin(at time: UInt64) throws(CaptureError) {
@@ -127,8 +134,10 @@ public final class SyntheticSource: CaptureSource {
     /// Every frame is new: the pattern scrolls. With sync marks, every fps-th deadline from `begin(at:)` is a white frame.
     public func checkForChanges() throws(CaptureError) -> FrameChange { .changed }
 
-    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
-                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
+    public func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64 {
         if let interval = markInterval, deadline >= start, (deadline - start) % interval == 0 {
             pattern.renderWhite(index: index, into: slot)
         } else {

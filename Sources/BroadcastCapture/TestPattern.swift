@@ -112,7 +112,10 @@ struct TestPattern {
     }
 
     /// Fills a rectangle (even position and size) with one colour, in every plane.
-    private func fill(x: Int, y: Int, width: Int, height: Int, color: (r: Double, g: Double, b: Double), _ slot: UnsafeMutableRawPointer) {
+    private func fill(
+        x: Int, y: Int, width: Int, height: Int, color: (r: Double, g: Double, b: Double),
+        _ slot: UnsafeMutableRawPointer
+    ) {
         let c = Self.yuv(color)
         switch format.pixelFormat {
         case .bgrx:
@@ -128,7 +131,9 @@ struct TestPattern {
         }
     }
 
-    private func fillPlane(_ plane: Plane, x: Int, y: Int, width: Int, height: Int, pattern: [UInt8], _ slot: UnsafeMutableRawPointer) {
+    private func fillPlane(
+        _ plane: Plane, x: Int, y: Int, width: Int, height: Int, pattern: [UInt8], _ slot: UnsafeMutableRawPointer
+    ) {
         let row = (0..<width).map { pattern[$0 % pattern.count] }
         row.withUnsafeBytes { source in
             for line in y..<(y + height) {

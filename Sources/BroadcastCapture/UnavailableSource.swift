@@ -25,8 +25,10 @@ public final class UnavailableSource: CaptureSource {
     public func begin(at time: UInt64) throws(CaptureError) { throw error }
     public func end() {}
     public func checkForChanges() throws(CaptureError) -> FrameChange { throw error }
-    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
-                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 { throw error }
+    public func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64 { throw error }
     public func nextAudioDeadline() -> UInt64? { nil }
     public func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk? { nil }
 }

@@ -43,7 +43,9 @@ public struct CaptureWindow: Equatable, Sendable {
     public var rect: ScreenRect
     public var mapped: Bool
 
-    public init(id: UInt32, instance: String, className: String, title: String, pid: Int?, rect: ScreenRect, mapped: Bool) {
+    public init(
+        id: UInt32, instance: String, className: String, title: String, pid: Int?, rect: ScreenRect, mapped: Bool
+    ) {
         self.id = id
         self.instance = instance
         self.className = className
@@ -70,5 +72,7 @@ public struct CaptureWindow: Equatable, Sendable {
     }
 
     /// For messages: `0x400001 (xterm, "the title")`.
-    public var label: String { "0x" + String(id, radix: 16) + " (\(className.isEmpty ? instance : className), \"\(title)\")" }
+    public var label: String {
+        "0x" + String(id, radix: 16) + " (\(className.isEmpty ? instance : className), \"\(title)\")"
+    }
 }

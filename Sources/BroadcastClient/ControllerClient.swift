@@ -20,8 +20,11 @@ public final class ControllerClient {
     func require(_ feature: ProtocolFeature, for what: String) throws(ProtocolError) {
         guard welcome.offers(feature) == false else { return }
         let revision = welcome.revision ?? "?"
-        throw .refused(BroadcastError(.unsupported, "\(welcome.server) (protocol revision \(revision)) does not " +
-                                      "offer \(what): its WELCOME does not list the feature '\(feature.rawValue)'"))
+        throw .refused(
+            BroadcastError(
+                .unsupported,
+                "\(welcome.server) (protocol revision \(revision)) does not "
+                    + "offer \(what): its WELCOME does not list the feature '\(feature.rawValue)'"))
     }
 
     public func handlers() throws(ProtocolError) -> [HandlerManifest] {
@@ -29,18 +32,24 @@ public final class ControllerClient {
     }
 
     /// Asks for a broadcast; it then waits for a setup UI to complete it. Returns its id.
-    public func start(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError) -> UInt32 {
+    public func start(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError)
+        -> UInt32
+    {
         try startAnswer(handler: handler, maxDuration: maxDuration, capture: capture).id
     }
 
     /// START, and what its answer says: the new broadcast and, revision 2.4, a warning about it (it runs over the
     /// built-in memory budget, and why).
     public func startAnswer(handler: String, maxDuration: Double?, capture: CaptureChoice? = nil) throws(ProtocolError)
-        -> (id: UInt32, warning: String?) {
+        -> (id: UInt32, warning: String?)
+    {
         if let capture, !capture.isEmpty { try require(.captureChoice, for: "choosing a broadcast's capture") }
         // An older daemon ignores excludeWindows: it would capture the very windows the user wants left out.
-        if capture?.excludeWindows?.isEmpty == false { try require(.excludeWindows, for: "leaving windows out of one broadcast") }
-        let reply = try connection.request(.start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
+        if capture?.excludeWindows?.isEmpty == false {
+            try require(.excludeWindows, for: "leaving windows out of one broadcast")
+        }
+        let reply = try connection.request(
+            .start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
         let answer = try reply.decode(BroadcastReference.self)
         guard let id = answer.broadcast else { throw .malformed(.ok, "no broadcast id") }
         return (id, answer.warning)
@@ -48,24 +57,37 @@ public final class ControllerClient {
 
     /// These act on broadcast `broadcast`, or, when nil, on the only one running (refused, listing them,
     /// while several run); they return the broadcast they acted on.
-    @discardableResult public func pause(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.pause, broadcast) }
-    @discardableResult public func resume(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.resume, broadcast) }
-    @discardableResult public func finish(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? { try broadcastRequest(.finish, broadcast) }
+    @discardableResult public func pause(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? {
+        try broadcastRequest(.pause, broadcast)
+    }
+    @discardableResult public func resume(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? {
+        try broadcastRequest(.resume, broadcast)
+    }
+    @discardableResult public func finish(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? {
+        try broadcastRequest(.finish, broadcast)
+    }
     /// Finishes broadcast `broadcast` (nil: the only one running) and has its handler throw away what it
     /// produced; a finished broadcast's output is removed (protocol revision 1.2).
     @discardableResult public func discard(broadcast: UInt32? = nil) throws(ProtocolError) -> UInt32? {
-        try connection.request(.finish, FinishRequest(broadcast: broadcast, discard: true)).decode(BroadcastReference.self).broadcast
+        try connection.request(.finish, FinishRequest(broadcast: broadcast, discard: true)).decode(
+            BroadcastReference.self
+        ).broadcast
     }
 
     private func broadcastRequest(_ opcode: Opcode, _ broadcast: UInt32?) throws(ProtocolError) -> UInt32? {
-        try connection.request(opcode, BroadcastReference(broadcast: broadcast)).decode(BroadcastReference.self).broadcast
+        try connection.request(opcode, BroadcastReference(broadcast: broadcast)).decode(BroadcastReference.self)
+            .broadcast
     }
 
     /// Revision 2.3: sends command `name` with `arguments` to broadcast `broadcast`'s handler (nil: the only one
     /// running) and returns its answer; the handler's error, or its silence for 10 s, throws `.refused`.
-    public func send(command name: String, arguments: [String: JSONValue] = [:], broadcast: UInt32? = nil) throws(ProtocolError) -> CommandResult {
+    public func send(command name: String, arguments: [String: JSONValue] = [:], broadcast: UInt32? = nil)
+        throws(ProtocolError) -> CommandResult
+    {
         try require(.commands, for: "commands")
-        let reply = try connection.request(.sendCommand, CommandRequest(broadcast: broadcast, command: name, arguments: arguments.isEmpty ? nil : arguments))
+        let reply = try connection.request(
+            .sendCommand,
+            CommandRequest(broadcast: broadcast, command: name, arguments: arguments.isEmpty ? nil : arguments))
         guard reply.opcode == .commandResult else { throw .unexpected(reply.opcode, "expected COMMAND_RESULT") }
         return try reply.decode(CommandResult.self)
     }
@@ -82,10 +104,14 @@ public final class ControllerClient {
     }
 
     /// The current frame: the latest one of a running broadcast, else one grabbed for the purpose.
-    public func snapshot(broadcast: UInt32? = nil) throws(ProtocolError) -> (description: SnapshotDescription, frame: SharedMemory) {
+    public func snapshot(broadcast: UInt32? = nil) throws(ProtocolError) -> (
+        description: SnapshotDescription, frame: SharedMemory
+    ) {
         let reply = try connection.request(.getSnapshot, BroadcastReference(broadcast: broadcast))
         guard reply.opcode == .snapshot, reply.descriptors.count == 1 else {
-            throw .malformed(reply.opcode, "a snapshot comes as SNAPSHOT with one descriptor, not \(reply.opcode) with \(reply.descriptors.count)")
+            throw .malformed(
+                reply.opcode,
+                "a snapshot comes as SNAPSHOT with one descriptor, not \(reply.opcode) with \(reply.descriptors.count)")
         }
         let description = try reply.decode(SnapshotDescription.self)
         do {
@@ -142,7 +168,8 @@ public final class SetupClient {
     }
 
     public func complete(broadcast: UInt32, url: String?, setupInfo: [String: String]) throws(ProtocolError) {
-        _ = try connection.request(.completeSetup, SetupCompletion(broadcast: broadcast, url: url, setupInfo: setupInfo))
+        _ = try connection.request(
+            .completeSetup, SetupCompletion(broadcast: broadcast, url: url, setupInfo: setupInfo))
     }
 
     public func cancel(broadcast: UInt32, error: BroadcastError) throws(ProtocolError) {

@@ -17,7 +17,8 @@ public struct DurationArgument: Equatable, Sendable, CustomStringConvertible {
             let number = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
             rest = rest.dropFirst(number.count)
             guard !number.isEmpty, let value = Double(number), let unit = rest.first,
-                  let index = units.firstIndex(where: { $0.0 == Character(unit.lowercased()) }) else { return nil }
+                let index = units.firstIndex(where: { $0.0 == Character(unit.lowercased()) })
+            else { return nil }
             total += value * units[index].1
             units.removeFirst(index + 1)
             rest = rest.dropFirst()
@@ -28,8 +29,11 @@ public struct DurationArgument: Equatable, Sendable, CustomStringConvertible {
 
     /// The typed form, largest units first: `1h30m`, `90s` is `1m30s`.
     public var description: String {
-        let whole = seconds.rounded(.down), fraction = seconds - whole
-        let hours = Int(whole) / 3600, minutes = Int(whole) % 3600 / 60, rest = Double(Int(whole) % 60) + fraction
+        let whole = seconds.rounded(.down)
+        let fraction = seconds - whole
+        let hours = Int(whole) / 3600
+        let minutes = Int(whole) % 3600 / 60
+        let rest = Double(Int(whole) % 60) + fraction
         var text = (hours > 0 ? "\(hours)h" : "") + (minutes > 0 ? "\(minutes)m" : "")
         if rest > 0 || text.isEmpty {
             text += rest == rest.rounded() ? "\(Int(rest))s" : "\(rest)s"
@@ -38,8 +42,8 @@ public struct DurationArgument: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-private extension String {
-    func trimmingWhitespace() -> Substring {
+extension String {
+    fileprivate func trimmingWhitespace() -> Substring {
         let start = firstIndex { !$0.isWhitespace } ?? endIndex
         let end = lastIndex { !$0.isWhitespace }.map(index(after:)) ?? start
         return self[start..<end]

@@ -94,7 +94,10 @@ public enum ResultText {
             let memory = ["memory", "maxMemory", "daemonMemory"].contains(key)
             if lower.hasSuffix("bytes") || lower.hasPrefix("bytes") || memory { return megabytes(n) }
             if ["duration", "start", "time", "buffered", "recorded", "elapsed", "seconds"].contains(key)
-                || lower.hasSuffix("duration") { return StatusLine.clock(n) }
+                || lower.hasSuffix("duration")
+            {
+                return StatusLine.clock(n)
+            }
             if key.hasSuffix("Ms") || key == "milliseconds" { return plain(value) + " ms" }
             if lower.hasSuffix("bitrate") { return "\(Int(n)) kbit/s" }
             if lower.hasSuffix("framerate") { return String(format1: n) + " fps" }
@@ -132,7 +135,9 @@ public enum ResultText {
     static func table(_ items: [JSONValue]) -> [String]? {
         var rows: [[String: JSONValue]] = []
         for item in items {
-            guard case .object(let object) = item, !object.values.contains(where: { if case .object = $0 { true } else { false } }) else { return nil }
+            guard case .object(let object) = item,
+                !object.values.contains(where: { if case .object = $0 { true } else { false } })
+            else { return nil }
             rows.append(object)
         }
         let first = ["name", "path", "file", "url"]
@@ -147,7 +152,9 @@ public enum ResultText {
 }
 
 extension String {
-    func padding(to width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+    func padding(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
     var trailingSpacesRemoved: String {
         var s = self
         while s.last == " " { s.removeLast() }

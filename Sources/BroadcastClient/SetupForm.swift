@@ -20,15 +20,18 @@ public struct SetupForm {
     public mutating func fill(interactive: Bool, ask: (String, Bool) -> String?) throws(BroadcastError) {
         let askEverything = interactive && url == nil && values.isEmpty
         if let field = manifest.url, url == nil, interactive && (askEverything || field.required == true) {
-            url = try question(UserDirectories.expanded(field.prompt), default: field.default, secret: false,
-                               required: field.required == true, ask: ask)
+            url = try question(
+                UserDirectories.expanded(field.prompt), default: field.default, secret: false,
+                required: field.required == true, ask: ask)
         }
         // A file named from where the user is, not from where the handler runs.
         if manifest.url?.file == true, let given = url, !given.isEmpty { url = FileSystem.absolutePath(given) }
         for field in manifest.setupFields ?? [] where values[field.name] == nil {
             guard interactive && ((askEverything && field.advanced != true) || field.required == true) else { continue }
-            if let answer = try question(field.prompt, default: field.default, secret: field.secret == true,
-                                         required: field.required == true, ask: ask) {
+            if let answer = try question(
+                field.prompt, default: field.default, secret: field.secret == true,
+                required: field.required == true, ask: ask)
+            {
                 values[field.name] = answer
             }
         }
@@ -36,8 +39,10 @@ public struct SetupForm {
 
     /// The answer, or the default on Enter; a required question with no default is asked again until answered
     /// (at most `maxAsks` times, so that a stream of empty lines ends).
-    private func question(_ prompt: String, default value: String?, secret: Bool, required: Bool,
-                          ask: (String, Bool) -> String?) throws(BroadcastError) -> String? {
+    private func question(
+        _ prompt: String, default value: String?, secret: Bool, required: Bool,
+        ask: (String, Bool) -> String?
+    ) throws(BroadcastError) -> String? {
         let shown = value.map { secret ? " [default set]" : " [\($0)]" } ?? ""
         var question = "\(prompt)\(shown): "
         for _ in 0..<Self.maxAsks {
@@ -61,10 +66,11 @@ public struct SetupForm {
         let names = fields.map(\.name) + [HandlerManifest.frameRateKey]
         for (key, value) in values.sorted(by: { $0.key < $1.key }) where !names.contains(key) {
             let known = fields.map(\.name)
-            return BroadcastError(.invalidRequest,
-                                  "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'" +
-                (NameSuggestion.closest(to: key, among: known).map { "; did you mean --set \($0)=\(value)?" } ??
-                    (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))")))
+            return BroadcastError(
+                .invalidRequest,
+                "--set \(key)=\(value): handler '\(manifest.name)' has no setup field '\(key)'"
+                    + (NameSuggestion.closest(to: key, among: known).map { "; did you mean --set \($0)=\(value)?" }
+                        ?? (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))")))
         }
         for field in fields {
             if let value = values[field.name], let problem = field.problem(with: value) {
@@ -73,11 +79,14 @@ public struct SetupForm {
         }
         guard complete else { return nil }
         if let url = manifest.url, url.required == true, (self.url ?? "").isEmpty, url.default == nil {
-            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs a URL (\(url.prompt)): give --url URL")
+            return BroadcastError(
+                .invalidRequest, "handler '\(manifest.name)' needs a URL (\(url.prompt)): give --url URL")
         }
         for field in fields where field.required == true && (values[field.name] ?? field.default ?? "").isEmpty {
-            return BroadcastError(.invalidRequest, "handler '\(manifest.name)' needs setup field '\(field.name)' " +
-                "(\(field.prompt)): give --set \(field.name)=VALUE")
+            return BroadcastError(
+                .invalidRequest,
+                "handler '\(manifest.name)' needs setup field '\(field.name)' "
+                    + "(\(field.prompt)): give --set \(field.name)=VALUE")
         }
         if case .failure(let error) = manifest.validated(url: url, setupInfo: values) {
             // The remaining checks (lengths, control characters, frame rate) name the field as --set does.

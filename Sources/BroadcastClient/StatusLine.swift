@@ -36,11 +36,12 @@ public struct StatusLine: Sendable {
         let silent = (status.silentAudio ?? [:]).keys.sorted().map(SilenceWarning.name)
         let error = status.error.map { "error: \($0.message)" }
         guard let info, info.broadcast == status.broadcast else {
-            return parts + [silent.isEmpty ? nil : "silent: " + silent.joined(separator: ", "), error].compactMap { $0 }
+            return parts
+                + [silent.isEmpty ? nil : "silent: " + silent.joined(separator: ", "), error].compactMap { $0 }
         }
         parts.append(Self.clock(info.elapsed))
         var extras = info.handler ?? [:]
-        extras["recorded"] = nil // the elapsed time, as the handler counts it
+        extras["recorded"] = nil  // the elapsed time, as the handler counts it
         if case .number(let bytes)? = extras.removeValue(forKey: "bytes") ?? extras.removeValue(forKey: "bytesSent") {
             parts.append(ResultText.megabytes(bytes))
         }
@@ -60,7 +61,9 @@ public struct StatusLine: Sendable {
             if let framesPerSecond { parts.append(String(format1: framesPerSecond) + " fps") }
             if case .number(let kbps)? = bitRate { parts.append("\(Int(kbps)) kbit/s") }
         }
-        if let bytes = info.daemonMemory { parts.append("daemon " + String(format1: Double(bytes) / 1_048_576) + " MiB") }
+        if let bytes = info.daemonMemory {
+            parts.append("daemon " + String(format1: Double(bytes) / 1_048_576) + " MiB")
+        }
         return parts + extras.sorted(by: { $0.key < $1.key }).map { Self.figure($0.key, $0.value) }
     }
 
@@ -73,7 +76,8 @@ public struct StatusLine: Sendable {
 
     static func fit(_ fields: [String], columns: Int) -> String {
         let room = max(columns - 1, 1)
-        var kept: [String] = [], used = 0
+        var kept: [String] = []
+        var used = 0
         for field in fields {
             let width = (kept.isEmpty ? 0 : 2) + field.count
             if used + width <= room {

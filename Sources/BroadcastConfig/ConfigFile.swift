@@ -16,7 +16,9 @@ public struct ConfigFile: Sendable {
 
     /// `$XDG_CONFIG_HOME/broadcastd/broadcastd.toml`, else `~/.config/broadcastd/broadcastd.toml`.
     public static func defaultPath(environment: [String: String]) -> String? {
-        Environment.baseDirectory("XDG_CONFIG_HOME", fallback: ".config", in: environment).map { $0 + "/broadcastd/broadcastd.toml" }
+        Environment.baseDirectory("XDG_CONFIG_HOME", fallback: ".config", in: environment).map {
+            $0 + "/broadcastd/broadcastd.toml"
+        }
     }
 
     /// Reads and checks the file at `path`; nil when it does not exist and `required` is false.
@@ -29,7 +31,9 @@ public struct ConfigFile: Sendable {
         } catch {
             throw ConfigError(path, "cannot read the configuration file: \(error.reason)")
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw ConfigError(path, "not UTF-8 text, as TOML must be") }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(path, "not UTF-8 text, as TOML must be")
+        }
         return try ConfigFile(path: path, text: text, keys: keys)
     }
 
@@ -50,7 +54,8 @@ public struct ConfigFile: Sendable {
             let location = line.map { "\(path):\($0)" } ?? path
             guard let key = keys.first(where: { $0.name == name }) else {
                 let suggestion = NameSuggestion.didYouMean(name, among: keys.map(\.name))
-                throw ConfigError(location, "unknown key '\(name)'\(suggestion) (broadcastd --print-config lists every key)")
+                throw ConfigError(
+                    location, "unknown key '\(name)'\(suggestion) (broadcastd --print-config lists every key)")
             }
             guard let value = Self.value(of: node, as: key.kind) else {
                 throw ConfigError(location, "\(name) must be \(key.kind), not \(Self.describe(node))")
@@ -75,7 +80,8 @@ public struct ConfigFile: Sendable {
     }
 
     private static func describe(_ node: TOMLValueConvertible) -> String {
-        node.type == .array ? "an array of \(node.array?.first.map { "\($0.type)" } ?? "nothing")s" : "a TOML \(node.type)"
+        node.type == .array
+            ? "an array of \(node.array?.first.map { "\($0.type)" } ?? "nothing")s" : "a TOML \(node.type)"
     }
 
     /// The line a top-level key is set on: `key =`, a quoted key, a dotted `key.x =`, or a `[key]` table.

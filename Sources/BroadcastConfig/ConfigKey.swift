@@ -10,8 +10,10 @@ public struct ConfigKey: Sendable {
     /// What is wrong with a value of the right kind, or nil when it is accepted.
     public let check: @Sendable (ConfigValue) -> String?
 
-    public init(_ name: String, _ kind: ConfigValue.Kind, default defaultValue: ConfigValue? = nil, help: String,
-                check: @escaping @Sendable (ConfigValue) -> String? = { _ in nil }) {
+    public init(
+        _ name: String, _ kind: ConfigValue.Kind, default defaultValue: ConfigValue? = nil, help: String,
+        check: @escaping @Sendable (ConfigValue) -> String? = { _ in nil }
+    ) {
         self.name = name
         self.kind = kind
         self.defaultValue = defaultValue
@@ -21,13 +23,20 @@ public struct ConfigKey: Sendable {
 
     /// A string that must be one of `choices`.
     public static func choice(_ name: String, _ choices: [String], default value: String, help: String) -> ConfigKey {
-        ConfigKey(name, .string, default: .string(value), help: "\(help) One of \(choices.joined(separator: ", ")); default \(value).") {
+        ConfigKey(
+            name, .string, default: .string(value),
+            help: "\(help) One of \(choices.joined(separator: ", ")); default \(value)."
+        ) {
             choices.contains($0.string ?? "") ? nil : "must be one of \(choices.joined(separator: ", "))"
         }
     }
 
-    public static func integer(_ name: String, _ range: ClosedRange<Int>, default value: Int, help: String) -> ConfigKey {
-        ConfigKey(name, .integer, default: .integer(value), help: "\(help) \(range.lowerBound) to \(range.upperBound); default \(value).") {
+    public static func integer(_ name: String, _ range: ClosedRange<Int>, default value: Int, help: String) -> ConfigKey
+    {
+        ConfigKey(
+            name, .integer, default: .integer(value),
+            help: "\(help) \(range.lowerBound) to \(range.upperBound); default \(value)."
+        ) {
             range.contains($0.integer ?? .min) ? nil : "must be from \(range.lowerBound) to \(range.upperBound)"
         }
     }

@@ -32,7 +32,8 @@ public struct Configuration: Sendable {
         var settings: [Setting] = []
         for key in keys {
             if let value = commandLine[key.name] {
-                precondition(value.kind == key.kind, "option --\(key.name) is declared as \(value.kind), its key as \(key.kind)")
+                precondition(
+                    value.kind == key.kind, "option --\(key.name) is declared as \(value.kind), its key as \(key.kind)")
                 if let reason = key.check(value) { throw ConfigError("--\(key.name) \(Self.plain(value))", reason) }
                 settings.append(Setting(key: key, value: value, origin: .commandLine))
             } else if let file, let entry = file.entries[key.name] {
@@ -50,7 +51,9 @@ public struct Configuration: Sendable {
         var settings = self.settings
         for (index, setting) in settings.enumerated() {
             guard let value = values[setting.key.name] else { continue }
-            if let value, let reason = setting.key.check(value) { throw ConfigError("--\(setting.key.name) \(Self.plain(value))", reason) }
+            if let value, let reason = setting.key.check(value) {
+                throw ConfigError("--\(setting.key.name) \(Self.plain(value))", reason)
+            }
             settings[index] = Setting(key: setting.key, value: value, origin: .commandLine)
         }
         return Configuration(settings: settings, file: file)
@@ -62,7 +65,9 @@ public struct Configuration: Sendable {
     }
 
     public func setting(_ name: String) -> Setting {
-        guard let setting = settings.first(where: { $0.key.name == name }) else { preconditionFailure("no configuration key '\(name)'") }
+        guard let setting = settings.first(where: { $0.key.name == name }) else {
+            preconditionFailure("no configuration key '\(name)'")
+        }
         return setting
     }
 

@@ -78,7 +78,8 @@ public struct BroadcastStateMachine: Sendable {
             phase = .awaitingSetup
             return [.awaitSetup]
         case (.start, _):
-            throw BroadcastError(.busy, "broadcast \(describeCurrent) is \(phase); finish it first with `broadcastctl stop`")
+            throw BroadcastError(
+                .busy, "broadcast \(describeCurrent) is \(phase); finish it first with `broadcastctl stop`")
 
         case (.setupCompleted(let url), .awaitingSetup):
             current?.url = url
@@ -112,11 +113,14 @@ public struct BroadcastStateMachine: Sendable {
             wantsPaused = false
             return []
         case (.pause, _), (.resume, _):
-            throw BroadcastError(phase == .finishing ? .busy : .noBroadcast,
-                                 phase == .finishing ? "broadcast \(describeCurrent) is already finishing" : "no broadcast is live")
+            throw BroadcastError(
+                phase == .finishing ? .busy : .noBroadcast,
+                phase == .finishing ? "broadcast \(describeCurrent) is already finishing" : "no broadcast is live")
 
         case (.finish, .awaitingSetup):
-            return finish(with: BroadcastError(.setupCancelled, "broadcast \(describeCurrent) was stopped before its setup completed"))
+            return finish(
+                with: BroadcastError(
+                    .setupCancelled, "broadcast \(describeCurrent) was stopped before its setup completed"))
         case (.finish, .starting), (.finish, .live), (.finish, .paused):
             phase = .finishing
             return [.notifyHandlerFinished]
@@ -129,7 +133,8 @@ public struct BroadcastStateMachine: Sendable {
             discarded = true
             return try handle(.finish)
         case (.discard, .finishing):
-            throw BroadcastError(.busy, "broadcast \(describeCurrent) is already finishing; discard it once it has finished")
+            throw BroadcastError(
+                .busy, "broadcast \(describeCurrent) is already finishing; discard it once it has finished")
         case (.discard, .finished):
             if discarded { return [] }
             discarded = true
@@ -151,9 +156,13 @@ public struct BroadcastStateMachine: Sendable {
 
         case (.handlerExited(let reason), .finishing):
             return finish(with: error ?? reason)
-        case (.handlerExited(let reason), .starting), (.handlerExited(let reason), .live), (.handlerExited(let reason), .paused):
-            return finish(with: reason ?? BroadcastError(.handlerFailed,
-                "handler '\(current?.handler ?? "?")' exited before the broadcast finished"))
+        case (.handlerExited(let reason), .starting), (.handlerExited(let reason), .live),
+            (.handlerExited(let reason), .paused):
+            return finish(
+                with: reason
+                    ?? BroadcastError(
+                        .handlerFailed,
+                        "handler '\(current?.handler ?? "?")' exited before the broadcast finished"))
         case (.handlerExited, _):
             return []
         }

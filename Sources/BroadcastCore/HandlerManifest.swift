@@ -24,9 +24,11 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// broadcastd forwards no other.
     public var commands: [Command]?
 
-    public init(name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
-                url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil,
-                commands: [Command]? = nil) {
+    public init(
+        name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
+        url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil,
+        commands: [Command]? = nil
+    ) {
         self.name = name
         self.displayName = displayName
         self.description = description
@@ -60,7 +62,8 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         commands = try c.decodeIfPresent([Command].self, forKey: .commands)
         if let rate = try? c.decodeIfPresent(Double.self, forKey: .frameRate) {
             guard rate >= 1 && rate <= 240 else {
-                throw DecodingError.dataCorruptedError(forKey: .frameRate, in: c, debugDescription: "a frame rate is 1 to 240")
+                throw DecodingError.dataCorruptedError(
+                    forKey: .frameRate, in: c, debugDescription: "a frame rate is 1 to 240")
             }
             maxFrameRate = rate
             frameRate = .constant
@@ -80,7 +83,11 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         try c.encodeIfPresent(setupFields, forKey: .setupFields)
         try c.encodeIfPresent(discard, forKey: .discard)
         try c.encodeIfPresent(commands, forKey: .commands)
-        if let maxFrameRate { try c.encode(maxFrameRate, forKey: .frameRate) } else { try c.encodeIfPresent(frameRate, forKey: .frameRate) }
+        if let maxFrameRate {
+            try c.encode(maxFrameRate, forKey: .frameRate)
+        } else {
+            try c.encodeIfPresent(frameRate, forKey: .frameRate)
+        }
     }
 
     /// The reserved setup key every handler takes: frames per second it wants (1 to 240), fewer than the capture's.
@@ -113,8 +120,10 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         /// refused before the handler starts. An empty value is the default's.
         public var choices: [String]?
         public var type: Command.ArgumentType?
-        public init(name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil,
-                    advanced: Bool? = nil, choices: [String]? = nil, type: Command.ArgumentType? = nil) {
+        public init(
+            name: String, prompt: String, default: String? = nil, required: Bool? = nil, secret: Bool? = nil,
+            advanced: Bool? = nil, choices: [String]? = nil, type: Command.ArgumentType? = nil
+        ) {
             self.name = name
             self.prompt = prompt
             self.default = `default`
@@ -190,14 +199,18 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     }
 
     /// `validate(url:setupInfo:)`, as a result.
-    public func validated(url: String?, setupInfo: [String: String]) -> Result<(url: String?, setupInfo: [String: String]), BroadcastError> {
+    public func validated(url: String?, setupInfo: [String: String]) -> Result<
+        (url: String?, setupInfo: [String: String]), BroadcastError
+    > {
         Result { () throws(BroadcastError) in try validate(url: url, setupInfo: setupInfo) }
     }
 
     /// Checks a completed setup against the manifest: required values present, no unknown keys,
     /// the URL and every value within their limits and free of control characters.
     /// Returns the setup info with defaults filled in.
-    public func validate(url: String?, setupInfo: [String: String]) throws(BroadcastError) -> (url: String?, setupInfo: [String: String]) {
+    public func validate(url: String?, setupInfo: [String: String]) throws(BroadcastError) -> (
+        url: String?, setupInfo: [String: String]
+    ) {
         if let url, let problem = Self.urlProblem(url) {
             throw BroadcastError(.invalidRequest, "the URL is refused: \(problem)")
         }
@@ -211,15 +224,19 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         // broadcastd reads the frame rate as a number whether the handler declares the field or not (a declared one
         // may take words too, as record's "input"): 1 to 240, or a divisor of the capture's rate would overflow.
         if let rate = info[Self.frameRateKey] {
-            let value = Double(rate), declared = fields.contains { $0.name == Self.frameRateKey }
+            let value = Double(rate)
+            let declared = fields.contains { $0.name == Self.frameRateKey }
             guard value.map({ $0 >= 1 && $0 <= 240 }) ?? declared else {
-                throw BroadcastError(.invalidRequest, "setup field 'frameRate' is frames per second, 1 to 240, not '\(rate)'")
+                throw BroadcastError(
+                    .invalidRequest, "setup field 'frameRate' is frames per second, 1 to 240, not '\(rate)'")
             }
         }
         for key in info.keys.sorted() where key != Self.frameRateKey && !fields.contains(where: { $0.name == key }) {
             let known = fields.map(\.name)
-            throw BroadcastError(.invalidRequest, "handler '\(name)' has no setup field '\(key)'" +
-                (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))"))
+            throw BroadcastError(
+                .invalidRequest,
+                "handler '\(name)' has no setup field '\(key)'"
+                    + (known.isEmpty ? " (it takes none)" : " (its fields: \(known.joined(separator: ", ")))"))
         }
         for field in fields {
             if let value = info[field.name], let problem = field.problem(with: value) {
@@ -227,7 +244,8 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
             }
             if info[field.name] == nil, let value = field.default { info[field.name] = value }
             if field.required == true && (info[field.name] ?? "").isEmpty {
-                throw BroadcastError(.invalidRequest, "handler '\(name)' needs setup field '\(field.name)' (\(field.prompt))")
+                throw BroadcastError(
+                    .invalidRequest, "handler '\(name)' needs setup field '\(field.name)' (\(field.prompt))")
             }
         }
         let resolvedURL = (url?.isEmpty == false ? url : nil) ?? self.url?.default

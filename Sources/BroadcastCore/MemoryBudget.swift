@@ -21,8 +21,10 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     /// What the daemon needs besides the pool and its source when it cannot measure itself.
     public static let daemonOverhead = 14 << 20
 
-    static let commonSizes = [(3840, 2160), (2560, 1440), (1920, 1080), (1600, 900), (1280, 720), (960, 540), (640, 360)]
-        .map { (width: $0.0, height: $0.1) }
+    static let commonSizes = [
+        (3840, 2160), (2560, 1440), (1920, 1080), (1600, 900), (1280, 720), (960, 540), (640, 360),
+    ]
+    .map { (width: $0.0, height: $0.1) }
 
     /// One named part of what the daemon has besides the pool ("the compositor's buffers: 2 x 8.3 MB").
     public struct Part: Equatable, Sendable {
@@ -73,15 +75,18 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     public var excessBytes: Int { max(0, totalBytes - budgetBytes) }
 
     public var description: String {
-        "\(slotCount) slots of \(megabytes(slotSize)) (\(megabytes(poolBytes))) + " +
-            parts.map { "\($0.name) \(megabytes($0.bytes))" }.joined(separator: " + ") + " = \(megabytes(totalBytes))"
+        "\(slotCount) slots of \(megabytes(slotSize)) (\(megabytes(poolBytes))) + "
+            + parts.map { "\($0.name) \(megabytes($0.bytes))" }.joined(separator: " + ") + " = \(megabytes(totalBytes))"
     }
 
     /// The plan for `format` shared by `broadcasts`, beside `parts`. Within an enforced budget it fits, or an error
     /// says what would; over the built-in one it runs anyway (`overBudgetWarning` says so).
-    public static func plan(format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int,
-                            enforced: Bool) throws(BroadcastError) -> FramePoolPlan {
-        let plan = FramePoolPlan(format: format, broadcasts: broadcasts, parts: parts, budgetBytes: budgetBytes, enforced: enforced)
+    public static func plan(
+        format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int,
+        enforced: Bool
+    ) throws(BroadcastError) -> FramePoolPlan {
+        let plan = FramePoolPlan(
+            format: format, broadcasts: broadcasts, parts: parts, budgetBytes: budgetBytes, enforced: enforced)
         if enforced && plan.excessBytes > 0 { throw plan.refusal() }
         return plan
     }
@@ -89,21 +94,24 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     /// This plan for `broadcasts` sharing the pool, or for frames of another `format`; throws when an enforced
     /// budget cannot hold it.
     public func changing(broadcasts: Int? = nil, format: VideoFormat? = nil) throws(BroadcastError) -> FramePoolPlan {
-        try Self.plan(format: format ?? self.format, broadcasts: broadcasts ?? self.broadcasts, parts: parts, budgetBytes: budgetBytes,
-                      enforced: enforced)
+        try Self.plan(
+            format: format ?? self.format, broadcasts: broadcasts ?? self.broadcasts, parts: parts,
+            budgetBytes: budgetBytes,
+            enforced: enforced)
     }
 
     /// What the plan needs, said as the parts it is made of.
     var need: String {
-        "\(format) needs \(slotCount) frame slots of \(megabytes(slotSize)) plus " +
-            parts.map { "\(megabytes($0.bytes)) for \($0.name)" }.joined(separator: ", ") + ": \(megabytes(totalBytes)) in all"
+        "\(format) needs \(slotCount) frame slots of \(megabytes(slotSize)) plus "
+            + parts.map { "\(megabytes($0.bytes)) for \($0.name)" }.joined(separator: ", ")
+            + ": \(megabytes(totalBytes)) in all"
     }
 
     /// Over the built-in budget: by how much and why, for START's answer, status and the log; nil within it.
     public var overBudgetWarning: String? {
         guard excessBytes > 0 else { return nil }
-        return "running \(megabytes(excessBytes)) over the memory budget of \(megabytes(budgetBytes)): \(need) " +
-            "(the least it can run with; --memory-budget \(Self.advisedMegabytes(totalBytes)) says this is expected)"
+        return "running \(megabytes(excessBytes)) over the memory budget of \(megabytes(budgetBytes)): \(need) "
+            + "(the least it can run with; --memory-budget \(Self.advisedMegabytes(totalBytes)) says this is expected)"
     }
 
     private static func advisedMegabytes(_ bytes: Int) -> Int { (bytes + (2 << 20) + (1 << 20) - 1) >> 20 }
@@ -113,21 +121,28 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
         var alternatives = ["use --memory-budget \(Self.advisedMegabytes(totalBytes))"]
         func fits(_ f: VideoFormat) -> Bool { slotCount * Self.slotSize(f) <= available }
         if let size = Self.commonSizes.first(where: {
-            $0.width < format.width && fits(VideoFormat(width: $0.width, height: $0.height, pixelFormat: format.pixelFormat))
+            $0.width < format.width
+                && fits(VideoFormat(width: $0.width, height: $0.height, pixelFormat: format.pixelFormat))
         }) {
             alternatives.append("a smaller size such as \(size.width)x\(size.height)")
         }
-        if format.pixelFormat != .nv12 && fits(VideoFormat(width: format.width, height: format.height, pixelFormat: .nv12)) {
+        if format.pixelFormat != .nv12
+            && fits(VideoFormat(width: format.width, height: format.height, pixelFormat: .nv12))
+        {
             alternatives.append("--pixel-format nv12")
         }
         if broadcasts > 1 {
             let fitting = (1..<broadcasts).last {
-                FramePoolPlan(format: format, broadcasts: $0, parts: parts, budgetBytes: budgetBytes, enforced: true).excessBytes == 0
+                FramePoolPlan(format: format, broadcasts: $0, parts: parts, budgetBytes: budgetBytes, enforced: true)
+                    .excessBytes == 0
             }
-            alternatives.append(fitting.map { "at most \($0) broadcast(s) at once at this size" } ?? "a smaller capture")
+            alternatives.append(
+                fitting.map { "at most \($0) broadcast(s) at once at this size" } ?? "a smaller capture")
         }
-        return BroadcastError(.budget, "\(need), more than the memory budget of \(megabytes(budgetBytes)); " +
-                              alternatives.joined(separator: ", or "))
+        return BroadcastError(
+            .budget,
+            "\(need), more than the memory budget of \(megabytes(budgetBytes)); "
+                + alternatives.joined(separator: ", or "))
     }
 }
 

@@ -16,11 +16,11 @@ public enum SampleType: UInt8, CaseIterable, Codable, Sendable, CustomStringConv
 /// Pixel formats, named on the wire by their DRM fourcc.
 public enum PixelFormat: UInt32, CaseIterable, Sendable, CustomStringConvertible {
     /// Y plane, then one plane of interleaved U,V at half resolution (4:2:0). The default.
-    case nv12 = 0x3231_564E // "NV12"
+    case nv12 = 0x3231_564E  // "NV12"
     /// Y, U, V planes, U and V at half resolution (4:2:0).
-    case i420 = 0x3032_3449 // "I420"
+    case i420 = 0x3032_3449  // "I420"
     /// 32-bit B, G, R, unused, in that byte order (DRM XRGB8888 on little-endian).
-    case bgrx = 0x3432_5258 // "XR24"
+    case bgrx = 0x3432_5258  // "XR24"
 
     public var description: String {
         switch self {
@@ -74,7 +74,9 @@ public struct VideoFormat: Equatable, Codable, Sendable, CustomStringConvertible
             return [Plane(offset: 0, stride: Self.aligned(width * 4), height: height)]
         case .nv12:
             let luma = Plane(offset: 0, stride: Self.aligned(width), height: height)
-            return [luma, Plane(offset: luma.byteCount, stride: Self.aligned((width + 1) / 2 * 2), height: chromaHeight)]
+            return [
+                luma, Plane(offset: luma.byteCount, stride: Self.aligned((width + 1) / 2 * 2), height: chromaHeight),
+            ]
         case .i420:
             let luma = Plane(offset: 0, stride: Self.aligned(width), height: height)
             let chromaStride = Self.aligned((width + 1) / 2)
@@ -95,7 +97,8 @@ public struct VideoFormat: Equatable, Codable, Sendable, CustomStringConvertible
     public static func parseSize(_ text: String) -> (width: Int, height: Int)? {
         let parts = text.lowercased().split(separator: "x")
         guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), w >= 16, h >= 16, w <= 16384, h <= 16384,
-              w % 2 == 0, h % 2 == 0 else { return nil }
+            w % 2 == 0, h % 2 == 0
+        else { return nil }
         return (w, h)
     }
 }
@@ -176,7 +179,8 @@ extension NamedFormat {
     static func decodeName(_ decoder: Decoder) throws -> Self {
         let name = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(name: name) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown format '\(name)'"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "unknown format '\(name)'"))
         }
         return value
     }

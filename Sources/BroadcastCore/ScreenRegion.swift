@@ -13,24 +13,27 @@ public struct ScreenRegion: Equatable, Sendable {
     public init?(_ text: String) {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
         guard parts.count == 3, let x = Self.number(parts[0], in: Self.coordinates),
-              let y = Self.number(parts[1], in: Self.coordinates) else { return nil }
+            let y = Self.number(parts[1], in: Self.coordinates)
+        else { return nil }
         let size = parts[2].lowercased().split(separator: "x", omittingEmptySubsequences: false)
         guard size.count == 2, let width = Self.number(size[0], in: Self.sizes),
-              let height = Self.number(size[1], in: Self.sizes) else { return nil }
+            let height = Self.number(size[1], in: Self.sizes)
+        else { return nil }
         (self.x, self.y, self.width, self.height) = (x, y, width, height)
     }
 
     /// Why `text` is not a region, for `--region` and `capture.region`; nil when it is one.
     public static func problem(_ text: String) -> String? {
         guard ScreenRegion(text) == nil else { return nil }
-        return "takes X,Y,WIDTHxHEIGHT with X and Y from \(coordinates.lowerBound) to \(coordinates.upperBound) " +
-            "and sizes from \(sizes.lowerBound) to \(sizes.upperBound), e.g. 0,0,1280x720"
+        return "takes X,Y,WIDTHxHEIGHT with X and Y from \(coordinates.lowerBound) to \(coordinates.upperBound) "
+            + "and sizes from \(sizes.lowerBound) to \(sizes.upperBound), e.g. 0,0,1280x720"
     }
 
     /// A decimal number of at most 5 digits (a longer one, or one with a sign, is out of range anyway) in `range`.
     private static func number(_ text: Substring, in range: ClosedRange<Int>) -> Int? {
         guard (1...5).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-              let value = Int(text), range.contains(value) else { return nil }
+            let value = Int(text), range.contains(value)
+        else { return nil }
         return value
     }
 }

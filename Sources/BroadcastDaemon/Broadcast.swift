@@ -75,13 +75,16 @@ final class Broadcast {
         var held: [BroadcastEffect] = []
     }
 
-    init(id: UInt32, entry: HandlerRegistry.Entry, maxDuration: UInt64?, askedFrameRate: Double? = nil,
-         wakes: WakeRegistry) throws(BroadcastError) {
+    init(
+        id: UInt32, entry: HandlerRegistry.Entry, maxDuration: UInt64?, askedFrameRate: Double? = nil,
+        wakes: WakeRegistry
+    ) throws(BroadcastError) {
         self.id = id
         self.entry = entry
         self.wakes = wakes
         self.askedFrameRate = askedFrameRate
-        _ = try machine.handle(.start(BroadcastDescription(id: id, handler: entry.manifest.name, maxDuration: maxDuration)))
+        _ = try machine.handle(
+            .start(BroadcastDescription(id: id, handler: entry.manifest.name, maxDuration: maxDuration)))
     }
 
     var phase: BroadcastPhase { machine.phase }
@@ -186,8 +189,10 @@ final class Broadcast {
     /// The frame rate its handler gets when the capture runs at `captureRate`: the rate its setup's `frameRate`
     /// or its manifest's asks for (or START's, when lower), as the nearest whole divisor of the capture's.
     func chooseFrameRate(captureRate: Double) -> Double {
-        let wanted = [setupInfo[HandlerManifest.frameRateKey].flatMap(Double.init) ?? manifest.maxFrameRate, askedFrameRate]
-            .compactMap { $0 }.min()
+        let wanted = [
+            setupInfo[HandlerManifest.frameRateKey].flatMap(Double.init) ?? manifest.maxFrameRate, askedFrameRate,
+        ]
+        .compactMap { $0 }.min()
         frameDivisor = wanted.map { max(1, UInt64((captureRate / $0).rounded())) } ?? 1
         return captureRate / Double(frameDivisor)
     }
@@ -220,11 +225,13 @@ final class Broadcast {
             if manifest.frameRate == .variable { return }
         }
         guard let link else { return }
-        let slot = Int(header.slot), interval = captureInterval * frameDivisor
+        let slot = Int(header.slot)
+        let interval = captureInterval * frameDivisor
         pool.hold(slot, for: link.holder)
         var header = header
-        header.timing = SampleTiming(presentationTime: pts, duration: interval, sequence: ledger.takeSequence(.video),
-                                     discontinuity: ledger.isDiscontinuous(.video))
+        header.timing = SampleTiming(
+            presentationTime: pts, duration: interval, sequence: ledger.takeSequence(.video),
+            discontinuity: ledger.isDiscontinuous(.video))
         var payload: [UInt8] = []
         payload.reserveCapacity(VideoSampleHeader.size)
         header.encode(into: &payload)
@@ -241,8 +248,10 @@ final class Broadcast {
     func formatChanged(_ format: VideoDescription, pool: FramePool?) {
         guard let link, link.connection != nil else { return }
         if let pool {
-            link.send(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
-                            descriptors: [pool.handlerDescriptor]))
+            link.send(
+                .json(
+                    .pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
+                    descriptors: [pool.handlerDescriptor]))
         }
         link.send(.json(.videoFormatChanged, format))
         ledger.markDiscontinuous(.video)
@@ -261,11 +270,13 @@ final class Broadcast {
             ledger.dropTaken(stream)
             return
         }
-        let timing = SampleTiming(presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
-                                  discontinuity: chunk.discontinuity || ledger.isDiscontinuous(stream))
+        let timing = SampleTiming(
+            presentationTime: chunk.presentationTime, duration: chunk.duration, sequence: sequence,
+            discontinuity: chunk.discontinuity || ledger.isDiscontinuous(stream))
         var payload: [UInt8] = []
         payload.reserveCapacity(AudioSampleHeader.size + chunk.bytes.count)
-        AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(into: &payload)
+        AudioSampleHeader(timing: timing, type: stream, format: format, frameCount: UInt32(chunk.frameCount)).encode(
+            into: &payload)
         payload += chunk.bytes
         if link.queue(Message(.audioSample, payload: payload), droppable: true) {
             ledger.delivered(stream, until: chunk.presentationTime + chunk.duration)

@@ -32,8 +32,10 @@ final class CaptureSession {
         case waiting(String)
     }
 
-    init(source: CaptureSource, plan: FramePoolPlan, poolIDs: PoolIDs, wakes: WakeRegistry,
-         indicator: (any CaptureIndicator)? = nil) {
+    init(
+        source: CaptureSource, plan: FramePoolPlan, poolIDs: PoolIDs, wakes: WakeRegistry,
+        indicator: (any CaptureIndicator)? = nil
+    ) {
         self.source = source
         self.plan = plan
         self.poolIDs = poolIDs
@@ -43,14 +45,20 @@ final class CaptureSession {
 
     /// Opens `source` and plans the memory for its frames; the source is left closed when either fails.
     /// `waiting`: waits here while the source waits for its first frame (where no START can be kept pending).
-    static func open(_ source: CaptureSource, budget: MemoryBudget, waiting: Bool = false) -> Result<Opened, BroadcastError> {
+    static func open(_ source: CaptureSource, budget: MemoryBudget, waiting: Bool = false) -> Result<
+        Opened, BroadcastError
+    > {
         let format: VideoFormat
         do { format = waiting ? try openWaiting(source) : try source.open() } catch {
-            return error.pending ? .success(.waiting(error.reason)) : .failure(BroadcastError(.captureFailed, error.description))
+            return error.pending
+                ? .success(.waiting(error.reason)) : .failure(BroadcastError(.captureFailed, error.description))
         }
         do {
-            return .success(.planned(try FramePoolPlan.plan(format: format, parts: parts(of: source), budgetBytes: budget.bytes,
-                                                            enforced: budget.enforced)))
+            return .success(
+                .planned(
+                    try FramePoolPlan.plan(
+                        format: format, parts: parts(of: source), budgetBytes: budget.bytes,
+                        enforced: budget.enforced)))
         } catch {
             source.close()
             return .failure(error)
@@ -62,7 +70,9 @@ final class CaptureSession {
     /// broadcast adds.
     static func parts(of source: CaptureSource) -> [FramePoolPlan.Part] {
         let shared = source.sharedMemory
-        let itself = (ProcessMemory.residentBytes() ?? FramePoolPlan.daemonOverhead) - ProcessMemory.residentBytes(in: shared.flatMap(\.regions))
+        let itself =
+            (ProcessMemory.residentBytes() ?? FramePoolPlan.daemonOverhead)
+            - ProcessMemory.residentBytes(in: shared.flatMap(\.regions))
         return [FramePoolPlan.Part("broadcastd itself", itself)] + shared.map { FramePoolPlan.Part($0.name, $0.bytes) }
             + [FramePoolPlan.Part("what a live broadcast adds", FramePoolPlan.liveReserve + source.liveGrowth)]
     }
@@ -73,8 +83,10 @@ final class CaptureSession {
         while true {
             do { return try source.open() } catch {
                 guard error.pending, !source.choosesScreenAtStart, let ready = source.openAnswered else { throw error }
-                let now = MonotonicClock.now(), due = source.openRetryAt ?? now + 100_000_000
-                _ = try? Poller.wait([(ready.raw, .readable)], timeoutMilliseconds: due > now ? Int32((due - now) / 1_000_000 + 1) : 0)
+                let now = MonotonicClock.now()
+                let due = source.openRetryAt ?? now + 100_000_000
+                _ = try? Poller.wait(
+                    [(ready.raw, .readable)], timeoutMilliseconds: due > now ? Int32((due - now) / 1_000_000 + 1) : 0)
             }
         }
     }
@@ -172,14 +184,18 @@ final class CaptureSession {
     }
 
     /// The latest frame, copied into a sealed memfd without mapping the copy; nil when there is none.
-    func copyLatest(broadcast: UInt32?) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError>? {
+    func copyLatest(broadcast: UInt32?) -> Result<
+        (description: SnapshotDescription, frame: Descriptor), BroadcastError
+    >? {
         guard let pool, let latest = pool.latest else { return nil }
         let format = source.videoFormat
-        let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
-                                              presentationTime: latestFramePTS, broadcast: broadcast)
+        let description = SnapshotDescription(
+            video: VideoDescription(format), colorRange: source.colorRange.rawValue,
+            presentationTime: latestFramePTS, broadcast: broadcast)
         do {
-            let frame = try SharedMemory.sealedCopy(name: "broadcastd-snapshot",
-                                                    of: UnsafeRawBufferPointer(start: pool.pointer(latest), count: format.frameByteCount))
+            let frame = try SharedMemory.sealedCopy(
+                name: "broadcastd-snapshot",
+                of: UnsafeRawBufferPointer(start: pool.pointer(latest), count: format.frameByteCount))
             return .success((description, frame))
         } catch {
             return .failure(BroadcastError(.budget, "cannot copy the frame for the snapshot: \(error)"))
@@ -187,18 +203,23 @@ final class CaptureSession {
     }
 
     /// One frame grabbed now into a memfd of its own, for a snapshot while nothing is captured.
-    static func grab(_ source: CaptureSource, now: UInt64) -> Result<(description: SnapshotDescription, frame: Descriptor), BroadcastError> {
+    static func grab(_ source: CaptureSource, now: UInt64) -> Result<
+        (description: SnapshotDescription, frame: Descriptor), BroadcastError
+    > {
         let format = source.videoFormat
         do {
             let memory = try SharedMemory(name: "broadcastd-snapshot", size: format.frameByteCount, sealed: true)
             let pts = try source.captureFrame(index: 0, deadline: now, into: memory.base, previous: nil)
-            let description = SnapshotDescription(video: VideoDescription(format), colorRange: source.colorRange.rawValue,
-                                                  presentationTime: pts, broadcast: nil)
+            let description = SnapshotDescription(
+                video: VideoDescription(format), colorRange: source.colorRange.rawValue,
+                presentationTime: pts, broadcast: nil)
             return .success((description, try memory.readOnlyDescriptor()))
         } catch let error as CaptureError {
             return .failure(BroadcastError(.captureFailed, error.description))
         } catch {
-            return .failure(BroadcastError(.budget, "cannot allocate \(megabytes(format.frameByteCount)) for the snapshot: \(error)"))
+            return .failure(
+                BroadcastError(
+                    .budget, "cannot allocate \(megabytes(format.frameByteCount)) for the snapshot: \(error)"))
         }
     }
 }

@@ -21,7 +21,8 @@ extension DaemonCore {
     func choose(_ asked: CaptureChoice) -> BroadcastError? {
         if let problem = asked.problem { return BroadcastError(.invalidRequest, problem) }
         guard let sources else {
-            return asked.isEmpty ? nil : BroadcastError(.invalidRequest, "this broadcastd captures what its own options say only")
+            return asked.isEmpty
+                ? nil : BroadcastError(.invalidRequest, "this broadcastd captures what its own options say only")
         }
         let wanted = sources.defaults.choosing(asked)
         guard wanted != captureChoice else { return nil }
@@ -62,9 +63,12 @@ extension DaemonCore {
         let running = captureChoice.choosing(CaptureChoice(frameRate: Int(rate.rounded())))
         let wanted = running.choosing(asked)
         if wanted.display != running.display || wanted.target != running.target {
-            differs.append([asked.display.map { "--display \($0)" }, asked.output.map { "--output \($0)" },
-                            asked.region.map { "--region \($0)" }, asked.window.map { "--window \($0)" },
-                            asked.app.map { "--app \($0)" }].compactMap { $0 }.joined(separator: " "))
+            differs.append(
+                [
+                    asked.display.map { "--display \($0)" }, asked.output.map { "--output \($0)" },
+                    asked.region.map { "--region \($0)" }, asked.window.map { "--window \($0)" },
+                    asked.app.map { "--app \($0)" },
+                ].compactMap { $0 }.joined(separator: " "))
         }
         if wanted.cursor != running.cursor, let cursor = asked.cursor { differs.append("--cursor \(cursor)") }
         if let fps = asked.frameRate, Double(fps) > rate + 0.5 { differs.append("--fps \(fps)") }
@@ -74,9 +78,12 @@ extension DaemonCore {
         }
         guard differs.isEmpty else {
             let list = active.map { "\($0.id) (\($0.manifest.name))" }.joined(separator: ", ")
-            return .failure(BroadcastError(.captureInUse, "broadcast(s) \(list) share the capture running: \(source.description); " +
-                "this one asks for \(differs.joined(separator: " ")). Start it once they finish, or without capture options " +
-                "to join theirs (a lower --fps joins it, taking every n-th frame)"))
+            return .failure(
+                BroadcastError(
+                    .captureInUse,
+                    "broadcast(s) \(list) share the capture running: \(source.description); "
+                        + "this one asks for \(differs.joined(separator: " ")). Start it once they finish, or without capture options "
+                        + "to join theirs (a lower --fps joins it, taking every n-th frame)"))
         }
         return .success(asked.frameRate.map(Double.init).flatMap { $0 < rate - 0.5 ? $0 : nil })
     }
@@ -88,24 +95,35 @@ extension DaemonCore {
     func changeCapture(_ asked: CaptureChoice) -> Result<Void, BroadcastError> {
         if let problem = asked.problem { return .failure(BroadcastError(.invalidRequest, problem)) }
         guard capture != nil else {
-            return .failure(BroadcastError(.noBroadcast, "no capture runs; give the capture options to `broadcastctl start`, " +
-                                           "`record` or `stream` instead"))
+            return .failure(
+                BroadcastError(
+                    .noBroadcast,
+                    "no capture runs; give the capture options to `broadcastctl start`, "
+                        + "`record` or `stream` instead"))
         }
-        let fixed = [("--display", asked.display), ("--window", asked.window), ("--app", asked.app),
-                     ("--fps", asked.frameRate.map(String.init)), ("--cursor", asked.cursor),
-                     ("--exclude-window", asked.excludeWindows?.first)].filter { $0.1 != nil }.map(\.0)
+        let fixed = [
+            ("--display", asked.display), ("--window", asked.window), ("--app", asked.app),
+            ("--fps", asked.frameRate.map(String.init)), ("--cursor", asked.cursor),
+            ("--exclude-window", asked.excludeWindows?.first),
+        ].filter { $0.1 != nil }.map(\.0)
         guard fixed.isEmpty else {
-            return .failure(BroadcastError(.invalidRequest, "\(fixed.joined(separator: ", ")) cannot change while capturing " +
-                                           "(chosen when capture starts); an output or a region can, or the whole screen"))
+            return .failure(
+                BroadcastError(
+                    .invalidRequest,
+                    "\(fixed.joined(separator: ", ")) cannot change while capturing "
+                        + "(chosen when capture starts); an output or a region can, or the whole screen"))
         }
         guard let target = Self.screenTarget(of: asked) else {
             let region = asked.region ?? ""
-            return .failure(BroadcastError(.invalidRequest, "--region \(region): \(ScreenRegion.problem(region) ?? "")"))
+            return .failure(
+                BroadcastError(.invalidRequest, "--region \(region): \(ScreenRegion.problem(region) ?? "")"))
         }
         do { try source.retarget(target) } catch { return .failure(BroadcastError(.captureFailed, error.description)) }
         captureChoice.target = (asked.output, asked.region, nil, nil)
         logger.info("capture changed to \(target) for every broadcast: \(source.description)")
-        for broadcast in broadcasts where broadcast.isActive { peers.publish(.json(.stateChanged, status(of: broadcast))) }
+        for broadcast in broadcasts where broadcast.isActive {
+            peers.publish(.json(.stateChanged, status(of: broadcast)))
+        }
         return .success(())
     }
 }

@@ -39,8 +39,10 @@ public final class Daemon {
     /// Binds the socket after a look at the source: a screen that cannot be opened now is a warning (START says
     /// why, if it still cannot be opened then). Nothing is planned yet: memory is planned for a capture when a
     /// broadcast asks for one.
-    public init(configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources? = nil, logger: Logger,
-                clock: DaemonClock = SystemClock()) throws(DaemonError) {
+    public init(
+        configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources? = nil, logger: Logger,
+        clock: DaemonClock = SystemClock()
+    ) throws(DaemonError) {
         self.logger = logger
         self.clock = clock
         if source.choosesScreenAtStart {
@@ -61,11 +63,13 @@ public final class Daemon {
                 listener = activated
                 socketPath = Systemd.boundPath(activated) ?? configuration.socketPath
                 ownsSocketPath = false
-                let note = "socket activation: serving the socket systemd passed (\(socketPath)); --socket and " +
-                    "BROADCASTD_SOCKET are not used"
+                let note =
+                    "socket activation: serving the socket systemd passed (\(socketPath)); --socket and "
+                    + "BROADCASTD_SOCKET are not used"
                 logger.info("\(note)")
             } else {
-                if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex {
+                if let slash = configuration.socketPath.lastIndex(of: "/"), slash != configuration.socketPath.startIndex
+                {
                     try FileSystem.makeDirectories(String(configuration.socketPath[..<slash]), mode: 0o700)
                 }
                 listener = try UnixSocket.listen(path: configuration.socketPath)
@@ -79,14 +83,18 @@ public final class Daemon {
             throw DaemonError("start", error)
         }
         wakes = WakeRegistry()
-        core = DaemonCore(configuration: configuration, source: source, sources: sources, socketPath: socketPath,
-                          logger: logger, clock: clock, wakes: wakes, notifier: systemd)
+        core = DaemonCore(
+            configuration: configuration, source: source, sources: sources, socketPath: socketPath,
+            logger: logger, clock: clock, wakes: wakes, notifier: systemd)
         Signals.ignoreBrokenPipe()
         let budget = configuration.memoryBudget
-        let policy = budget.enforced ? "set: captures that do not fit are refused"
+        let policy =
+            budget.enforced
+            ? "set: captures that do not fit are refused"
             : "built in: a capture that cannot fit runs at its least, saying so"
-        let listening = "listening on \(socketPath); source \(source.description); memory budget " +
-            "\(megabytes(budget.bytes)) (\(policy))"
+        let listening =
+            "listening on \(socketPath); source \(source.description); memory budget "
+            + "\(megabytes(budget.bytes)) (\(policy))"
         logger.info("\(listening)")
     }
 
@@ -148,7 +156,9 @@ public final class Daemon {
                 let now = clock.now()
                 wakes.deregister(.listener)
                 wakes.schedule(.acceptResumes, at: now + 250_000_000)
-                if let text = acceptWarnings.pass("accept failed: \(error); not accepting connections for 0.25 s", now: now) {
+                if let text = acceptWarnings.pass(
+                    "accept failed: \(error); not accepting connections for 0.25 s", now: now)
+                {
                     logger.warning("\(text)")
                 }
                 return
@@ -159,8 +169,9 @@ public final class Daemon {
             do {
                 let peer = try UnixSocket.peer(socket)
                 guard peer.uid == UnixSocket.ownUser else {
-                    refused("refused a connection from pid \(peer.pid), user \(peer.uid): only user " +
-                            "\(UnixSocket.ownUser), whom broadcastd runs as, may connect")
+                    refused(
+                        "refused a connection from pid \(peer.pid), user \(peer.uid): only user "
+                            + "\(UnixSocket.ownUser), whom broadcastd runs as, may connect")
                     continue
                 }
             } catch {

@@ -31,7 +31,9 @@ extension DaemonCore {
         do { effects = try broadcast.handle(event) } catch { return .failure(error) }
         let now = clock.now()
         if before != .live && broadcast.phase == .live { goLive(broadcast, now: now) }
-        if before == .live && broadcast.phase != .live { leaveLive(broadcast, now: now, drainingAudio: event == .pause || event == .finish) }
+        if before == .live && broadcast.phase != .live {
+            leaveLive(broadcast, now: now, drainingAudio: event == .pause || event == .finish)
+        }
         for effect in effects { apply(effect, to: broadcast, now: now) }
         if before != broadcast.phase {
             logger.info("broadcast \(broadcast.id): \(before) → \(broadcast.phase)")
@@ -54,17 +56,24 @@ extension DaemonCore {
             broadcast.link?.send(.json(.broadcastResumed, Empty()))
         case .notifyHandlerFinished:
             guard let link = broadcast.link else {
-                transition(broadcast, .handlerExited(nil)) // none was started: nothing to wait for
+                transition(broadcast, .handlerExited(nil))  // none was started: nothing to wait for
                 return
             }
             link.finish(error: broadcast.machine.error, discard: broadcast.machine.discarded, now: now)
         case .finished(let error):
-            if let error { logger.warning("broadcast \(broadcast.id) finished with an error: \(error.message)") }
-            else { logger.info("broadcast \(broadcast.id) finished") }
+            if let error {
+                logger.warning("broadcast \(broadcast.id) finished with an error: \(error.message)")
+            } else {
+                logger.info("broadcast \(broadcast.id) finished")
+            }
             publishServiceInfo(broadcast, now: now)
             if broadcast.machine.discarded { DiscardedOutput.remove(result: broadcast.result, logger: logger) }
-            peers.publish(.json(.finished, FinishedEvent(broadcast: broadcast.id, error: error, result: broadcast.result,
-                                                         discarded: broadcast.machine.discarded ? true : nil)))
+            peers.publish(
+                .json(
+                    .finished,
+                    FinishedEvent(
+                        broadcast: broadcast.id, error: error, result: broadcast.result,
+                        discarded: broadcast.machine.discarded ? true : nil)))
             // A request cancelled at setup never began: the FINISHED says why, and status is back to idle.
             if error?.code == .setupCancelled && broadcast.link == nil { broadcasts.removeAll { $0 === broadcast } }
             if !broadcasts.contains(where: \.isActive) {
@@ -115,7 +124,8 @@ extension DaemonCore {
 
     /// Capture ends when no broadcast is live or waiting for its audio.
     private func endCaptureIfUnused() {
-        guard let capture, capture.live != nil, !broadcasts.contains(where: { $0.isLive || $0.audioDrain != nil }) else { return }
+        guard let capture, capture.live != nil, !broadcasts.contains(where: { $0.isLive || $0.audioDrain != nil })
+        else { return }
         capture.endLive()
     }
 
@@ -124,24 +134,32 @@ extension DaemonCore {
         guard let drain = broadcast.endDrain() else { return }
         endCaptureIfUnused()
         let now = clock.now()
-        let short = source.audioStreams.filter { broadcast.ledger.deliveredUntil[$0, default: 0] < drain.until }.map(\.description)
-        logger.debug("broadcast \(broadcast.id): audio captured before the \(broadcast.phase == .paused ? "pause" : "finish") delivered after \((now - drain.since) / 1_000_000) ms\(short.isEmpty ? "" : "; short: " + short.joined(separator: ", "))")
+        let short = source.audioStreams.filter { broadcast.ledger.deliveredUntil[$0, default: 0] < drain.until }.map(
+            \.description)
+        logger.debug(
+            "broadcast \(broadcast.id): audio captured before the \(broadcast.phase == .paused ? "pause" : "finish") delivered after \((now - drain.since) / 1_000_000) ms\(short.isEmpty ? "" : "; short: " + short.joined(separator: ", "))"
+        )
         for effect in drain.held { apply(effect, to: broadcast, now: now) }
     }
 
     func captureVideo(now: UInt64) {
         guard let capture, let live = capture.live else { return }
         let active = broadcasts.filter(\.isActive)
-        if let failure = live.captureVideo(now: now, session: capture, live: broadcasts.filter(\.isLive), active: active) {
+        if let failure = live.captureVideo(
+            now: now, session: capture, live: broadcasts.filter(\.isLive), active: active)
+        {
             for broadcast in broadcasts where broadcast.isLive { transition(broadcast, .fail(failure)) }
         }
     }
 
     func captureAudio(now: UInt64) {
         guard let live = capture?.live else { return }
-        let (silenceChanged, drained) = live.captureAudio(now: now, receivers: broadcasts.filter { $0.isLive || $0.audioDrain != nil })
+        let (silenceChanged, drained) = live.captureAudio(
+            now: now, receivers: broadcasts.filter { $0.isLive || $0.audioDrain != nil })
         if silenceChanged {
-            for broadcast in broadcasts where broadcast.isActive { peers.publish(.json(.stateChanged, status(of: broadcast))) }
+            for broadcast in broadcasts where broadcast.isActive {
+                peers.publish(.json(.stateChanged, status(of: broadcast)))
+            }
         }
         for broadcast in drained { endAudioDrain(of: broadcast) }
     }
@@ -149,10 +167,16 @@ extension DaemonCore {
     // MARK: - The handler process
 
     private func launchHandler(of broadcast: Broadcast, now: UInt64) {
-        let entry = broadcast.entry, manifest = entry.manifest
+        let entry = broadcast.entry
+        let manifest = entry.manifest
         guard let path = HandlerRegistry.resolveExecutable(entry) else {
-            transition(broadcast, .fail(BroadcastError(.handlerFailed, "handler '\(manifest.name)': cannot find its program " +
-                                                       "'\(manifest.exec)' (is it installed and executable?)")))
+            transition(
+                broadcast,
+                .fail(
+                    BroadcastError(
+                        .handlerFailed,
+                        "handler '\(manifest.name)': cannot find its program "
+                            + "'\(manifest.exec)' (is it installed and executable?)")))
             return
         }
         guard let capture else { return }
@@ -166,16 +190,21 @@ extension DaemonCore {
             var environment = Environment.all
             environment["BROADCASTD_HANDLER_FD"] = "3"
             environment["BROADCASTD_SOCKET"] = socketPath
-            let process = try launcher.launch(path: path, arguments: manifest.arguments ?? [], environment: environment,
-                                              socket: theirs)
+            let process = try launcher.launch(
+                path: path, arguments: manifest.arguments ?? [], environment: environment,
+                socket: theirs)
             theirs.close()
             let session = peers.addSession(ours, launchedFor: broadcast.id)
-            broadcast.attach(HandlerLink(process: process, manifest: manifest, broadcast: broadcast.id, session: session,
-                                         capture: capture, configuration: configuration, wakes: wakes, logger: logger,
-                                         now: now))
+            broadcast.attach(
+                HandlerLink(
+                    process: process, manifest: manifest, broadcast: broadcast.id, session: session,
+                    capture: capture, configuration: configuration, wakes: wakes, logger: logger,
+                    now: now))
             logger.info("launched handler '\(manifest.name)' (\(path), pid \(process.pid))")
         } catch {
-            transition(broadcast, .fail(BroadcastError(.handlerFailed, "handler '\(manifest.name)': could not start \(path): \(error)")))
+            transition(
+                broadcast,
+                .fail(BroadcastError(.handlerFailed, "handler '\(manifest.name)': could not start \(path): \(error)")))
         }
     }
 
@@ -186,15 +215,23 @@ extension DaemonCore {
     }
 
     func handlerConnected(_ session: PeerSession) {
-        guard let broadcast = broadcast(ofHandler: session), let current = broadcast.machine.current, let pool = capture?.pool else { return }
-        session.enqueue(.json(.pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
-                              descriptors: [pool.handlerDescriptor]))
+        guard let broadcast = broadcast(ofHandler: session), let current = broadcast.machine.current,
+            let pool = capture?.pool
+        else { return }
+        session.enqueue(
+            .json(
+                .pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
+                descriptors: [pool.handlerDescriptor]))
         let rate = broadcast.chooseFrameRate(captureRate: 1e9 / Double(source.frameInterval))
-        session.enqueue(.json(.broadcastStarted, BroadcastStart(broadcast: current.id, url: current.url, setupInfo: broadcast.setupInfo,
-                                                                video: VideoDescription(source.videoFormat, colorRange: source.colorRange.rawValue),
-                                                                audio: AudioDescription(source.audioFormat),
-                                                                frameRate: Int(rate.rounded()),
-                                                                audioStreams: source.audioStreams.map(\.description))))
+        session.enqueue(
+            .json(
+                .broadcastStarted,
+                BroadcastStart(
+                    broadcast: current.id, url: current.url, setupInfo: broadcast.setupInfo,
+                    video: VideoDescription(source.videoFormat, colorRange: source.colorRange.rawValue),
+                    audio: AudioDescription(source.audioFormat),
+                    frameRate: Int(rate.rounded()),
+                    audioStreams: source.audioStreams.map(\.description))))
         logger.debug("handler '\(broadcast.manifest.name)' connected; broadcast \(current.id) started")
     }
 
@@ -217,14 +254,22 @@ extension DaemonCore {
             // A handler without its connection can do nothing more; it has a moment to exit by itself.
             link.disconnected(now: clock.now())
             if let reason = session.closeReason, !reason.isEmpty, broadcast.isActive, broadcast.phase != .finishing {
-                transition(broadcast, .fail(BroadcastError(.handlerFailed, "handler '\(link.manifest.name)' was disconnected: \(reason)")))
+                transition(
+                    broadcast,
+                    .fail(BroadcastError(.handlerFailed, "handler '\(link.manifest.name)' was disconnected: \(reason)"))
+                )
             }
         }
         if pendingStart?.sessionID == session.id {
             source.cancelOpen("the controller that asked for the broadcast went away")
         }
-        if let id = session.fetchedSetup, let broadcast = broadcasts.first(where: { $0.id == id }), broadcast.phase == .awaitingSetup {
-            transition(broadcast, .setupCancelled(BroadcastError(.setupCancelled, "the setup UI went away without completing the request")))
+        if let id = session.fetchedSetup, let broadcast = broadcasts.first(where: { $0.id == id }),
+            broadcast.phase == .awaitingSetup
+        {
+            transition(
+                broadcast,
+                .setupCancelled(
+                    BroadcastError(.setupCancelled, "the setup UI went away without completing the request")))
         }
     }
 
@@ -272,14 +317,18 @@ extension DaemonCore {
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics
         let silent = source.silentAudio
-        if !silent.isEmpty { s.silentAudio = Dictionary(uniqueKeysWithValues: silent.map { ($0.key.description, $0.value) }) }
+        if !silent.isEmpty {
+            s.silentAudio = Dictionary(uniqueKeysWithValues: silent.map { ($0.key.description, $0.value) })
+        }
         return s
     }
 
     func publishServiceInfo(_ broadcast: Broadcast, now: UInt64) {
         guard peers.hasSubscribers else { return }
-        let info = ServiceInfo(broadcast: broadcast.id, elapsed: Double(broadcast.elapsed(now: now)) / 1e9, streams: broadcast.ledger.streams,
-                               handler: nil, daemonMemory: ProcessMemory.residentBytes())
+        let info = ServiceInfo(
+            broadcast: broadcast.id, elapsed: Double(broadcast.elapsed(now: now)) / 1e9,
+            streams: broadcast.ledger.streams,
+            handler: nil, daemonMemory: ProcessMemory.residentBytes())
         peers.publish(info.message(handlerJSON: broadcast.encodedServiceInfo))
     }
 }

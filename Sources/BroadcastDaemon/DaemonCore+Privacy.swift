@@ -45,28 +45,38 @@ extension DaemonCore {
         guard locked != lockState.isLocked else { return }
         let before = lockState
         lockState = locked ? .locked(pausedForLock: []) : .unlocked
-        let what = switch configuration.onLock {
-        case .pause: locked ? ": live broadcasts pause until it is unlocked" : ": broadcasts paused for the lock resume"
-        case .blank: locked ? ": broadcasts show the privacy frame until it is unlocked" : ": broadcasts show the screen again"
-        case .ignore: " (on-lock ignore)"
-        }
+        let what =
+            switch configuration.onLock {
+            case .pause:
+                locked ? ": live broadcasts pause until it is unlocked" : ": broadcasts paused for the lock resume"
+            case .blank:
+                locked
+                    ? ": broadcasts show the privacy frame until it is unlocked" : ": broadcasts show the screen again"
+            case .ignore: " (on-lock ignore)"
+            }
         logger.notice("the session is \(locked ? "locked" : "unlocked")\(what)")
         if locked {
             enforceSessionLock()
         } else {
-            for broadcast in broadcasts where before.pausedForLock(broadcast.id) && broadcast.isActive && broadcast.machine.wantsPaused {
-                if case .failure(let refusal) = transition(broadcast, .resume) { logger.debug("resume after unlock refused: \(refusal)") }
+            for broadcast in broadcasts
+            where before.pausedForLock(broadcast.id) && broadcast.isActive && broadcast.machine.wantsPaused {
+                if case .failure(let refusal) = transition(broadcast, .resume) {
+                    logger.debug("resume after unlock refused: \(refusal)")
+                }
             }
         }
         updateStatus()
-        for broadcast in broadcasts where broadcast.isActive { peers.publish(.json(.stateChanged, status(of: broadcast))) }
+        for broadcast in broadcasts where broadcast.isActive {
+            peers.publish(.json(.stateChanged, status(of: broadcast)))
+        }
     }
 
     /// While locked, pauses every broadcast that is live or about to be (one started, or resumed, meanwhile).
     func enforceSessionLock() {
         capture?.live?.showPrivacyFrame(lockState.isLocked && configuration.onLock == .blank)
         guard case .locked(var paused) = lockState, configuration.onLock == .pause else { return }
-        for broadcast in broadcasts where (broadcast.phase == .live || broadcast.phase == .starting) && !broadcast.machine.wantsPaused {
+        for broadcast in broadcasts
+        where (broadcast.phase == .live || broadcast.phase == .starting) && !broadcast.machine.wantsPaused {
             guard case .success = transition(broadcast, .pause) else { continue }
             paused.insert(broadcast.id)
             lockState = .locked(pausedForLock: paused)
@@ -77,7 +87,9 @@ extension DaemonCore {
     /// A RESUME while the session is locked is refused (the screen would show the lock screen, or worse).
     func refuseResumeWhileLocked() -> BroadcastError? {
         guard lockState.isLocked, configuration.onLock == .pause else { return nil }
-        return BroadcastError(.busy, "the session is locked: broadcasts stay paused until it is unlocked, then those paused for the lock resume")
+        return BroadcastError(
+            .busy,
+            "the session is locked: broadcasts stay paused until it is unlocked, then those paused for the lock resume")
     }
 
     /// The status fields of privacy on lock.

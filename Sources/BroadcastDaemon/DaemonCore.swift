@@ -73,9 +73,11 @@ final class DaemonCore {
     /// "did not answer" of handlers' commands, which controllers can cause by the thousand.
     var commandWarnings = WarningThrottle()
 
-    init(configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources?, socketPath: String,
-         logger: Logger, clock: DaemonClock, wakes: WakeRegistry, launcher: any HandlerLauncher = ProcessLauncher(),
-         notifier: any ServiceNotifier) {
+    init(
+        configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources?, socketPath: String,
+        logger: Logger, clock: DaemonClock, wakes: WakeRegistry, launcher: any HandlerLauncher = ProcessLauncher(),
+        notifier: any ServiceNotifier
+    ) {
         self.configuration = configuration
         self.source = source
         defaultSource = source
@@ -87,8 +89,8 @@ final class DaemonCore {
         self.wakes = wakes
         self.launcher = launcher
         self.notifier = notifier
-        registry = HandlerRegistry(directories: configuration.extraHandlerDirectories +
-                                   HandlerRegistry.defaultDirectories())
+        registry = HandlerRegistry(
+            directories: configuration.extraHandlerDirectories + HandlerRegistry.defaultDirectories())
         peers = PeerServer(serverName: configuration.serverName, clock: clock, wakes: wakes, logger: logger)
     }
 
@@ -124,7 +126,7 @@ final class DaemonCore {
     func handle(_ wake: Wake, _ event: Poller.Event = .none, now: UInt64) {
         switch wake {
         case .listener, .signals, .watchdog, .acceptResumes:
-            break // the loop's own
+            break  // the loop's own
         case .peer(let id):
             if let session = peers.sessions[id] { peers.serve(session, event) { take(session, $0) } }
         case .peerDeadline(let id):

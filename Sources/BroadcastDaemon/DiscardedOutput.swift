@@ -11,9 +11,11 @@ enum DiscardedOutput {
     static func event(for request: FinishRequest, manifest: HandlerManifest) -> Result<BroadcastEvent, BroadcastError> {
         guard request.discard == true else { return .success(.finish) }
         if manifest.discard != true {
-            return .failure(BroadcastError(.invalidRequest,
-                                           "handler '\(manifest.name)' cannot discard what it produced (its manifest " +
-                                           "does not say \"discard\": true); finish the broadcast with `broadcastctl stop`"))
+            return .failure(
+                BroadcastError(
+                    .invalidRequest,
+                    "handler '\(manifest.name)' cannot discard what it produced (its manifest "
+                        + "does not say \"discard\": true); finish the broadcast with `broadcastctl stop`"))
         }
         return .success(.discard)
     }
@@ -30,8 +32,11 @@ enum DiscardedOutput {
         if result?["discarded"] == .bool(true) { return }
         for path in paths(result: result) where FileSystem.exists(path) {
             FileSystem.remove(path)
-            if FileSystem.exists(path) { logger.warning("discarded: could not remove \(path)") }
-            else { logger.info("discarded: removed \(path), which the handler did not remove itself") }
+            if FileSystem.exists(path) {
+                logger.warning("discarded: could not remove \(path)")
+            } else {
+                logger.info("discarded: removed \(path), which the handler did not remove itself")
+            }
         }
     }
 }

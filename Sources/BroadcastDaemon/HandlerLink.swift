@@ -67,14 +67,18 @@ final class HandlerLink {
     private var stoppedBeforeStart = false
     /// The handler's progress as last seen at the once-a-second check: bytes it had read and slots it
     /// had released, and since when each has not moved while it had something to read or hold.
-    private var progress = (bytesSent: UInt64(0), readStalledSince: UInt64(0), releases: UInt64(0),
-                            releaseStalledSince: UInt64(0))
+    private var progress = (
+        bytesSent: UInt64(0), readStalledSince: UInt64(0), releases: UInt64(0),
+        releaseStalledSince: UInt64(0)
+    )
     /// The serial of the last cursor sprite it was sent (metadata cursor mode).
     private var cursorSpriteSent: UInt32?
     private var nextCommandID: UInt32 = 1
 
-    init(process: any HandlerProcess, manifest: HandlerManifest, broadcast: UInt32, session: PeerSession,
-         capture: CaptureSession, configuration: DaemonConfiguration, wakes: WakeRegistry, logger: Logger, now: UInt64) {
+    init(
+        process: any HandlerProcess, manifest: HandlerManifest, broadcast: UInt32, session: PeerSession,
+        capture: CaptureSession, configuration: DaemonConfiguration, wakes: WakeRegistry, logger: Logger, now: UInt64
+    ) {
         self.process = process
         self.manifest = manifest
         self.broadcast = broadcast
@@ -117,7 +121,8 @@ final class HandlerLink {
         case .releaseSlot:
             let release = try SlotRelease(decoding: message.payload)
             guard capture.release(pool: release.pool, slot: Int(release.slot), by: holder) else {
-                throw .malformed(.releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
+                throw .malformed(
+                    .releaseSlot, "slot \(release.slot) of pool \(release.pool) is not held by this handler")
             }
             return .released
         case .ready:
@@ -129,7 +134,8 @@ final class HandlerLink {
             let failure = try message.decode(HandlerFailure.self)
             let code = failure.code.map { " (code \($0))" } ?? ""
             logger.info("handler '\(manifest.name)' finished the broadcast with an error: \(failure.message)\(code)")
-            return .failed(BroadcastError(.handlerError, "handler '\(manifest.name)' finished the broadcast: \(failure.message)"))
+            return .failed(
+                BroadcastError(.handlerError, "handler '\(manifest.name)' finished the broadcast: \(failure.message)"))
         case .updateURL:
             let update = try message.decode(URLUpdate.self)
             if let problem = HandlerManifest.urlProblem(update.url) {
@@ -140,14 +146,19 @@ final class HandlerLink {
             let info = try HandlerServiceInfo.decodeWithinLimits(message)
             return .serviceInfo(info.isEmpty ? nil : info)
         case .setResult:
-            let size = message.payload.count, limit = ProtocolLimits.maxResultPayload
-            guard size <= limit else { throw .malformed(.setResult, "a result of \(size) bytes exceeds the limit of \(limit)") }
+            let size = message.payload.count
+            let limit = ProtocolLimits.maxResultPayload
+            guard size <= limit else {
+                throw .malformed(.setResult, "a result of \(size) bytes exceeds the limit of \(limit)")
+            }
             let result = try message.decode(HandlerResult.self).result
-            logger.debug("handler '\(manifest.name)' reported a result: \(result.keys.sorted().joined(separator: ", "))")
+            logger.debug(
+                "handler '\(manifest.name)' reported a result: \(result.keys.sorted().joined(separator: ", "))")
             return .result(result)
         case .commandAnswer:
             // One that is too large is a protocol violation, as a SET_RESULT's is.
-            let size = message.payload.count, limit = ProtocolLimits.maxCommandAnswerPayload
+            let size = message.payload.count
+            let limit = ProtocolLimits.maxCommandAnswerPayload
             guard size <= limit else {
                 throw .malformed(.commandAnswer, "an answer of \(size) bytes exceeds the limit of \(limit)")
             }
@@ -177,8 +188,10 @@ final class HandlerLink {
         case .finishing(let terminateAt, _) where now >= terminateAt:
             logger.warning("handler '\(manifest.name)' did not exit in time; sending SIGTERM")
             if session != nil {
-                stopReason = BroadcastError(.handlerFailed, "handler '\(manifest.name)' did not finish within " +
-                                            "\(finishTimeout / 1_000_000_000) s and was stopped")
+                stopReason = BroadcastError(
+                    .handlerFailed,
+                    "handler '\(manifest.name)' did not finish within "
+                        + "\(finishTimeout / 1_000_000_000) s and was stopped")
             }
             terminate(now: now)
         case .terminating(let killAt) where now >= killAt:
@@ -192,8 +205,9 @@ final class HandlerLink {
 
     /// Why READY did not come.
     var notReadyError: BroadcastError {
-        BroadcastError(.handlerFailed, "handler '\(manifest.name)' did not become ready within " +
-                       "\(startTimeout / 1_000_000_000) s")
+        BroadcastError(
+            .handlerFailed,
+            "handler '\(manifest.name)' did not become ready within " + "\(startTimeout / 1_000_000_000) s")
     }
 
     /// The broadcast is over: BROADCAST_FINISHED, and the finish timeout; a handler that has not said HELLO is
@@ -236,7 +250,9 @@ final class HandlerLink {
         wakes.schedule(.handlerDeadline(broadcast), at: nil)
         capture.releaseAll(heldBy: holder)
         logger.info("handler '\(manifest.name)' (pid \(process.pid)) \(status)")
-        let failed = status.succeeded || stoppedBeforeStart ? nil : BroadcastError(.handlerFailed, "handler '\(manifest.name)' \(status)")
+        let failed =
+            status.succeeded || stoppedBeforeStart
+            ? nil : BroadcastError(.handlerFailed, "handler '\(manifest.name)' \(status)")
         return (status, stopReason ?? failed)
     }
 
@@ -273,8 +289,9 @@ final class HandlerLink {
     func sendCursor(_ cursor: CursorState, at pts: UInt64) {
         var sample = CursorSample(presentationTime: pts, x: cursor.x, y: cursor.y, visible: cursor.visible, sprite: nil)
         if let sprite = cursor.sprite, sprite.serial != cursorSpriteSent {
-            sample.sprite = .init(width: UInt16(sprite.width), height: UInt16(sprite.height), hotspotX: UInt16(sprite.hotspotX),
-                                  hotspotY: UInt16(sprite.hotspotY), pixels: sprite.pixels)
+            sample.sprite = .init(
+                width: UInt16(sprite.width), height: UInt16(sprite.height), hotspotX: UInt16(sprite.hotspotX),
+                hotspotY: UInt16(sprite.hotspotY), pixels: sprite.pixels)
         }
         if queue(sample.message, droppable: true), sample.sprite != nil { cursorSpriteSent = cursor.sprite?.serial }
     }

@@ -16,16 +16,21 @@ extension ChildProcess: HandlerProcess {
 
 /// Starts a handler's process with `socket` as its descriptor 3 (`BROADCASTD_HANDLER_FD`).
 protocol HandlerLauncher {
-    func launch(path: String, arguments: [String], environment: [String: String],
-                socket: Descriptor) throws(SystemError) -> any HandlerProcess
+    func launch(
+        path: String, arguments: [String], environment: [String: String],
+        socket: Descriptor
+    ) throws(SystemError) -> any HandlerProcess
 }
 
 /// Handlers as broadcastd runs them: processes leading a process group of their own (a terminal's Ctrl-C does not
 /// reach them, and what they start ends with them), with descriptors 0 to 3 only.
 struct ProcessLauncher: HandlerLauncher {
-    func launch(path: String, arguments: [String], environment: [String: String],
-                socket: Descriptor) throws(SystemError) -> any HandlerProcess {
-        try ChildProcess(path: path, arguments: arguments, environment: environment, passing: [(socket, 3)],
-                         ownProcessGroup: true)
+    func launch(
+        path: String, arguments: [String], environment: [String: String],
+        socket: Descriptor
+    ) throws(SystemError) -> any HandlerProcess {
+        try ChildProcess(
+            path: path, arguments: arguments, environment: environment, passing: [(socket, 3)],
+            ownProcessGroup: true)
     }
 }

@@ -20,7 +20,8 @@ struct HandlerRegistry {
         let home = Environment.get("HOME") ?? ""
         let dataHome = Environment.get("XDG_DATA_HOME").flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.local/share"
         result.append(dataHome + "/broadcastd/handlers")
-        let dataDirs = Environment.get("XDG_DATA_DIRS").flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
+        let dataDirs =
+            Environment.get("XDG_DATA_DIRS").flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
         result += dataDirs.split(separator: ":").map { $0 + "/broadcastd/handlers" }
         if let exe = FileSystem.currentExecutable() {
             let prefix = exe.split(separator: "/").dropLast(2).joined(separator: "/")
@@ -74,13 +75,18 @@ struct HandlerRegistry {
         do {
             manifest = try JSONDecoder().decode(HandlerManifest.self, from: Data(bytes))
         } catch DecodingError.keyNotFound(let key, let context) {
-            throw DaemonError("parse \(path)", "missing field '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'")
+            throw DaemonError(
+                "parse \(path)",
+                "missing field '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'")
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            throw DaemonError("parse \(path)", "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type")
+            throw DaemonError(
+                "parse \(path)",
+                "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type")
         } catch {
             throw DaemonError("parse \(path)", "not valid JSON")
         }
-        guard !manifest.name.isEmpty, manifest.name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+        guard !manifest.name.isEmpty, manifest.name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        else {
             throw DaemonError("parse \(path)", "handler name '\(manifest.name)' must be letters, digits, '-' or '_'")
         }
         return manifest

@@ -41,12 +41,15 @@ final class LiveCapture {
     /// Begins capture (`source.begin`) at `now`. It may take a while (a start waits for PipeWire's first audio):
     /// frames are due from when it has begun, on the grid that starts at `now` (the source's marks count from
     /// there), so the deadlines of the wait are not missed frames.
-    init(source: CaptureSource, now: UInt64, clock: DaemonClock, wakes: WakeRegistry,
-         indicator: (any CaptureIndicator)? = nil) throws(CaptureError) {
+    init(
+        source: CaptureSource, now: UInt64, clock: DaemonClock, wakes: WakeRegistry,
+        indicator: (any CaptureIndicator)? = nil
+    ) throws(CaptureError) {
         try source.begin(at: now)
         self.source = source
         self.wakes = wakes
-        let interval = max(1, source.frameInterval), waited = clock.now() - now
+        let interval = max(1, source.frameInterval)
+        let waited = clock.now() - now
         nextFrameAt = now + waited / interval * interval
         nextAudioAt = source.nextAudioDeadline()
         wakes.schedule(.frame, at: nextFrameAt)
@@ -146,8 +149,9 @@ final class LiveCapture {
         }
         let pts: UInt64
         do {
-            pts = try source.captureFrame(index: index, deadline: deadline, into: pool.pointer(slot),
-                                          previous: wasPrivate ? nil : pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
+            pts = try source.captureFrame(
+                index: index, deadline: deadline, into: pool.pointer(slot),
+                previous: wasPrivate ? nil : pool.latest.map { UnsafeRawPointer(pool.pointer($0)) })
         } catch {
             session.keepLatest(nil)
             lostFrames += 1
@@ -184,7 +188,8 @@ final class LiveCapture {
     /// The VIDEO_SAMPLE fields that stay the same from frame to frame.
     private func prototype(pool: FramePool) -> VideoSampleHeader {
         let zero = SampleTiming(presentationTime: 0, duration: 0, sequence: 0, discontinuity: false)
-        return VideoSampleHeader(timing: zero, orientation: source.orientation, pool: pool.id, slot: 0, format: source.videoFormat)
+        return VideoSampleHeader(
+            timing: zero, orientation: source.orientation, pool: pool.id, slot: 0, format: source.videoFormat)
     }
 
     /// Holds `slot` for each of `targets` and sends it; `repeated`: the latest frame again, counted as such, which a
@@ -206,7 +211,9 @@ final class LiveCapture {
 
     /// The frame size changed: a bigger pool when the slots are too small for it, then VIDEO_FORMAT_CHANGED
     /// to every handler, before the first frame of the new size. Throws when it does not fit the budget.
-    private func changeFormat(to format: VideoFormat, session: CaptureSession, active: [Broadcast]) throws(BroadcastError) {
+    private func changeFormat(to format: VideoFormat, session: CaptureSession, active: [Broadcast])
+        throws(BroadcastError)
+    {
         let replaced = try session.resize(to: format)
         videoHeader = nil
         for broadcast in active {
@@ -224,7 +231,7 @@ final class LiveCapture {
         for stream in [SampleType.audioApp, .audioMic] {
             while let chunk = source.nextAudioChunk(stream, now: now) {
                 for broadcast in receivers {
-                    if let drain = broadcast.audioDrain, chunk.presentationTime >= drain.until { continue } // after the pause
+                    if let drain = broadcast.audioDrain, chunk.presentationTime >= drain.until { continue }  // after the pause
                     broadcast.deliver(chunk, stream: stream, format: format)
                 }
             }
@@ -236,9 +243,14 @@ final class LiveCapture {
         let drained = receivers.filter { broadcast in
             guard let drain = broadcast.audioDrain else { return false }
             return now >= drain.deadline
-                || source.audioStreams.allSatisfy { broadcast.ledger.deliveredUntil[$0, default: 0] >= drain.until || silent.contains($0) }
+                || source.audioStreams.allSatisfy {
+                    broadcast.ledger.deliveredUntil[$0, default: 0] >= drain.until || silent.contains($0)
+                }
         }
-        rearmAudio(waiting: receivers.filter { broadcast in broadcast.audioDrain != nil && !drained.contains { $0 === broadcast } })
+        rearmAudio(
+            waiting: receivers.filter { broadcast in
+                broadcast.audioDrain != nil && !drained.contains { $0 === broadcast }
+            })
         return (silenceChanged, drained)
     }
 

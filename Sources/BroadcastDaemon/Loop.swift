@@ -12,8 +12,10 @@ struct Loop {
     /// Waits until a registered descriptor is ready or the earliest timer comes (at once with `immediately`).
     /// Returns every descriptor poll said something of, signals first, with what it said; then, by `now`, every
     /// timer that has come, in time order (taken off the registry: their owners set them again).
-    func wait(_ wakes: WakeRegistry, immediately: Bool,
-              now: () -> UInt64) throws(DaemonError) -> (ready: [(wake: Wake, event: Poller.Event)], due: [Wake]) {
+    func wait(
+        _ wakes: WakeRegistry, immediately: Bool,
+        now: () -> UInt64
+    ) throws(DaemonError) -> (ready: [(wake: Wake, event: Poller.Event)], due: [Wake]) {
         do { try timer.arm(at: wakes.nextDeadline) } catch { throw DaemonError("arm timer", error) }
         let watched = wakes.descriptors.sorted { $0.key == .signals && $1.key != .signals }
         let events: [Poller.Event]

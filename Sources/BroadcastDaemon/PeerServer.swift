@@ -57,7 +57,7 @@ final class PeerServer {
         if session.wantsRead && (event.readable || event.closed || session.hasBacklog) {
             read(session, take)
         } else if event.closed {
-            session.markClosing("") // it hung up without reading what it asked for
+            session.markClosing("")  // it hung up without reading what it asked for
         }
         if event.writable { session.flush() }
     }
@@ -74,7 +74,8 @@ final class PeerServer {
     func admit(_ socket: Descriptor) -> PeerSession? {
         if sessions.values.count(where: { !$0.isLaunchedHandler }) >= Self.maxPeers { makeRoom() }
         guard sessions.values.count(where: { !$0.isLaunchedHandler }) < Self.maxPeers else {
-            let refusal = BroadcastError(.busy, "broadcastd already has \(Self.maxPeers) connections; close some and try again")
+            let refusal = BroadcastError(
+                .busy, "broadcastd already has \(Self.maxPeers) connections; close some and try again")
             _ = try? UnixSocket.send(socket, Message.json(.error, seq: 0, refusal).encoded(), from: 0)
             // What it sent already is read first: closing over unread bytes would reset the connection, refusal and all.
             _ = try? UnixSocket.receive(socket, into: &readBuffer)
@@ -89,14 +90,17 @@ final class PeerServer {
     /// has been for `silentGrace`.
     private func makeRoom() {
         let now = clock.now()
-        guard let silent = sessions.values.filter({ !$0.saidHello && !$0.isLaunchedHandler && !$0.isClosing })
-            .min(by: { ($0.connectedAt, $0.id) < ($1.connectedAt, $1.id) }),
-            now >= silent.connectedAt + Self.silentGrace else { return }
+        guard
+            let silent = sessions.values.filter({ !$0.saidHello && !$0.isLaunchedHandler && !$0.isClosing })
+                .min(by: { ($0.connectedAt, $0.id) < ($1.connectedAt, $1.id) }),
+            now >= silent.connectedAt + Self.silentGrace
+        else { return }
         let seconds = Double((now - silent.connectedAt) / 100_000_000) / 10
         silent.markClosing("")
         close(silent)
-        refused("closed \(silent.name), silent for \(seconds) s without HELLO, to make room for a new connection: " +
-                "\(Self.maxPeers) peers were connected")
+        refused(
+            "closed \(silent.name), silent for \(seconds) s without HELLO, to make room for a new connection: "
+                + "\(Self.maxPeers) peers were connected")
     }
 
     private func refused(_ text: @autoclosure () -> String) {
@@ -106,7 +110,8 @@ final class PeerServer {
     /// A session for `socket`; `broadcast`: the connection broadcastd made for that broadcast's handler.
     @discardableResult
     func addSession(_ socket: Descriptor, launchedFor broadcast: UInt32? = nil) -> PeerSession {
-        let session = PeerSession(id: nextSessionID, socket: socket, launchedFor: broadcast, now: clock.now(), wakes: wakes)
+        let session = PeerSession(
+            id: nextSessionID, socket: socket, launchedFor: broadcast, now: clock.now(), wakes: wakes)
         nextSessionID += 1
         sessions[session.id] = session
         logger.debug("\(session.name) connected")
@@ -156,16 +161,18 @@ final class PeerServer {
         guard !session.isLaunchedHandler, pending > 0, !session.isClosing else { return }
         let total = sessions.values.reduce(0) { $0 + ($1.isLaunchedHandler ? 0 : $1.decoder.pendingByteCount) }
         if total > PeerSession.partialInputLimit {
-            session.violated("its unfinished message (\(pending) bytes so far) takes the unfinished input of all " +
-                             "peers past \(PeerSession.partialInputLimit >> 20) MiB")
+            session.violated(
+                "its unfinished message (\(pending) bytes so far) takes the unfinished input of all "
+                    + "peers past \(PeerSession.partialInputLimit >> 20) MiB")
         }
     }
 
     private func dispatch(_ message: Message, from session: PeerSession, _ take: (Input) -> Void) {
         // Peers never send descriptors (docs/protocol.md §4): whatever came is closed with the message.
         guard message.descriptors.isEmpty else {
-            session.violated("\(message.opcode) came with \(message.descriptors.count) descriptor(s); peers send none",
-                             seq: message.seq)
+            session.violated(
+                "\(message.opcode) came with \(message.descriptors.count) descriptor(s); peers send none",
+                seq: message.seq)
             return
         }
         guard session.saidHello else {
@@ -187,8 +194,10 @@ final class PeerServer {
         guard session.saidHello else {
             return session.violated("it sent a message of unknown opcode \(hex) before HELLO", seq: seq)
         }
-        let refusal = BroadcastError(.unsupported, "broadcastd (protocol revision \(ProtocolLimits.revision)) has no " +
-                                     "message \(hex); its WELCOME's revision and features say what it offers")
+        let refusal = BroadcastError(
+            .unsupported,
+            "broadcastd (protocol revision \(ProtocolLimits.revision)) has no "
+                + "message \(hex); its WELCOME's revision and features say what it offers")
         logger.debug("\(session.name) sent unknown message \(hex): refused as unsupported")
         session.reply(seq, .failure(refusal))
     }
@@ -206,18 +215,20 @@ final class PeerServer {
         }
         session.named(hello.client ?? "?")
         guard (ProtocolLimits.oldestVersion...ProtocolLimits.version).contains(hello.protocol) else {
-            let text = "protocol version mismatch: broadcastd speaks versions \(ProtocolLimits.oldestVersion) to " +
-                "\(ProtocolLimits.version), \(session.client) speaks version \(hello.protocol)"
+            let text =
+                "protocol version mismatch: broadcastd speaks versions \(ProtocolLimits.oldestVersion) to "
+                + "\(ProtocolLimits.version), \(session.client) speaks version \(hello.protocol)"
             session.enqueue(.json(.error, seq: message.seq, BroadcastError(.versionMismatch, text)))
             session.flush()
             session.markClosing(text)
             return false
         }
         if (hello.role == .handler) != session.isLaunchedHandler {
-            session.violated(hello.role == .handler
-                ? "handlers are launched by broadcastd and talk over the socket it passes them (BROADCASTD_HANDLER_FD); " +
-                  "attaching over the listening socket is not supported"
-                : "the handler connection may only say HELLO as a handler", seq: message.seq)
+            session.violated(
+                hello.role == .handler
+                    ? "handlers are launched by broadcastd and talk over the socket it passes them (BROADCASTD_HANDLER_FD); "
+                        + "attaching over the listening socket is not supported"
+                    : "the handler connection may only say HELLO as a handler", seq: message.seq)
             return false
         }
         session.welcomed(as: hello.role, version: hello.protocol)

@@ -184,8 +184,10 @@ final class PeerSession {
 
     /// When the peer will have taken too long: to say HELLO, to finish a message, or its handler to answer its command.
     var deadline: UInt64? {
-        [saidHello ? nil : connectedAt + Self.helloTimeout, partialSince.map { $0 + Self.partialMessageTimeout },
-         commandInFlight?.deadline].compactMap { $0 }.min()
+        [
+            saidHello ? nil : connectedAt + Self.helloTimeout, partialSince.map { $0 + Self.partialMessageTimeout },
+            commandInFlight?.deadline,
+        ].compactMap { $0 }.min()
     }
 
     /// Its deadline is set again (after it came, or what it depends on changed).
@@ -290,9 +292,11 @@ final class PeerSession {
         // Joined buffers stay small (64 KiB), so that none is copied whole as it grows: a queue a slow
         // handler lets fill to its limit costs its bytes, not twice as many.
         if message.descriptors.isEmpty, let last = outgoing.last, last.sent == 0,
-           last.bytes.count + size <= Self.joinedBufferLimit {
-            Message.appendHeader(to: &outgoing[outgoing.count - 1].bytes, opcode: message.opcode, seq: message.seq,
-                                 payloadSize: message.payload.count, descriptorCount: 0)
+            last.bytes.count + size <= Self.joinedBufferLimit
+        {
+            Message.appendHeader(
+                to: &outgoing[outgoing.count - 1].bytes, opcode: message.opcode, seq: message.seq,
+                payloadSize: message.payload.count, descriptorCount: 0)
             outgoing[outgoing.count - 1].bytes += message.payload
         } else {
             outgoing.append((message.encoded(), message.descriptors, 0))
@@ -306,8 +310,9 @@ final class PeerSession {
         while !outgoing.isEmpty && !isClosing {
             let first = outgoing[0]
             do {
-                let n = try UnixSocket.send(socket, first.bytes, from: first.sent,
-                                            descriptors: first.sent == 0 ? first.descriptors.map(\.raw) : [])
+                let n = try UnixSocket.send(
+                    socket, first.bytes, from: first.sent,
+                    descriptors: first.sent == 0 ? first.descriptors.map(\.raw) : [])
                 if n == 0 { return }
                 bytesSent += UInt64(n)
                 queuedBytes -= n

@@ -2,7 +2,7 @@ import BroadcastCapture
 import BroadcastCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The frame sent instead of the screen while the session is locked (`--on-lock blank`): black, with
@@ -33,13 +33,15 @@ enum PrivacyFrame {
         // Letters 6 cells wide (one of space), scaled to take about two thirds of the width.
         let columns = text.count * 6
         let scale = max(1, format.width * 2 / 3 / columns)
-        let left = (format.width - columns * scale) / 2, top = (format.height - 7 * scale) / 2
+        let left = (format.width - columns * scale) / 2
+        let top = (format.height - 7 * scale) / 2
         guard left >= 0, top >= 0 else { return }
         for (index, letter) in text.enumerated() {
             guard let rows = glyphs[letter] else { continue }
             for (row, bits) in rows.enumerated() {
                 for column in 0..<5 where bits & (0x10 >> UInt8(column)) != 0 {
-                    let x = left + (index * 6 + column) * scale, y = top + row * scale
+                    let x = left + (index * 6 + column) * scale
+                    let y = top + row * scale
                     for dy in 0..<scale {
                         let line = slot + planes[0].offset + (y + dy) * planes[0].stride
                         if format.pixelFormat == .bgrx {

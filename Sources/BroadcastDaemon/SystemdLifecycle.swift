@@ -18,7 +18,9 @@ final class SystemdLifecycle {
         notifier = try SystemdNotifier()
         self.logger = logger
         if let notifier {
-            logger.debug("notifying systemd at \(notifier.destination)\(notifier.watchdogInterval.map { "; watchdog ping every \($0 / 1_000_000) ms" } ?? "")")
+            logger.debug(
+                "notifying systemd at \(notifier.destination)\(notifier.watchdogInterval.map { "; watchdog ping every \($0 / 1_000_000) ms" } ?? "")"
+            )
         }
     }
 

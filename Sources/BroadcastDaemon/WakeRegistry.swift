@@ -119,7 +119,8 @@ private struct TimerHeap {
         let top = entries.removeLast()
         var parent = 0
         while true {
-            let left = 2 * parent + 1, right = left + 1
+            let left = 2 * parent + 1
+            let right = left + 1
             var smallest = parent
             if left < entries.count && before(left, smallest) { smallest = left }
             if right < entries.count && before(right, smallest) { smallest = right }

@@ -17,6 +17,7 @@ struct WarningThrottle {
         }
         quietUntil = now + interval
         defer { held = 0 }
-        return held == 0 ? text() : "\(text()) (\(held) more like it held back in the last \(interval / 1_000_000_000) s)"
+        return held == 0
+            ? text() : "\(text()) (\(held) more like it held back in the last \(interval / 1_000_000_000) s)"
     }
 }

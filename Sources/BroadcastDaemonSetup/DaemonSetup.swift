@@ -27,10 +27,14 @@ public struct DaemonSetup {
         let sources = CaptureSources(defaults: captureDefaults(source)) { choice throws(CaptureError) in
             try captureSource(choosing: choice, of: source)
         }
-        let lock = settings.string("on-lock") == LockAction.ignore.rawValue ? nil
+        let lock =
+            settings.string("on-lock") == LockAction.ignore.rawValue
+            ? nil
             : try SessionLockWatcher(logger: Logger(label: "broadcastd.lock"))
-        let notifications = settings.boolean("notify") ? DesktopNotifications(logger: Logger(label: "broadcastd.notify")) : nil
-        let daemon = try Daemon(configuration: try daemonConfiguration(), source: captureSource(source), sources: sources, logger: logger)
+        let notifications =
+            settings.boolean("notify") ? DesktopNotifications(logger: Logger(label: "broadcastd.notify")) : nil
+        let daemon = try Daemon(
+            configuration: try daemonConfiguration(), source: captureSource(source), sources: sources, logger: logger)
         daemon.sessionLock = lock
         daemon.captureIndicator = notifications
         return (daemon, notifications)
@@ -39,9 +43,13 @@ public struct DaemonSetup {
     public func daemonConfiguration() throws -> DaemonConfiguration {
         // Socket-activated, the daemon serves the socket systemd passed and needs no path of its own.
         let explicit = settings.string("socket")
-        let socketPath = Systemd.isSocketActivated ? (try? SocketLocation.resolve(explicit: explicit)) ?? "" : try SocketLocation.resolve(explicit: explicit)
+        let socketPath =
+            Systemd.isSocketActivated
+            ? (try? SocketLocation.resolve(explicit: explicit)) ?? "" : try SocketLocation.resolve(explicit: explicit)
         // A budget the user set (on the command line or in the file) is enforced; the built-in one is a goal.
-        let budget = MemoryBudget(bytes: settings.integer("memory-budget") << 20, enforced: settings.setting("memory-budget").origin != .builtIn)
+        let budget = MemoryBudget(
+            bytes: settings.integer("memory-budget") << 20,
+            enforced: settings.setting("memory-budget").origin != .builtIn)
         var configuration = DaemonConfiguration(socketPath: socketPath, memoryBudget: budget)
         configuration.extraHandlerDirectories = settings.strings("handlers-dir")
         configuration.startTimeout = UInt64(settings.integer("start-timeout")) * 1_000_000_000
@@ -54,10 +62,11 @@ public struct DaemonSetup {
 
     /// What broadcastd's own options capture, as START's `capture` would say it.
     public func captureDefaults(_ source: String) -> CaptureChoice {
-        CaptureChoice(display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
-                      output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
-                      app: settings.string("app"), frameRate: settings.integer("fps"),
-                      cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings))
+        CaptureChoice(
+            display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
+            output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
+            app: settings.string("app"), frameRate: settings.integer("fps"),
+            cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings))
     }
 
     /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display
@@ -66,17 +75,21 @@ public struct DaemonSetup {
         let kind = choice.display != nil ? "x11" : source
         let moreExcluded = choice.excludeWindows.map { $0 != Self.excludedWindows(settings) } ?? false
         if kind != "x11" && ((choice.output ?? choice.region ?? choice.window ?? choice.app) != nil || moreExcluded) {
-            throw CaptureError(source: source, operation: "choose what to capture", reason:
-                "--output, --region, --window, --app and --exclude-window are X11's, and broadcastd captures " +
-                "\(source == "none" ? "nothing" : source) (add --display :N to capture an X display)")
+            throw CaptureError(
+                source: source, operation: "choose what to capture",
+                reason:
+                    "--output, --region, --window, --app and --exclude-window are X11's, and broadcastd captures "
+                    + "\(source == "none" ? "nothing" : source) (add --display :N to capture an X display)")
         }
-        let overrides: [String: ConfigValue?] = ["display": choice.display.map(ConfigValue.string), "output": choice.output.map(ConfigValue.string),
-                                                 "region": choice.region.map(ConfigValue.string), "window": choice.window.map(ConfigValue.string),
-                                                 "app": choice.app.map(ConfigValue.string), "fps": choice.frameRate.map(ConfigValue.integer),
-                                                 "cursor": choice.cursor.map(ConfigValue.string),
-                                                 "exclude-window": choice.excludeWindows.map {
-                                                     .strings($0.isEmpty ? ["none"] : $0)
-                                                 }]
+        let overrides: [String: ConfigValue?] = [
+            "display": choice.display.map(ConfigValue.string), "output": choice.output.map(ConfigValue.string),
+            "region": choice.region.map(ConfigValue.string), "window": choice.window.map(ConfigValue.string),
+            "app": choice.app.map(ConfigValue.string), "fps": choice.frameRate.map(ConfigValue.integer),
+            "cursor": choice.cursor.map(ConfigValue.string),
+            "exclude-window": choice.excludeWindows.map {
+                .strings($0.isEmpty ? ["none"] : $0)
+            },
+        ]
         let chosen: Configuration
         do { chosen = try settings.overriding(overrides) } catch {
             throw CaptureError(source: kind, operation: "choose what to capture", reason: error.description)
@@ -86,18 +99,23 @@ public struct DaemonSetup {
 
     public func captureSource(_ source: String) throws(CaptureError) -> CaptureSource {
         if source == "none" { return UnavailableSource(reason: Self.noScreen) }
-        let audio = AudioFormat(channels: settings.integer("audio-channels"), sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
+        let audio = AudioFormat(
+            channels: settings.integer("audio-channels"),
+            sampleFormat: AudioSampleFormat(name: settings.string("audio-format")!)!)
         let pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         let fps = settings.integer("fps")
         guard source == "x11" || source == "pipewire" else {
             let (width, height) = VideoFormat.parseSize(settings.string("size")!)!
-            return SyntheticSource(.init(
-                video: VideoFormat(width: width, height: height, pixelFormat: pixelFormat), framesPerSecond: fps, audio: audio,
-                syncMarks: settings.boolean("sync-marks"), audioClockPPM: settings.integer("audio-clock-ppm")))
+            return SyntheticSource(
+                .init(
+                    video: VideoFormat(width: width, height: height, pixelFormat: pixelFormat), framesPerSecond: fps,
+                    audio: audio,
+                    syncMarks: settings.boolean("sync-marks"), audioClockPPM: settings.integer("audio-clock-ppm")))
         }
         let screen: CaptureSource
         if source == "pipewire" {
-            var pipewire = PipeWireScreenSource.Configuration(target: settings.string("pipewire-node").map { .node($0) } ?? portalTarget())
+            var pipewire = PipeWireScreenSource.Configuration(
+                target: settings.string("pipewire-node").map { .node($0) } ?? portalTarget())
             pipewire.framesPerSecond = fps
             pipewire.pixelFormat = pixelFormat
             pipewire.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
@@ -106,7 +124,9 @@ public struct DaemonSetup {
             screen = try PipeWireScreenSource(pipewire, logger: Logger(label: "broadcastd.pipewire"))
         } else {
             var x11 = X11ScreenSource.Configuration(display: settings.string("display"))
-            x11.target = appWindow() ?? settings.string("window").flatMap { WindowSelector($0) }.map { .window($0) } ?? settings.string("output").map { .output($0) }
+            x11.target =
+                appWindow() ?? settings.string("window").flatMap { WindowSelector($0) }.map { .window($0) }
+                ?? settings.string("output").map { .output($0) }
                 ?? settings.string("region").flatMap { ScreenRect(region: $0) }.map { .region($0) } ?? .screen
             x11.framesPerSecond = fps
             x11.pixelFormat = pixelFormat
@@ -128,7 +148,8 @@ public struct DaemonSetup {
         }
         let pipewire = PipeWireAudioSource.Configuration(app: target("app-audio"), mic: target("mic"), format: audio)
         guard pipewire.app != nil || pipewire.mic != nil else { return screen }
-        return try PipeWireAudioSource(video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
+        return try PipeWireAudioSource(
+            video: screen, configuration: pipewire, logger: Logger(label: "broadcastd.pipewire"))
     }
 
     /// The window classes never captured: `--exclude-window`'s list, of which `none` is the empty one.
@@ -158,14 +179,16 @@ public struct DaemonSetup {
         var request = ScreenCastRequest()
         request.sources = ScreenCastRequest.Sources(rawValue: settings.string("portal-source")!)!
         request.cursor = ScreenCastRequest.Cursor(rawValue: settings.string("cursor")!)!
-        return .portal(request, tokens: RestoreTokenStore.defaultPath(environment: Environment.all).map(RestoreTokenStore.init))
+        return .portal(
+            request, tokens: RestoreTokenStore.defaultPath(environment: Environment.all).map(RestoreTokenStore.init))
     }
 
     /// "x11", "pipewire", "synthetic" or "none": what `source` asks for, with auto resolved from the session, and
     /// why when auto found no screen (never the synthetic source: a test pattern is asked for by name).
-    public static let noScreen = "neither DISPLAY nor WAYLAND_DISPLAY is set in broadcastd's environment; under systemd run " +
-        "`systemctl --user import-environment DISPLAY XAUTHORITY WAYLAND_DISPLAY` and restart broadcastd, " +
-        "give a display per broadcast (broadcastctl start --display :0), or run broadcastd --source synthetic for a test pattern"
+    public static let noScreen =
+        "neither DISPLAY nor WAYLAND_DISPLAY is set in broadcastd's environment; under systemd run "
+        + "`systemctl --user import-environment DISPLAY XAUTHORITY WAYLAND_DISPLAY` and restart broadcastd, "
+        + "give a display per broadcast (broadcastctl start --display :0), or run broadcastd --source synthetic for a test pattern"
 
     public func chosenSource() -> (source: String, why: (level: Logger.Level, text: String)?) {
         let source = settings.string("source")!
@@ -173,7 +196,10 @@ public struct DaemonSetup {
         func given(_ name: String) -> Bool { Environment.get(name).map { !$0.isEmpty } ?? false }
         let x11 = settings.string("display") != nil || given("DISPLAY")
         // A window is chosen on X11 (XWayland's windows too) even in a Wayland session.
-        if settings.string("window") ?? settings.string("app") != nil && settings.string("pipewire-node") == nil && x11 { return ("x11", nil) }
+        if settings.string("window") ?? settings.string("app") != nil && settings.string("pipewire-node") == nil && x11
+        {
+            return ("x11", nil)
+        }
         if settings.string("pipewire-node") != nil || given("WAYLAND_DISPLAY") { return ("pipewire", nil) }
         if x11 { return ("x11", nil) }
         return ("none", (.warning, "nothing to capture: \(Self.noScreen)"))

@@ -126,11 +126,13 @@ open class BroadcastSampleHandler {
     }
 
     static func resultMessage(_ result: [String: JSONValue], logger: Logger) -> Message {
-        var kept = result, omitted: [String] = []
+        var kept = result
+        var omitted: [String] = []
         var message = Message.json(.setResult, HandlerResult(result: kept))
         func size(_ entry: (key: String, value: JSONValue)) -> Int { compactJSON(entry.value).utf8.count }
         while message.payload.count > ProtocolLimits.maxResultPayload,
-              let largest = kept.filter({ $0.key != "omitted" }).max(by: { size($0) < size($1) })?.key {
+            let largest = kept.filter({ $0.key != "omitted" }).max(by: { size($0) < size($1) })?.key
+        {
             kept[largest] = nil
             omitted.append(largest)
             kept["omitted"] = .array(omitted.sorted().map(JSONValue.string))
@@ -138,7 +140,8 @@ open class BroadcastSampleHandler {
         }
         if !omitted.isEmpty {
             let limit = ProtocolLimits.maxResultPayload
-            logger.error("broadcast result: \(omitted.joined(separator: ", ")) left out, beyond the limit of \(limit) bytes")
+            logger.error(
+                "broadcast result: \(omitted.joined(separator: ", ")) left out, beyond the limit of \(limit) bytes")
         }
         return message
     }
@@ -154,7 +157,9 @@ public struct CommandReply: Sendable {
     public func send(_ result: [String: JSONValue]) {
         let message = Message.json(.commandAnswer, HandlerCommandAnswer(id: id, result: result))
         guard message.payload.count <= ProtocolLimits.maxCommandAnswerPayload else {
-            logger.error("command answer not sent: \(message.payload.count) bytes exceed the limit of \(ProtocolLimits.maxCommandAnswerPayload)")
+            logger.error(
+                "command answer not sent: \(message.payload.count) bytes exceed the limit of \(ProtocolLimits.maxCommandAnswerPayload)"
+            )
             return fail(HandlerError("answer", "the result was too large to send (\(message.payload.count) bytes)"))
         }
         try? connection?.send(message)

@@ -4,7 +4,7 @@ import BroadcastSystem
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Connects `handler` to broadcastd over the socket it was launched with and dispatches callbacks
@@ -27,7 +27,10 @@ struct HandlerRunner {
 
     func run() throws(HandlerError) {
         guard let text = Environment.get("BROADCASTD_HANDLER_FD"), let fd = Int32(text), fd >= 0 else {
-            throw HandlerError("connect", "BROADCASTD_HANDLER_FD is not set: handlers are started by broadcastd (`broadcastctl start --handler NAME`), not by hand")
+            throw HandlerError(
+                "connect",
+                "BROADCASTD_HANDLER_FD is not set: handlers are started by broadcastd (`broadcastctl start --handler NAME`), not by hand"
+            )
         }
         Environment.unset("BROADCASTD_HANDLER_FD")
         let socket = Descriptor(adopting: fd)
@@ -43,15 +46,18 @@ struct HandlerRunner {
         } catch {
             let reason = Self.finishReason(error)
             if owesFinish { finishAbruptly(connection, reason) }
-            throw error == .closed ? HandlerError("receive", reason.message) : HandlerError("talk to broadcastd", "\(error)")
+            throw error == .closed
+                ? HandlerError("receive", reason.message) : HandlerError("talk to broadcastd", "\(error)")
         }
     }
 
     /// Why the broadcast ends, for a handler whose connection failed before BROADCAST_FINISHED.
     static func finishReason(_ error: ProtocolError) -> BroadcastError {
         switch error {
-        case .closed: BroadcastError(.shutdown, "broadcastd went away (the connection closed) before the broadcast finished")
-        case .transport(let cause): BroadcastError(.shutdown, "broadcastd went away (\(cause)) before the broadcast finished")
+        case .closed:
+            BroadcastError(.shutdown, "broadcastd went away (the connection closed) before the broadcast finished")
+        case .transport(let cause):
+            BroadcastError(.shutdown, "broadcastd went away (\(cause)) before the broadcast finished")
         case .refused(let refusal): refusal
         default: BroadcastError(.protocolError, error.description)
         }
@@ -75,38 +81,57 @@ struct HandlerRunner {
                 let announcement = try message.decode(PoolAnnouncement.self)
                 guard let fd = message.descriptors.first else { throw .malformed(.pool, "no descriptor attached") }
                 do {
-                    pool = (announcement.pool, try SharedMemory(mapping: fd, size: announcement.slots * announcement.slotSize), announcement.slotSize)
+                    pool = (
+                        announcement.pool,
+                        try SharedMemory(mapping: fd, size: announcement.slots * announcement.slotSize),
+                        announcement.slotSize
+                    )
                 } catch {
                     throw .transport(error)
                 }
             case .broadcastStarted:
                 let start = try message.decode(BroadcastStart.self)
-                guard let video = start.video.videoFormat else { throw .malformed(.broadcastStarted, "unknown pixel format \(start.video.format)") }
+                guard let video = start.video.videoFormat else {
+                    throw .malformed(.broadcastStarted, "unknown pixel format \(start.video.format)")
+                }
                 handler.broadcastID = start.broadcast
                 handler.broadcastURL = start.url
                 handler.videoFormat = video
                 handler.videoFullRange = start.video.colorRange == "full"
-                guard let sampleFormat = AudioSampleFormat(name: start.audio.format) else { throw .malformed(.broadcastStarted, "unknown audio format \(start.audio.format)") }
+                guard let sampleFormat = AudioSampleFormat(name: start.audio.format) else {
+                    throw .malformed(.broadcastStarted, "unknown audio format \(start.audio.format)")
+                }
                 handler.audioFormat = AudioFormat(channels: start.audio.channels, sampleFormat: sampleFormat)
                 if let rate = start.frameRate, rate > 0 { handler.framesPerSecond = rate }
-                if let streams = start.audioStreams { handler.audioStreams = SampleType.allCases.filter { streams.contains($0.description) && $0 != .video } }
+                if let streams = start.audioStreams {
+                    handler.audioStreams = SampleType.allCases.filter {
+                        streams.contains($0.description) && $0 != .video
+                    }
+                }
                 owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))
             case .videoSample:
                 let header = try VideoSampleHeader(decoding: message.payload)
-                guard let pool, pool.id == header.pool, Int(header.slot) * pool.slotSize + Int(header.byteCount) <= pool.memory.size else {
-                    throw .malformed(.videoSample, "slot \(header.slot) of pool \(header.pool) is outside the mapped pool")
+                guard let pool, pool.id == header.pool,
+                    Int(header.slot) * pool.slotSize + Int(header.byteCount) <= pool.memory.size
+                else {
+                    throw .malformed(
+                        .videoSample, "slot \(header.slot) of pool \(header.pool) is outside the mapped pool")
                 }
                 var format = handler.videoFormat
                 if let pixelFormat = PixelFormat(rawValue: header.fourcc) {
                     format = VideoFormat(width: Int(header.width), height: Int(header.height), pixelFormat: pixelFormat)
                 }
-                let data = UnsafeRawBufferPointer(start: pool.memory.base + Int(header.slot) * pool.slotSize, count: Int(header.byteCount))
-                var sample = SampleBuffer(type: .video, timing: header.timing, data: data, videoFormat: format,
-                                          orientation: header.orientation, audioFormat: nil, frameCount: 1)
+                let data = UnsafeRawBufferPointer(
+                    start: pool.memory.base + Int(header.slot) * pool.slotSize, count: Int(header.byteCount))
+                var sample = SampleBuffer(
+                    type: .video, timing: header.timing, data: data, videoFormat: format,
+                    orientation: header.orientation, audioFormat: nil, frameCount: 1)
                 sample.isRepeat = header.repeated
-                let release = FrameRelease { try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message) }
+                let release = FrameRelease {
+                    try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message)
+                }
                 sample.frameRelease = release
                 handler.processSampleBuffer(sample, with: .video)
                 release()
@@ -115,22 +140,28 @@ struct HandlerRunner {
                 let header = try AudioSampleHeader(decoding: message.payload)
                 message.payload.withUnsafeBytes { raw in
                     let data = UnsafeRawBufferPointer(rebasing: raw[AudioSampleHeader.size...])
-                    handler.processSampleBuffer(SampleBuffer(type: header.type, timing: header.timing, data: data, videoFormat: nil,
-                                                             orientation: nil, audioFormat: header.format, frameCount: Int(header.frameCount)), with: header.type)
+                    handler.processSampleBuffer(
+                        SampleBuffer(
+                            type: header.type, timing: header.timing, data: data, videoFormat: nil,
+                            orientation: nil, audioFormat: header.format, frameCount: Int(header.frameCount)),
+                        with: header.type)
                 }
             case .cursor:
                 handler.processCursor(try CursorSample(decoding: message.payload))
             case .command:
                 let command = try message.decode(HandlerCommand.self)
-                handler.handleCommand(command.command, arguments: command.arguments,
-                                      reply: CommandReply(id: command.id, connection: connection, logger: handler.logger))
+                handler.handleCommand(
+                    command.command, arguments: command.arguments,
+                    reply: CommandReply(id: command.id, connection: connection, logger: handler.logger))
             case .broadcastPaused:
                 handler.broadcastPaused()
             case .broadcastResumed:
                 handler.broadcastResumed()
             case .videoFormatChanged:
                 let description = try message.decode(VideoDescription.self)
-                guard let format = description.videoFormat else { throw .malformed(.videoFormatChanged, "unknown pixel format \(description.format)") }
+                guard let format = description.videoFormat else {
+                    throw .malformed(.videoFormatChanged, "unknown pixel format \(description.format)")
+                }
                 handler.videoFormat = format
                 handler.videoFullRange = description.colorRange == "full"
                 handler.broadcastVideoFormatChanged(format)

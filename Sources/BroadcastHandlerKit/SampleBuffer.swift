@@ -51,7 +51,9 @@ public struct SampleBuffer {
 
     /// The bytes of plane `index` of a video frame (rows are `planes[index].stride` bytes apart).
     public func plane(_ index: Int) -> UnsafeRawBufferPointer {
-        guard let format = videoFormat, index < format.planes.count else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        guard let format = videoFormat, index < format.planes.count else {
+            return UnsafeRawBufferPointer(start: nil, count: 0)
+        }
         let plane = format.planes[index]
         return UnsafeRawBufferPointer(rebasing: data[plane.offset..<(plane.offset + plane.byteCount)])
     }

@@ -86,19 +86,25 @@ public final class InspectHandler: BroadcastSampleHandler {
         if let path {
             setBroadcastResult(["file": .string(path)])  // where the summary will be, said at once
         } else {
-            finishBroadcastWithError(InspectError(message: "inspect writes its summary to a file: give a file:// URL or an absolute path, not '\(broadcastURL ?? "")'"))
+            finishBroadcastWithError(
+                InspectError(
+                    message:
+                        "inspect writes its summary to a file: give a file:// URL or an absolute path, not '\(broadcastURL ?? "")'"
+                ))
         }
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with sampleBufferType: SampleType) {
         let now = MonotonicClock.now()
         note("processSampleBuffer")
-        statistics[sampleBufferType, default: StreamStatistics()].record(timing: sampleBuffer.timing, data: sampleBuffer.data, receivedAt: now)
+        statistics[sampleBufferType, default: StreamStatistics()].record(
+            timing: sampleBuffer.timing, data: sampleBuffer.data, receivedAt: now)
         guard sampleBufferType == .video, let format = sampleBuffer.videoFormat else { return }
         if sampleBuffer.isRepeat { summary.repeatedFrames += 1 }
         if let framePath {
             lastFrame = Array(sampleBuffer.data)
-            summary.lastFrame = FrameDump(path: framePath, format: format, planes: format.planes, presentationTime: sampleBuffer.presentationTime)
+            summary.lastFrame = FrameDump(
+                path: framePath, format: format, planes: format.planes, presentationTime: sampleBuffer.presentationTime)
         }
     }
 
@@ -120,7 +126,9 @@ public final class InspectHandler: BroadcastSampleHandler {
             c.spriteHeight = Int(sprite.height)
             c.hotspotX = Int(sprite.hotspotX)
             c.hotspotY = Int(sprite.hotspotY)
-            c.spriteMiddle = sprite.pixels.isEmpty ? nil : sprite.pixels[Int(sprite.height) / 2 * Int(sprite.width) + Int(sprite.width) / 2]
+            c.spriteMiddle =
+                sprite.pixels.isEmpty
+                ? nil : sprite.pixels[Int(sprite.height) / 2 * Int(sprite.width) + Int(sprite.width) / 2]
         }
         summary.cursor = c
     }

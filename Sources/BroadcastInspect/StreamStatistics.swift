@@ -47,17 +47,23 @@ public struct StreamStatistics: Codable, Equatable, Sendable {
         count += 1
         if firstPts == nil { firstPts = timing.presentationTime }
         if let last = lastPts, timing.presentationTime <= last { nonMonotonic += 1 }
-        if let previousSequence, timing.sequence > previousSequence + 1 { sequenceGaps += timing.sequence - previousSequence - 1 }
+        if let previousSequence, timing.sequence > previousSequence + 1 {
+            sequenceGaps += timing.sequence - previousSequence - 1
+        }
         if timing.discontinuity { discontinuities += 1 }
         if let previousEnd, timing.presentationTime > previousEnd + timing.duration / 2 {
-            gaps.append(Gap(pts: timing.presentationTime, seconds: Double(timing.presentationTime - previousEnd) / 1e9, discontinuity: timing.discontinuity))
+            gaps.append(
+                Gap(
+                    pts: timing.presentationTime, seconds: Double(timing.presentationTime - previousEnd) / 1e9,
+                    discontinuity: timing.discontinuity))
         }
         lastPts = timing.presentationTime
         previousEnd = timing.presentationTime + timing.duration
         previousSequence = timing.sequence
         hash = Self.fnv1a(data, seed: hash)
         if latencies.count < 1 << 20 {
-            latencies.append(UInt32(clamping: now > timing.presentationTime ? (now - timing.presentationTime) / 1000 : 0))
+            latencies.append(
+                UInt32(clamping: now > timing.presentationTime ? (now - timing.presentationTime) / 1000 : 0))
         }
     }
 

@@ -47,10 +47,13 @@ public struct JournalLogHandler: LogHandler {
     /// (swift-log's `log(event:)`: the older `log(level:message:…)` requirement is deprecated.)
     public func log(event: LogEvent) {
         let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        let fields = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let fields =
+            all.isEmpty
+            ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let prefix = "<\(Self.priority(event.level))>" + (label == "broadcastd" ? "" : "\(label): ")
         // A message of several lines stays one journal entry per line, each with its priority.
-        let text = "\(event.message)".split(separator: "\n", omittingEmptySubsequences: false).map { prefix + $0 }.joined(separator: "\n")
+        let text = "\(event.message)".split(separator: "\n", omittingEmptySubsequences: false).map { prefix + $0 }
+            .joined(separator: "\n")
         StandardError.write(text + fields + "\n")
     }
 }

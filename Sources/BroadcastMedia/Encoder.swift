@@ -27,8 +27,10 @@ public struct VideoEncoderSettings: Equatable, Sendable {
     public var profile: String?
 
     /// `crf` nil: the codec's default.
-    public init(codec: VideoCodec = .h264, width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int? = nil,
-                preset: String = "veryfast", tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0) {
+    public init(
+        codec: VideoCodec = .h264, width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int? = nil,
+        preset: String = "veryfast", tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0
+    ) {
         self.codec = codec
         self.width = width
         self.height = height
@@ -52,7 +54,8 @@ public struct AudioEncoderSettings: Equatable, Sendable {
     /// libopus complexity 0-10 (ignored by other encoders).
     public var complexity: Int?
 
-    public init(codec: String = "libopus", sampleRate: Int = 48000, channels: Int, bitRate: Int, complexity: Int? = nil) {
+    public init(codec: String = "libopus", sampleRate: Int = 48000, channels: Int, bitRate: Int, complexity: Int? = nil)
+    {
         self.codec = codec
         self.sampleRate = sampleRate
         self.channels = channels
@@ -81,9 +84,13 @@ public final class Encoder {
     /// A time in ns in `videoTimeBase`.
     public static func videoPTS(_ nanoseconds: UInt64) -> Int64 { Int64((nanoseconds * 9 + 50_000) / 100_000) }
 
-    private init(codecName: String, kind: String, configure: (UnsafeMutablePointer<AVCodecContext>) throws(MediaError) -> Void) throws(MediaError) {
+    private init(
+        codecName: String, kind: String, configure: (UnsafeMutablePointer<AVCodecContext>) throws(MediaError) -> Void
+    ) throws(MediaError) {
         guard let codec = avcodec_find_encoder_by_name(codecName) else {
-            throw MediaError("open the \(kind) encoder", "this FFmpeg has no \(codecName) encoder (install Debian's libavcodec59, built with it)")
+            throw MediaError(
+                "open the \(kind) encoder",
+                "this FFmpeg has no \(codecName) encoder (install Debian's libavcodec59, built with it)")
         }
         guard let context = avcodec_alloc_context3(codec), let packet = av_packet_alloc() else {
             throw MediaError("open the \(kind) encoder", "out of memory")
@@ -91,7 +98,7 @@ public final class Encoder {
         self.context = context
         self.packet = packet
         self.kind = kind
-        try configure(context) // on failure, deinit frees both
+        try configure(context)  // on failure, deinit frees both
     }
 
     deinit {
@@ -104,12 +111,19 @@ public final class Encoder {
     /// A video encoder for `settings.codec`, the best this FFmpeg has (`VideoEncoderImplementation.best`), or
     /// `implementation`. It takes frames in `implementation.inputFormat(for:)`. `globalHeader`: the container
     /// keeps the parameter sets in its header (MP4, Matroska), not in keyframes.
-    public static func video(_ settings: VideoEncoderSettings, pixelFormat: PixelFormat, globalHeader: Bool,
-                             implementation: VideoEncoderImplementation? = nil) throws(MediaError) -> Encoder {
+    public static func video(
+        _ settings: VideoEncoderSettings, pixelFormat: PixelFormat, globalHeader: Bool,
+        implementation: VideoEncoderImplementation? = nil
+    ) throws(MediaError) -> Encoder {
         let chosen: VideoEncoderImplementation
-        if let implementation { chosen = implementation } else { chosen = try VideoEncoderImplementation.best(for: settings.codec) }
+        if let implementation {
+            chosen = implementation
+        } else {
+            chosen = try VideoEncoderImplementation.best(for: settings.codec)
+        }
         let what = "the \(settings.codec.displayName) encoder (\(chosen.encoderName))"
-        let encoder = try Encoder(codecName: chosen.encoderName, kind: settings.codec.displayName) { context throws(MediaError) in
+        let encoder = try Encoder(codecName: chosen.encoderName, kind: settings.codec.displayName) {
+            context throws(MediaError) in
             context.pointee.width = Int32(settings.width)
             context.pointee.height = Int32(settings.height)
             context.pointee.pix_fmt = pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
@@ -143,14 +157,16 @@ public final class Encoder {
         encoder.implementation = chosen
         if chosen.forcesKeyframes(settings) {
             let halfFrame = Int64(90000 / max(1, settings.framesPerSecond) / 2)
-            encoder.keyframes = KeyframeSchedule(interval: Int64((settings.keyframeInterval * 90000).rounded()),
-                                                 slack: settings.keyframesNeverEarly ? 0 : halfFrame)
+            encoder.keyframes = KeyframeSchedule(
+                interval: Int64((settings.keyframeInterval * 90000).rounded()),
+                slack: settings.keyframesNeverEarly ? 0 : halfFrame)
         }
         return encoder
     }
 
     public static func audio(_ settings: AudioEncoderSettings, globalHeader: Bool) throws(MediaError) -> Encoder {
-        try Encoder(codecName: settings.codec, kind: settings.codec == "aac" ? "AAC" : "Opus") { context throws(MediaError) in
+        try Encoder(codecName: settings.codec, kind: settings.codec == "aac" ? "AAC" : "Opus") {
+            context throws(MediaError) in
             context.pointee.sample_rate = Int32(settings.sampleRate)
             context.pointee.sample_fmt = settings.codec == "aac" ? AV_SAMPLE_FMT_FLTP : AV_SAMPLE_FMT_FLT
             av_channel_layout_default(&context.pointee.ch_layout, Int32(settings.channels))
@@ -166,13 +182,18 @@ public final class Encoder {
         }
     }
 
-    private static func open(_ context: UnsafeMutablePointer<AVCodecContext>, options: [String: String], what: String) throws(MediaError) {
+    private static func open(_ context: UnsafeMutablePointer<AVCodecContext>, options: [String: String], what: String)
+        throws(MediaError)
+    {
         var dictionary: OpaquePointer?
         for (key, value) in options { av_dict_set(&dictionary, key, value, 0) }
         defer { av_dict_free(&dictionary) }
         try check(avcodec_open2(context, context.pointee.codec, &dictionary), "open \(what)")
         if let unused = av_dict_get(dictionary, "", nil, AV_DICT_IGNORE_SUFFIX) {
-            throw MediaError("open \(what)", "it does not take the value '\(String(cString: unused.pointee.value))' for '\(String(cString: unused.pointee.key))'")
+            throw MediaError(
+                "open \(what)",
+                "it does not take the value '\(String(cString: unused.pointee.value))' for '\(String(cString: unused.pointee.key))'"
+            )
         }
     }
 
@@ -192,8 +213,10 @@ public final class Encoder {
     public func keyframeDue(at pts: Int64) -> Bool { keyframes?.isDue(at: pts) ?? false }
 
     /// Encodes a video frame as `encode` does: a keyframe (an IDR) when one is due by time or `keyframe` asks for one.
-    public func encodeVideo(_ frame: MediaFrame, keyframe asked: Bool = false,
-                            _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+    public func encodeVideo(
+        _ frame: MediaFrame, keyframe asked: Bool = false,
+        _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void
+    ) throws(MediaError) {
         let pts = frame.frame.pointee.pts
         let key = asked || keyframeDue(at: pts)
         if key { keyframes?.made(at: pts) }
@@ -203,7 +226,9 @@ public final class Encoder {
 
     /// Encodes `frame` (nil: flush), then hands every packet that is ready to `body`. The frame's
     /// memory is not used after this returns.
-    public func encode(_ frame: UnsafeMutablePointer<AVFrame>?, _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+    public func encode(
+        _ frame: UnsafeMutablePointer<AVFrame>?, _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void
+    ) throws(MediaError) {
         let sent = avcodec_send_frame(context, frame)
         if sent < 0 && !(frame == nil && sent == cff_error_eof()) { throw MediaError("encode \(kind)", code: sent) }
         while true {

@@ -34,13 +34,17 @@ public final class MediaFrame {
         withUnsafeBytes(of: frame.pointee.data) { pointers in
             withUnsafeBytes(of: frame.pointee.linesize) { sizes in
                 for (i, plane) in planes.enumerated() {
-                    guard let target = pointers.load(fromByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
-                                                     as: UnsafeMutablePointer<UInt8>?.self) else { continue }
+                    guard
+                        let target = pointers.load(
+                            fromByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                            as: UnsafeMutablePointer<UInt8>?.self)
+                    else { continue }
                     let targetStride = Int(sizes.load(fromByteOffset: i * 4, as: Int32.self))
                     let row = min(plane.stride, targetStride)
                     for y in 0..<plane.height {
-                        (target + y * targetStride).update(from: (data.baseAddress! + plane.offset + y * plane.stride)
-                            .assumingMemoryBound(to: UInt8.self), count: row)
+                        (target + y * targetStride).update(
+                            from: (data.baseAddress! + plane.offset + y * plane.stride)
+                                .assumingMemoryBound(to: UInt8.self), count: row)
                     }
                 }
             }
@@ -49,7 +53,9 @@ public final class MediaFrame {
     }
 
     /// An owned frame of up to `samples` interleaved float samples (planar when `planar`, for AAC).
-    public static func audio(samples: Int, channels: Int, sampleRate: Int, planar: Bool) throws(MediaError) -> MediaFrame {
+    public static func audio(samples: Int, channels: Int, sampleRate: Int, planar: Bool) throws(MediaError)
+        -> MediaFrame
+    {
         let owned = try MediaFrame()
         owned.frame.pointee.nb_samples = Int32(samples)
         owned.frame.pointee.format = (planar ? AV_SAMPLE_FMT_FLTP : AV_SAMPLE_FMT_FLT).rawValue
@@ -90,15 +96,20 @@ public final class VideoScaler {
 
     /// `pixelFormat` nil: the source's. `box`: where in the frame the picture goes (nil: all of it); the rest is black,
     /// of the full 0-255 range when `fullRange`.
-    public init(from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil,
-                box: Letterbox? = nil, fullRange: Bool = false) throws(MediaError) {
+    public init(
+        from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil,
+        box: Letterbox? = nil, fullRange: Bool = false
+    ) throws(MediaError) {
         func av(_ format: PixelFormat) -> AVPixelFormat { format == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12 }
         let target = pixelFormat ?? source.pixelFormat
         let whole = Letterbox(x: 0, y: 0, width: width, height: height)
         let box = box ?? whole
-        guard let context = sws_getContext(Int32(source.width), Int32(source.height), av(source.pixelFormat),
-                                           Int32(box.width), Int32(box.height), av(target),
-                                           SWS_BILINEAR, nil, nil, nil) else {
+        guard
+            let context = sws_getContext(
+                Int32(source.width), Int32(source.height), av(source.pixelFormat),
+                Int32(box.width), Int32(box.height), av(target),
+                SWS_BILINEAR, nil, nil, nil)
+        else {
             throw MediaError("scale video", "libswscale cannot scale \(source) to \(box.width)x\(box.height) \(target)")
         }
         self.context = context
@@ -110,8 +121,10 @@ public final class VideoScaler {
         if picture != nil {
             var planes = output.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
             let strides = output.planes.map(\.stride) + [0, 0]
-            try check(av_image_fill_black(&planes, strides, av(target), fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
-                                          Int32(width), Int32(height)), "paint the bars around a scaled picture")
+            try check(
+                av_image_fill_black(
+                    &planes, strides, av(target), fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
+                    Int32(width), Int32(height)), "paint the bars around a scaled picture")
         }
     }
 
@@ -123,7 +136,9 @@ public final class VideoScaler {
         try check(av_frame_make_writable(output.frame), "prepare a scaled frame")
         let scaled = picture ?? output
         let planes = source.planes
-        var sources: [UnsafePointer<UInt8>?] = planes.map { data.baseAddress!.advanced(by: $0.offset).assumingMemoryBound(to: UInt8.self) }
+        var sources: [UnsafePointer<UInt8>?] = planes.map {
+            data.baseAddress!.advanced(by: $0.offset).assumingMemoryBound(to: UInt8.self)
+        }
         var strides: [Int32] = planes.map { Int32($0.stride) }
         sources += Array(repeating: nil, count: 4 - sources.count)
         strides += Array(repeating: 0, count: 4 - strides.count)
@@ -135,10 +150,13 @@ public final class VideoScaler {
             let i420 = output.frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue
             for (index, (from, into)) in zip(picture.planes, output.planes).enumerated() {
                 let chroma = index > 0
-                let x = chroma && i420 ? box.x / 2 : box.x, bytes = chroma && i420 ? box.width / 2 : box.width
-                let y = chroma ? box.y / 2 : box.y, rows = chroma ? box.height / 2 : box.height
-                av_image_copy_plane(into.data + y * into.stride + x, Int32(into.stride), from.data, Int32(from.stride),
-                                    Int32(bytes), Int32(rows))
+                let x = chroma && i420 ? box.x / 2 : box.x
+                let bytes = chroma && i420 ? box.width / 2 : box.width
+                let y = chroma ? box.y / 2 : box.y
+                let rows = chroma ? box.height / 2 : box.height
+                av_image_copy_plane(
+                    into.data + y * into.stride + x, Int32(into.stride), from.data, Int32(from.stride),
+                    Int32(bytes), Int32(rows))
             }
         }
         output.frame.pointee.pts = pts
@@ -183,18 +201,23 @@ public final class VideoInput {
             scaler = nil
             return
         }
-        scaler = try VideoScaler(from: input, toWidth: format.width, height: format.height,
-                                 pixelFormat: format.pixelFormat,
-                                 box: Letterbox(fitting: input.width, input.height, into: format.width, format.height),
-                                 fullRange: fullRange)
+        scaler = try VideoScaler(
+            from: input, toWidth: format.width, height: format.height,
+            pixelFormat: format.pixelFormat,
+            box: Letterbox(fitting: input.width, input.height, into: format.width, format.height),
+            fullRange: fullRange)
     }
 
     /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base: a copy
     /// (or the scaled picture), so that the sample's memory can be given back before the frame is encoded.
-    public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64) throws(MediaError) -> MediaFrame {
+    public func frame(_ data: UnsafeRawBufferPointer, layout: VideoFormat, time: UInt64) throws(MediaError)
+        -> MediaFrame
+    {
         let pts = Encoder.videoPTS(time)
         if let scaler { return try scaler.scale(data, pts: pts) }
-        if copied.map({ Int($0.frame.pointee.width) != layout.width || Int($0.frame.pointee.height) != layout.height }) ?? true {
+        if copied.map({ Int($0.frame.pointee.width) != layout.width || Int($0.frame.pointee.height) != layout.height })
+            ?? true
+        {
             copied = try MediaFrame.video(width: layout.width, height: layout.height, pixelFormat: layout.pixelFormat)
         }
         try copied!.copy(data, format: layout, pts: pts)

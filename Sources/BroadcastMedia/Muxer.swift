@@ -1,7 +1,7 @@
 import CFFmpeg
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where encoded packets go: a muxer, or a queue in front of one.
@@ -80,7 +80,9 @@ public final class Muxer: PacketSink {
 
     public init(url: String, container: Container) throws(MediaError) {
         var context: UnsafeMutablePointer<AVFormatContext>?
-        try check(avformat_alloc_output_context2(&context, nil, container.formatName, url), "prepare the \(container.formatName) muxer")
+        try check(
+            avformat_alloc_output_context2(&context, nil, container.formatName, url),
+            "prepare the \(container.formatName) muxer")
         self.context = context
         self.url = url
         self.displayURL = url
@@ -90,7 +92,10 @@ public final class Muxer: PacketSink {
     }
 
     deinit {
-        for (packet, _) in held.values { var owned: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&owned) }
+        for (packet, _) in held.values {
+            var owned: UnsafeMutablePointer<AVPacket>? = packet
+            av_packet_free(&owned)
+        }
         if let context {
             if started { closeOutput(context) }
             avformat_free_context(context)
@@ -104,15 +109,18 @@ public final class Muxer: PacketSink {
     @discardableResult
     public func addStream(for encoder: Encoder) throws(MediaError) -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
-        try check(avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "add a \(encoder.kind) stream")
+        try check(
+            avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "add a \(encoder.kind) stream")
         // HEVC in MP4 as `hvc1` (parameter sets in the header only), which Apple's players require and
         // every other takes; libavformat's default, `hev1`, QuickTime and Safari refuse.
         if container == .fragmentedMP4 && encoder.context.pointee.codec_id == AV_CODEC_ID_HEVC {
             stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
         }
         stream.pointee.time_base = encoder.timeBase
-        describe(stream, title: encoder.title, frameRate: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO
-                    ? encoder.context.pointee.framerate : nil)
+        describe(
+            stream, title: encoder.title,
+            frameRate: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+                ? encoder.context.pointee.framerate : nil)
         return Int(stream.pointee.index)
     }
 
@@ -134,8 +142,10 @@ public final class Muxer: PacketSink {
 
     /// Adds a stream carrying packets described by `parameters` (an encoder's, kept: the replay buffer's); returns its index.
     @discardableResult
-    public func addStream(parameters: CodecParameters, timeBase: AVRational, title: String? = nil,
-                          frameRate: AVRational? = nil) throws(MediaError) -> Int {
+    public func addStream(
+        parameters: CodecParameters, timeBase: AVRational, title: String? = nil,
+        frameRate: AVRational? = nil
+    ) throws(MediaError) -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
         try check(avcodec_parameters_copy(stream.pointee.codecpar, parameters.pointer), "add a stream")
         if container == .fragmentedMP4 && parameters.pointer.pointee.codec_id == AV_CODEC_ID_HEVC {
@@ -158,7 +168,8 @@ public final class Muxer: PacketSink {
     /// after a left-right flip when `mirrored`. Before `start`.
     public func setOrientation(stream index: Int, degrees: Int, mirrored: Bool) {
         guard degrees % 360 != 0 || mirrored, let stream = context?.pointee.streams[index],
-              let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) else { return }
+            let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4)
+        else { return }
         matrix.withMemoryRebound(to: Int32.self, capacity: 9) { matrix in
             // av_display_rotation_set takes the clockwise angle (ffprobe then reports it as a negative,
             // counter-clockwise rotation, as for a phone's portrait video).
@@ -205,7 +216,9 @@ public final class Muxer: PacketSink {
         guard let context else { return }
         packet.pointee.stream_index = Int32(stream)
         av_packet_rescale_ts(packet, timeBase, context.pointee.streams[stream]!.pointee.time_base)
-        try check(interleaved ? av_interleaved_write_frame(context, packet) : av_write_frame(context, packet), "write to \(displayURL)")
+        try check(
+            interleaved ? av_interleaved_write_frame(context, packet) : av_write_frame(context, packet),
+            "write to \(displayURL)")
     }
 
     /// Packets held back until the next one of their stream says how long they last.
@@ -213,7 +226,9 @@ public final class Muxer: PacketSink {
 
     /// Like `write`, for a stream whose frames last until the next one (variable frame rate, no
     /// B-frames): the packet is written when the next one comes, or at `finish`, with its duration.
-    public func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+    public func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
+        throws(MediaError)
+    {
         try release(stream, until: packet.pointee.dts)
         guard let copy = av_packet_alloc() else { throw MediaError("write to \(displayURL)", "out of memory") }
         av_packet_move_ref(copy, packet)
@@ -223,7 +238,10 @@ public final class Muxer: PacketSink {
     /// Writes the held packet of `stream`, lasting until `end` (in its time base).
     private func release(_ stream: Int, until end: Int64) throws(MediaError) {
         guard let (packet, timeBase) = held.removeValue(forKey: stream) else { return }
-        defer { var owned: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&owned) }
+        defer {
+            var owned: UnsafeMutablePointer<AVPacket>? = packet
+            av_packet_free(&owned)
+        }
         packet.pointee.duration = max(1, end - packet.pointee.pts)
         try write(packet, stream: stream, timeBase: timeBase)
     }
@@ -288,7 +306,9 @@ public final class CodecParameters: @unchecked Sendable {
     public let pointer: UnsafeMutablePointer<AVCodecParameters>
 
     public init(copying encoder: Encoder) throws(MediaError) {
-        guard let pointer = avcodec_parameters_alloc() else { throw MediaError("describe the \(encoder.kind) stream", "out of memory") }
+        guard let pointer = avcodec_parameters_alloc() else {
+            throw MediaError("describe the \(encoder.kind) stream", "out of memory")
+        }
         self.pointer = pointer
         try check(avcodec_parameters_from_context(pointer, encoder.context), "describe the \(encoder.kind) stream")
     }
@@ -341,7 +361,9 @@ public final class PacketReader {
 
     /// The next packet (valid until the next call; its data may be moved out) and its stream's index and time base,
     /// or nil at the end.
-    public func next() throws(MediaError) -> (packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)? {
+    public func next() throws(MediaError) -> (
+        packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational
+    )? {
         guard let context else { return nil }
         av_packet_unref(packet)
         let read = av_read_frame(context, packet)

@@ -36,8 +36,10 @@ public enum VideoCodec: String, CaseIterable, Sendable {
     }
 
     /// The presets every codec takes, named as x264 names them, fastest first.
-    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
-                                 "slow", "slower", "veryslow"]
+    public static let presets = [
+        "ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
+        "slow", "slower", "veryslow",
+    ]
 }
 
 /// One encoder a `VideoCodec` can be made with, and how broadcastd's settings translate into its options.
@@ -75,8 +77,9 @@ public enum VideoEncoderImplementation: String, CaseIterable, Sendable {
         let candidates = candidates(for: codec)
         guard let found = candidates.first(where: { avcodec_find_encoder_by_name($0.encoderName) != nil }) else {
             let names = candidates.map(\.encoderName).joined(separator: " or ")
-            throw MediaError("open the \(codec.displayName) encoder",
-                             "this FFmpeg has no \(names) encoder (Debian's libavcodec59 is built with them)")
+            throw MediaError(
+                "open the \(codec.displayName) encoder",
+                "this FFmpeg has no \(names) encoder (Debian's libavcodec59 is built with them)")
         }
         return found
     }
@@ -104,11 +107,15 @@ public enum VideoEncoderImplementation: String, CaseIterable, Sendable {
     /// SVT-AV1's preset (0 slowest to 13 fastest) for an x264 preset name, spread over SVT's range as x264's
     /// names spread over x264's: `veryfast` is 10, the fast end of SVT's real-time presets (8-13) short of the
     /// two that trade most quality. What each costs on a 1080p screen is in docs/benchmarks.md.
-    static let svtPresets = ["ultrafast": 12, "superfast": 11, "veryfast": 10, "faster": 9, "fast": 8,
-                             "medium": 7, "slow": 5, "slower": 4, "veryslow": 2]
+    static let svtPresets = [
+        "ultrafast": 12, "superfast": 11, "veryfast": 10, "faster": 9, "fast": 8,
+        "medium": 7, "slow": 5, "slower": 4, "veryslow": 2,
+    ]
     /// libaom's cpu-used (0 slowest to 8 fastest) for an x264 preset name.
-    static let aomSpeeds = ["ultrafast": 8, "superfast": 8, "veryfast": 8, "faster": 7, "fast": 6,
-                            "medium": 5, "slow": 4, "slower": 3, "veryslow": 2]
+    static let aomSpeeds = [
+        "ultrafast": 8, "superfast": 8, "veryfast": 8, "faster": 7, "fast": 6,
+        "medium": 5, "slow": 4, "slower": 3, "veryslow": 2,
+    ]
 
     /// The encoder's private options for `settings` (the preset, the tune, constant quality).
     public func options(_ settings: VideoEncoderSettings) -> [String: String] {

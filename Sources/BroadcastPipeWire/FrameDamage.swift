@@ -14,7 +14,8 @@ struct FrameDamage: Equatable {
     mutating func add(_ rectangles: [(y: Int, height: Int)]?, pictureTop: Int, pictureHeight: Int) {
         guard let rectangles, !rectangles.isEmpty else { return invalidate() }
         for rectangle in rectangles {
-            let top = max(rectangle.y - pictureTop, 0), bottom = min(rectangle.y + rectangle.height - pictureTop, pictureHeight)
+            let top = max(rectangle.y - pictureTop, 0)
+            let bottom = min(rectangle.y + rectangle.height - pictureTop, pictureHeight)
             guard top < bottom else { continue }
             rows = rows.map { min($0.lowerBound, top)..<max($0.upperBound, bottom) } ?? top..<bottom
         }
@@ -26,7 +27,8 @@ struct FrameDamage: Equatable {
     func changedRows(height: Int) -> Range<Int> {
         if whole { return 0..<height }
         guard let rows else { return 0..<0 }
-        let top = min(rows.lowerBound & ~1, height), bottom = min((rows.upperBound + 1) & ~1, height)
+        let top = min(rows.lowerBound & ~1, height)
+        let bottom = min((rows.upperBound + 1) & ~1, height)
         return top..<max(top, bottom)
     }
 

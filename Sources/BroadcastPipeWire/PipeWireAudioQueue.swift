@@ -90,21 +90,25 @@ extension PipeWireAudioStream.Shared {
             if let lost, lost < 0, let index = chunks.indices.last, chunks[index].discontinuity {
                 let late = UInt64(-lost) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate)
                 let followsOn = last.lost + lost < chunks[index].frameCount / 2
-                chunks[index].presentationTime = followsOn
+                chunks[index].presentationTime =
+                    followsOn
                     ? last.followOn : max(last.followOn, last.stamp - min(late, last.stamp))
                 chunks[index].discontinuity = !followsOn
                 next = chunks[index].presentationTime + chunks[index].duration
                 if followsOn { figures.resyncs -= 1 }
             }
         }
-        var bytes = bytes, frames = frames, at = stamped
+        var bytes = bytes
+        var frames = frames
+        var at = stamped
         let error = Int64(bitPattern: stamped &- next)
         let lostDuration = Int64(lost ?? 0) * 1_000_000_000 / Int64(PipeWireAudioStream.rate)
-        let follows = if let lost {
-            lost < frames / 2 || abs(error - lostDuration) > Int64(lastDuration / 2)
-        } else {
-            abs(error) <= PipeWireAudioStream.resyncLimit
-        }
+        let follows =
+            if let lost {
+                lost < frames / 2 || abs(error - lostDuration) > Int64(lastDuration / 2)
+            } else {
+                abs(error) <= PipeWireAudioStream.resyncLimit
+            }
         if inStep && follows {
             at = max(stamped, next - lastDuration / 2)
             append(frames: frames, bytes: bytes, at: at, discontinuity: false)
@@ -112,8 +116,9 @@ extension PipeWireAudioStream.Shared {
             if inStep {
                 figures.resyncs += 1
                 if let lost {
-                    let followOn = max(UInt64(bitPattern: Int64(bitPattern: stamped) - lostDuration),
-                                       next - lastDuration / 2)
+                    let followOn = max(
+                        UInt64(bitPattern: Int64(bitPattern: stamped) - lostDuration),
+                        next - lastDuration / 2)
                     held = Held(lost: lost, stamp: stamped, followOn: followOn)
                 }
             }
@@ -148,8 +153,9 @@ extension PipeWireAudioStream.Shared {
         if silentSince == nil { silentSince = next }
         inStep = false
         let frames = Int(PipeWireAudioStream.silenceChunk * UInt64(PipeWireAudioStream.rate) / 1_000_000_000)
-        let chunk = AudioChunk(presentationTime: next, duration: PipeWireAudioStream.silenceChunk, frameCount: frames,
-                               bytes: [UInt8](repeating: 0, count: frames * bytesPerFrame))
+        let chunk = AudioChunk(
+            presentationTime: next, duration: PipeWireAudioStream.silenceChunk, frameCount: frames,
+            bytes: [UInt8](repeating: 0, count: frames * bytesPerFrame))
         next += PipeWireAudioStream.silenceChunk
         figures.silentChunks += 1
         return chunk
@@ -157,8 +163,9 @@ extension PipeWireAudioStream.Shared {
 
     private mutating func append(frames: Int, bytes: [UInt8], at time: UInt64, discontinuity: Bool) {
         let duration = UInt64(frames) * 1_000_000_000 / UInt64(PipeWireAudioStream.rate)
-        let chunk = AudioChunk(presentationTime: time, duration: duration, frameCount: frames, bytes: bytes,
-                               discontinuity: discontinuity)
+        let chunk = AudioChunk(
+            presentationTime: time, duration: duration, frameCount: frames, bytes: bytes,
+            discontinuity: discontinuity)
         chunks.append(chunk)
         queued += chunk.duration
         next = chunk.presentationTime + chunk.duration

@@ -47,16 +47,20 @@ public final class PipeWireAudioSource: CaptureSource {
         }
         var streams: [SampleType: PipeWireAudioStream] = [:]
         if let app = configuration.app {
-            streams[.audioApp] = PipeWireAudioStream(name: "app audio", target: app, format: configuration.format, capturesSink: true, arrival: arrival)
+            streams[.audioApp] = PipeWireAudioStream(
+                name: "app audio", target: app, format: configuration.format, capturesSink: true, arrival: arrival)
         }
         if let mic = configuration.mic {
-            streams[.audioMic] = PipeWireAudioStream(name: "mic", target: mic, format: configuration.format, capturesSink: false, arrival: arrival)
+            streams[.audioMic] = PipeWireAudioStream(
+                name: "mic", target: mic, format: configuration.format, capturesSink: false, arrival: arrival)
         }
         self.streams = streams
     }
 
     public var description: String {
-        let audio = [("app audio", configuration.app), ("mic", configuration.mic)].compactMap { name, target in target.map { "\(name) \($0)" } }
+        let audio = [("app audio", configuration.app), ("mic", configuration.mic)].compactMap { name, target in
+            target.map { "\(name) \($0)" }
+        }
         return video.description + (audio.isEmpty ? "" : "; PipeWire " + audio.joined(separator: ", "))
     }
     public var videoFormat: VideoFormat { video.videoFormat }
@@ -105,8 +109,10 @@ public final class PipeWireAudioSource: CaptureSource {
         video.close()
     }
     public func checkForChanges() throws(CaptureError) -> FrameChange { try video.checkForChanges() }
-    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
-                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
+    public func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64 {
         try video.captureFrame(index: index, deadline: deadline, into: slot, previous: previous)
     }
 
@@ -124,7 +130,8 @@ public final class PipeWireAudioSource: CaptureSource {
         silenceReported = []
         for (type, stream) in streams where !stream.hasHeard && sessionFailure == nil {
             silenceReported.insert(type)
-            logger.warning("""
+            logger.warning(
+                """
                 \(stream.name) (\(stream.target)): nothing from PipeWire yet (stream \(stream.status.state)); \
                 sending silence until it comes
                 """)
@@ -182,11 +189,15 @@ public final class PipeWireAudioSource: CaptureSource {
             return streams.mapValues { _ in "PipeWire cannot be reached (\(sessionFailure))" }
         }
         guard live, !silenceReported.isEmpty else { return [:] }
-        return Dictionary(uniqueKeysWithValues: silenceReported.compactMap { type in
-            streams[type].map { stream in
-                (type, Self.silenceCause(stream.target, capturesSink: stream.capturesSink, state: stream.status.state))
-            }
-        })
+        return Dictionary(
+            uniqueKeysWithValues: silenceReported.compactMap { type in
+                streams[type].map { stream in
+                    (
+                        type,
+                        Self.silenceCause(stream.target, capturesSink: stream.capturesSink, state: stream.status.state)
+                    )
+                }
+            })
     }
 
     /// Why a stream hears nothing, as a user can act on it: a stream PipeWire has not connected has nothing to
@@ -206,7 +217,9 @@ public final class PipeWireAudioSource: CaptureSource {
         // Said once per silent stretch: the device is missing, unplugged, or PipeWire is not running.
         if stream.silentSince != nil {
             if silenceReported.insert(type).inserted {
-                logger.warning("\(stream.name) (\(stream.target)): nothing from PipeWire for \(PipeWireAudioStream.silenceAfter / 1_000_000) ms (\(stream.status.state)); sending silence until it comes back")
+                logger.warning(
+                    "\(stream.name) (\(stream.target)): nothing from PipeWire for \(PipeWireAudioStream.silenceAfter / 1_000_000) ms (\(stream.status.state)); sending silence until it comes back"
+                )
             }
         } else if silenceReported.remove(type) != nil {
             logger.notice("\(stream.name) (\(stream.target)): audio is back")

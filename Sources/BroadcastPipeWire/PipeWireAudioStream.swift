@@ -125,7 +125,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         }
         events.pointee.state_changed = { data, _, state, error in
             let me = Unmanaged<PipeWireAudioStream>.fromOpaque(data!).takeUnretainedValue()
-            let text = String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
+            let text =
+                String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
             me.shared.withLock { $0.state = text }
         }
         listener.initialize(to: spa_hook())
@@ -162,7 +163,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Audio")
         pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
         pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Production")
-        pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-" + name.split(separator: " ").joined(separator: "-"))
+        pw_properties_set(
+            properties, PW_KEY_NODE_NAME, "broadcastd-" + name.split(separator: " ").joined(separator: "-"))
         pw_properties_set(properties, "node.dont-reconnect", "true")
         var channels = format.channels
         switch source {
@@ -183,7 +185,8 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         graphClock = GraphClock()
         deliveredChannels = channels
         silentSinceConnect = hasHeard ? nil : 0
-        let result = bd_pw_stream_connect_audio_capture(stream, UInt32(sampleFormat.rawValue), UInt32(Self.rate), UInt32(channels), autoconnect)
+        let result = bd_pw_stream_connect_audio_capture(
+            stream, UInt32(sampleFormat.rawValue), UInt32(Self.rate), UInt32(channels), autoconnect)
         guard result >= 0 else {
             shared.withLock { $0.state = "error: cannot connect: \(String(cString: strerror(-result)))" }
             pw_stream_destroy(stream)
@@ -234,8 +237,9 @@ public final class PipeWireAudioStream: @unchecked Sendable {
         if time.rate.denom > 0 { delay = time.delay * 1_000_000_000 * Int64(time.rate.num) / Int64(time.rate.denom) }
         let frames = captured.map { $0.count / frameBytes }
         let waiting = Int(time.avail_buffers)
-        let starts = Self.stamps(frames: frames, now: time.now, delay: delay, waiting: waiting,
-                                 capturesSink: capturesSink)
+        let starts = Self.stamps(
+            frames: frames, now: time.now, delay: delay, waiting: waiting,
+            capturesSink: capturesSink)
         let lost = graphClock.advance(frames: frames, ticks: time.ticks, rate: time.rate, waiting: waiting)
         // A stamp more than a second from the clock is not believed (the buffer follows the last one).
         let clock = Int64(MonotonicClock.now())
@@ -264,9 +268,11 @@ public final class PipeWireAudioStream: @unchecked Sendable {
     }
 
     /// The whole frames a buffer holds.
-    private static func contents(of buffer: UnsafeMutablePointer<pw_buffer>, frameBytes: Int) -> UnsafeRawBufferPointer? {
+    private static func contents(of buffer: UnsafeMutablePointer<pw_buffer>, frameBytes: Int) -> UnsafeRawBufferPointer?
+    {
         guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
-              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else { return nil }
+            let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk
+        else { return nil }
         let maximum = Int(data.pointee.maxsize)
         let offset = min(Int(chunk.pointee.offset), maximum)
         let size = (min(Int(chunk.pointee.size), maximum - offset) / frameBytes) * frameBytes
@@ -286,26 +292,34 @@ public final class PipeWireAudioStream: @unchecked Sendable {
             }
             silentSinceConnect = nil
         }
-        let bytes = deliveredChannels == format.channels ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
+        let bytes =
+            deliveredChannels == format.channels
+            ? [UInt8](captured) : Self.averagePairs(captured, sampleFormat: format.sampleFormat)
         shared.withLock { s in
             s.figures.buffers += 1
-            s.enqueue(bytes: bytes, frames: captured.count / frameBytes, stamped: stamped ?? s.next,
-                      lost: stamped == nil ? 0 : lost, bytesPerFrame: format.bytesPerFrame)
+            s.enqueue(
+                bytes: bytes, frames: captured.count / frameBytes, stamped: stamped ?? s.next,
+                lost: stamped == nil ? 0 : lost, bytesPerFrame: format.bytesPerFrame)
         }
     }
 
     /// Interleaved stereo made mono: each frame's two samples averaged.
     static func averagePairs(_ stereo: UnsafeRawBufferPointer, sampleFormat: AudioSampleFormat) -> [UInt8] {
-        let width = sampleFormat.bytesPerSample, frames = stereo.count / (2 * width)
+        let width = sampleFormat.bytesPerSample
+        let frames = stereo.count / (2 * width)
         return [UInt8](unsafeUninitializedCapacity: frames * width) { mono, count in
             let out = UnsafeMutableRawBufferPointer(mono)
             for i in 0..<frames {
                 switch sampleFormat {
                 case .float32:
-                    let sum = stereo.loadUnaligned(fromByteOffset: 8 * i, as: Float.self) + stereo.loadUnaligned(fromByteOffset: 8 * i + 4, as: Float.self)
+                    let sum =
+                        stereo.loadUnaligned(fromByteOffset: 8 * i, as: Float.self)
+                        + stereo.loadUnaligned(fromByteOffset: 8 * i + 4, as: Float.self)
                     out.storeBytes(of: sum / 2, toByteOffset: 4 * i, as: Float.self)
                 case .s16:
-                    let sum = Int32(stereo.loadUnaligned(fromByteOffset: 4 * i, as: Int16.self)) + Int32(stereo.loadUnaligned(fromByteOffset: 4 * i + 2, as: Int16.self))
+                    let sum =
+                        Int32(stereo.loadUnaligned(fromByteOffset: 4 * i, as: Int16.self))
+                        + Int32(stereo.loadUnaligned(fromByteOffset: 4 * i + 2, as: Int16.self))
                     out.storeBytes(of: Int16(sum / 2), toByteOffset: 2 * i, as: Int16.self)
                 }
             }

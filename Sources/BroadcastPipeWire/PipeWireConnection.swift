@@ -12,7 +12,9 @@ final class PipeWireConnection {
     private let context: OpaquePointer
     let core: OpaquePointer
 
-    init(threadName: String, remote: Int32? = nil, setUp: (OpaquePointer) throws(CaptureError) -> Void) throws(CaptureError) {
+    init(threadName: String, remote: Int32? = nil, setUp: (OpaquePointer) throws(CaptureError) -> Void)
+        throws(CaptureError)
+    {
         PipeWireLibrary.initialize()
         func failure(_ reason: String) -> CaptureError {
             CaptureError(source: "pipewire", operation: "connect to PipeWire", reason: reason)
@@ -33,7 +35,9 @@ final class PipeWireConnection {
             throw failure("pw_context_new failed")
         }
         pw_thread_loop_lock(loop)
-        guard let core = remote.map({ pw_context_connect_fd(context, $0, nil, 0) }) ?? pw_context_connect(context, nil, 0) else {
+        guard
+            let core = remote.map({ pw_context_connect_fd(context, $0, nil, 0) }) ?? pw_context_connect(context, nil, 0)
+        else {
             let reason = String(cString: strerror(errno))
             pw_thread_loop_unlock(loop)
             pw_context_destroy(context)

@@ -35,16 +35,22 @@ struct PipeWireCursor {
         var sprite = state?.sprite
         if let image {
             imageless = image.pixels == nil || image.width == 0 || image.height == 0
-            if !imageless, let pixels = Self.premultipliedARGB(image), sprite.map({
-                $0.width != image.width || $0.height != image.height || $0.hotspotX != image.hotspotX || $0.hotspotY != image.hotspotY || $0.pixels != pixels
-            }) ?? true {
-                sprite = CursorSprite(width: image.width, height: image.height, hotspotX: image.hotspotX, hotspotY: image.hotspotY,
-                                      pixels: pixels, serial: (sprite?.serial ?? 0) &+ 1)
+            if !imageless, let pixels = Self.premultipliedARGB(image),
+                sprite.map({
+                    $0.width != image.width || $0.height != image.height || $0.hotspotX != image.hotspotX
+                        || $0.hotspotY != image.hotspotY || $0.pixels != pixels
+                }) ?? true
+            {
+                sprite = CursorSprite(
+                    width: image.width, height: image.height, hotspotX: image.hotspotX, hotspotY: image.hotspotY,
+                    pixels: pixels, serial: (sprite?.serial ?? 0) &+ 1)
             }
         }
-        let px = Int(x) - picture.x, py = Int(y) - picture.y
+        let px = Int(x) - picture.x
+        let py = Int(y) - picture.y
         let inside = px >= 0 && py >= 0 && px < picture.width && py < picture.height
-        state = CursorState(x: Int32(clamping: px), y: Int32(clamping: py), visible: inside && !imageless, sprite: sprite)
+        state = CursorState(
+            x: Int32(clamping: px), y: Int32(clamping: py), visible: inside && !imageless, sprite: sprite)
     }
 
     /// The image as premultiplied ARGB values (0xAARRGGBB, as CURSOR carries them); nil for a format not

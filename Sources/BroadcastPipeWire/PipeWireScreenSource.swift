@@ -154,11 +154,15 @@ public final class PipeWireScreenSource: CaptureSource {
         }
         events.pointee.add_buffer = { data, buffer in
             guard let region = PipeWireScreenSource.region(of: buffer) else { return }
-            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock { $0.mapped[region.start] = region.count }
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock {
+                $0.mapped[region.start] = region.count
+            }
         }
         events.pointee.remove_buffer = { data, buffer in
             guard let region = PipeWireScreenSource.region(of: buffer) else { return }
-            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock { $0.mapped[region.start] = nil }
+            Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue().latest.withLock {
+                $0.mapped[region.start] = nil
+            }
         }
         events.pointee.param_changed = { data, id, param in
             guard id == SPA_PARAM_Format.rawValue else { return }
@@ -166,7 +170,8 @@ public final class PipeWireScreenSource: CaptureSource {
         }
         events.pointee.state_changed = { data, _, state, error in
             let me = Unmanaged<PipeWireScreenSource>.fromOpaque(data!).takeUnretainedValue()
-            let text = String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
+            let text =
+                String(cString: pw_stream_state_as_string(state)) + (error.map { ": " + String(cString: $0) } ?? "")
             me.latest.withLock { $0.state = text }
             if state == PW_STREAM_STATE_ERROR || state == PW_STREAM_STATE_UNCONNECTED { me.ready.signal() }
         }
@@ -183,7 +188,8 @@ public final class PipeWireScreenSource: CaptureSource {
         case .node(let name): "pipewire node \(name) @ \(configuration.framesPerSecond) fps"
         case .portal(let request, _):
             "pipewire \(request.sources.rawValue) shared through the desktop portal\(portal.map { " (node \($0.cast?.node ?? 0))" } ?? "")"
-                + (question?.state.withLock { if case .asking = $0 { true } else { false } } == true ? " (share dialog open)" : "")
+                + (question?.state.withLock { if case .asking = $0 { true } else { false } } == true
+                    ? " (share dialog open)" : "")
                 + " @ \(configuration.framesPerSecond) fps"
         }
     }
@@ -195,13 +201,16 @@ public final class PipeWireScreenSource: CaptureSource {
     public var sharedMemory: [SharedBuffers] {
         let regions = latest.withLock { $0.mapped.sorted { $0.key < $1.key }.map { (start: $0.key, count: $0.value) } }
         guard let first = regions.first else { return [] }
-        let producer = if case .portal = configuration.target { "the compositor's buffers" } else { "node \(node)'s buffers" }
+        let producer =
+            if case .portal = configuration.target { "the compositor's buffers" } else { "node \(node)'s buffers" }
         return [SharedBuffers(name: "\(producer) (\(regions.count) x \(megabytes(first.count)))", regions: regions)]
     }
 
     /// Where a buffer's picture is mapped (its first data block, MAP_BUFFERS), and its size.
     private static func region(of buffer: UnsafeMutablePointer<pw_buffer>?) -> (start: UInt, count: Int)? {
-        guard let spa = buffer?.pointee.buffer, spa.pointee.n_datas > 0, let data = spa.pointee.datas, let base = data[0].data else { return nil }
+        guard let spa = buffer?.pointee.buffer, spa.pointee.n_datas > 0, let data = spa.pointee.datas,
+            let base = data[0].data
+        else { return nil }
         return (UInt(bitPattern: base), Int(data[0].maxsize))
     }
     public var videoFormat: VideoFormat { format }
@@ -213,13 +222,18 @@ public final class PipeWireScreenSource: CaptureSource {
     public var cursor: CursorState? { readsCursor ? latest.withLock { $0.cursor.state } : nil }
     public var statistics: [String: UInt64] {
         latest.withLock {
-            ["pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted, "pipewireCursorOnly": $0.cursorOnly,
-             "pipewireRowsConverted": $0.rowsConverted, "pipewireRowsKept": $0.rowsCopied]
+            [
+                "pipewireFrames": $0.serial, "pipewireCorrupted": $0.corrupted, "pipewireCursorOnly": $0.cursorOnly,
+                "pipewireRowsConverted": $0.rowsConverted, "pipewireRowsKept": $0.rowsCopied,
+            ]
         }
     }
 
     public func outputs() throws(CaptureError) -> CaptureOutputs {
-        CaptureOutputs(kind: "pipewire", screen: format.width > 16 ? ScreenRect(x: 0, y: 0, width: format.width, height: format.height) : nil, outputs: [])
+        CaptureOutputs(
+            kind: "pipewire",
+            screen: format.width > 16 ? ScreenRect(x: 0, y: 0, width: format.width, height: format.height) : nil,
+            outputs: [])
     }
 
     /// Connects to the node and takes its first frame's size as the format; through the portal, first asks
@@ -227,7 +241,9 @@ public final class PipeWireScreenSource: CaptureSource {
     public func open() throws(CaptureError) -> VideoFormat {
         ready.acknowledge()
         if connection == nil {
-            if case .portal(let request, let tokens) = configuration.target, portal == nil { try askPortal(request, tokens) }
+            if case .portal(let request, let tokens) = configuration.target, portal == nil {
+                try askPortal(request, tokens)
+            }
             do { try connect() } catch {
                 close()
                 throw error
@@ -238,7 +254,9 @@ public final class PipeWireScreenSource: CaptureSource {
         if let picture {
             stopWaitingForFirstFrame()
             if readsCursor && !cursorSeen {
-                logger.warning("node '\(node)' sends no cursor metadata: no CURSOR messages, and the pointer is as the node draws it")
+                logger.warning(
+                    "node '\(node)' sends no cursor metadata: no CURSOR messages, and the pointer is as the node draws it"
+                )
             }
             format = picture.format
             return format
@@ -260,13 +278,17 @@ public final class PipeWireScreenSource: CaptureSource {
             throw CaptureError(source: "pipewire", operation: "capture node '\(node)'", reason: failure)
         }
         awaitingFirstFrame.store(true, ordering: .relaxed)
-        throw CaptureError(source: "pipewire", operation: "capture node '\(node)'", reason: "waiting for node '\(node)' to send its first frame", pending: true)
+        throw CaptureError(
+            source: "pipewire", operation: "capture node '\(node)'",
+            reason: "waiting for node '\(node)' to send its first frame", pending: true)
     }
 
     /// The portal's part of `open`: starts the conversation on a thread, or takes its answer.
     private func askPortal(_ request: ScreenCastRequest, _ tokens: RestoreTokenStore?) throws(CaptureError) {
         func failure(_ reason: String, pending: Bool = false) -> CaptureError {
-            CaptureError(source: "pipewire", operation: "share the screen through the desktop portal", reason: reason, pending: pending)
+            CaptureError(
+                source: "pipewire", operation: "share the screen through the desktop portal", reason: reason,
+                pending: pending)
         }
         let question = question!
         let state = question.state.withLock { state in
@@ -283,17 +305,22 @@ public final class PipeWireScreenSource: CaptureSource {
             let cast = portal.cast!
             if cast.persistence, let tokens {
                 do { try tokens.save(cast.restoreToken) } catch {
-                    logger.warning("cannot keep the portal's restore token in \(tokens.path) (\(error)); the share dialog will come back next time")
+                    logger.warning(
+                        "cannot keep the portal's restore token in \(tokens.path) (\(error)); the share dialog will come back next time"
+                    )
                 }
             }
         case .idle:
             var ask = request
             ask.restoreToken = tokens?.load(logger: logger)
-            let cancellation = Cancellation(), logger = logger
+            let cancellation = Cancellation()
+            let logger = logger
             question.state.withLock { $0 = .asking(cancellation) }
             do {
                 try BackgroundThread.start { [ask] in
-                    let result = Result { () throws(PortalError) in try ScreenCastPortal(ask, cancellation: cancellation, logger: logger) }
+                    let result = Result { () throws(PortalError) in
+                        try ScreenCastPortal(ask, cancellation: cancellation, logger: logger)
+                    }
                     question.state.withLock { $0 = .answered(result) }
                     question.answered.signal()
                 }
@@ -322,7 +349,8 @@ public final class PipeWireScreenSource: CaptureSource {
         }
         // Through the portal, only when it granted the metadata mode (it may offer only embedded).
         readsCursor = configuration.cursor == .metadata && (portal?.cast?.cursor ?? .metadata) == .metadata
-        connection = try PipeWireConnection(threadName: "broadcastd-video", remote: remote) { core throws(CaptureError) in
+        connection = try PipeWireConnection(threadName: "broadcastd-video", remote: remote) {
+            core throws(CaptureError) in
             let properties = bd_pw_properties_new()
             pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
             pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
@@ -332,7 +360,8 @@ public final class PipeWireScreenSource: CaptureSource {
             pw_properties_set(properties, portal == nil ? "target.object" : "node.target", node)
             pw_properties_set(properties, "node.dont-reconnect", "true")
             guard let stream = pw_stream_new(core, "broadcastd screen", properties) else {
-                throw CaptureError(source: "pipewire", operation: "capture node '\(node)'", reason: "pw_stream_new failed")
+                throw CaptureError(
+                    source: "pipewire", operation: "capture node '\(node)'", reason: "pw_stream_new failed")
             }
             self.stream = stream
             pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
@@ -340,8 +369,9 @@ public final class PipeWireScreenSource: CaptureSource {
             guard result >= 0 else {
                 pw_stream_destroy(stream)
                 self.stream = nil
-                throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
-                                   reason: "cannot connect the stream: \(String(cString: strerror(-result)))")
+                throw CaptureError(
+                    source: "pipewire", operation: "capture node '\(node)'",
+                    reason: "cannot connect the stream: \(String(cString: strerror(-result)))")
             }
         }
     }
@@ -357,7 +387,12 @@ public final class PipeWireScreenSource: CaptureSource {
         portal?.close()
         portal = nil
         cancelOpen("the broadcast request was withdrawn")
-        question?.state.withLock { if case .answered(.success(let granted)) = $0 { granted.close(); $0 = .idle } }
+        question?.state.withLock {
+            if case .answered(.success(let granted)) = $0 {
+                granted.close()
+                $0 = .idle
+            }
+        }
         stopWaitingForFirstFrame()
     }
 
@@ -372,12 +407,16 @@ public final class PipeWireScreenSource: CaptureSource {
     public func checkForChanges() throws(CaptureError) -> FrameChange {
         let (picture, serial, state) = latest.withLock { ($0.picture, $0.serial, $0.state) }
         if portal?.endedByTheDesktop() == true {
-            throw CaptureError(source: "pipewire", operation: "capture the screen shared through the desktop portal",
-                               reason: "the desktop ended the screen share (its portal session was closed)")
+            throw CaptureError(
+                source: "pipewire", operation: "capture the screen shared through the desktop portal",
+                reason: "the desktop ended the screen share (its portal session was closed)")
         }
         if state.hasPrefix("error") || state == "unconnected" {
-            throw CaptureError(source: "pipewire", operation: "capture node '\(node)'",
-                               reason: "the stream is \(state) (\(portal == nil ? "the node went away?" : "the screen is no longer shared?"))")
+            throw CaptureError(
+                source: "pipewire", operation: "capture node '\(node)'",
+                reason:
+                    "the stream is \(state) (\(portal == nil ? "the node went away?" : "the screen is no longer shared?"))"
+            )
         }
         if let picture, picture.format != format {
             format = picture.format
@@ -386,8 +425,10 @@ public final class PipeWireScreenSource: CaptureSource {
         return serial == seen ? .unchanged : .changed
     }
 
-    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
-                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
+    public func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64 {
         let format = format
         return latest.withLock { frame in
             seen = frame.serial
@@ -403,7 +444,8 @@ public final class PipeWireScreenSource: CaptureSource {
     // MARK: - On PipeWire's thread
 
     private func formatChanged(_ param: UnsafePointer<spa_pod>?) {
-        var width: UInt32 = 0, height: UInt32 = 0
+        var width: UInt32 = 0
+        var height: UInt32 = 0
         guard let stream, bd_pw_parse_video_format(param, &width, &height) == 0 else { return }
         bd_pw_stream_request_video_buffers(stream, readsCursor)
         latest.withLock {
@@ -416,25 +458,33 @@ public final class PipeWireScreenSource: CaptureSource {
         guard let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
         defer { if awaitingFirstFrame.load(ordering: .relaxed) { ready.signal() } }
         guard let spaBuffer = buffer.pointee.buffer, spaBuffer.pointee.n_datas > 0,
-              let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk else {
+            let data = spaBuffer.pointee.datas, let base = data.pointee.data, let chunk = data.pointee.chunk
+        else {
             pw_stream_queue_buffer(stream, buffer)
             return
         }
-        var flags: UInt32 = 0, pts: Int64 = 0
+        var flags: UInt32 = 0
+        var pts: Int64 = 0
         let hasHeader = bd_pw_buffer_header(spaBuffer, &flags, &pts) == 0
         let corrupted = hasHeader && flags & bd_spa_meta_header_flag_corrupted() != 0
-        let stride = Int(chunk.pointee.stride), offset = Int(chunk.pointee.offset), size = Int(data.pointee.maxsize)
+        let stride = Int(chunk.pointee.stride)
+        let offset = Int(chunk.pointee.offset)
+        let size = Int(data.pointee.maxsize)
         defer { pw_stream_queue_buffer(stream, buffer) }
         var region = spa_region()
-        let crop = bd_pw_buffer_crop(spaBuffer, &region) == 0
-            ? CropRegion(x: Int(region.position.x), y: Int(region.position.y), width: Int(region.size.width), height: Int(region.size.height)) : nil
+        let crop =
+            bd_pw_buffer_crop(spaBuffer, &region) == 0
+            ? CropRegion(
+                x: Int(region.position.x), y: Int(region.position.y), width: Int(region.size.width),
+                height: Int(region.size.height)) : nil
         let damage = withUnsafeTemporaryAllocation(of: spa_region.self, capacity: 16) { regions in
             let count = Int(bd_pw_buffer_damage(spaBuffer, regions.baseAddress, 16))
             return count > 0 ? regions[..<count].map { (y: Int($0.position.y), height: Int($0.size.height)) } : nil
         }
         // The producer's own timestamp when it is on our clock (PipeWire's are CLOCK_MONOTONIC ns), else now.
         let now = MonotonicClock.now()
-        let capturedAt = hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
+        let capturedAt =
+            hasHeader && pts > 0 && UInt64(pts) <= now && now - UInt64(pts) < 1_000_000_000 ? UInt64(pts) : now
         // A buffer without a picture (size 0) may still move the pointer.
         let hasPicture = chunk.pointee.size > 0
         var pointer = bd_pw_cursor()
@@ -449,28 +499,39 @@ public final class PipeWireScreenSource: CaptureSource {
             if !hasPicture {
                 frame.cursorOnly += 1
             } else if offset + stride * (frame.height - 1) + frame.width * 4 <= size {
-                frame.convert(UnsafeRawPointer(base + offset), stride: stride, crop: crop, damage: damage, capturedAt: capturedAt,
-                              pixelFormat: configuration.pixelFormat, range: configuration.colorRange)
+                frame.convert(
+                    UnsafeRawPointer(base + offset), stride: stride, crop: crop, damage: damage, capturedAt: capturedAt,
+                    pixelFormat: configuration.pixelFormat, range: configuration.colorRange)
             }
             guard hasCursor >= 0 else { return }
             frame.cursorSeen = true
             guard hasCursor == 1 else { return frame.cursor.away() }
-            let image = pointer.format == 0 ? nil : PipeWireCursor.Image(
-                format: pointer.format, width: Int(pointer.width), height: Int(pointer.height), stride: Int(pointer.stride),
-                hotspotX: Int(pointer.hotspot_x), hotspotY: Int(pointer.hotspot_y), pixels: pointer.pixels)
+            let image =
+                pointer.format == 0
+                ? nil
+                : PipeWireCursor.Image(
+                    format: pointer.format, width: Int(pointer.width), height: Int(pointer.height),
+                    stride: Int(pointer.stride),
+                    hotspotX: Int(pointer.hotspot_x), hotspotY: Int(pointer.hotspot_y), pixels: pointer.pixels)
             let size = frame.pictureSize
-            frame.cursor.move(x: pointer.x, y: pointer.y, image: image, picture: (frame.crop?.x ?? 0, frame.crop?.y ?? 0, size.width, size.height))
+            frame.cursor.move(
+                x: pointer.x, y: pointer.y, image: image,
+                picture: (frame.crop?.x ?? 0, frame.crop?.y ?? 0, size.width, size.height))
         }
     }
 }
 
 extension PipeWireScreenSource.Latest {
     /// Converts the buffer's picture (its crop region, or all of it) into `picture`, as far as damage says it changed.
-    mutating func convert(_ buffer: UnsafeRawPointer, stride: Int, crop: PipeWireScreenSource.CropRegion?, damage: [(y: Int, height: Int)]?,
-                          capturedAt: UInt64, pixelFormat: PixelFormat, range: ColorRange) {
+    mutating func convert(
+        _ buffer: UnsafeRawPointer, stride: Int, crop: PipeWireScreenSource.CropRegion?,
+        damage: [(y: Int, height: Int)]?,
+        capturedAt: UInt64, pixelFormat: PixelFormat, range: ColorRange
+    ) {
         // A crop region outside the buffer is ignored: the whole buffer is the picture.
         let region = crop.flatMap { c in
-            c.x >= 0 && c.y >= 0 && c.width >= 2 && c.height >= 2 && c.x + c.width <= width && c.y + c.height <= height ? c : nil
+            c.x >= 0 && c.y >= 0 && c.width >= 2 && c.height >= 2 && c.x + c.width <= width && c.y + c.height <= height
+                ? c : nil
         }
         if region != self.crop {
             self.crop = region
@@ -478,7 +539,8 @@ extension PipeWireScreenSource.Latest {
         }
         let size = pictureSize
         if picture?.format.width != size.width || picture?.format.height != size.height {
-            picture = PipeWireScreenSource.Picture(VideoFormat(width: size.width, height: size.height, pixelFormat: pixelFormat), range: range)
+            picture = PipeWireScreenSource.Picture(
+                VideoFormat(width: size.width, height: size.height, pixelFormat: pixelFormat), range: range)
             self.damage.invalidate()
         }
         self.damage.add(damage, pictureTop: region?.y ?? 0, pictureHeight: size.height)
@@ -487,7 +549,9 @@ extension PipeWireScreenSource.Latest {
         rowsCopied += UInt64(size.height - rows.count)
         guard !rows.isEmpty, let target = picture else { return }
         let origin = buffer + (region.map { $0.y * stride + $0.x * 4 } ?? 0)
-        target.converter.convert(bgrx: origin + rows.lowerBound * stride, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: target.bytes)
+        target.converter.convert(
+            bgrx: origin + rows.lowerBound * stride, sourceStride: stride, firstRow: rows.lowerBound,
+            rowCount: rows.count, into: target.bytes)
         rowsConverted += UInt64(rows.count)
         serial += 1
         self.capturedAt = capturedAt

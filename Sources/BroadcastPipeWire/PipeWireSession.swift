@@ -77,7 +77,8 @@ public final class PipeWireSession: @unchecked Sendable {
         registryEvents.initialize(to: pw_registry_events())
         registryEvents.pointee.version = bd_pw_version_registry_events()
         registryEvents.pointee.global = { data, id, _, type, _, props in
-            Unmanaged<PipeWireSession>.fromOpaque(data!).takeUnretainedValue().global(id, type.map { String(cString: $0) } ?? "", props)
+            Unmanaged<PipeWireSession>.fromOpaque(data!).takeUnretainedValue().global(
+                id, type.map { String(cString: $0) } ?? "", props)
         }
         registryEvents.pointee.global_remove = { data, id in
             Unmanaged<PipeWireSession>.fromOpaque(data!).takeUnretainedValue().globalRemoved(id)
@@ -113,7 +114,8 @@ public final class PipeWireSession: @unchecked Sendable {
             self.core = core
             let registry = bd_pw_core_get_registry(core)
             self.registry = registry
-            bd_pw_registry_add_listener(registry, registryListener, registryEvents, Unmanaged.passUnretained(self).toOpaque())
+            bd_pw_registry_add_listener(
+                registry, registryListener, registryEvents, Unmanaged.passUnretained(self).toOpaque())
         }
     }
 
@@ -134,29 +136,40 @@ public final class PipeWireSession: @unchecked Sendable {
 
     private func global(_ id: UInt32, _ type: String, _ props: UnsafePointer<spa_dict>?) {
         func property(_ key: String) -> String? { spa_dict_lookup(props, key).map { String(cString: $0) } }
-        if type == String(cString: bd_pw_type_node()), let name = property("node.name"), let mediaClass = property("media.class") {
+        if type == String(cString: bd_pw_type_node()), let name = property("node.name"),
+            let mediaClass = property("media.class")
+        {
             let client = property("client.id").flatMap(UInt32.init)
-            nodes[id] = Node(serial: property("object.serial") ?? "\(id)", name: name, mediaClass: mediaClass,
-                             application: property("application.name"),
-                             binary: property("application.process.binary") ?? client.flatMap { clientBinaries[$0] }, client: client,
-                             pid: client.flatMap { clientPIDs[$0] } ?? property("application.process.id"))
+            nodes[id] = Node(
+                serial: property("object.serial") ?? "\(id)", name: name, mediaClass: mediaClass,
+                application: property("application.name"),
+                binary: property("application.process.binary") ?? client.flatMap { clientBinaries[$0] }, client: client,
+                pid: client.flatMap { clientPIDs[$0] } ?? property("application.process.id"))
             follow()
-        } else if type == String(cString: bd_pw_type_client()), let pid = property("pipewire.sec.pid").flatMap(Int32.init),
-                  let path = FileSystem.executable(ofProcess: pid) {
+        } else if type == String(cString: bd_pw_type_client()),
+            let pid = property("pipewire.sec.pid").flatMap(Int32.init),
+            let path = FileSystem.executable(ofProcess: pid)
+        {
             clientBinaries[id] = String(path.split(separator: "/").last ?? "")
             clientPIDs[id] = "\(pid)"
             // A client's nodes may have come first.
-            for (node, value) in nodes where value.client == id && value.binary == nil { nodes[node]?.binary = clientBinaries[id] }
+            for (node, value) in nodes where value.client == id && value.binary == nil {
+                nodes[node]?.binary = clientBinaries[id]
+            }
             for (node, value) in nodes where value.client == id { nodes[node]?.pid = clientPIDs[id] }
             follow()
         } else if type == String(cString: bd_pw_type_port()), let node = property("node.id").flatMap(UInt32.init),
-                  let direction = property("port.direction") {
+            let direction = property("port.direction")
+        {
             ports[id] = Port(node: node, input: direction == "in", channel: property("audio.channel") ?? "MONO")
             follow()
-        } else if type == String(cString: bd_pw_type_metadata()), property("metadata.name") == "default", metadata == nil, let registry,
-                  let metadata = bd_pw_registry_bind_metadata(registry, id) {
+        } else if type == String(cString: bd_pw_type_metadata()), property("metadata.name") == "default",
+            metadata == nil, let registry,
+            let metadata = bd_pw_registry_bind_metadata(registry, id)
+        {
             self.metadata = metadata
-            bd_pw_metadata_add_listener(metadata, metadataListener, metadataEvents, Unmanaged.passUnretained(self).toOpaque())
+            bd_pw_metadata_add_listener(
+                metadata, metadataListener, metadataEvents, Unmanaged.passUnretained(self).toOpaque())
         }
     }
 
@@ -173,7 +186,7 @@ public final class PipeWireSession: @unchecked Sendable {
         switch key {
         case "default.audio.sink": defaultSink = name
         case "default.audio.source": defaultSource = name
-        case nil: (defaultSink, defaultSource) = (nil, nil) // everything cleared
+        case nil: (defaultSink, defaultSource) = (nil, nil)  // everything cleared
         default: return
         }
         follow()
@@ -184,7 +197,8 @@ public final class PipeWireSession: @unchecked Sendable {
     private func follow() {
         guard let core else { return }
         for stream in streams {
-            let source: PipeWireAudioStream.Source? = stream.capturesSink
+            let source: PipeWireAudioStream.Source? =
+                stream.capturesSink
                 ? appSource(stream.target)
                 : micNode(stream.target).map { .node(serial: $0.serial, monitor: false) }
             stream.connect(core: core, to: source)
@@ -196,7 +210,9 @@ public final class PipeWireSession: @unchecked Sendable {
     private func appSource(_ target: AudioTarget) -> PipeWireAudioStream.Source? {
         switch target {
         case .defaultDevice:
-            return nodes.values.first { $0.name == defaultSink && $0.mediaClass == "Audio/Sink" }.map { .node(serial: $0.serial, monitor: true) }
+            return nodes.values.first { $0.name == defaultSink && $0.mediaClass == "Audio/Sink" }.map {
+                .node(serial: $0.serial, monitor: true)
+            }
         case .node(let name):
             if let sink = nodes.values.first(where: { $0.isNamed(name) && $0.mediaClass == "Audio/Sink" }) {
                 return .node(serial: sink.serial, monitor: true)
@@ -215,7 +231,9 @@ public final class PipeWireSession: @unchecked Sendable {
             let players = Set(nodes.filter { $0.value.plays(name) }.keys)
             for (id, port) in ports where !port.input && players.contains(port.node) {
                 for channel in Self.stereoChannels(port.channel) {
-                    if let input = inputs.first(where: { $0.value.channel == channel }) { wanted.insert(PortPair(output: id, input: input.key)) }
+                    if let input = inputs.first(where: { $0.value.channel == channel }) {
+                        wanted.insert(PortPair(output: id, input: input.key))
+                    }
                 }
             }
         }

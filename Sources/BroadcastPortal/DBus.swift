@@ -76,8 +76,12 @@ final class DBusConnection: @unchecked Sendable {
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
         guard let connection = dbus_bus_get_private(system ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &error) else {
-            throw PortalError("connect to the D-Bus \(system ? "system" : "session") bus", system ? Self.text(error)
-                              : "\(Self.text(error)) (is DBUS_SESSION_BUS_ADDRESS set? the portal lives on the session bus of a desktop session)")
+            throw PortalError(
+                "connect to the D-Bus \(system ? "system" : "session") bus",
+                system
+                    ? Self.text(error)
+                    : "\(Self.text(error)) (is DBUS_SESSION_BUS_ADDRESS set? the portal lives on the session bus of a desktop session)"
+            )
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
         self.connection = connection
@@ -89,8 +93,10 @@ final class DBusConnection: @unchecked Sendable {
         dbus_connection_unref(connection)
     }
 
-    private static func methodCall(_ destination: String, _ path: String, _ interface: String, _ method: String,
-                                   _ arguments: [DBusArgument]) throws(PortalError) -> OpaquePointer {
+    private static func methodCall(
+        _ destination: String, _ path: String, _ interface: String, _ method: String,
+        _ arguments: [DBusArgument]
+    ) throws(PortalError) -> OpaquePointer {
         guard let message = dbus_message_new_method_call(destination, path, interface, method) else {
             throw PortalError("call \(interface).\(method)", "out of memory")
         }
@@ -101,16 +107,20 @@ final class DBusConnection: @unchecked Sendable {
     }
 
     /// Calls a method and waits up to `timeoutMilliseconds` for its reply's arguments.
-    func call(_ destination: String, _ path: String, _ interface: String, _ method: String,
-              _ arguments: [DBusArgument] = [],
-              timeoutMilliseconds: Int32 = 10_000) throws(PortalError) -> [DBusValue] {
+    func call(
+        _ destination: String, _ path: String, _ interface: String, _ method: String,
+        _ arguments: [DBusArgument] = [],
+        timeoutMilliseconds: Int32 = 10_000
+    ) throws(PortalError) -> [DBusValue] {
         let message = try Self.methodCall(destination, path, interface, method, arguments)
         defer { dbus_message_unref(message) }
         var error = DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
-        guard let reply = dbus_connection_send_with_reply_and_block(connection, message, timeoutMilliseconds, &error) else {
-            throw PortalError("call \(interface).\(method)", Self.text(error), name: error.name.map { String(cString: $0) })
+        guard let reply = dbus_connection_send_with_reply_and_block(connection, message, timeoutMilliseconds, &error)
+        else {
+            throw PortalError(
+                "call \(interface).\(method)", Self.text(error), name: error.name.map { String(cString: $0) })
         }
         defer { dbus_message_unref(reply) }
         return Self.arguments(of: reply)
@@ -144,10 +154,12 @@ final class DBusConnection: @unchecked Sendable {
             while let message = dbus_connection_pop_message(connection) {
                 defer { dbus_message_unref(message) }
                 guard dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_SIGNAL else { continue }
-                result.append(DBusSignal(path: dbus_message_get_path(message).map { String(cString: $0) } ?? "",
-                                         interface: dbus_message_get_interface(message).map { String(cString: $0) } ?? "",
-                                         member: dbus_message_get_member(message).map { String(cString: $0) } ?? "",
-                                         arguments: Self.arguments(of: message)))
+                result.append(
+                    DBusSignal(
+                        path: dbus_message_get_path(message).map { String(cString: $0) } ?? "",
+                        interface: dbus_message_get_interface(message).map { String(cString: $0) } ?? "",
+                        member: dbus_message_get_member(message).map { String(cString: $0) } ?? "",
+                        arguments: Self.arguments(of: message)))
             }
         }
         drain()
@@ -177,7 +189,8 @@ final class DBusConnection: @unchecked Sendable {
             var array = DBusMessageIter()
             dbus_message_iter_open_container(&iterator, type("a"), "{sv}", &array)
             for (key, value) in options {
-                var entry = DBusMessageIter(), variant = DBusMessageIter()
+                var entry = DBusMessageIter()
+                var variant = DBusMessageIter()
                 dbus_message_iter_open_container(&array, type("e"), nil, &entry)
                 appendBasic(key, type: "s", to: &entry)
                 switch value {
@@ -259,7 +272,9 @@ final class DBusConnection: @unchecked Sendable {
             if dbus_message_iter_get_element_type(&iterator) == type("e") {
                 var dictionary: [String: DBusValue] = [:]
                 for entry in values(&inner) {
-                    if case .structure(let pair) = entry, pair.count == 2, let key = pair[0].string { dictionary[key] = pair[1] }
+                    if case .structure(let pair) = entry, pair.count == 2, let key = pair[0].string {
+                        dictionary[key] = pair[1]
+                    }
                 }
                 return .dictionary(dictionary)
             }

@@ -74,19 +74,22 @@ public final class DesktopNotifications: @unchecked Sendable {
             summary = "Your screen is being captured"
             (body, expire) = ("broadcastd captures \(what). `broadcastctl stop --all` ends it.", 0)
         case .stopped:
-            guard state.shown != 0 else { return } // nothing was shown (no service), so nothing to take back
+            guard state.shown != 0 else { return }  // nothing was shown (no service), so nothing to take back
             (summary, body, expire) = ("Screen capture stopped", "broadcastd no longer captures the screen.", -1)
         }
         do {
             guard DBusConnection.sessionBusExists else {
-                return logger.debug("no capture notification (\(summary)): no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
+                return logger.debug(
+                    "no capture notification (\(summary)): no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
             }
             if state.connection == nil { state.connection = try DBusConnection() }
             let service = "org.freedesktop.Notifications"
             let reply = try state.connection!.call(
                 service, "/org/freedesktop/Notifications", service, "Notify",
-                [.string(appName), .uint32(state.shown), .string("media-record"), .string(summary), .string(body),
-                 .strings([]), .options([("category", .string("device"))]), .int32(expire)],
+                [
+                    .string(appName), .uint32(state.shown), .string("media-record"), .string(summary), .string(body),
+                    .strings([]), .options([("category", .string("device"))]), .int32(expire),
+                ],
                 timeoutMilliseconds: Self.callTimeoutMilliseconds)
             state.shown = event == .stopped ? 0 : reply.first?.uint32 ?? 0
             logger.debug("capture notification: \(summary)")

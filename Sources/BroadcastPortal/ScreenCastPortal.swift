@@ -113,43 +113,65 @@ public final class ScreenCastPortal: @unchecked Sendable {
         guard !ended, let sessionPath, now - checkedAt >= 250_000_000 else { return ended }
         checkedAt = now
         guard let signals = try? bus.signals(timeoutMilliseconds: 0) else {
-            ended = true // the bus went away, and the portal session with it
+            ended = true  // the bus went away, and the portal session with it
             return true
         }
-        ended = signals.contains { $0.path == sessionPath && $0.interface == "org.freedesktop.portal.Session" && $0.member == "Closed" }
+        ended = signals.contains {
+            $0.path == sessionPath && $0.interface == "org.freedesktop.portal.Session" && $0.member == "Closed"
+        }
         return ended
     }
 
     private func start(_ request: ScreenCastRequest, _ cancellation: Cancellation) throws(PortalError) -> ScreenCast {
-        let version: UInt32, sourceTypes: UInt32, cursorModes: UInt32
+        let version: UInt32
+        let sourceTypes: UInt32
+        let cursorModes: UInt32
         do {
             version = try property("version") ?? 1
             sourceTypes = try property("AvailableSourceTypes") ?? 1
             cursorModes = try property("AvailableCursorModes") ?? 0
-        } catch where error.name == "org.freedesktop.DBus.Error.ServiceUnknown" || error.name == "org.freedesktop.DBus.Error.UnknownInterface"
-                    || error.name == "org.freedesktop.DBus.Error.InvalidArgs" || error.name == "org.freedesktop.DBus.Error.UnknownMethod" {
-            throw PortalError("find the ScreenCast portal",
-                              "no xdg-desktop-portal with ScreenCast on the session bus (\(error.reason)); install xdg-desktop-portal and the backend for your desktop (-gnome, -kde or -wlr), or capture a node directly with --pipewire-node")
-        } catch where error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.TimedOut" {
+        } catch
+            where error.name == "org.freedesktop.DBus.Error.ServiceUnknown"
+            || error.name == "org.freedesktop.DBus.Error.UnknownInterface"
+            || error.name == "org.freedesktop.DBus.Error.InvalidArgs"
+            || error.name == "org.freedesktop.DBus.Error.UnknownMethod"
+        {
+            throw PortalError(
+                "find the ScreenCast portal",
+                "no xdg-desktop-portal with ScreenCast on the session bus (\(error.reason)); install xdg-desktop-portal and the backend for your desktop (-gnome, -kde or -wlr), or capture a node directly with --pipewire-node"
+            )
+        } catch
+            where error.name == "org.freedesktop.DBus.Error.NoReply"
+            || error.name == "org.freedesktop.DBus.Error.TimedOut"
+        {
             // D-Bus started the portal (or found it running) and it never answered: a portal without a working
             // backend for this desktop hangs like this.
-            throw PortalError("ask the ScreenCast portal", "the desktop portal did not answer; is xdg-desktop-portal running with a " +
-                              "backend for this desktop (-gnome, -kde or -wlr)? `systemctl --user status xdg-desktop-portal` says; " +
-                              "or capture a node directly with --pipewire-node")
+            throw PortalError(
+                "ask the ScreenCast portal",
+                "the desktop portal did not answer; is xdg-desktop-portal running with a "
+                    + "backend for this desktop (-gnome, -kde or -wlr)? `systemctl --user status xdg-desktop-portal` says; "
+                    + "or capture a node directly with --pipewire-node")
         }
         guard sourceTypes & request.sources.mask != 0 else {
-            throw PortalError("choose what to share", "the portal cannot share a \(request.sources.rawValue) (it offers source types \(sourceTypes)); set portal-source to one it offers")
+            throw PortalError(
+                "choose what to share",
+                "the portal cannot share a \(request.sources.rawValue) (it offers source types \(sourceTypes)); set portal-source to one it offers"
+            )
         }
         var cursor = request.cursor
         if cursorModes & cursor.mask == 0 {
             let fallback: ScreenCastRequest.Cursor = cursorModes & 2 != 0 ? .embedded : .hidden
-            logger.warning("the portal does not offer cursor mode \(cursor.rawValue) (it offers \(cursorModes)); using \(fallback.rawValue)")
+            logger.warning(
+                "the portal does not offer cursor mode \(cursor.rawValue) (it offers \(cursorModes)); using \(fallback.rawValue)"
+            )
             cursor = fallback
         }
         try bus.addMatch("type='signal',interface='org.freedesktop.portal.Request',member='Response'")
         try bus.addMatch("type='signal',interface='org.freedesktop.portal.Session',member='Closed'")
 
-        let created = try ask("CreateSession", [], [("session_handle_token", .string(nextToken()))], cancellation, timeout: 10_000_000_000)
+        let created = try ask(
+            "CreateSession", [], [("session_handle_token", .string(nextToken()))], cancellation, timeout: 10_000_000_000
+        )
         guard let session = created["session_handle"]?.string else {
             throw PortalError("create a ScreenCast session", "the portal's answer has no session_handle")
         }
@@ -164,31 +186,41 @@ public final class ScreenCastPortal: @unchecked Sendable {
         }
         _ = try ask("SelectSources", [.objectPath(session)], options, cancellation, timeout: 10_000_000_000)
 
-        let started = try ask("Start", [.objectPath(session), .string("")], [], cancellation, timeout: request.dialogTimeout)
-        guard let stream = started["streams"]?.items?.first?.items, stream.count == 2, let node = stream[0].uint32 else {
+        let started = try ask(
+            "Start", [.objectPath(session), .string("")], [], cancellation, timeout: request.dialogTimeout)
+        guard let stream = started["streams"]?.items?.first?.items, stream.count == 2, let node = stream[0].uint32
+        else {
             throw PortalError("start the ScreenCast session", "the portal's answer has no stream")
         }
         let properties = stream[1].dictionary ?? [:]
         let size = properties["size"]?.items?.compactMap { $0.int32 }
 
-        let remote = try bus.call(Self.service, Self.objectPath, Self.interface, "OpenPipeWireRemote", [.objectPath(session), .options([])])
+        let remote = try bus.call(
+            Self.service, Self.objectPath, Self.interface, "OpenPipeWireRemote", [.objectPath(session), .options([])])
         guard case .descriptor(let fd)? = remote.first, fd >= 0 else {
             throw PortalError("open the PipeWire remote", "the portal's answer has no descriptor")
         }
         let token = started["restore_token"]?.string
-        logger.info("portal: sharing PipeWire node \(node)\(size.map { " (\($0.map(String.init).joined(separator: "x")))" } ?? ""), portal version \(version), \(version >= 4 ? (token != nil ? "grant kept for next time" : "grant not kept") : "no persistence")")
-        return ScreenCast(remote: fd, node: node, width: size.flatMap { $0.count == 2 ? Int($0[0]) : nil }, height: size.flatMap { $0.count == 2 ? Int($0[1]) : nil },
-                          restoreToken: token, persistence: version >= 4, cursor: cursor)
+        logger.info(
+            "portal: sharing PipeWire node \(node)\(size.map { " (\($0.map(String.init).joined(separator: "x")))" } ?? ""), portal version \(version), \(version >= 4 ? (token != nil ? "grant kept for next time" : "grant not kept") : "no persistence")"
+        )
+        return ScreenCast(
+            remote: fd, node: node, width: size.flatMap { $0.count == 2 ? Int($0[0]) : nil },
+            height: size.flatMap { $0.count == 2 ? Int($0[1]) : nil },
+            restoreToken: token, persistence: version >= 4, cursor: cursor)
     }
 
     /// Calls a ScreenCast method that answers through a Request, and waits for the Response's results.
-    private func ask(_ method: String, _ arguments: [DBusArgument], _ options: [(String, DBusOption)],
-                     _ cancellation: Cancellation, timeout: UInt64) throws(PortalError) -> [String: DBusValue] {
+    private func ask(
+        _ method: String, _ arguments: [DBusArgument], _ options: [(String, DBusOption)],
+        _ cancellation: Cancellation, timeout: UInt64
+    ) throws(PortalError) -> [String: DBusValue] {
         let handleToken = nextToken()
         let sender = String(bus.uniqueName.dropFirst().map { $0 == "." ? "_" : $0 })
         let expected = "\(Self.objectPath)/request/\(sender)/\(handleToken)"
-        let reply = try bus.call(Self.service, Self.objectPath, Self.interface, method,
-                                 arguments + [.options([("handle_token", .string(handleToken))] + options)])
+        let reply = try bus.call(
+            Self.service, Self.objectPath, Self.interface, method,
+            arguments + [.options([("handle_token", .string(handleToken))] + options)])
         // Portals before 0.9 made up their own path; the one returned is the one that answers.
         let request = reply.first?.string ?? expected
         let deadline = MonotonicClock.now() + timeout
@@ -205,7 +237,8 @@ public final class ScreenCastPortal: @unchecked Sendable {
             if withdrawn || MonotonicClock.now() > deadline {
                 // Not waited for: the session's Close follows at once (`close`), whether or not the portal answers.
                 try? bus.send(Self.service, request, "org.freedesktop.portal.Request", "Close")
-                throw withdrawn ? PortalError(method, cancellation.reason, cancelled: true)
+                throw withdrawn
+                    ? PortalError(method, cancellation.reason, cancelled: true)
                     : PortalError(method, "no answer from the screen-share dialog within \(timeout / 1_000_000_000) s")
             }
         }
@@ -213,17 +246,20 @@ public final class ScreenCastPortal: @unchecked Sendable {
 
     /// Response 2 ("the interaction was ended in some other way"): the portal gives no reason, its log does.
     static func endedWithoutAnswer(_ code: UInt32) -> String {
-        "the desktop portal ended the request without an answer (response \(code)). Its log says why: " +
-            "journalctl --user -u xdg-desktop-portal -u 'xdg-desktop-portal-*' (or the portal's standard error). " +
-            "Common causes: no portal backend for this desktop, or one without ScreenCast (install " +
-            "xdg-desktop-portal-gnome, -kde or -wlr to match it; -gtk has no ScreenCast), a backend that cannot " +
-            "reach the compositor (XDG_CURRENT_DESKTOP or WAYLAND_DISPLAY not in the user's systemd environment), " +
-            "or an invalid request"
+        "the desktop portal ended the request without an answer (response \(code)). Its log says why: "
+            + "journalctl --user -u xdg-desktop-portal -u 'xdg-desktop-portal-*' (or the portal's standard error). "
+            + "Common causes: no portal backend for this desktop, or one without ScreenCast (install "
+            + "xdg-desktop-portal-gnome, -kde or -wlr to match it; -gtk has no ScreenCast), a backend that cannot "
+            + "reach the compositor (XDG_CURRENT_DESKTOP or WAYLAND_DISPLAY not in the user's systemd environment), "
+            + "or an invalid request"
     }
 
     private func property(_ name: String) throws(PortalError) -> UInt32? {
-        try bus.call(Self.service, Self.objectPath, "org.freedesktop.DBus.Properties", "Get", [.string(Self.interface), .string(name)],
-                     timeoutMilliseconds: Self.propertyTimeoutMilliseconds).first?.uint32
+        try bus.call(
+            Self.service, Self.objectPath, "org.freedesktop.DBus.Properties", "Get",
+            [.string(Self.interface), .string(name)],
+            timeoutMilliseconds: Self.propertyTimeoutMilliseconds
+        ).first?.uint32
     }
 
     private func nextToken() -> String {
@@ -250,7 +286,9 @@ public struct RestoreTokenStore: Sendable {
 
     /// The default place: $XDG_STATE_HOME/broadcastd/portal-restore-token (~/.local/state/...).
     public static func defaultPath(environment: [String: String]) -> String? {
-        Environment.baseDirectory("XDG_STATE_HOME", fallback: ".local/state", in: environment).map { $0 + "/broadcastd/portal-restore-token" }
+        Environment.baseDirectory("XDG_STATE_HOME", fallback: ".local/state", in: environment).map {
+            $0 + "/broadcastd/portal-restore-token"
+        }
     }
 
     /// The kept token. One that is not a token at all (the portal takes only UUIDs, and refuses the whole
@@ -287,7 +325,9 @@ public struct RestoreTokenStore: Sendable {
     /// Stores `token`, or forgets the old one when there is none (a used token is no good).
     public func save(_ token: String?) throws(SystemError) {
         guard let token else { return FileSystem.remove(path) }
-        if let slash = path.lastIndex(of: "/"), slash != path.startIndex { try FileSystem.makeDirectories(String(path[..<slash]), mode: 0o700) }
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try FileSystem.makeDirectories(String(path[..<slash]), mode: 0o700)
+        }
         try FileSystem.writeFile(path, Array((token + "\n").utf8), mode: 0o600)
     }
 }

@@ -76,27 +76,35 @@ public final class SessionLockWatcher: Sendable {
     private func handle(_ signal: DBusSignal, from bus: Bus, isLogind: Bool, logger: Logger) {
         if isLogind {
             guard signal.path == bus.path, signal.member == "PropertiesChanged",
-                  signal.arguments.first?.string == Self.sessionInterface else { return }
+                signal.arguments.first?.string == Self.sessionInterface
+            else { return }
             let changedProperties = signal.arguments.count > 1 ? signal.arguments[1].dictionary ?? [:] : [:]
             let invalidated = signal.arguments.count > 2 ? signal.arguments[2].items ?? [] : []
             var value: Bool?
-            if case .boolean(let hint)? = changedProperties["LockedHint"] { value = hint }
-            else if invalidated.contains(.string("LockedHint")) { value = try? lockedHint(bus.connection, bus.path) }
+            if case .boolean(let hint)? = changedProperties["LockedHint"] {
+                value = hint
+            } else if invalidated.contains(.string("LockedHint")) {
+                value = try? lockedHint(bus.connection, bus.path)
+            }
             if let value {
                 logger.info("session lock: logind says the session is \(value ? "locked" : "unlocked")")
                 update { $0.logind = value }
             }
         } else if signal.member == "ActiveChanged", signal.interface == Self.screensaverService,
-                  case .boolean(let active)? = signal.arguments.first {
+            case .boolean(let active)? = signal.arguments.first
+        {
             logger.info("session lock: the screensaver is \(active ? "active" : "inactive")")
             update { $0.screensaver = active }
         }
     }
 
     private func lockedHint(_ connection: DBusConnection, _ path: String) throws(PortalError) -> Bool {
-        let reply = try connection.call(Self.loginService, path, Self.properties, "Get",
-                                        [.string(Self.sessionInterface), .string("LockedHint")], timeoutMilliseconds: 2000)
-        guard case .boolean(let value)? = reply.first else { throw PortalError("read LockedHint", "logind's answer is not a boolean") }
+        let reply = try connection.call(
+            Self.loginService, path, Self.properties, "Get",
+            [.string(Self.sessionInterface), .string("LockedHint")], timeoutMilliseconds: 2000)
+        guard case .boolean(let value)? = reply.first else {
+            throw PortalError("read LockedHint", "logind's answer is not a boolean")
+        }
         return value
     }
 
@@ -104,14 +112,22 @@ public final class SessionLockWatcher: Sendable {
     private func connectLogind(logger: Logger) -> Bus? {
         do {
             let connection = try DBusConnection(system: true)
-            let id = try connection.call(Self.loginService, "/org/freedesktop/login1/session/auto", Self.properties, "Get",
-                                         [.string(Self.sessionInterface), .string("Id")], timeoutMilliseconds: 2000).first?.string
+            let id = try connection.call(
+                Self.loginService, "/org/freedesktop/login1/session/auto", Self.properties, "Get",
+                [.string(Self.sessionInterface), .string("Id")], timeoutMilliseconds: 2000
+            ).first?.string
             guard let id else { throw PortalError("find the session", "logind's answer has no session id") }
-            guard let path = try connection.call(Self.loginService, "/org/freedesktop/login1", "org.freedesktop.login1.Manager", "GetSession",
-                                                 [.string(id)], timeoutMilliseconds: 2000).first?.string else {
+            guard
+                let path = try connection.call(
+                    Self.loginService, "/org/freedesktop/login1", "org.freedesktop.login1.Manager", "GetSession",
+                    [.string(id)], timeoutMilliseconds: 2000
+                ).first?.string
+            else {
                 throw PortalError("find session \(id)", "logind's answer has no object path")
             }
-            try connection.addMatch("type='signal',sender='\(Self.loginService)',interface='\(Self.properties)',member='PropertiesChanged',path='\(path)'")
+            try connection.addMatch(
+                "type='signal',sender='\(Self.loginService)',interface='\(Self.properties)',member='PropertiesChanged',path='\(path)'"
+            )
             let locked = try lockedHint(connection, path)
             update {
                 $0.logind = locked
@@ -127,7 +143,8 @@ public final class SessionLockWatcher: Sendable {
 
     private func connectScreensaver(logger: Logger) -> Bus? {
         guard DBusConnection.sessionBusExists else {
-            logger.notice("session lock: the screensaver is not watched (no session bus: DBUS_SESSION_BUS_ADDRESS is not set)")
+            logger.notice(
+                "session lock: the screensaver is not watched (no session bus: DBUS_SESSION_BUS_ADDRESS is not set)")
             return nil
         }
         do {
@@ -135,8 +152,10 @@ public final class SessionLockWatcher: Sendable {
             try connection.addMatch("type='signal',interface='\(Self.screensaverService)',member='ActiveChanged'")
             var active = false
             for path in ["/org/freedesktop/ScreenSaver", "/ScreenSaver"] {
-                if case .boolean(let value)? = try? connection.call(Self.screensaverService, path, Self.screensaverService, "GetActive",
-                                                                   timeoutMilliseconds: 2000).first {
+                if case .boolean(let value)? = try? connection.call(
+                    Self.screensaverService, path, Self.screensaverService, "GetActive",
+                    timeoutMilliseconds: 2000
+                ).first {
                     active = value
                     break
                 }
@@ -145,7 +164,8 @@ public final class SessionLockWatcher: Sendable {
                 $0.screensaver = active
                 $0.watching.append("screensaver")
             }
-            logger.info("session lock: watching the screensaver's ActiveChanged (\(active ? "active" : "inactive") now)")
+            logger.info(
+                "session lock: watching the screensaver's ActiveChanged (\(active ? "active" : "inactive") now)")
             return Bus(connection, "the screensaver", "")
         } catch {
             logger.notice("session lock: the screensaver is not watched (\(error))")

@@ -20,8 +20,10 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
     /// Revision 2.6: window classes never captured (X11), beside broadcastd's own `--exclude-window` list.
     public var excludeWindows: [String]?
 
-    public init(display: String? = nil, output: String? = nil, region: String? = nil, window: String? = nil, app: String? = nil,
-                frameRate: Int? = nil, cursor: String? = nil, excludeWindows: [String]? = nil) {
+    public init(
+        display: String? = nil, output: String? = nil, region: String? = nil, window: String? = nil, app: String? = nil,
+        frameRate: Int? = nil, cursor: String? = nil, excludeWindows: [String]? = nil
+    ) {
         self.display = display
         self.output = output
         self.region = region
@@ -44,14 +46,20 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         if (excludeWindows?.count ?? 0) > Self.maxExcludedWindows {
             return "--exclude-window: at most \(Self.maxExcludedWindows) window classes"
         }
-        for (name, value) in [("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
-                              ("cursor", cursor)] + (excludeWindows ?? []).map({ ("exclude-window", $0) }) {
+        for (name, value) in [
+            ("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
+            ("cursor", cursor),
+        ] + (excludeWindows ?? []).map({ ("exclude-window", $0) }) {
             guard let value else { continue }
-            if value.isEmpty || value.utf8.count > 256 || value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            if value.isEmpty || value.utf8.count > 256
+                || value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+            {
                 return "--\(name) takes a name of at most 256 characters, without control characters"
             }
         }
-        let targets = [("--output", output), ("--region", region), ("--window", window), ("--app", app)].filter { $0.1 != nil }.map(\.0)
+        let targets = [("--output", output), ("--region", region), ("--window", window), ("--app", app)].filter {
+            $0.1 != nil
+        }.map(\.0)
         if targets.count > 1 { return "\(targets.joined(separator: " and ")): give one of them" }
         if let region, let problem = ScreenRegion.problem(region) { return "--region \(region): \(problem)" }
         if let frameRate, !Self.frameRates.contains(frameRate) { return "--fps \(frameRate): must be from 1 to 240" }
@@ -96,9 +104,12 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
 
     /// As broadcastctl options: "--display :1 --region 0,0,640x360 --fps 30 --cursor embedded".
     public var description: String {
-        let parts = [("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
-                     ("fps", frameRate.map(String.init)), ("cursor", cursor)]
-        let given = parts.compactMap { name, value in value.map { "--\(name) \($0)" } }
+        let parts = [
+            ("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
+            ("fps", frameRate.map(String.init)), ("cursor", cursor),
+        ]
+        let given =
+            parts.compactMap { name, value in value.map { "--\(name) \($0)" } }
             + (excludeWindows ?? []).map { "--exclude-window \($0)" }
         return given.isEmpty ? "broadcastd's own options" : given.joined(separator: " ")
     }

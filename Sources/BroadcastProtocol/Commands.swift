@@ -57,36 +57,53 @@ extension HandlerManifest {
     /// `request`'s command checked against what this handler accepts: its arguments known, of their declared
     /// types (a string that reads as one is converted: `"30"` to 30, `"true"` to true, so that command-line tools
     /// can send text), required ones present. Returns the arguments to forward.
-    public func checkedCommand(_ request: CommandRequest) -> Result<(command: Command, arguments: [String: JSONValue]), BroadcastError> {
+    public func checkedCommand(_ request: CommandRequest) -> Result<
+        (command: Command, arguments: [String: JSONValue]), BroadcastError
+    > {
         guard let commands, !commands.isEmpty else {
             return .failure(BroadcastError(.invalidRequest, "handler '\(name)' takes no commands"))
         }
         guard let command = commands.first(where: { $0.name == request.command }) else {
-            return .failure(BroadcastError(.invalidRequest, "handler '\(name)' has no command '\(request.command)' " +
-                                           "(its commands: \(commands.map(\.name).joined(separator: ", ")))"))
+            return .failure(
+                BroadcastError(
+                    .invalidRequest,
+                    "handler '\(name)' has no command '\(request.command)' "
+                        + "(its commands: \(commands.map(\.name).joined(separator: ", ")))"))
         }
         let declared = command.arguments ?? []
         var arguments: [String: JSONValue] = [:]
         for (key, value) in (request.arguments ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let argument = declared.first(where: { $0.name == key }) else {
                 let known = declared.map(\.name)
-                return .failure(BroadcastError(.invalidRequest, "command '\(command.name)' of handler '\(name)' has no argument '\(key)'" +
-                                               (known.isEmpty ? " (it takes none)" : " (its arguments: \(known.joined(separator: ", ")))")))
+                return .failure(
+                    BroadcastError(
+                        .invalidRequest,
+                        "command '\(command.name)' of handler '\(name)' has no argument '\(key)'"
+                            + (known.isEmpty
+                                ? " (it takes none)" : " (its arguments: \(known.joined(separator: ", ")))")))
             }
             guard let converted = Self.convert(value, to: argument.type ?? .string) else {
-                return .failure(BroadcastError(.invalidRequest, "argument '\(key)' of command '\(command.name)' is a \((argument.type ?? .string).rawValue), " +
-                                               "not \(compactJSON(value))"))
+                return .failure(
+                    BroadcastError(
+                        .invalidRequest,
+                        "argument '\(key)' of command '\(command.name)' is a \((argument.type ?? .string).rawValue), "
+                            + "not \(compactJSON(value))"))
             }
             // As URLs and setup values: no control character reaches a handler (a line break in save's file).
             if case .string(let text) = converted,
-               let problem = Self.textProblem(text, limit: Self.maxSetupValueBytes) {
-                return .failure(BroadcastError(.invalidRequest,
-                                               "argument '\(key)' of command '\(command.name)' is refused: \(problem)"))
+                let problem = Self.textProblem(text, limit: Self.maxSetupValueBytes)
+            {
+                return .failure(
+                    BroadcastError(
+                        .invalidRequest,
+                        "argument '\(key)' of command '\(command.name)' is refused: \(problem)"))
             }
             arguments[key] = converted
         }
         if let missing = declared.first(where: { $0.required == true && arguments[$0.name] == nil }) {
-            return .failure(BroadcastError(.invalidRequest, "command '\(command.name)' needs argument '\(missing.name)' (\(missing.help))"))
+            return .failure(
+                BroadcastError(
+                    .invalidRequest, "command '\(command.name)' needs argument '\(missing.name)' (\(missing.help))"))
         }
         return .success((command, arguments))
     }

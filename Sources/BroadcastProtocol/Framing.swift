@@ -157,9 +157,12 @@ public enum ProtocolError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case .oversized(let op, let size): "message 0x\(String(op, radix: 16)) of \(size) bytes exceeds the limit of \(ProtocolLimits.maxPayload)"
-        case .tooManyDescriptors(let op, let n): "message 0x\(String(op, radix: 16)) claims \(n) descriptors, at most \(ProtocolLimits.maxDescriptors) allowed"
-        case .missingDescriptors(let op, let e, let r): "message 0x\(String(op, radix: 16)) needs \(e) descriptors but \(r) arrived"
+        case .oversized(let op, let size):
+            "message 0x\(String(op, radix: 16)) of \(size) bytes exceeds the limit of \(ProtocolLimits.maxPayload)"
+        case .tooManyDescriptors(let op, let n):
+            "message 0x\(String(op, radix: 16)) claims \(n) descriptors, at most \(ProtocolLimits.maxDescriptors) allowed"
+        case .missingDescriptors(let op, let e, let r):
+            "message 0x\(String(op, radix: 16)) needs \(e) descriptors but \(r) arrived"
         case .undeclaredDescriptors(let n): "\(n) descriptor(s) arrived that no message header declared"
         case .unknownOpcode(let op): "unknown opcode 0x\(String(op, radix: 16))"
         case .malformed(let op, let why): "malformed \(op.name): \(why)"
@@ -189,12 +192,15 @@ public struct Message: @unchecked Sendable {
     public func encoded() -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(ProtocolLimits.headerSize + payload.count)
-        Self.appendHeader(to: &bytes, opcode: opcode, seq: seq, payloadSize: payload.count, descriptorCount: descriptors.count)
+        Self.appendHeader(
+            to: &bytes, opcode: opcode, seq: seq, payloadSize: payload.count, descriptorCount: descriptors.count)
         bytes += payload
         return bytes
     }
 
-    public static func appendHeader(to bytes: inout [UInt8], opcode: Opcode, seq: UInt32, payloadSize: Int, descriptorCount: Int) {
+    public static func appendHeader(
+        to bytes: inout [UInt8], opcode: Opcode, seq: UInt32, payloadSize: Int, descriptorCount: Int
+    ) {
         bytes.appendLittleEndian(UInt32(payloadSize))
         bytes.appendLittleEndian(opcode.rawValue)
         bytes.appendLittleEndian(UInt16(descriptorCount))
@@ -284,7 +290,9 @@ public struct MessageDecoder {
     private mutating func checkUndeclaredDescriptors() throws(ProtocolError) {
         guard !descriptors.isEmpty else { return }
         let pending = buffer.count - start
-        let declared = pending >= ProtocolLimits.headerSize ? Int(buffer.loadLittleEndian(UInt16.self, at: start + 6))
+        let declared =
+            pending >= ProtocolLimits.headerSize
+            ? Int(buffer.loadLittleEndian(UInt16.self, at: start + 6))
             : pending > 0 ? ProtocolLimits.maxDescriptors : 0
         guard descriptors.count > declared else { return }
         let count = descriptors.count
@@ -294,17 +302,22 @@ public struct MessageDecoder {
 
     /// The next whole frame; its opcode is nil when unknown.
     private mutating func nextRawFrame() throws(ProtocolError)
-        -> (Opcode?, (rawOpcode: UInt16, seq: UInt32, payload: [UInt8], descriptors: [Descriptor]))? {
+        -> (Opcode?, (rawOpcode: UInt16, seq: UInt32, payload: [UInt8], descriptors: [Descriptor]))?
+    {
         guard buffer.count - start >= ProtocolLimits.headerSize else { return nil }
         let size = Int(buffer.loadLittleEndian(UInt32.self, at: start))
         let rawOpcode = buffer.loadLittleEndian(UInt16.self, at: start + 4)
         let fdCount = Int(buffer.loadLittleEndian(UInt16.self, at: start + 6))
         let seq = buffer.loadLittleEndian(UInt32.self, at: start + 8)
         guard size <= ProtocolLimits.maxPayload else { throw .oversized(opcode: rawOpcode, size: size) }
-        guard fdCount <= ProtocolLimits.maxDescriptors else { throw .tooManyDescriptors(opcode: rawOpcode, count: fdCount) }
+        guard fdCount <= ProtocolLimits.maxDescriptors else {
+            throw .tooManyDescriptors(opcode: rawOpcode, count: fdCount)
+        }
         let opcode = Opcode(rawValue: rawOpcode)
         guard buffer.count - start >= ProtocolLimits.headerSize + size else { return nil }
-        guard descriptors.count >= fdCount else { throw .missingDescriptors(opcode: rawOpcode, expected: fdCount, received: descriptors.count) }
+        guard descriptors.count >= fdCount else {
+            throw .missingDescriptors(opcode: rawOpcode, expected: fdCount, received: descriptors.count)
+        }
         let bodyStart = start + ProtocolLimits.headerSize
         let payload = Array(buffer[bodyStart..<(bodyStart + size)])
         start = bodyStart + size

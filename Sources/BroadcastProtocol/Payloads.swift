@@ -30,8 +30,10 @@ public struct Welcome: Codable, Equatable, Sendable {
     public var revision: String?
     public var features: [String]?
     /// `protocol`: the version spoken on this connection (the peer's, when broadcastd serves it).
-    public init(server: String, protocol: Int = ProtocolLimits.version, revision: String? = ProtocolLimits.revision,
-                features: [String]? = ProtocolFeature.offered.map(\.rawValue)) {
+    public init(
+        server: String, protocol: Int = ProtocolLimits.version, revision: String? = ProtocolLimits.revision,
+        features: [String]? = ProtocolFeature.offered.map(\.rawValue)
+    ) {
         self.protocol = `protocol`
         self.server = server
         self.maxPayload = ProtocolLimits.maxPayload
@@ -74,7 +76,8 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
-        .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan, .excludeWindows,
+        .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
+        .excludeWindows,
     ]
 }
 
@@ -201,7 +204,10 @@ public struct ServiceInfo: Codable, Equatable, Sendable {
     public var handler: [String: JSONValue]?
     /// broadcastd's resident memory in bytes.
     public var daemonMemory: Int?
-    public init(broadcast: UInt32, elapsed: Double, streams: [String: StreamCounters], handler: [String: JSONValue]?, daemonMemory: Int? = nil) {
+    public init(
+        broadcast: UInt32, elapsed: Double, streams: [String: StreamCounters], handler: [String: JSONValue]?,
+        daemonMemory: Int? = nil
+    ) {
         self.broadcast = broadcast
         self.elapsed = elapsed
         self.streams = streams
@@ -322,8 +328,10 @@ public struct BroadcastStart: Codable, Equatable, Sendable {
     public var frameRate: Int?
     /// The audio streams the source delivers: `audioApp`, `audioMic`, both or none.
     public var audioStreams: [String]?
-    public init(broadcast: UInt32, url: String?, setupInfo: [String: String], video: VideoDescription, audio: AudioDescription,
-                frameRate: Int? = nil, audioStreams: [String]? = nil) {
+    public init(
+        broadcast: UInt32, url: String?, setupInfo: [String: String], video: VideoDescription, audio: AudioDescription,
+        frameRate: Int? = nil, audioStreams: [String]? = nil
+    ) {
         self.broadcast = broadcast
         self.url = url
         self.setupInfo = setupInfo
@@ -364,8 +372,11 @@ public struct HandlerServiceInfo: Codable, Equatable, Sendable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         info = try container.decode([String: JSONValue].self, forKey: .info)
         if let key = info.keys.sorted().first(where: { info[$0]!.isNested }) {
-            throw DecodingError.typeMismatch(JSONValue.self, .init(codingPath: container.codingPath + [CodingKeys.info, JSONKey(key)],
-                                                                   debugDescription: "service info values are strings, numbers, bools or null"))
+            throw DecodingError.typeMismatch(
+                JSONValue.self,
+                .init(
+                    codingPath: container.codingPath + [CodingKeys.info, JSONKey(key)],
+                    debugDescription: "service info values are strings, numbers, bools or null"))
         }
     }
 }
@@ -373,13 +384,16 @@ public struct HandlerServiceInfo: Codable, Equatable, Sendable {
 extension HandlerServiceInfo {
     /// UPDATE_SERVICE_INFO's info, refused (a protocol violation) beyond the limits of its size and keys.
     public static func decodeWithinLimits(_ message: Message) throws(ProtocolError) -> [String: JSONValue] {
-        let size = message.payload.count, maxSize = ProtocolLimits.maxServiceInfoPayload
+        let size = message.payload.count
+        let maxSize = ProtocolLimits.maxServiceInfoPayload
         guard size <= maxSize else {
             throw .malformed(message.opcode, "service info of \(size) bytes exceeds the limit of \(maxSize)")
         }
         let info = try message.decode(HandlerServiceInfo.self).info
         guard info.count <= ProtocolLimits.maxServiceInfoKeys else {
-            throw .malformed(message.opcode, "service info with \(info.count) keys exceeds the limit of \(ProtocolLimits.maxServiceInfoKeys)")
+            throw .malformed(
+                message.opcode,
+                "service info with \(info.count) keys exceeds the limit of \(ProtocolLimits.maxServiceInfoKeys)")
         }
         return info
     }
@@ -414,12 +428,19 @@ public enum JSONValue: Codable, Equatable, Sendable, CustomStringConvertible {
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let n = try? c.decode(Double.self) { self = .number(n) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
-        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
-        else { self = .object(try c.decode([String: JSONValue].self)) }
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        } else if let n = try? c.decode(Double.self) {
+            self = .number(n)
+        } else if let s = try? c.decode(String.self) {
+            self = .string(s)
+        } else if let a = try? c.decode([JSONValue].self) {
+            self = .array(a)
+        } else {
+            self = .object(try c.decode([String: JSONValue].self))
+        }
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -474,7 +495,9 @@ extension Message {
     }()
 
     /// A message whose payload is `value` as compact JSON with sorted keys.
-    public static func json(_ opcode: Opcode, seq: UInt32 = 0, _ value: some Encodable, descriptors: [Descriptor] = []) -> Message {
+    public static func json(_ opcode: Opcode, seq: UInt32 = 0, _ value: some Encodable, descriptors: [Descriptor] = [])
+        -> Message
+    {
         let bytes = (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
         return Message(opcode, seq: seq, payload: bytes, descriptors: descriptors)
     }
@@ -508,8 +531,8 @@ extension Message {
             if !path.isEmpty { return "invalid value at '\(path)'" }
             // Foundation says a number that does not fit its field (-1 for a u32) is not valid JSON, naming no field.
             if let field = numberOutOfRange(decoding: type) {
-                return "'\(field)' holds a number its field cannot take " +
-                    "(ids and other integers are whole numbers from 0 to 4294967295)"
+                return "'\(field)' holds a number its field cannot take "
+                    + "(ids and other integers are whole numbers from 0 to 4294967295)"
             }
             return "payload is not valid JSON"
         default: return "\(error)"
@@ -521,14 +544,16 @@ extension Message {
     /// the search costs little.
     private func numberOutOfRange<T: Decodable>(decoding type: T.Type) -> String? {
         guard payload.count <= 16 << 10, JSONDepth.excess(payload) == nil,
-              let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)),
-              object.count <= 32 else { return nil }
+            let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload)),
+            object.count <= 32
+        else { return nil }
         for key in object.keys.sorted() {
             var without = object
             without[key] = nil
             guard let data = try? Self.encoder.encode(without) else { continue }
             do { _ = try JSONDecoder().decode(T.self, from: data) } catch DecodingError.dataCorrupted(let context)
-                where context.codingPath.isEmpty {
+                where context.codingPath.isEmpty
+            {
                 continue
             } catch {}
             return key
@@ -581,8 +606,11 @@ public struct SourceList: Codable, Equatable, Sendable {
     /// The top-level windows `broadcastd --window ID|CLASS|TITLE` can capture, bottom to top (X11; since 2.2).
     public var windows: [WindowDescription]?
 
-    public init(kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil, outputs: [OutputDescription] = [],
-                windows: [WindowDescription]? = nil) {
+    public init(
+        kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil,
+        outputs: [OutputDescription] = [],
+        windows: [WindowDescription]? = nil
+    ) {
         self.kind = kind
         self.source = source
         self.screenWidth = screenWidth
@@ -610,8 +638,10 @@ public struct WindowDescription: Codable, Equatable, Sendable {
     /// Shown (false: minimised or otherwise unmapped).
     public var mapped: Bool
 
-    public init(id: UInt32, instance: String, class className: String, title: String, pid: Int?,
-                x: Int, y: Int, width: Int, height: Int, mapped: Bool) {
+    public init(
+        id: UInt32, instance: String, class className: String, title: String, pid: Int?,
+        x: Int, y: Int, width: Int, height: Int, mapped: Bool
+    ) {
         self.id = id
         self.instance = instance
         self.class = className

@@ -26,18 +26,22 @@ public final class PeerConnection: @unchecked Sendable {
             server = try UnixSocket.peer(socket)
         } catch {
             if error.isNotListening {
-                throw .refused(BroadcastError(.notRunning,
-                    "broadcastd is not running (nothing listens on \(path)); start it with `broadcastd &` " +
-                    "or `systemctl --user start broadcastd.socket`"))
+                throw .refused(
+                    BroadcastError(
+                        .notRunning,
+                        "broadcastd is not running (nothing listens on \(path)); start it with `broadcastd &` "
+                            + "or `systemctl --user start broadcastd.socket`"))
             }
             throw .transport(error)
         }
         guard server.uid == UnixSocket.ownUser else {
-            throw .refused(BroadcastError(.notRunning,
-                "refusing to talk to what listens on \(path): it is user \(server.uid)'s program " +
-                "(pid \(server.pid)), not your broadcastd (you are user \(UnixSocket.ownUser)), and would read " +
-                "what is sent to it. Remove that socket, or choose one in a directory only you can write to " +
-                "(--socket, BROADCASTD_SOCKET)"))
+            throw .refused(
+                BroadcastError(
+                    .notRunning,
+                    "refusing to talk to what listens on \(path): it is user \(server.uid)'s program "
+                        + "(pid \(server.pid)), not your broadcastd (you are user \(UnixSocket.ownUser)), and would read "
+                        + "what is sent to it. Remove that socket, or choose one in a directory only you can write to "
+                        + "(--socket, BROADCASTD_SOCKET)"))
         }
         return PeerConnection(socket: socket)
     }
@@ -96,7 +100,9 @@ public final class PeerConnection: @unchecked Sendable {
     private func fill(timeoutMilliseconds: Int32) throws(ProtocolError) -> Bool {
         if timeoutMilliseconds >= 0 {
             let ready: [Poller.Event]
-            do { ready = try Poller.wait([(socket.raw, .readable)], timeoutMilliseconds: timeoutMilliseconds) } catch { throw .transport(error) }
+            do { ready = try Poller.wait([(socket.raw, .readable)], timeoutMilliseconds: timeoutMilliseconds) } catch {
+                throw .transport(error)
+            }
             if !ready[0].readable && !ready[0].closed { return false }
         }
         let received: UnixSocket.Received?
@@ -150,7 +156,9 @@ public final class PeerConnection: @unchecked Sendable {
     /// said before closing (an ERROR: a refusal, say, of one connection too many) is what throws.
     private func sendRequest(_ message: Message) throws(ProtocolError) {
         do { try send(message) } catch {
-            if error == .closed, let said = try? receive(), said.opcode == .error { throw .refused(try said.decode(BroadcastError.self)) }
+            if error == .closed, let said = try? receive(), said.opcode == .error {
+                throw .refused(try said.decode(BroadcastError.self))
+            }
             throw error
         }
     }

@@ -14,7 +14,10 @@ public struct VideoSampleHeader: Equatable, Sendable {
     /// The picture is the same as the previous sample's, in the same slot (flags bit 1).
     public var repeated: Bool
 
-    public init(timing: SampleTiming, orientation: Orientation, pool: UInt32, slot: UInt32, format: VideoFormat, repeated: Bool = false) {
+    public init(
+        timing: SampleTiming, orientation: Orientation, pool: UInt32, slot: UInt32, format: VideoFormat,
+        repeated: Bool = false
+    ) {
         self.timing = timing
         self.repeated = repeated
         self.orientation = orientation
@@ -42,11 +45,15 @@ public struct VideoSampleHeader: Equatable, Sendable {
     }
 
     public init(decoding p: [UInt8]) throws(ProtocolError) {
-        guard p.count == Self.size else { throw .malformed(.videoSample, "payload is \(p.count) bytes, expected \(Self.size)") }
+        guard p.count == Self.size else {
+            throw .malformed(.videoSample, "payload is \(p.count) bytes, expected \(Self.size)")
+        }
         timing = SampleTiming(decoding: p)
         repeated = p.loadLittleEndian(UInt32.self, at: 24) & Self.repeatFlag != 0
         let degrees = p.loadLittleEndian(UInt16.self, at: 28)
-        guard [0, 90, 180, 270].contains(degrees) else { throw .malformed(.videoSample, "orientation \(degrees) is not 0, 90, 180 or 270") }
+        guard [0, 90, 180, 270].contains(degrees) else {
+            throw .malformed(.videoSample, "orientation \(degrees) is not 0, 90, 180 or 270")
+        }
         orientation = Orientation(degrees: degrees, mirrored: p[30] != 0)
         pool = p.loadLittleEndian(UInt32.self, at: 32)
         slot = p.loadLittleEndian(UInt32.self, at: 36)
@@ -85,17 +92,24 @@ public struct AudioSampleHeader: Equatable, Sendable {
     }
 
     public init(decoding p: [UInt8]) throws(ProtocolError) {
-        guard p.count >= Self.size else { throw .malformed(.audioSample, "payload is \(p.count) bytes, shorter than its \(Self.size)-byte header") }
+        guard p.count >= Self.size else {
+            throw .malformed(.audioSample, "payload is \(p.count) bytes, shorter than its \(Self.size)-byte header")
+        }
         timing = SampleTiming(decoding: p)
-        guard let type = SampleType(rawValue: p[28]), type != .video else { throw .malformed(.audioSample, "sample type \(p[28]) is not audioApp (2) or audioMic (3)") }
-        guard let sampleFormat = AudioSampleFormat(rawValue: p[29]) else { throw .malformed(.audioSample, "sample format \(p[29]) is not 1 (f32) or 2 (s16)") }
+        guard let type = SampleType(rawValue: p[28]), type != .video else {
+            throw .malformed(.audioSample, "sample type \(p[28]) is not audioApp (2) or audioMic (3)")
+        }
+        guard let sampleFormat = AudioSampleFormat(rawValue: p[29]) else {
+            throw .malformed(.audioSample, "sample format \(p[29]) is not 1 (f32) or 2 (s16)")
+        }
         guard p[30] == 1 || p[30] == 2 else { throw .malformed(.audioSample, "\(p[30]) channels, expected 1 or 2") }
         self.type = type
         format = AudioFormat(channels: Int(p[30]), sampleFormat: sampleFormat)
         format.sampleRate = Int(p.loadLittleEndian(UInt32.self, at: 32))
         frameCount = p.loadLittleEndian(UInt32.self, at: 36)
         guard p.count == Self.size + dataByteCount else {
-            throw .malformed(.audioSample, "\(frameCount) frames need \(dataByteCount) bytes of PCM, \(p.count - Self.size) came")
+            throw .malformed(
+                .audioSample, "\(frameCount) frames need \(dataByteCount) bytes of PCM, \(p.count - Self.size) came")
         }
     }
 }
@@ -155,22 +169,29 @@ public struct CursorSample: Equatable, Sendable {
     }
 
     public init(decoding p: [UInt8]) throws(ProtocolError) {
-        guard p.count >= Self.headerSize else { throw .malformed(.cursor, "payload is \(p.count) bytes, shorter than its \(Self.headerSize)-byte header") }
+        guard p.count >= Self.headerSize else {
+            throw .malformed(.cursor, "payload is \(p.count) bytes, shorter than its \(Self.headerSize)-byte header")
+        }
         presentationTime = p.loadLittleEndian(UInt64.self, at: 0)
         x = Int32(bitPattern: p.loadLittleEndian(UInt32.self, at: 8))
         y = Int32(bitPattern: p.loadLittleEndian(UInt32.self, at: 12))
         let flags = p.loadLittleEndian(UInt32.self, at: 16)
         visible = flags & Self.visibleFlag != 0
-        let width = p.loadLittleEndian(UInt16.self, at: 20), height = p.loadLittleEndian(UInt16.self, at: 22)
+        let width = p.loadLittleEndian(UInt16.self, at: 20)
+        let height = p.loadLittleEndian(UInt16.self, at: 22)
         let spriteBytes = flags & Self.spriteFlag != 0 ? Int(width) * Int(height) * 4 : 0
         guard p.count == Self.headerSize + spriteBytes else {
-            throw .malformed(.cursor, "a \(width)x\(height) sprite needs \(spriteBytes) bytes, \(p.count - Self.headerSize) came")
+            throw .malformed(
+                .cursor, "a \(width)x\(height) sprite needs \(spriteBytes) bytes, \(p.count - Self.headerSize) came")
         }
         sprite = nil
         if flags & Self.spriteFlag != 0 {
-            let pixels = (0..<Int(width) * Int(height)).map { p.loadLittleEndian(UInt32.self, at: Self.headerSize + $0 * 4) }
-            sprite = Sprite(width: width, height: height, hotspotX: p.loadLittleEndian(UInt16.self, at: 24),
-                            hotspotY: p.loadLittleEndian(UInt16.self, at: 26), pixels: pixels)
+            let pixels = (0..<Int(width) * Int(height)).map {
+                p.loadLittleEndian(UInt32.self, at: Self.headerSize + $0 * 4)
+            }
+            sprite = Sprite(
+                width: width, height: height, hotspotX: p.loadLittleEndian(UInt16.self, at: 24),
+                hotspotY: p.loadLittleEndian(UInt16.self, at: 26), pixels: pixels)
         }
     }
 }
@@ -193,7 +214,9 @@ public struct SlotRelease: Equatable, Sendable {
     }
 
     public init(decoding p: [UInt8]) throws(ProtocolError) {
-        guard p.count == Self.size else { throw .malformed(.releaseSlot, "payload is \(p.count) bytes, expected \(Self.size)") }
+        guard p.count == Self.size else {
+            throw .malformed(.releaseSlot, "payload is \(p.count) bytes, expected \(Self.size)")
+        }
         pool = p.loadLittleEndian(UInt32.self, at: 0)
         slot = p.loadLittleEndian(UInt32.self, at: 4)
     }
@@ -211,9 +234,10 @@ extension SampleTiming {
     }
 
     init(decoding p: [UInt8]) {
-        self.init(presentationTime: p.loadLittleEndian(UInt64.self, at: 0),
-                  duration: p.loadLittleEndian(UInt64.self, at: 8),
-                  sequence: p.loadLittleEndian(UInt64.self, at: 16),
-                  discontinuity: p.loadLittleEndian(UInt32.self, at: 24) & Self.discontinuityFlag != 0)
+        self.init(
+            presentationTime: p.loadLittleEndian(UInt64.self, at: 0),
+            duration: p.loadLittleEndian(UInt64.self, at: 8),
+            sequence: p.loadLittleEndian(UInt64.self, at: 16),
+            discontinuity: p.loadLittleEndian(UInt32.self, at: 24) & Self.discontinuityFlag != 0)
     }
 }

@@ -8,7 +8,11 @@ public enum SocketLocation {
         if let explicit, !explicit.isEmpty { return explicit }
         if let path = Environment.get("BROADCASTD_SOCKET"), !path.isEmpty { return path }
         guard let runtime = Environment.get("XDG_RUNTIME_DIR"), !runtime.isEmpty else {
-            throw .refused(BroadcastError(.invalidRequest, "XDG_RUNTIME_DIR is not set, so the socket cannot be found; set it, or pass --socket PATH or BROADCASTD_SOCKET"))
+            throw .refused(
+                BroadcastError(
+                    .invalidRequest,
+                    "XDG_RUNTIME_DIR is not set, so the socket cannot be found; set it, or pass --socket PATH or BROADCASTD_SOCKET"
+                ))
         }
         return runtime + "/broadcastd/broadcastd.sock"
     }

@@ -40,8 +40,9 @@ public enum ProtocolFuzzing {
         }
         // Without skipping, what was decoded is the stream's beginning, byte for byte.
         if !skips {
-            precondition(decoded.count <= offset && decoded[...] == stream[..<decoded.count],
-                         "decoded messages do not encode back to the bytes they came from")
+            precondition(
+                decoded.count <= offset && decoded[...] == stream[..<decoded.count],
+                "decoded messages do not encode back to the bytes they came from")
         }
         return count
     }
@@ -50,18 +51,27 @@ public enum ProtocolFuzzing {
     public static var seeds: [[UInt8]] {
         let timing = SampleTiming(presentationTime: 1_000_000, duration: 33_333_333, sequence: 7, discontinuity: false)
         var video: [UInt8] = []
-        VideoSampleHeader(timing: timing, orientation: Orientation(degrees: 0, mirrored: false), pool: 1, slot: 2,
-                          format: VideoFormat(width: 64, height: 32)).encode(into: &video)
+        VideoSampleHeader(
+            timing: timing, orientation: Orientation(degrees: 0, mirrored: false), pool: 1, slot: 2,
+            format: VideoFormat(width: 64, height: 32)
+        ).encode(into: &video)
         var audio: [UInt8] = []
-        AudioSampleHeader(timing: timing, type: .audioApp, format: AudioFormat(channels: 2, sampleFormat: .float32), frameCount: 2).encode(into: &audio)
+        AudioSampleHeader(
+            timing: timing, type: .audioApp, format: AudioFormat(channels: 2, sampleFormat: .float32), frameCount: 2
+        ).encode(into: &audio)
         audio += [UInt8](repeating: 0, count: 16)
         let messages: [Message] = [
             .json(.hello, seq: 1, Hello(role: .controller, client: "fuzz")),
             .json(.start, seq: 2, StartRequest(handler: "record", maxDuration: 5)),
             Message(.getStatus, seq: 3),
-            .json(.completeSetup, seq: 4, SetupCompletion(broadcast: 1, url: "srt://example:9000?streamid=x", setupInfo: ["k": "v"])),
-            .json(.updateServiceInfo, seq: 0, HandlerServiceInfo(info: ["bitRate": .number(2500), "live": .bool(true)])),
-            .json(.setResult, seq: 0, HandlerResult(result: ["path": .string("/tmp/a.mp4"), "segments": .array([.number(1)])])),
+            .json(
+                .completeSetup, seq: 4,
+                SetupCompletion(broadcast: 1, url: "srt://example:9000?streamid=x", setupInfo: ["k": "v"])),
+            .json(
+                .updateServiceInfo, seq: 0, HandlerServiceInfo(info: ["bitRate": .number(2500), "live": .bool(true)])),
+            .json(
+                .setResult, seq: 0,
+                HandlerResult(result: ["path": .string("/tmp/a.mp4"), "segments": .array([.number(1)])])),
             Message(.videoSample, payload: video),
             Message(.audioSample, payload: audio),
             SlotRelease(pool: 1, slot: 2).message,
@@ -98,7 +108,10 @@ public enum ProtocolFuzzing {
 /// must be refused before any decoder sees it.
 public enum JSONFuzzing {
     public static func exercise(_ input: [UInt8]) {
-        for opcode in [Opcode.hello, .start, .completeSetup, .cancelSetup, .finishWithError, .updateServiceInfo, .setResult, .updateURL] {
+        for opcode in [
+            Opcode.hello, .start, .completeSetup, .cancelSetup, .finishWithError, .updateServiceInfo, .setResult,
+            .updateURL,
+        ] {
             ProtocolFuzzing.decodePayload(Message(opcode, payload: input))
         }
         if JSONDepth.excess(input) != nil {
@@ -106,19 +119,33 @@ public enum JSONFuzzing {
                 _ = try Message(.setResult, payload: input).decode(HandlerResult.self)
                 preconditionFailure("JSON nested deeper than \(JSONDepth.limit) levels was decoded")
             } catch {
-                precondition(error == .malformed(.setResult, "JSON nested deeper than \(JSONDepth.limit) levels"), "\(error)")
+                precondition(
+                    error == .malformed(.setResult, "JSON nested deeper than \(JSONDepth.limit) levels"), "\(error)")
             }
         }
     }
 
     /// Payloads to start from: what the real encoders write, and nesting at and past the limit.
     public static var seeds: [[UInt8]] {
-        let deep = { (n: Int) in Array(("{\"result\":{\"x\":" + String(repeating: "[", count: n) + String(repeating: "]", count: n) + "}}").utf8) }
+        let deep = { (n: Int) in
+            Array(
+                ("{\"result\":{\"x\":" + String(repeating: "[", count: n) + String(repeating: "]", count: n) + "}}")
+                    .utf8)
+        }
         return [
             Message.json(.hello, Hello(role: .controller, client: "fuzz")).payload,
-            Message.json(.completeSetup, SetupCompletion(broadcast: 1, url: "srt://example:9000?streamid=x", setupInfo: ["k": "v"])).payload,
-            Message.json(.updateServiceInfo, HandlerServiceInfo(info: ["bitRate": .number(2.5e3), "live": .bool(true), "s": .string("a\\\"[")])).payload,
-            Message.json(.setResult, HandlerResult(result: ["path": .string("/tmp/a.mp4"), "segments": .array([.object(["n": .null])])])).payload,
+            Message.json(
+                .completeSetup,
+                SetupCompletion(broadcast: 1, url: "srt://example:9000?streamid=x", setupInfo: ["k": "v"])
+            ).payload,
+            Message.json(
+                .updateServiceInfo,
+                HandlerServiceInfo(info: ["bitRate": .number(2.5e3), "live": .bool(true), "s": .string("a\\\"[")])
+            ).payload,
+            Message.json(
+                .setResult,
+                HandlerResult(result: ["path": .string("/tmp/a.mp4"), "segments": .array([.object(["n": .null])])])
+            ).payload,
             deep(JSONDepth.limit - 2), deep(JSONDepth.limit + 1),
         ]
     }

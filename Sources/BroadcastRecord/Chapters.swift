@@ -11,7 +11,8 @@ package enum Chapters {
     /// A mark at file time `time` (ns), titled by the command's `text`, else "Mark N" after `count` marks so far;
     /// refused when `kept` marks are kept already or the title is too long (broadcastd refuses control characters).
     package static func mark(at time: Int64, text: JSONValue?, count: Int, kept: Int? = nil) throws(HandlerError)
-        -> (time: Int64, title: String) {
+        -> (time: Int64, title: String)
+    {
         guard (kept ?? count) < maxMarks else {
             throw HandlerError("mark", "there are \(maxMarks) marks already, the most a recording takes")
         }
@@ -27,7 +28,9 @@ package enum Chapters {
 
     /// Each mark a chapter until the next one, the last until `end`; before the first, one titled "Start" (MP4's
     /// chapters cover the whole file: without it, the first mark's chapter would start at 0).
-    package static func spans(_ marks: [(time: Int64, title: String)], end: Int64) -> [(start: Int64, end: Int64, title: String)] {
+    package static func spans(_ marks: [(time: Int64, title: String)], end: Int64) -> [(
+        start: Int64, end: Int64, title: String
+    )] {
         var sorted = marks.sorted { $0.time < $1.time }
         if let first = sorted.first, first.time > 0 { sorted.insert((0, "Start"), at: 0) }
         return sorted.enumerated().map { index, mark in
@@ -37,6 +40,9 @@ package enum Chapters {
 
     /// The answer to `mark`.
     package static func describe(_ mark: (time: Int64, title: String), number: Int) -> [String: JSONValue] {
-        ["time": .number((Double(mark.time) / 1e6).rounded() / 1000), "title": .string(mark.title), "chapter": .number(Double(number))]
+        [
+            "time": .number((Double(mark.time) / 1e6).rounded() / 1000), "title": .string(mark.title),
+            "chapter": .number(Double(number)),
+        ]
     }
 }

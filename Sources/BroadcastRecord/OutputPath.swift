@@ -13,16 +13,20 @@ package enum OutputPath {
     /// Checks that `path` can be created: its folder exists (or is created, for the default
     /// location) and is writable, and the file does not exist unless `overwrite`. `remedy` says how to replace an
     /// existing file.
-    package static func prepare(_ path: String, overwrite: Bool, createDirectory: Bool,
-                                remedy: String = "--set overwrite=true") throws(MediaError) {
+    package static func prepare(
+        _ path: String, overwrite: Bool, createDirectory: Bool,
+        remedy: String = "--set overwrite=true"
+    ) throws(MediaError) {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         let folder = directory.isEmpty ? "/" : directory
         if createDirectory { try? FileSystem.makeDirectories(folder, mode: 0o755) }
         guard FileSystem.isDirectory(folder) else {
-            throw MediaError("cannot write \(path)", "the folder \(folder) does not exist: create it, or choose another file")
+            throw MediaError(
+                "cannot write \(path)", "the folder \(folder) does not exist: create it, or choose another file")
         }
         guard FileSystem.isWritable(folder) else {
-            throw MediaError("cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
+            throw MediaError(
+                "cannot write \(path)", "the folder \(folder) is not writable by this user: choose another file")
         }
         // A symbolic link, dangling or not, is a file that exists: what it points to is never created or written.
         if !overwrite && FileSystem.entryExists(path) { throw existing(path, remedy) }
@@ -33,7 +37,8 @@ package enum OutputPath {
     /// its mode and take no files (/proc, a read-only mount): that is found here too, before anything starts.
     package static func claim(_ path: String, remedy: String = "--set overwrite=true") throws(MediaError) {
         do { try FileSystem.createExclusively(path) } catch {
-            throw error.fileExists ? existing(path, remedy)
+            throw error.fileExists
+                ? existing(path, remedy)
                 : MediaError("cannot write \(path)", "a file cannot be created there (\(error.reason))")
         }
     }

@@ -7,7 +7,7 @@ import BroadcastTimeline
 import CFFmpeg
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The built-in `record` handler: H.264 (libx264), HEVC (libx265) or AV1 (SVT-AV1) and Opus (libopus)
@@ -29,9 +29,11 @@ public final class RecordHandler: BroadcastSampleHandler {
     public override func broadcastStarted(withSetupInfo setupInfo: [String: String]) {
         MediaLog.install(logger)
         do {
-            let options = try RecordOptions(url: broadcastURL, setupInfo: setupInfo, defaultPath: { OutputPath.defaultRecording() })
+            let options = try RecordOptions(
+                url: broadcastURL, setupInfo: setupInfo, defaultPath: { OutputPath.defaultRecording() })
             self.options = options
-            try OutputPath.prepare(options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
+            try OutputPath.prepare(
+                options.path, overwrite: options.overwrite, createDirectory: (broadcastURL ?? "").isEmpty)
             // Created now (never through a link): a place that takes no file fails before the broadcast is live.
             if !options.overwrite { try OutputPath.claim(options.path) }
             ownsFile = true
@@ -41,7 +43,9 @@ public final class RecordHandler: BroadcastSampleHandler {
             // Said at once, so that broadcastd knows the file if this process dies and the broadcast is discarded.
             setBroadcastResult(["file": .string(options.path)])
             let size = encoder!.inputSize
-            logger.info("record: writing \(options.path) (\(encoder!.implementationName), \(size.width)x\(size.height), \(encoder!.tracks.count) audio track(s))")
+            logger.info(
+                "record: writing \(options.path) (\(encoder!.implementationName), \(size.width)x\(size.height), \(encoder!.tracks.count) audio track(s))"
+            )
         } catch {
             fail("\(error)")
         }
@@ -94,14 +98,18 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
         setBroadcastResult(result)
         if let options, let encoder {
-            logger.info("record: \(options.path): \(Double(encoder.clock.duration) / 1e9) s in \(encoder.clock.segments.count) segment(s)")
+            logger.info(
+                "record: \(options.path): \(Double(encoder.clock.duration) / 1e9) s in \(encoder.clock.segments.count) segment(s)"
+            )
         }
         if let options, let upload = options.upload, !discard {
             guard failure == nil, ownsFile else {
                 result["upload"] = .string("not attempted: the recording failed")
                 return setBroadcastResult(result)
             }
-            switch RecordingUpload(path: options.path, settings: upload, logger: logger).run(report: { self.updateServiceInfo($0) }) {
+            switch RecordingUpload(path: options.path, settings: upload, logger: logger).run(report: {
+                self.updateServiceInfo($0)
+            }) {
             case .uploaded(let url, let fields):
                 updateBroadcastURL(url)
                 result["uploadedURL"] = .string(url)
@@ -115,7 +123,8 @@ public final class RecordHandler: BroadcastSampleHandler {
     }
 
     /// `mark [text]`: a chapter from this instant (the end of the last frame) on; in the file when it is finished.
-    public override func handleCommand(_ command: String, arguments: [String: JSONValue]) throws -> [String: JSONValue] {
+    public override func handleCommand(_ command: String, arguments: [String: JSONValue]) throws -> [String: JSONValue]
+    {
         guard command == "mark" else { throw HandlerError(command, "record has no such command") }
         guard let encoder, failure == nil else { throw HandlerError("mark", failure ?? "the recording did not start") }
         let mark = try Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks.count)
@@ -123,13 +132,18 @@ public final class RecordHandler: BroadcastSampleHandler {
         logger.info("record: chapter '\(mark.title)' at \(Double(mark.time) / 1e9) s")
         var answer = Chapters.describe(mark, number: marks.count)
         // libavformat writes MP4 chapters into the header, which a fragmented MP4 has written already.
-        if options?.container != .matroska { answer["note"] = .string("chapters go into .mkv recordings; this one lists them in its result") }
+        if options?.container != .matroska {
+            answer["note"] = .string("chapters go into .mkv recordings; this one lists them in its result")
+        }
         return answer
     }
 
     private func result() -> [String: JSONValue] {
         var result: [String: JSONValue] = encoder?.result() ?? ["duration": .number(0)]
-        if !marks.isEmpty { result["chapters"] = .array(marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) }) }
+        if !marks.isEmpty {
+            result["chapters"] = .array(
+                marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) })
+        }
         // Only a file this broadcast writes: not one that was there and is kept (broadcastd removes `file` on a discard).
         if let options, ownsFile {
             result["file"] = .string(options.path)
@@ -142,7 +156,10 @@ public final class RecordHandler: BroadcastSampleHandler {
     /// Once a second of file time: bit rate, size, and how far audio timestamps are from where the samples go.
     private func reportProgress(at time: UInt64, muxer: Muxer) {
         let bytes = muxer.bytesWritten
-        guard let last = lastInfo else { lastInfo = (time, bytes); return }
+        guard let last = lastInfo else {
+            lastInfo = (time, bytes)
+            return
+        }
         guard time >= last.time + 1_000_000_000, let encoder else { return }
         let seconds = Double(time - last.time) / 1e9
         updateServiceInfo([

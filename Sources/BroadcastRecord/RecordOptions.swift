@@ -5,7 +5,7 @@ import BroadcastUpload
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The `record` handler's settings, from its broadcast URL and setup fields
@@ -41,7 +41,8 @@ package struct RecordOptions: Equatable {
 
     package static func == (a: RecordOptions, b: RecordOptions) -> Bool {
         a.path == b.path && a.container == b.container && a.overwrite == b.overwrite && a.video == b.video
-            && a.size?.width == b.size?.width && a.size?.height == b.size?.height && a.framesPerSecond == b.framesPerSecond
+            && a.size?.width == b.size?.width && a.size?.height == b.size?.height
+            && a.framesPerSecond == b.framesPerSecond
             && a.rotation == b.rotation && a.audio == b.audio && a.gains == b.gains && a.channels == b.channels
             && a.audioBitRate == b.audioBitRate && a.opusComplexity == b.opusComplexity && a.upload == b.upload
     }
@@ -62,9 +63,13 @@ package struct RecordOptions: Equatable {
         } else {
             path = defaultPath()
         }
-        let ext = path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(String.init) ?? ""
+        let ext =
+            path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(
+                String.init) ?? ""
         guard let container = Muxer.Container(fileExtension: ext) else {
-            throw Invalid("'\(path)': record writes .mp4 (fragmented MP4, playable even if recording stops abruptly) or .mkv (Matroska); name the file with one of these")
+            throw Invalid(
+                "'\(path)': record writes .mp4 (fragmented MP4, playable even if recording stops abruptly) or .mkv (Matroska); name the file with one of these"
+            )
         }
         self.path = path
         self.container = container
@@ -74,12 +79,16 @@ package struct RecordOptions: Equatable {
         func take(_ key: String) -> String? { fields.removeValue(forKey: key) }
         func integer(_ key: String, _ range: ClosedRange<Int>, _ what: String) throws(Invalid) -> Int? {
             guard let text = take(key) else { return nil }
-            guard let value = Int(text), range.contains(value) else { throw Invalid("\(key) '\(text)': \(what) (\(range.lowerBound)-\(range.upperBound))") }
+            guard let value = Int(text), range.contains(value) else {
+                throw Invalid("\(key) '\(text)': \(what) (\(range.lowerBound)-\(range.upperBound))")
+            }
             return value
         }
         func decibels(_ key: String) throws(Invalid) -> Float? {
             guard let text = take(key) else { return nil }
-            guard let value = Double(text), (-60...30).contains(value) else { throw Invalid("\(key) '\(text)': a gain in dB from -60 to 30") }
+            guard let value = Double(text), (-60...30).contains(value) else {
+                throw Invalid("\(key) '\(text)': a gain in dB from -60 to 30")
+            }
             return Float(pow(10, value / 20))
         }
 
@@ -90,10 +99,14 @@ package struct RecordOptions: Equatable {
         }
         video = VideoEncoderSettings(codec: codec, width: 0, height: 0, framesPerSecond: 0)
         video.bitRate = try integer("videoBitRate", 100...200_000, "kbit/s; leave it empty for constant quality (crf)")
-        video.crf = try integer("crf", codec.crfRange, "\(codec.displayName) constant quality, lower is better") ?? codec.defaultCRF
+        video.crf =
+            try integer("crf", codec.crfRange, "\(codec.displayName) constant quality, lower is better")
+            ?? codec.defaultCRF
         if let preset = take("preset") {
             let presets = VideoCodec.presets
-            guard presets.contains(preset) else { throw Invalid("preset '\(preset)': one of \(presets.joined(separator: ", "))") }
+            guard presets.contains(preset) else {
+                throw Invalid("preset '\(preset)': one of \(presets.joined(separator: ", "))")
+            }
             video.preset = preset
         }
         if let tune = take("tune") {
@@ -104,23 +117,31 @@ package struct RecordOptions: Equatable {
             video.tune = tune
         }
         if let text = take("keyframeInterval") {
-            guard let seconds = Double(text), seconds > 0, seconds <= 60 else { throw Invalid("keyframeInterval '\(text)': seconds between keyframes (0.1-60)") }
+            guard let seconds = Double(text), seconds > 0, seconds <= 60 else {
+                throw Invalid("keyframeInterval '\(text)': seconds between keyframes (0.1-60)")
+            }
             video.keyframeInterval = seconds
         }
         video.threads = try integer("threads", 0...32, "encoder threads, 0 for automatic") ?? 0
         if let text = take("size"), text != "input" {
             let parts = text.split(separator: "x").compactMap { Int($0) }
-            guard parts.count == 2, (16...8192).contains(parts[0]), (16...8192).contains(parts[1]), parts[0] % 2 == 0, parts[1] % 2 == 0 else {
+            guard parts.count == 2, (16...8192).contains(parts[0]), (16...8192).contains(parts[1]), parts[0] % 2 == 0,
+                parts[1] % 2 == 0
+            else {
                 throw Invalid("size '\(text)': 'input' or WIDTHxHEIGHT, both even, e.g. 1280x720")
             }
             size = (parts[0], parts[1])
         }
         if let text = take("frameRate"), text != "input" {
-            guard let fps = Int(text), (1...240).contains(fps) else { throw Invalid("frameRate '\(text)': 'input' or frames per second (1-240)") }
+            guard let fps = Int(text), (1...240).contains(fps) else {
+                throw Invalid("frameRate '\(text)': 'input' or frames per second (1-240)")
+            }
             framesPerSecond = fps
         }
         if let text = take("orientation"), text != "auto" {
-            guard let degrees = Int(text), [0, 90, 180, 270].contains(degrees) else { throw Invalid("orientation '\(text)': auto, 0, 90, 180 or 270 (degrees clockwise)") }
+            guard let degrees = Int(text), [0, 90, 180, 270].contains(degrees) else {
+                throw Invalid("orientation '\(text)': auto, 0, 90, 180 or 270 (degrees clockwise)")
+            }
             rotation = degrees
         }
 
@@ -138,25 +159,35 @@ package struct RecordOptions: Equatable {
         gains[.audioApp] = try decibels("appGain") ?? 1
         gains[.audioMic] = try decibels("micGain") ?? 1
         if let text = take("audioChannels"), text != "input" {
-            guard let count = Int(text), count == 1 || count == 2 else { throw Invalid("audioChannels '\(text)': input, 1 or 2") }
+            guard let count = Int(text), count == 1 || count == 2 else {
+                throw Invalid("audioChannels '\(text)': input, 1 or 2")
+            }
             channels = count
         }
         audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
-        upload = try Self.upload(take("upload"), headers: take("uploadHeaders"), maxRate: integer("uploadMaxRate", 8...10_000_000, "kbit/s"),
-                                 attempts: integer("uploadAttempts", 1...20, "tries in all"))
+        upload = try Self.upload(
+            take("upload"), headers: take("uploadHeaders"), maxRate: integer("uploadMaxRate", 8...10_000_000, "kbit/s"),
+            attempts: integer("uploadAttempts", 1...20, "tries in all"))
         if let key = fields.keys.sorted().first { throw Invalid("unknown setup field '\(key)'") }
     }
 
-    private static func upload(_ url: String?, headers: String?, maxRate: Int?, attempts: Int?) throws(Invalid) -> HTTPUpload.Settings? {
+    private static func upload(_ url: String?, headers: String?, maxRate: Int?, attempts: Int?) throws(Invalid)
+        -> HTTPUpload.Settings?
+    {
         guard let url else {
-            if headers != nil || maxRate != nil || attempts != nil { throw Invalid("uploadHeaders, uploadMaxRate and uploadAttempts need upload") }
+            if headers != nil || maxRate != nil || attempts != nil {
+                throw Invalid("uploadHeaders, uploadMaxRate and uploadAttempts need upload")
+            }
             return nil
         }
         let scheme = url.prefix { $0 != ":" }.lowercased()
-        guard scheme == "http" || scheme == "https", url.dropFirst(scheme.count).hasPrefix("://"), url.count > scheme.count + 3 else {
-            throw Invalid("upload '\(SecretURL.masked(url))': an http:// or https:// URL " +
-                          "(ending in / to keep the file's name)")
+        guard scheme == "http" || scheme == "https", url.dropFirst(scheme.count).hasPrefix("://"),
+            url.count > scheme.count + 3
+        else {
+            throw Invalid(
+                "upload '\(SecretURL.masked(url))': an http:// or https:// URL "
+                    + "(ending in / to keep the file's name)")
         }
         var settings = HTTPUpload.Settings(url: url)
         if let headers {

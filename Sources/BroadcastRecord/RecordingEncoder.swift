@@ -12,7 +12,8 @@ package protocol EncodedOutput: PacketSink {
     /// The first frame is coming, shown upright after `orientation`.
     func begin(videoStream: Int, orientation: Orientation) throws(MediaError)
     /// A frame that lasts until the next one of its stream (see `Muxer.writeHoldingBack`).
-    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError)
+    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
+        throws(MediaError)
     /// The last frame of `stream` ends at `end` (its time base).
     func endStream(_ stream: Int, at end: Int64) throws(MediaError)
 }
@@ -51,7 +52,9 @@ package final class RecordingEncoder {
     package private(set) var skippedRepeats = 0
 
     /// The encoders for `handler`'s formats and `options`, their streams added to `output`.
-    package init(_ options: RecordOptions, for handler: BroadcastSampleHandler, output: EncodedOutput) throws(MediaError) {
+    package init(_ options: RecordOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
+        throws(MediaError)
+    {
         self.options = options
         self.output = output
         let videoFormat = handler.videoFormat
@@ -61,32 +64,40 @@ package final class RecordingEncoder {
         settings.framesPerSecond = options.framesPerSecond ?? handler.framesPerSecond
         settings.fullRange = handler.videoFullRange
         guard videoFormat.pixelFormat != .bgrx else {
-            throw MediaError("record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
+            throw MediaError(
+                "record", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
         }
         let implementation = try VideoEncoderImplementation.best(for: settings.codec)
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
         input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
-        video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
+        video = try Encoder.video(
+            settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(for: video)
         let audioFormat = handler.audioFormat
         let channels = options.channels ?? audioFormat.channels
-        let audio = AudioEncoderSettings(sampleRate: audioFormat.sampleRate, channels: channels,
-                                         bitRate: options.audioBitRate ?? 64 * channels, complexity: options.opusComplexity)
+        let audio = AudioEncoderSettings(
+            sampleRate: audioFormat.sampleRate, channels: channels,
+            bitRate: options.audioBitRate ?? 64 * channels, complexity: options.opusComplexity)
         // Tracks for the streams the source delivers (X11 without PipeWire: none).
-        let requested: [SampleType] = switch options.audio {
-        case .none: []
-        case .mixed: [.audioApp, .audioMic]
-        case .separate(let streams): streams
-        }
+        let requested: [SampleType] =
+            switch options.audio {
+            case .none: []
+            case .mixed: [.audioApp, .audioMic]
+            case .separate(let streams): streams
+            }
         let streams = requested.filter(handler.audioStreams.contains)
         if case .mixed = options.audio, streams.count == 2 {
-            tracks = [try AudioTrack(name: "app+mic", streams: streams, gains: options.gains, settings: audio,
-                                     globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)]
+            tracks = [
+                try AudioTrack(
+                    name: "app+mic", streams: streams, gains: options.gains, settings: audio,
+                    globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)
+            ]
         } else {
             tracks = try streams.map { stream throws(MediaError) in
-                try AudioTrack(name: stream.description, streams: [stream], gains: options.gains, settings: audio,
-                               globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)
+                try AudioTrack(
+                    name: stream.description, streams: [stream], gains: options.gains, settings: audio,
+                    globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)
             }
         }
     }
@@ -103,7 +114,8 @@ package final class RecordingEncoder {
     package func addVideo(_ sample: SampleBuffer) throws(MediaError) -> UInt64? {
         guard let format = sample.videoFormat else { return nil }
         // The header goes out with the first frame, whose orientation it records.
-        let orientation = options.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
+        let orientation =
+            options.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
         try output.begin(videoStream: videoStream, orientation: orientation)
         let opensSegment = clock.offset == nil
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
@@ -118,7 +130,8 @@ package final class RecordingEncoder {
         // A repeat is encoded once a second, and when a keyframe is due (by time, so on a still screen too); an
         // encoder that takes no forced keyframes counts frames for them, so it is given every one.
         if sample.isRepeat, video.keyframes != nil, !video.keyframeDue(at: Encoder.videoPTS(time)),
-           let last = lastEncoded, time < last + Self.maxFrameGap {
+            let last = lastEncoded, time < last + Self.maxFrameGap
+        {
             skippedRepeats += 1
             return nil
         }
@@ -135,23 +148,29 @@ package final class RecordingEncoder {
 
     package func addAudio(_ sample: SampleBuffer, _ type: SampleType) throws(MediaError) {
         guard let format = sample.audioFormat else { return }
-        try addAudio(sample.data, format: format, frames: sample.frameCount, type, pts: sample.presentationTime,
-                     discontinuity: sample.discontinuity)
+        try addAudio(
+            sample.data, format: format, frames: sample.frameCount, type, pts: sample.presentationTime,
+            discontinuity: sample.discontinuity)
     }
 
-    private func addAudio(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, _ type: SampleType,
-                          pts: UInt64, discontinuity: Bool) throws(MediaError) {
+    private func addAudio(
+        _ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, _ type: SampleType,
+        pts: UInt64, discontinuity: Bool
+    ) throws(MediaError) {
         guard tracks.contains(where: { $0.inputs[type] != nil }) else { return }
         guard let time = clock.fileTime(ofCapture: pts) else {
             // Before the segment's first frame: keep up to a second of it for the join.
-            early.append(EarlyAudio(type: type, pts: pts, sample: Array(data), format: format, frames: frames,
-                                    discontinuity: discontinuity))
+            early.append(
+                EarlyAudio(
+                    type: type, pts: pts, sample: Array(data), format: format, frames: frames,
+                    discontinuity: discontinuity))
             if early.count > 200 { early.removeFirst() }
             return
         }
         for track in tracks where track.inputs[type] != nil {
-            try track.add(data, format: format, frames: frames, from: type, at: time, discontinuity: discontinuity,
-                          videoEnd: clock.duration, sink: output)
+            try track.add(
+                data, format: format, frames: frames, from: type, at: time, discontinuity: discontinuity,
+                videoEnd: clock.duration, sink: output)
         }
     }
 
@@ -161,8 +180,9 @@ package final class RecordingEncoder {
         for chunk in pending {
             try chunk.sample.withUnsafeBytes { data in
                 Result { () throws(MediaError) in
-                    try addAudio(data, format: chunk.format, frames: chunk.frames, chunk.type, pts: chunk.pts,
-                                 discontinuity: chunk.discontinuity)
+                    try addAudio(
+                        data, format: chunk.format, frames: chunk.frames, chunk.type, pts: chunk.pts,
+                        discontinuity: chunk.discontinuity)
                 }
             }.get()
         }
@@ -180,7 +200,9 @@ package final class RecordingEncoder {
     package func finish() throws(MediaError) -> UInt64 {
         _ = clock.close()
         let end = clock.duration
-        try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
+        try video.encode(nil) { packet throws(MediaError) in
+            try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+        }
         try output.endStream(videoStream, at: Encoder.videoPTS(end))
         for track in tracks { try track.finish(at: end, sink: output) }
         return end
@@ -190,16 +212,24 @@ package final class RecordingEncoder {
     package func result() -> [String: JSONValue] {
         [
             "duration": .number(Double(clock.duration) / 1e9),
-            "segments": .array(clock.segments.map { segment in
-                .object(["start": .number(Double(segment.start) / 1e9), "duration": .number(Double(segment.end - segment.start) / 1e9),
-                         "frames": .number(Double(segment.frames))])
-            }),
+            "segments": .array(
+                clock.segments.map { segment in
+                    .object([
+                        "start": .number(Double(segment.start) / 1e9),
+                        "duration": .number(Double(segment.end - segment.start) / 1e9),
+                        "frames": .number(Double(segment.frames)),
+                    ])
+                }),
             "videoFrames": .number(Double(frameCount)),
             "encodedFrames": .number(Double(encodedFrames)),
             "repeatedFramesNotEncoded": .number(Double(skippedRepeats)),
-            "audioTracks": .array(tracks.map { track in
-                .object(track.summary.mapValues { .number(($0 * 10).rounded() / 10) }.merging(["name": .string(track.name)]) { a, _ in a })
-            }),
+            "audioTracks": .array(
+                tracks.map { track in
+                    .object(
+                        track.summary.mapValues { .number(($0 * 10).rounded() / 10) }.merging([
+                            "name": .string(track.name)
+                        ]) { a, _ in a })
+                }),
             "videoCodec": .string(options.video.codec.rawValue),
             "videoEncoder": .string(implementationName),
         ]

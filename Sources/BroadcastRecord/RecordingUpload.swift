@@ -27,13 +27,20 @@ struct RecordingUpload {
             let outcome = try HTTPUpload(settings, logger: logger).upload(path) { status in
                 report(Self.serviceInfo(status))
             }
-            logger.info("record: uploaded \(outcome.bytes) bytes to \(shown) in \(outcome.seconds) s, \(outcome.attempts) attempt(s)")
-            report(["upload": .string("done"), "uploadedBytes": .number(Double(outcome.bytes)),
-                    "uploadBytes": .number(Double(outcome.bytes))])
-            return .uploaded(url: shown, fields: [
-                "bytes": .number(Double(outcome.bytes)), "attempts": .number(Double(outcome.attempts)),
-                "seconds": .number((outcome.seconds * 100).rounded() / 100), "httpStatus": .number(Double(outcome.status)),
+            logger.info(
+                "record: uploaded \(outcome.bytes) bytes to \(shown) in \(outcome.seconds) s, \(outcome.attempts) attempt(s)"
+            )
+            report([
+                "upload": .string("done"), "uploadedBytes": .number(Double(outcome.bytes)),
+                "uploadBytes": .number(Double(outcome.bytes)),
             ])
+            return .uploaded(
+                url: shown,
+                fields: [
+                    "bytes": .number(Double(outcome.bytes)), "attempts": .number(Double(outcome.attempts)),
+                    "seconds": .number((outcome.seconds * 100).rounded() / 100),
+                    "httpStatus": .number(Double(outcome.status)),
+                ])
         } catch {
             report(["upload": .string("failed"), "uploadError": .string(error.description)])
             return .failed("\(error); the recording stays in \(path)")
@@ -44,13 +51,17 @@ struct RecordingUpload {
     static func serviceInfo(_ status: UploadStatus) -> [String: JSONValue] {
         switch status {
         case .sending(let p):
-            return ["upload": .string("sending"), "uploadedBytes": .number(Double(p.sentBytes)),
-                    "uploadBytes": .number(Double(p.totalBytes)), "uploadRate": .number(p.bytesPerSecond.rounded()),
-                    "uploadETA": p.secondsLeft.map { .number(($0 * 10).rounded() / 10) } ?? .null,
-                    "uploadAttempt": .number(Double(p.attempt))]
+            return [
+                "upload": .string("sending"), "uploadedBytes": .number(Double(p.sentBytes)),
+                "uploadBytes": .number(Double(p.totalBytes)), "uploadRate": .number(p.bytesPerSecond.rounded()),
+                "uploadETA": p.secondsLeft.map { .number(($0 * 10).rounded() / 10) } ?? .null,
+                "uploadAttempt": .number(Double(p.attempt)),
+            ]
         case .waiting(let attempt, let seconds, let reason):
-            return ["upload": .string("waiting to retry"), "uploadAttempt": .number(Double(attempt)),
-                    "uploadRetryIn": .number(seconds.rounded()), "uploadError": .string(reason)]
+            return [
+                "upload": .string("waiting to retry"), "uploadAttempt": .number(Double(attempt)),
+                "uploadRetryIn": .number(seconds.rounded()), "uploadError": .string(reason),
+            ]
         }
     }
 }

@@ -99,9 +99,11 @@ final class ReplayBuffer: EncodedOutput {
     var wantsGlobalHeader: Bool { true }
 
     func addStream(for encoder: Encoder) throws(MediaError) -> Int {
-        streams.append(Stream(parameters: try CodecParameters(copying: encoder), timeBase: encoder.timeBase,
-                              isVideo: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO, title: encoder.title,
-                              frameRate: encoder.context.pointee.framerate))
+        streams.append(
+            Stream(
+                parameters: try CodecParameters(copying: encoder), timeBase: encoder.timeBase,
+                isVideo: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO, title: encoder.title,
+                frameRate: encoder.context.pointee.framerate))
         return streams.count - 1
     }
 
@@ -125,7 +127,7 @@ final class ReplayBuffer: EncodedOutput {
             newest = max(newest, time)
             trimForLength()
         } else if gops.isEmpty {
-            return // audio before the first keyframe: nothing to play it with
+            return  // audio before the first keyframe: nothing to play it with
         } else {
             let duration = av_rescale_q(packet.pointee.duration, timeBase, AVRational(num: 1, den: 1_000_000_000))
             audioEnds[stream] = time + max(0, duration)
@@ -143,7 +145,9 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     /// Video frames are kept as they come: a save gives each its duration (`Muxer.writeHoldingBack`).
-    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
+        throws(MediaError)
+    {
         try write(packet, stream: stream, timeBase: timeBase)
     }
 
@@ -235,7 +239,9 @@ final class ReplayBuffer: EncodedOutput {
             let opening = index >= first
             if let file = gop.file, gop.writer == nil {
                 let name = file.replacing(".nut", with: "-save\(id).nut")
-                guard FileSystem.link(file, as: name) else { throw MediaError("save", "cannot link \(file) for the save") }
+                guard FileSystem.link(file, as: name) else {
+                    throw MediaError("save", "cannot link \(file) for the save")
+                }
                 sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: name, packets: []))
             } else {
                 let shared = try gop.packets.map { packet throws(MediaError) in try BufferedPacket(sharing: packet) }
@@ -243,8 +249,9 @@ final class ReplayBuffer: EncodedOutput {
             }
         }
         let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
-        return Snapshot(streams: streams, orientation: orientation, origin: origin, end: newest, audioEnd: audioEnd,
-                        sources: sources, marks: chapters)
+        return Snapshot(
+            streams: streams, orientation: orientation, origin: origin, end: newest, audioEnd: audioEnd,
+            sources: sources, marks: chapters)
     }
 
     /// A save's part of the buffer.
@@ -316,8 +323,11 @@ final class SnapshotPackets {
                         // NUT stores no dts where it equals the pts (no B-frames here).
                         if packet.pointee.dts == cff_nopts() { packet.pointee.dts = packet.pointee.pts }
                         let priming = snapshot.streams[stream].parameters.priming
-                        let time = av_rescale_q(packet.pointee.pts - priming, original, AVRational(num: 1, den: 1_000_000_000))
-                        return (try BufferedPacket(taking: packet, stream: stream, time: time), current.gopOnOrAfterOrigin)
+                        let time = av_rescale_q(
+                            packet.pointee.pts - priming, original, AVRational(num: 1, den: 1_000_000_000))
+                        return (
+                            try BufferedPacket(taking: packet, stream: stream, time: time), current.gopOnOrAfterOrigin
+                        )
                     }
                     self.reader = nil
                     if let file = current.file { FileSystem.remove(file) }
@@ -328,7 +338,9 @@ final class SnapshotPackets {
             }
             source += 1
             position = 0
-            if source < snapshot.sources.count, let file = snapshot.sources[source].file { reader = try PacketReader(path: file) }
+            if source < snapshot.sources.count, let file = snapshot.sources[source].file {
+                reader = try PacketReader(path: file)
+            }
         }
         return nil
     }

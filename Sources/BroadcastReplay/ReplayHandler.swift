@@ -38,7 +38,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
             self.options = options
             var directory: String?
             if options.onDisk {
-                let cache = Environment.baseDirectory("XDG_CACHE_HOME", fallback: ".cache", in: Environment.all) ?? "/tmp/.cache"
+                let cache =
+                    Environment.baseDirectory("XDG_CACHE_HOME", fallback: ".cache", in: Environment.all)
+                    ?? "/tmp/.cache"
                 Self.removeAbandonedRings(in: cache + "/broadcastd")
                 directory = cache + "/broadcastd/replay-\(Environment.processID)"
                 do { try FileSystem.makeDirectories(directory!, mode: 0o700) } catch {
@@ -49,7 +51,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
             encoder = try RecordingEncoder(options.record, for: self, output: buffer)
             self.buffer = buffer
             let place = directory.map { "in files in \($0)" } ?? "in memory"
-            logger.info("replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB \(place) (\(encoder!.implementationName))")
+            logger.info(
+                "replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB \(place) (\(encoder!.implementationName))"
+            )
         } catch {
             fail("\(error)")
         }
@@ -80,14 +84,22 @@ public final class ReplayHandler: BroadcastSampleHandler {
     public override func handleCommand(_ command: String, arguments: [String: JSONValue], reply: CommandReply) {
         switch command {
         case "save":
-            if arguments["andRecord"] == .bool(true) { return reply.answer(Result { () throws(HandlerError) in try andRecord(arguments) }) }
-            save(last: arguments["last"], file: arguments["file"], overwrite: arguments["overwrite"] == .bool(true),
-                 reply: reply)
+            if arguments["andRecord"] == .bool(true) {
+                return reply.answer(Result { () throws(HandlerError) in try andRecord(arguments) })
+            }
+            save(
+                last: arguments["last"], file: arguments["file"], overwrite: arguments["overwrite"] == .bool(true),
+                reply: reply)
         case "mark":
-            guard let buffer, let encoder, failure == nil else { return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start")) }
+            guard let buffer, let encoder, failure == nil else {
+                return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start"))
+            }
             let mark: (time: Int64, title: String)
-            do { mark = try Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks,
-                                               kept: max(buffer.marks.count, recordingMarks.count)) } catch {
+            do {
+                mark = try Chapters.mark(
+                    at: Int64(encoder.clock.duration), text: arguments["text"], count: marks,
+                    kept: max(buffer.marks.count, recordingMarks.count))
+            } catch {
                 return reply.fail(error)
             }
             buffer.mark(mark)
@@ -103,7 +115,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         guard let buffer, let options, failure == nil else {
             return reply.fail(HandlerError("save", failure ?? "the replay buffer did not start"))
         }
-        let seconds: Double?, target: (path: String, container: Muxer.Container)
+        let seconds: Double?
+        let target: (path: String, container: Muxer.Container)
         do { (seconds, target) = (try Self.seconds(last), try Self.target(file)) } catch { return reply.fail(error) }
         let (path, container) = target
         let snapshot: ReplayBuffer.Snapshot
@@ -121,14 +134,19 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let asked = MonotonicClock.now()
         saveQueue.async { [saved, logger, path] in
             do {
-                let written = try ReplayFile.save(snapshot, frameDuration: frameDuration, to: path, container: container)
+                let written = try ReplayFile.save(
+                    snapshot, frameDuration: frameDuration, to: path, container: container)
                 let milliseconds = Double((MonotonicClock.now() - asked) / 100_000) / 10
                 let result: [String: JSONValue] = [
                     "path": .string(path), "duration": .number((written.duration * 1000).rounded() / 1000),
                     "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
-                    "bytes": .number(Double(FileSystem.size(of: path) ?? 0)), "videoFrames": .number(Double(written.videoFrames)),
+                    "bytes": .number(Double(FileSystem.size(of: path) ?? 0)),
+                    "videoFrames": .number(Double(written.videoFrames)),
                     "milliseconds": .number(milliseconds),
-                    "chapters": .array(snapshot.marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) }),
+                    "chapters": .array(
+                        snapshot.marks.map {
+                            .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)])
+                        }),
                 ]
                 saved.list.withLock { $0.append(result) }
                 logger.info("replay: saved \(written.duration) s to \(path) in \(milliseconds) ms")
@@ -146,8 +164,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
     static func seconds(_ last: JSONValue?) throws(HandlerError) -> Double? {
         guard case .number(let value)? = last else { return nil }
         guard value > 0 && value <= ReplayOptions.maxLength else {
-            throw HandlerError("save", "--last is a number of seconds above 0 and at most " +
-                               "\(Int(ReplayOptions.maxLength))")
+            throw HandlerError(
+                "save", "--last is a number of seconds above 0 and at most " + "\(Int(ReplayOptions.maxLength))")
         }
         return value
     }
@@ -161,7 +179,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
         } else {
             path = unused(path)
         }
-        let ext = path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(String.init) ?? ""
+        let ext =
+            path.split(separator: "/").last.flatMap { $0.contains(".") ? $0.split(separator: ".").last : nil }.map(
+                String.init) ?? ""
         guard let container = Muxer.Container(fileExtension: ext) else {
             throw HandlerError("save", "'\(path)': replay saves .mp4 (fragmented MP4) or .mkv (Matroska)")
         }
@@ -179,8 +199,10 @@ public final class ReplayHandler: BroadcastSampleHandler {
         let seconds = try Self.seconds(arguments["last"])
         let (path, container) = try Self.target(arguments["file"])
         do {
-            let (file, snapshot) = try claiming(path, createDirectory: arguments["file"] == nil,
-                                                overwrite: arguments["overwrite"] == .bool(true)) {
+            let (file, snapshot) = try claiming(
+                path, createDirectory: arguments["file"] == nil,
+                overwrite: arguments["overwrite"] == .bool(true)
+            ) {
                 guard let snapshot = try buffer.snapshot(last: seconds, id: nextSnapshot()) else {
                     throw HandlerError("save", "nothing to save yet: the buffer is empty")
                 }
@@ -189,8 +211,11 @@ public final class ReplayHandler: BroadcastSampleHandler {
             recordingMarks = snapshot.marks
             buffer.recording = file
             logger.info("replay: recording into \(path) from \(Double(snapshot.origin) / 1e9) s on")
-            return ["path": .string(path), "recording": .bool(true), "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
-                    "buffered": .number((Double(snapshot.end - snapshot.origin) / 1e6).rounded() / 1000)]
+            return [
+                "path": .string(path), "recording": .bool(true),
+                "start": .number((Double(snapshot.origin) / 1e6).rounded() / 1000),
+                "buffered": .number((Double(snapshot.end - snapshot.origin) / 1e6).rounded() / 1000),
+            ]
         } catch let error as HandlerError {
             throw error
         } catch {
@@ -201,11 +226,14 @@ public final class ReplayHandler: BroadcastSampleHandler {
     /// Checks `path` and, unless overwriting, creates it empty where nothing is (a file or a symbolic link that is
     /// there, dangling or not, is refused and never followed); then `take`, after which a file so created and not
     /// written goes again when it fails. `overwrite`: the save's own (`save --overwrite`), beside the setup's.
-    private func claiming<T>(_ path: String, createDirectory: Bool, overwrite asked: Bool,
-                             _ take: () throws -> T) throws -> T {
+    private func claiming<T>(
+        _ path: String, createDirectory: Bool, overwrite asked: Bool,
+        _ take: () throws -> T
+    ) throws -> T {
         let overwrite = asked || (options?.record.overwrite ?? false)
-        try OutputPath.prepare(path, overwrite: overwrite, createDirectory: createDirectory,
-                               remedy: Self.overwriteRemedy)
+        try OutputPath.prepare(
+            path, overwrite: overwrite, createDirectory: createDirectory,
+            remedy: Self.overwriteRemedy)
         if !overwrite { try OutputPath.claim(path, remedy: Self.overwriteRemedy) }
         do { return try take() } catch {
             if !overwrite { _ = FileSystem.removeFile(path) }
@@ -240,8 +268,10 @@ public final class ReplayHandler: BroadcastSampleHandler {
 
     private func bufferFigures(_ buffer: ReplayBuffer) -> [String: JSONValue] {
         var figures: [String: JSONValue] = [
-            "buffered": .number((Double(buffer.duration) / 1e8).rounded() / 10), "bufferBytes": .number(Double(buffer.bytes)),
-            "gops": .number(Double(buffer.gops.count)), "maxMemory": .number(Double(buffer.maxBytes))]
+            "buffered": .number((Double(buffer.duration) / 1e8).rounded() / 10),
+            "bufferBytes": .number(Double(buffer.bytes)),
+            "gops": .number(Double(buffer.gops.count)), "maxMemory": .number(Double(buffer.maxBytes)),
+        ]
         if buffer.directory != nil {
             let files = buffer.filesOnDisk
             figures["diskFiles"] = .number(Double(files.count))
@@ -251,16 +281,22 @@ public final class ReplayHandler: BroadcastSampleHandler {
     }
 
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
-        saveQueue.sync {} // the saves asked for are written before the broadcast ends
+        saveQueue.sync {}  // the saves asked for are written before the broadcast ends
         var recorded: [String: JSONValue]?
         if let encoder, let recording = buffer?.recording {
             do {
                 let end = Int64(try encoder.finish())
                 try recording.finish(end: end, chapters: Chapters.spans(recordingMarks, end: end - recording.origin))
-                recorded = ["path": .string(recording.path), "duration": .number(Double(end - recording.origin) / 1e9),
-                            "start": .number(Double(recording.origin) / 1e9), "bytes": .number(Double(FileSystem.size(of: recording.path) ?? 0)),
-                            "videoFrames": .number(Double(recording.videoFrames)),
-                            "chapters": .array(recordingMarks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) })]
+                recorded = [
+                    "path": .string(recording.path), "duration": .number(Double(end - recording.origin) / 1e9),
+                    "start": .number(Double(recording.origin) / 1e9),
+                    "bytes": .number(Double(FileSystem.size(of: recording.path) ?? 0)),
+                    "videoFrames": .number(Double(recording.videoFrames)),
+                    "chapters": .array(
+                        recordingMarks.map {
+                            .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)])
+                        }),
+                ]
             } catch {
                 logger.error("replay: finishing \(recording.path): \(error)")
                 if failure == nil { failure = "\(error)" }
@@ -286,7 +322,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
         for name in FileSystem.list(folder) ?? [] where name.hasPrefix("replay-") {
             guard let pid = Int32(name.dropFirst("replay-".count)), !Environment.isRunning(pid) else { continue }
             let ring = folder + "/" + name
-            for file in FileSystem.list(ring) ?? [] where file.hasSuffix(".nut") { FileSystem.remove(ring + "/" + file) }
+            for file in FileSystem.list(ring) ?? [] where file.hasSuffix(".nut") {
+                FileSystem.remove(ring + "/" + file)
+            }
             FileSystem.removeDirectory(ring)
         }
     }

@@ -27,18 +27,23 @@ struct ReplayOptions {
         }
         if let text = rest.removeValue(forKey: "maxMemory") {
             guard let bytes = Self.bytes(text), bytes >= 64 << 10, bytes <= 64 << 30 else {
-                throw RecordOptions.Invalid("maxMemory '\(text)': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)")
+                throw RecordOptions.Invalid(
+                    "maxMemory '\(text)': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)")
             }
             maxMemory = bytes
         }
         switch rest.removeValue(forKey: "buffer") {
         case nil, "memory": onDisk = false
         case "disk": onDisk = true
-        case let other?: throw RecordOptions.Invalid("buffer '\(other)': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)")
+        case let other?:
+            throw RecordOptions.Invalid(
+                "buffer '\(other)': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)")
         }
         // Where saves go is said with each save; the broadcast has no file of its own.
         record = try RecordOptions(url: nil, setupInfo: rest, defaultPath: { "/replay.mp4" })
-        if record.upload != nil { throw RecordOptions.Invalid("replay does not upload; upload a saved file with the record handler's tools") }
+        if record.upload != nil {
+            throw RecordOptions.Invalid("replay does not upload; upload a saved file with the record handler's tools")
+        }
     }
 
     /// `256M`, `2G`, `512K` or a number of bytes.

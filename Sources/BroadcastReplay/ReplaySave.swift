@@ -24,8 +24,10 @@ final class ReplayFile {
 
     /// Opens `path` and writes `snapshot` into it, without the packets that start at `until` (file time, ns) or later;
     /// `chapters`: those of the snapshot, in the header (Matroska; an MP4 save has none, see below).
-    init(_ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container, until: Int64 = .max,
-         chapters: [(start: Int64, end: Int64, title: String)]) throws(MediaError) {
+    init(
+        _ snapshot: ReplayBuffer.Snapshot, to path: String, container: Muxer.Container, until: Int64 = .max,
+        chapters: [(start: Int64, end: Int64, title: String)]
+    ) throws(MediaError) {
         self.path = path
         muxer = try Muxer(url: path, container: container)
         streams = snapshot.streams
@@ -39,7 +41,9 @@ final class ReplayFile {
         let audioStreams = snapshot.streams.indices.filter { !snapshot.streams[$0].isVideo }
         while firstAudio.count < audioStreams.count, let packet = try packets.next() {
             ahead.append(packet)
-            if !snapshot.streams[packet.stream].isVideo, firstAudio[packet.stream] == nil { firstAudio[packet.stream] = packet.packet.pointee.pts }
+            if !snapshot.streams[packet.stream].isVideo, firstAudio[packet.stream] == nil {
+                firstAudio[packet.stream] = packet.packet.pointee.pts
+            }
             if snapshot.streams[packet.stream].isVideo, packet.time > snapshot.origin + 5_000_000_000 { break }
         }
         for (index, stream) in snapshot.streams.enumerated() {
@@ -51,10 +55,13 @@ final class ReplayFile {
                 parameters.setPriming(Int(max(0, origin + stream.parameters.priming - shift)))
             }
             shifts.append(shift)
-            indices.append(try muxer.addStream(parameters: parameters, timeBase: stream.timeBase, title: stream.title,
-                                               frameRate: stream.isVideo ? stream.frameRate : nil))
+            indices.append(
+                try muxer.addStream(
+                    parameters: parameters, timeBase: stream.timeBase, title: stream.title,
+                    frameRate: stream.isVideo ? stream.frameRate : nil))
         }
-        muxer.setOrientation(stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
+        muxer.setOrientation(
+            stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
         // libavformat writes MP4 chapters as a QuickTime text track, a stray data stream (bin_data) beside the picture
         // and sound that stops `ffmpeg -map 0` copying the file: an MP4 save lists them in its answer only.
         if container != .fragmentedMP4 { try muxer.addChapters(chapters) }
@@ -87,11 +94,14 @@ final class ReplayFile {
 
     /// A save: the snapshot, finished where both its video and its audio reach (the audio encoder is a packet or so
     /// behind: the frames after where its audio ends would play without sound).
-    static func save(_ snapshot: ReplayBuffer.Snapshot, frameDuration: Int64, to path: String,
-                     container: Muxer.Container) throws(MediaError) -> (duration: Double, videoFrames: Int) {
+    static func save(
+        _ snapshot: ReplayBuffer.Snapshot, frameDuration: Int64, to path: String,
+        container: Muxer.Container
+    ) throws(MediaError) -> (duration: Double, videoFrames: Int) {
         let end = max(snapshot.origin + frameDuration, min(snapshot.end + frameDuration, snapshot.audioEnd ?? .max))
-        let file = try ReplayFile(snapshot, to: path, container: container, until: end,
-                                  chapters: Chapters.spans(snapshot.marks, end: end - snapshot.origin))
+        let file = try ReplayFile(
+            snapshot, to: path, container: container, until: end,
+            chapters: Chapters.spans(snapshot.marks, end: end - snapshot.origin))
         try file.finish(end: end)
         return (Double(end - snapshot.origin) / 1e9, file.videoFrames)
     }

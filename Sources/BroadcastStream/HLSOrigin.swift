@@ -73,9 +73,11 @@ final class HLSOrigin: @unchecked Sendable {
                 retrying = false
                 return true
             }
-            let now = Self.now(), since = failingSince ?? now
+            let now = Self.now()
+            let since = failingSince ?? now
             failingSince = since
-            let file = Self.name(url), answer = failure.reason + " for " + SecretURL.masked(url)
+            let file = Self.name(url)
+            let answer = failure.reason + " for " + SecretURL.masked(url)
             if let deadline, now >= deadline {
                 refusalText = "the HLS origin did not store \(file) before the stream finished: \(answer)"
             } else if !failure.retry {
@@ -107,9 +109,11 @@ final class HLSOrigin: @unchecked Sendable {
         guard case .failure(let failure) = result, failure.status != 404, failure.status != 410 else { return }
         condition.lock()
         failedDeletes += 1
-        problemText = "the HLS origin did not delete an old segment: \(failure.reason) for \(SecretURL.masked(url)) " +
-            "(\(failedDeletes) left on it so far)"
-        let now = Self.now(), warn = lastDeleteWarning.map { now - $0 >= 60 } ?? true
+        problemText =
+            "the HLS origin did not delete an old segment: \(failure.reason) for \(SecretURL.masked(url)) "
+            + "(\(failedDeletes) left on it so far)"
+        let now = Self.now()
+        let warn = lastDeleteWarning.map { now - $0 >= 60 } ?? true
         if warn { lastDeleteWarning = now }
         let text = problemText!
         condition.unlock()
@@ -134,12 +138,13 @@ final class HLSOrigin: @unchecked Sendable {
     static func hint(_ status: Int?) -> String {
         switch status {
         case 401, 403: " (check the URL, its credentials, and that the origin takes PUT there)"
-        case 404, 409: " (the folder is not on the origin: make it, or have the origin make it, as nginx's " +
-            "create_full_put_path does)"
+        case 404, 409:
+            " (the folder is not on the origin: make it, or have the origin make it, as nginx's "
+                + "create_full_put_path does)"
         case 405, 501: " (the origin does not take PUT there: nginx's WebDAV takes it with dav_methods PUT DELETE)"
-        case 413: " (larger than the origin takes: raise its limit, nginx's client_max_body_size, or lower " +
-            "videoBitRate " +
-            "or segmentDuration)"
+        case 413:
+            " (larger than the origin takes: raise its limit, nginx's client_max_body_size, or lower " + "videoBitRate "
+                + "or segmentDuration)"
         default: ""
         }
     }

@@ -6,7 +6,7 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What an HLS destination writes, watched (revision 2.5) through the hls muxer's own io_open and io_close2
@@ -77,12 +77,14 @@ final class HLSOutput {
                 try FileSystem.createExclusively(lockPath, contents: Array("\(pid)\n".utf8))
                 locked = true
                 return
-            } catch where error.errno == EEXIST {
+            } catch  where error.errno == EEXIST {
                 let bytes = (try? FileSystem.readRegularFile(lockPath, limit: 64)) ?? []
                 let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 if let holder = Int32(text), Environment.isRunning(holder) {
-                    throw MediaError("stream to \(playlist)", "another stream is live to this playlist (process \(holder) " +
-                                     "holds \(lockPath)): choose another playlist, or finish that stream first")
+                    throw MediaError(
+                        "stream to \(playlist)",
+                        "another stream is live to this playlist (process \(holder) "
+                            + "holds \(lockPath)): choose another playlist, or finish that stream first")
                 }
                 // Left by a process that is gone: taken over.
                 FileSystem.remove(lockPath)
@@ -132,8 +134,12 @@ final class HLSOutput {
         guard playlist != nil else { return failure == nil && origin?.refusal == nil ? 0 : -EIO }
         let final = url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url
         if final.hasSuffix(".m4s") && !written.contains(final) && FileSystem.entryExists(final) {
-            failure = failure ?? MediaError("write \(final)", "a segment of that name is there already and was not " +
-                                            "written by this stream: it is left as it is, and segments are numbered anew")
+            failure =
+                failure
+                ?? MediaError(
+                    "write \(final)",
+                    "a segment of that name is there already and was not "
+                        + "written by this stream: it is left as it is, and segments are numbered anew")
             return -EEXIST
         }
         if final.hasSuffix(".m4s") { written = written.suffix(15) + [final] }
@@ -148,10 +154,14 @@ final class HLSOutput {
             return
         }
         let shown = SecretURL.masked(url.hasSuffix(".tmp") ? String(url.dropLast(4)) : url)
-        failure = failure ?? (origin != nil && error == -EFBIG
-            ? MediaError("write \(shown)", "larger than \(watch.pointee.memory_limit >> 20) MiB, more than " +
-                         "videoBitRate and segmentDuration let a file be: lower them")
-            : MediaError("write \(shown)", code: error))
+        failure =
+            failure
+            ?? (origin != nil && error == -EFBIG
+                ? MediaError(
+                    "write \(shown)",
+                    "larger than \(watch.pointee.memory_limit >> 20) MiB, more than "
+                        + "videoBitRate and segmentDuration let a file be: lower them")
+                : MediaError("write \(shown)", code: error))
         if playlist != nil && url.hasSuffix(".tmp") { FileSystem.remove(url) }
     }
 

@@ -26,8 +26,10 @@ public struct SRTStatistics: Equatable, Sendable {
 /// (bytes/s), `oheadbw` (%), `mode=caller`; others are refused with their name.
 final class SRTConnection {
     static let payloadSize: Int32 = 1316
-    static let supportedOptions = ["streamid", "passphrase", "pbkeylen", "latency", "rcvlatency", "peerlatency", "connect_timeout",
-                                   "maxbw", "oheadbw", "mode"]
+    static let supportedOptions = [
+        "streamid", "passphrase", "pbkeylen", "latency", "rcvlatency", "peerlatency", "connect_timeout",
+        "maxbw", "oheadbw", "mode",
+    ]
 
     private let socket: SRTSOCKET
     private(set) var io: UnsafeMutablePointer<AVIOContext>?
@@ -49,7 +51,8 @@ final class SRTConnection {
         }
         do throws(MediaError) {
             try configure(options, sendTimeout: sendTimeout, displayURL: displayURL)
-            try connect(host: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port, displayURL: displayURL)
+            try connect(
+                host: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port, displayURL: displayURL)
             try makeIO(displayURL: displayURL)
         } catch {
             srt_close(socket)
@@ -73,12 +76,17 @@ final class SRTConnection {
         var options: [String: String] = [:]
         for item in URLComponents(string: url)?.queryItems ?? [] {
             guard supportedOptions.contains(item.name) else {
-                throw MediaError("open \(displayURL)", "the SRT option '\(item.name)' is not supported; these are: \(supportedOptions.joined(separator: ", "))")
+                throw MediaError(
+                    "open \(displayURL)",
+                    "the SRT option '\(item.name)' is not supported; these are: \(supportedOptions.joined(separator: ", "))"
+                )
             }
             options[item.name] = item.value ?? ""
         }
         if let mode = options["mode"], mode != "caller" {
-            throw MediaError("open \(displayURL)", "mode=\(mode): the stream handler connects as an SRT caller; run the listener on the server")
+            throw MediaError(
+                "open \(displayURL)",
+                "mode=\(mode): the stream handler connects as an SRT caller; run the listener on the server")
         }
         return options
     }
@@ -102,7 +110,9 @@ final class SRTConnection {
         }
         func number(_ name: String) throws(MediaError) -> Int64? {
             guard let text = options[name] else { return nil }
-            guard let value = Int64(text), value >= 0 else { throw MediaError("open \(displayURL)", "the SRT option \(name)='\(text)' is not a number") }
+            guard let value = Int64(text), value >= 0 else {
+                throw MediaError("open \(displayURL)", "the SRT option \(name)='\(text)' is not a number")
+            }
             return value
         }
         try set(SRTO_TRANSTYPE, Int32(SRTT_LIVE.rawValue), "transtype")
@@ -110,8 +120,12 @@ final class SRTConnection {
         try set(SRTO_PAYLOADSIZE, Self.payloadSize, "payload_size")
         try set(SRTO_SNDTIMEO, Int32(sendTimeout * 1000), "send timeout")
         if let latency = try number("latency") { try set(SRTO_LATENCY, Int32(clamping: latency / 1000), "latency") }
-        if let latency = try number("rcvlatency") { try set(SRTO_RCVLATENCY, Int32(clamping: latency / 1000), "rcvlatency") }
-        if let latency = try number("peerlatency") { try set(SRTO_PEERLATENCY, Int32(clamping: latency / 1000), "peerlatency") }
+        if let latency = try number("rcvlatency") {
+            try set(SRTO_RCVLATENCY, Int32(clamping: latency / 1000), "rcvlatency")
+        }
+        if let latency = try number("peerlatency") {
+            try set(SRTO_PEERLATENCY, Int32(clamping: latency / 1000), "peerlatency")
+        }
         try set(SRTO_CONNTIMEO, Int32(clamping: try number("connect_timeout") ?? 3000), "connect_timeout")
         if let maxbw = try number("maxbw") { try set64(SRTO_MAXBW, maxbw, "maxbw") }
         if let overhead = try number("oheadbw") { try set(SRTO_OHEADBW, Int32(clamping: overhead), "oheadbw") }
@@ -138,10 +152,14 @@ final class SRTConnection {
             throw MediaError("open \(displayURL)", "out of memory")
         }
         let opaque = Unmanaged.passUnretained(self).toOpaque()
-        guard let io = avio_alloc_context(buffer, Self.payloadSize, 1, opaque, nil, { opaque, data, size in
-            let connection = Unmanaged<SRTConnection>.fromOpaque(opaque!).takeUnretainedValue()
-            return connection.send(data, size)
-        }, nil) else {
+        guard
+            let io = avio_alloc_context(
+                buffer, Self.payloadSize, 1, opaque, nil,
+                { opaque, data, size in
+                    let connection = Unmanaged<SRTConnection>.fromOpaque(opaque!).takeUnretainedValue()
+                    return connection.send(data, size)
+                }, nil)
+        else {
             var owned: UnsafeMutableRawPointer? = UnsafeMutableRawPointer(buffer)
             av_freep(&owned)
             throw MediaError("open \(displayURL)", "out of memory")
@@ -155,10 +173,12 @@ final class SRTConnection {
         var offset: Int32 = 0
         while offset < size {
             let chunk = min(size - offset, Self.payloadSize)
-            let sent = data.advanced(by: Int(offset)).withMemoryRebound(to: CChar.self, capacity: Int(chunk)) { srt_sendmsg2(socket, $0, chunk, nil) }
+            let sent = data.advanced(by: Int(offset)).withMemoryRebound(to: CChar.self, capacity: Int(chunk)) {
+                srt_sendmsg2(socket, $0, chunk, nil)
+            }
             guard sent != SRT_ERROR else {
                 lastError = Self.lastLibraryError()
-                return -5 // AVERROR(EIO)
+                return -5  // AVERROR(EIO)
             }
             offset += chunk
         }
@@ -169,8 +189,10 @@ final class SRTConnection {
     var statistics: SRTStatistics? {
         var perf = SRT_TRACEBSTATS()
         guard srt_bstats(socket, &perf, 0) == 0 else { return nil }
-        return SRTStatistics(rttMs: perf.msRTT, lostPackets: Int(perf.pktSndLossTotal), retransmittedPackets: Int(perf.pktRetransTotal),
-                             droppedPackets: Int(perf.pktSndDropTotal), bandwidthMbps: perf.mbpsBandwidth, sendRateMbps: perf.mbpsSendRate)
+        return SRTStatistics(
+            rttMs: perf.msRTT, lostPackets: Int(perf.pktSndLossTotal), retransmittedPackets: Int(perf.pktRetransTotal),
+            droppedPackets: Int(perf.pktSndDropTotal), bandwidthMbps: perf.mbpsBandwidth,
+            sendRateMbps: perf.mbpsSendRate)
     }
 
     static func lastLibraryError() -> String { String(cString: srt_getlasterror_str()) }

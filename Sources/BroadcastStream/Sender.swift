@@ -72,19 +72,24 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let clock: @Sendable () -> UInt64
 
     /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
-    init(destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int, logger: Logger,
-         clock: @escaping @Sendable () -> UInt64 = MonotonicClock.now) {
+    init(
+        destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int,
+        logger: Logger,
+        clock: @escaping @Sendable () -> UInt64 = MonotonicClock.now
+    ) {
         self.clock = clock
         self.destination = destination
         self.options = options
         self.encoders = encoders
         self.logger = logger
         let seconds = options.maxQueueSeconds
-        queue = SendQueue(maxBytes: max(1 << 20, Int(Double(bytesPerSecond) * seconds * 2)), maxDuration: Int64(seconds * 1e9))
+        queue = SendQueue(
+            maxBytes: max(1 << 20, Int(Double(bytesPerSecond) * seconds * 2)), maxDuration: Int64(seconds * 1e9))
         // An HTTP origin's files wait in memory for their PUT, one at a time: each at most 4 times what the bit rate
         // gives a segment.
         let fileLimit = max(16 << 20, Int64(Double(bytesPerSecond) * options.segmentDuration * 4))
-        hls = destination.isHLS
+        hls =
+            destination.isHLS
             ? HLSOutput(destination, reconnectFor: options.reconnectFor, fileLimit: fileLimit, logger: logger) : nil
     }
 
@@ -110,7 +115,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         let isKeyframe = (packet.pointee.flags & AV_PKT_FLAG_KEY) != 0
         let time = av_rescale_q(packet.pointee.pts, timeBase, AVRational(num: 1, den: 1_000_000_000))
         let bytes = Int(packet.pointee.size)
-        guard let box = QueuedPacket(moving: packet, stream: stream, timeBase: timeBase) else { throw MediaError("queue a packet", "out of memory") }
+        guard let box = QueuedPacket(moving: packet, stream: stream, timeBase: timeBase) else {
+            throw MediaError("queue a packet", "out of memory")
+        }
         condition.lock()
         // A destination given up on takes nothing more.
         guard figures.failure == nil else { return condition.unlock() }
@@ -169,7 +176,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         requestFinish()
         hls?.finish(by: deadline)
         if thread != nil, done.wait(timeout: deadline) == .timedOut {
-            logger.warning("stream: the queue to \(destination.displayURL) was not sent in time; \(snapshot.queueMs) ms of it are lost")
+            logger.warning(
+                "stream: the queue to \(destination.displayURL) was not sent in time; \(snapshot.queueMs) ms of it are lost"
+            )
             condition.lock()
             while queue.pop() != nil {}
             condition.unlock()
@@ -223,7 +232,8 @@ final class Sender: PacketSink, @unchecked Sendable {
                         return
                     }
                     if waited >= options.reconnectFor || finishing {
-                        figures.failure = everConnected
+                        figures.failure =
+                            everConnected
                             ? "the connection to \(destination.displayURL) was lost and could not be made again for \(Int(options.reconnectFor)) s: \(error)"
                             : "cannot stream to \(destination.displayURL): \(error); check that the server runs and listens there, and that the URL and stream key are right (the handler's log has the server's own message, if it sent one)"
                         condition.unlock()
@@ -240,7 +250,7 @@ final class Sender: PacketSink, @unchecked Sendable {
             while queue.isEmpty && !finishing { _ = condition.wait(until: Date().addingTimeInterval(0.5)) }
             let entry = queue.pop()
             condition.unlock()
-            guard let entry else { break } // finishing, and everything is sent
+            guard let entry else { break }  // finishing, and everything is sent
             do {
                 try muxer!.write(entry.payload.packet, stream: entry.payload.stream, timeBase: entry.payload.timeBase)
                 if let failure = hls?.takeFailure() { throw failure }
@@ -291,7 +301,8 @@ final class Sender: PacketSink, @unchecked Sendable {
                 // The end of the stream (an HLS playlist's last version, its ENDLIST) is lost: the broadcast's error.
                 logger.error("stream: \(error)")
                 condition.lock()
-                figures.failure = figures.failure ?? hls?.refusal
+                figures.failure =
+                    figures.failure ?? hls?.refusal
                     ?? "finishing the stream to \(destination.displayURL) failed: \(error)"
                 condition.unlock()
             }
@@ -333,11 +344,12 @@ final class Sender: PacketSink, @unchecked Sendable {
     /// holds).
     private func connect(connectedBefore: Bool) throws -> (muxer: StreamOutput, srt: SRTConnection?) {
         guard let container = destination.container else {
-            let output = try WHIPOutput(destination, encoders: encoders, iceServers: options.iceServers,
-                                        learned: &learnedICEServers, connectedBefore: connectedBefore,
-                                        keyframeRequested: { [weak self] in
-                self?.keyframeRequestedByReceiver()
-            }, logger: logger)
+            let output = try WHIPOutput(
+                destination, encoders: encoders, iceServers: options.iceServers,
+                learned: &learnedICEServers, connectedBefore: connectedBefore,
+                keyframeRequested: { [weak self] in
+                    self?.keyframeRequestedByReceiver()
+                }, logger: logger)
             return (output, nil)
         }
         let muxer = try Muxer(url: destination.url, container: container)
@@ -358,7 +370,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         case .hls, .http, .https:
             muxer.formatOptions = hlsOptions()
             muxer.watchOutputs(hls!.watch)
-        case .whip, .whips: break // WHIPOutput, above
+        case .whip, .whips: break  // WHIPOutput, above
         }
         for encoder in encoders { try muxer.addStream(for: encoder) }
         try muxer.start()
@@ -378,8 +390,11 @@ final class Sender: PacketSink, @unchecked Sendable {
         }
         let name = ((destination.url.split(separator: "?").first.map(String.init) ?? "") as NSString).lastPathComponent
         let stem = (name as NSString).deletingPathExtension
-        var options = ["hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration), "hls_list_size": String(options.playlistLength),
-                       "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4"]
+        var options = [
+            "hls_segment_type": "fmp4", "hls_time": String(options.segmentDuration),
+            "hls_list_size": String(options.playlistLength),
+            "hls_flags": flags, "hls_start_number_source": "epoch", "hls_fmp4_init_filename": stem + "-init.mp4",
+        ]
         // Not for files: with a method set, the muxer "deletes" a file by opening it for writing. An origin's PUT
         // and DELETE are HLSOutput's.
         if destination.scheme != .hls { options["method"] = "PUT" }

@@ -49,11 +49,16 @@ public final class SenderGroup: PacketSink {
     }
 
     /// Hands `packet` to `senders`, the last one taking its data.
-    private func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational,
-                       to senders: [Sender]) throws(MediaError) {
+    private func write(
+        _ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational,
+        to senders: [Sender]
+    ) throws(MediaError) {
         for sender in senders.dropLast() {
             guard let copy = av_packet_clone(packet) else { throw MediaError("queue a packet", "out of memory") }
-            defer { var owned: UnsafeMutablePointer<AVPacket>? = copy; av_packet_free(&owned) }
+            defer {
+                var owned: UnsafeMutablePointer<AVPacket>? = copy
+                av_packet_free(&owned)
+            }
             try sender.write(copy, stream: stream, timeBase: timeBase)
         }
         try senders.last?.write(packet, stream: stream, timeBase: timeBase)
@@ -116,8 +121,11 @@ public final class SenderGroup: PacketSink {
     func report(seconds: Double) -> Report {
         let figures = senders.map(\.snapshot)
         let fills = senders.map(\.fill)
-        let bitRates = figures.indices.map { ((Double(figures[$0].bytesSent - last[$0].bytes) * 8 / 1000) / max(seconds, 0.001)).rounded() }
-        for (index, f) in figures.enumerated() where f.failure != nil && !reportedFailures.contains(index) && figures.count > 1 {
+        let bitRates = figures.indices.map {
+            ((Double(figures[$0].bytesSent - last[$0].bytes) * 8 / 1000) / max(seconds, 0.001)).rounded()
+        }
+        for (index, f) in figures.enumerated()
+        where f.failure != nil && !reportedFailures.contains(index) && figures.count > 1 {
             reportedFailures.insert(index)
             logger.error("stream: \(f.failure!); the other destinations go on")
         }
@@ -125,11 +133,14 @@ public final class SenderGroup: PacketSink {
         let losses = figures.map { ($0.webrtc?.lossPercent ?? 0) / 100 }
         let states = figures.map { DestinationState(failed: $0.failure != nil, connected: $0.connected) }
         let healthiest = Self.healthiest(states, fills: zip(fills, losses).map { Self.congestion(fill: $0, loss: $1) })
-        var report = Report(figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
-                            dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false,
-                            loss: healthiest.map { losses[$0] } ?? 0)
+        var report = Report(
+            figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
+            dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false,
+            loss: healthiest.map { losses[$0] } ?? 0)
         if alive.isEmpty {
-            report.failure = figures.count == 1 ? figures[0].failure
+            report.failure =
+                figures.count == 1
+                ? figures[0].failure
                 : "every destination failed: " + figures.compactMap(\.failure).joined(separator: "; ")
         }
         last = figures.map { ($0.bytesSent, $0.gopDrops) }
@@ -170,7 +181,11 @@ public final class SenderGroup: PacketSink {
             "droppedFrames": .number(Double(f.droppedVideoFrames)), "reconnects": .number(Double(f.reconnects)),
             "connected": .bool(f.connected),
         ]
-        if prefix.isEmpty { info["queueBytes"] = .number(Double(f.queueBytes)) } else { info["url"] = .string(sender.destination.displayURL) }
+        if prefix.isEmpty {
+            info["queueBytes"] = .number(Double(f.queueBytes))
+        } else {
+            info["url"] = .string(sender.destination.displayURL)
+        }
         if let error = f.lastError { info["lastError"] = .string(error) }
         if let failure = f.failure { info["failed"] = .string(failure) }
         if let srt = f.srt {

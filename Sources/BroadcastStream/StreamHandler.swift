@@ -29,7 +29,8 @@ public final class StreamHandler: BroadcastSampleHandler {
             self.options = options
             try open(options)
             let to = options.destinations.map { "\($0.displayURL) (\($0.format))" }.joined(separator: ", ")
-            logger.info("stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s")
+            logger.info(
+                "stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -38,7 +39,8 @@ public final class StreamHandler: BroadcastSampleHandler {
 
     private func open(_ options: StreamOptions) throws(MediaError) {
         guard videoFormat.pixelFormat != .bgrx else {
-            throw MediaError("stream", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
+            throw MediaError(
+                "stream", "frames arrive as BGRx: run broadcastd with --pixel-format nv12 (the default) or i420")
         }
         var settings = options.video
         settings.width = videoFormat.width
@@ -50,27 +52,38 @@ public final class StreamHandler: BroadcastSampleHandler {
         let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
         let input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: videoFullRange)
         let globalHeader = options.globalHeader
-        let video = try Encoder.video(settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
+        let video = try Encoder.video(
+            settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
         var encoders = [video]
         let streams = options.audio.filter(audioStreams.contains)
         if !streams.isEmpty {
-            let settings = AudioEncoderSettings(codec: options.audioCodec, sampleRate: audioFormat.sampleRate, channels: 2, bitRate: options.audioBitRate)
-            audio = try AudioTrack(name: streams.map(\.description).joined(separator: "+"), streams: streams, gains: [:], settings: settings,
-                                   globalHeader: globalHeader) { encoder throws(MediaError) in
+            let settings = AudioEncoderSettings(
+                codec: options.audioCodec, sampleRate: audioFormat.sampleRate, channels: 2,
+                bitRate: options.audioBitRate)
+            audio = try AudioTrack(
+                name: streams.map(\.description).joined(separator: "+"), streams: streams, gains: [:],
+                settings: settings,
+                globalHeader: globalHeader
+            ) { encoder throws(MediaError) in
                 encoders.append(encoder)
                 return 1
             }
         }
         let bytesPerSecond = ((settings.bitRate ?? 4500) + (audio == nil ? 0 : options.audioBitRate)) * 1000 / 8
-        let sender = SenderGroup(options.destinations.map {
-            Sender(destination: $0, options: options, encoders: encoders, bytesPerSecond: bytesPerSecond, logger: logger)
-        }, logger: logger)
+        let sender = SenderGroup(
+            options.destinations.map {
+                Sender(
+                    destination: $0, options: options, encoders: encoders, bytesPerSecond: bytesPerSecond,
+                    logger: logger)
+            }, logger: logger)
         self.video = video
         self.input = input
         self.sender = sender
         // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
         rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
-        if rate == nil { logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs") }
+        if rate == nil {
+            logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs")
+        }
         try sender.start()
     }
 
@@ -82,7 +95,11 @@ public final class StreamHandler: BroadcastSampleHandler {
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let sender else { return }
         do {
-            if type == .video { try addVideo(sampleBuffer, sender: sender) } else { try addAudio(sampleBuffer, type, sender: sender) }
+            if type == .video {
+                try addVideo(sampleBuffer, sender: sender)
+            } else {
+                try addAudio(sampleBuffer, type, sender: sender)
+            }
         } catch {
             fail("\(error)")
         }
@@ -92,7 +109,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
         let frame = try input.frame(sample.data, layout: format, time: time)
-        sample.releaseFrame() // copied: broadcastd keeps two slots for a broadcast
+        sample.releaseFrame()  // copied: broadcastd keeps two slots for a broadcast
         // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
         try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
             try sender.writeVideo(packet, timeBase: video.timeBase)
@@ -104,9 +121,11 @@ public final class StreamHandler: BroadcastSampleHandler {
     private func addAudio(_ sample: SampleBuffer, _ type: SampleType, sender: SenderGroup) throws(MediaError) {
         // Audio from before the segment's first frame is not sent: the stream starts with a picture.
         guard let audio, audio.inputs[type] != nil, let format = sample.audioFormat,
-              let time = clock.fileTime(ofCapture: sample.presentationTime) else { return }
-        try audio.add(sample.data, format: format, frames: sample.frameCount, from: type, at: time,
-                      discontinuity: sample.discontinuity, videoEnd: clock.duration, sink: sender)
+            let time = clock.fileTime(ofCapture: sample.presentationTime)
+        else { return }
+        try audio.add(
+            sample.data, format: format, frames: sample.frameCount, from: type, at: time,
+            discontinuity: sample.discontinuity, videoEnd: clock.duration, sink: sender)
     }
 
     public override func broadcastPaused() {
@@ -132,8 +151,10 @@ public final class StreamHandler: BroadcastSampleHandler {
         let f = report.figures[0]
         var result: [String: JSONValue] = [
             "url": .string(options?.displayURL ?? ""), "duration": .number(Double(clock.duration) / 1e9),
-            "videoFrames": .number(Double(frames)), "bytesSent": .number(Double(f.bytesSent)), "reconnects": .number(Double(f.reconnects)),
-            "droppedVideoFrames": .number(Double(f.droppedVideoFrames)), "droppedAudioPackets": .number(Double(f.droppedAudioPackets)),
+            "videoFrames": .number(Double(frames)), "bytesSent": .number(Double(f.bytesSent)),
+            "reconnects": .number(Double(f.reconnects)),
+            "droppedVideoFrames": .number(Double(f.droppedVideoFrames)),
+            "droppedAudioPackets": .number(Double(f.droppedAudioPackets)),
             "destinations": .array(zip(sender.senders, report.figures).map { .object(SenderGroup.result($0, $1)) }),
         ]
         if let failure = failure ?? report.failure { result["error"] = .string(failure) }
@@ -141,7 +162,9 @@ public final class StreamHandler: BroadcastSampleHandler {
         // The stream's end could not be written (an HLS playlist on a full disk): the broadcast's error.
         if let reason = report.failure { fail(reason) }
         for (s, f) in zip(sender.senders, report.figures) {
-            logger.info("stream: finished \(s.destination.displayURL); \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped")
+            logger.info(
+                "stream: finished \(s.destination.displayURL); \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped"
+            )
         }
     }
 
@@ -163,10 +186,12 @@ public final class StreamHandler: BroadcastSampleHandler {
             }
         }
         var info: [String: JSONValue] = [
-            "videoBitRate": .number(Double(rate?.current ?? options?.video.bitRate ?? 0)), "destinations": .number(Double(sender.senders.count)),
+            "videoBitRate": .number(Double(rate?.current ?? options?.video.bitRate ?? 0)),
+            "destinations": .number(Double(sender.senders.count)),
         ]
         for (index, (destination, figures)) in zip(sender.senders, report.figures).enumerated() {
-            let each = SenderGroup.info(destination, figures, bitRate: report.bitRates[index], prefix: index == 0 ? "" : "also\(index).")
+            let each = SenderGroup.info(
+                destination, figures, bitRate: report.bitRates[index], prefix: index == 0 ? "" : "also\(index).")
             info.merge(each) { first, _ in first }
         }
         if let publicURL = options?.publicURL { info["publicURL"] = .string(publicURL) }

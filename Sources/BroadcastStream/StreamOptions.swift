@@ -35,10 +35,12 @@ public struct StreamDestination: Equatable, Sendable {
     /// WHIP's bearer token. In `also`, the stream keys are in the URLs themselves. `displayURL` hides them
     /// (`SecretURL`).
     init(_ url: String, key: String?) throws(StreamError) {
-        let usage = "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8, " +
-            "http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH"
+        let usage =
+            "give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, hls:///DIR/NAME.m3u8, "
+            + "http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH"
         guard let colon = url.firstIndex(of: ":"), let scheme = Scheme(rawValue: url[..<colon].lowercased()),
-              url[colon...].hasPrefix("://"), url.count > url.distance(from: url.startIndex, to: colon) + 3 else {
+            url[colon...].hasPrefix("://"), url.count > url.distance(from: url.startIndex, to: colon) + 3
+        else {
             throw StreamError("'\(SecretURL.masked(url))' is not a stream URL: \(usage)")
         }
         self.scheme = scheme
@@ -64,7 +66,9 @@ public struct StreamDestination: Equatable, Sendable {
                 throw StreamError("'\(displayURL)': an HLS URL names its playlist (…/index.m3u8)")
             }
             if scheme == .hls {
-                guard path.hasPrefix("/") else { throw StreamError("'\(displayURL)': hls:// takes an absolute path, hls:///DIR/NAME.m3u8") }
+                guard path.hasPrefix("/") else {
+                    throw StreamError("'\(displayURL)': hls:// takes an absolute path, hls:///DIR/NAME.m3u8")
+                }
                 self.url = path
             } else {
                 self.url = url
@@ -119,15 +123,18 @@ public struct StreamOptions: Equatable, Sendable {
 
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
         guard let url, !url.isEmpty else {
-            throw StreamError("the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, " +
-                              "hls:///DIR/index.m3u8, http(s)://HOST/PATH/index.m3u8 or whips://HOST/PATH")
+            throw StreamError(
+                "the stream handler needs a URL: srt://HOST:PORT, rtmp://HOST/APP, "
+                    + "hls:///DIR/index.m3u8, http(s)://HOST/PATH/index.m3u8 or whips://HOST/PATH")
         }
         let key = setupInfo["key"].flatMap { $0.isEmpty ? nil : $0 }
         var destinations = [try StreamDestination(url, key: key)]
-        let also = (setupInfo["also"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let also = (setupInfo["also"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
         for other in also {
             guard destinations.count < Self.maxDestinations else {
-                throw StreamError("also: at most \(Self.maxDestinations - 1) more destinations (one encode feeds them all)")
+                throw StreamError(
+                    "also: at most \(Self.maxDestinations - 1) more destinations (one encode feeds them all)")
             }
             let destination = try StreamDestination(other, key: nil)
             guard !destinations.contains(where: { $0.url == destination.url }) else {
@@ -147,24 +154,33 @@ public struct StreamOptions: Equatable, Sendable {
         let hasRTMP = destinations.contains { $0.container == .flv }
         let hasWebRTC = destinations.contains(where: \.isWebRTC)
         let videoCodecName = setupInfo["codec"].flatMap { $0.isEmpty ? nil : $0.lowercased() } ?? "h264"
-        guard let videoCodec = VideoCodec(rawValue: videoCodecName) else { throw StreamError("codec '\(videoCodecName)': h264, or hevc over srt://") }
+        guard let videoCodec = VideoCodec(rawValue: videoCodecName) else {
+            throw StreamError("codec '\(videoCodecName)': h264, or hevc over srt://")
+        }
         for destination in destinations where !(destination.container?.carries(videoCodec) ?? (videoCodec == .h264)) {
             switch destination.container {
             case nil:
-                throw StreamError("codec \(videoCodec.rawValue): WebRTC (WHIP) is sent as H.264, which every " +
-                                  "browser takes; use h264")
+                throw StreamError(
+                    "codec \(videoCodec.rawValue): WebRTC (WHIP) is sent as H.264, which every "
+                        + "browser takes; use h264")
             case .flv:
-                throw StreamError("codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://")
+                throw StreamError(
+                    "codec \(videoCodec.rawValue): RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no \(videoCodec.displayName)); use h264, or stream over srt://"
+                )
             case .hls:
-                throw StreamError("codec \(videoCodec.rawValue): HLS is sent as H.264, which every player takes; use h264")
+                throw StreamError(
+                    "codec \(videoCodec.rawValue): HLS is sent as H.264, which every player takes; use h264")
             default:
-                throw StreamError("codec \(videoCodec.rawValue): libavformat 5.1 has no \(videoCodec.displayName) in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")
+                throw StreamError(
+                    "codec \(videoCodec.rawValue): libavformat 5.1 has no \(videoCodec.displayName) in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc"
+                )
             }
         }
         let videoKbps = Int(try number("videoBitRate", 4500, 100...100_000))
-        video = VideoEncoderSettings(codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
-                                     preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
-                                     keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
+        video = VideoEncoderSettings(
+            codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
+            preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
+            keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
         switch setupInfo["audio"].flatMap({ $0.isEmpty ? nil : $0 }) ?? "app,mic" {
         case "app,mic", "mic,app": audio = [.audioApp, .audioMic]
         case "app": audio = [.audioApp]
@@ -181,8 +197,9 @@ public struct StreamOptions: Equatable, Sendable {
         case ("aac", _) where hasWebRTC && !hasRTMP && !audio.isEmpty:
             throw StreamError("audioCodec aac: WebRTC (WHIP) carries Opus; use opus")
         case ("aac", _) where hasWebRTC && !audio.isEmpty, ("opus", true) where hasWebRTC && !audio.isEmpty:
-            throw StreamError("WHIP and RTMP in one broadcast: WebRTC carries Opus and RTMP AAC only, and one " +
-                              "audio encode feeds both; stream to them in two broadcasts, or with audio=none")
+            throw StreamError(
+                "WHIP and RTMP in one broadcast: WebRTC carries Opus and RTMP AAC only, and one "
+                    + "audio encode feeds both; stream to them in two broadcasts, or with audio=none")
         case ("aac", _): audioCodec = "aac"
         case ("opus", false): audioCodec = "libopus"
         case ("opus", true):
@@ -207,7 +224,8 @@ public struct StreamOptions: Equatable, Sendable {
         }
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
-        publicURL = setupInfo["publicURL"].flatMap { $0.isEmpty ? nil : $0 } ?? origin.map { Self.withoutUserInfo($0.url) }
+        publicURL =
+            setupInfo["publicURL"].flatMap { $0.isEmpty ? nil : $0 } ?? origin.map { Self.withoutUserInfo($0.url) }
     }
 
     /// The `stun` and `turn` setup fields: comma-separated stun:HOST[:PORT] and turn(s)://USER:PASSWORD@HOST[:PORT].
@@ -233,7 +251,8 @@ public struct StreamOptions: Equatable, Sendable {
 
     static func withoutUserInfo(_ url: String) -> String {
         guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@"),
-              !url[scheme.upperBound..<at].contains("/") else { return url }
+            !url[scheme.upperBound..<at].contains("/")
+        else { return url }
         var result = url
         result.removeSubrange(scheme.upperBound...at)
         return result
@@ -242,7 +261,9 @@ public struct StreamOptions: Equatable, Sendable {
     static func percentEncoded(_ text: String) -> String {
         var out = ""
         for byte in text.utf8 {
-            if (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || "-_.~".utf8.contains(byte) {
+            if (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || "-_.~".utf8.contains(byte)
+            {
                 out.unicodeScalars.append(UnicodeScalar(byte))
             } else {
                 out += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A child process started with posix_spawn, watched through a pidfd (readable once it exits).
 public final class ChildProcess: @unchecked Sendable {
@@ -39,8 +40,10 @@ public final class ChildProcess: @unchecked Sendable {
     /// close-on-exec. The child starts with default signal dispositions and mask. `ownProcessGroup`: the
     /// child leads a new process group (a terminal's Ctrl-C, sent to the foreground group, does not reach it),
     /// and what it starts is signalled with it and killed when it has exited.
-    public init(path: String, arguments: [String], environment: [String: String], passing: [(Descriptor, Int32)] = [],
-                ownProcessGroup: Bool = false) throws(SystemError) {
+    public init(
+        path: String, arguments: [String], environment: [String: String], passing: [(Descriptor, Int32)] = [],
+        ownProcessGroup: Bool = false
+    ) throws(SystemError) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -65,7 +68,8 @@ public final class ChildProcess: @unchecked Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t(), all = sigset_t()
+        var empty = sigset_t()
+        var all = sigset_t()
         sigemptyset(&empty)
         sigfillset(&all)
         sigdelset(&all, SIGKILL)
@@ -98,7 +102,7 @@ public final class ChildProcess: @unchecked Sendable {
             waitpid(child, &status, 0)
             throw SystemError("pidfd_open \(child)", errno: code)
         }
-        pidDescriptor = Descriptor(adopting: pidfd) // pidfds are always close-on-exec
+        pidDescriptor = Descriptor(adopting: pidfd)  // pidfds are always close-on-exec
     }
 
     /// Reaps the child if it has exited; returns its status, or nil while it still runs. A child that led a
@@ -107,7 +111,8 @@ public final class ChildProcess: @unchecked Sendable {
     public func reap() -> ExitStatus? {
         if let exitStatus { return exitStatus }
         if leadsProcessGroup, pidDescriptor.raw >= 0,
-           let exited = try? Poller.wait([(pidDescriptor.raw, .readable)], timeoutMilliseconds: 0), exited[0].readable {
+            let exited = try? Poller.wait([(pidDescriptor.raw, .readable)], timeoutMilliseconds: 0), exited[0].readable
+        {
             // Until it is reaped, its pid (the group's id) cannot be reused: this reaches only its group.
             kill(-pid, SIGKILL)
         }
@@ -116,7 +121,7 @@ public final class ChildProcess: @unchecked Sendable {
         guard rc == pid else { return nil }
         let signal = status & 0x7f
         exitStatus = signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal)
-        pidDescriptor.close() // nothing more to wait for or signal
+        pidDescriptor.close()  // nothing more to wait for or signal
         return exitStatus
     }
 

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A timerfd on CLOCK_MONOTONIC armed at absolute deadlines.
 public final class DeadlineTimer {
@@ -10,9 +11,10 @@ public final class DeadlineTimer {
     private var armed: UInt64?
 
     public init() throws(SystemError) {
-        descriptor = Descriptor(adopting: try syscallRetrying("timerfd_create") {
-            timerfd_create(CLOCK_MONOTONIC, Int32(TFD_CLOEXEC | TFD_NONBLOCK))
-        })
+        descriptor = Descriptor(
+            adopting: try syscallRetrying("timerfd_create") {
+                timerfd_create(CLOCK_MONOTONIC, Int32(TFD_CLOEXEC | TFD_NONBLOCK))
+            })
     }
 
     /// Fires once at `deadline` (monotonic ns); nil disarms.
@@ -24,12 +26,14 @@ public final class DeadlineTimer {
             let d = max(deadline, 1)
             spec.it_value = timespec(tv_sec: Int(d / 1_000_000_000), tv_nsec: Int(d % 1_000_000_000))
         }
-        _ = try syscallRetrying("timerfd_settime") { timerfd_settime(descriptor.raw, Int32(TFD_TIMER_ABSTIME), &spec, nil) }
+        _ = try syscallRetrying("timerfd_settime") {
+            timerfd_settime(descriptor.raw, Int32(TFD_TIMER_ABSTIME), &spec, nil)
+        }
     }
 
     /// Consumes the expiration count so poll stops reporting the timer readable.
     public func acknowledge() {
-        armed = nil // a fired timer is disarmed
+        armed = nil  // a fired timer is disarmed
         var count: UInt64 = 0
         _ = Glibc.read(descriptor.raw, &count, 8)
     }

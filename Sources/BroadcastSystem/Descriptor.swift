@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An owned file descriptor: closed exactly once, when `close()` is called or the owner goes away.
@@ -64,8 +64,11 @@ public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
         let array = Array(bytes)
         var offset = 0
         while offset < array.count {
-            let fd = raw, start = offset
-            let n = try syscallRetrying("write") { array.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + start, array.count - start) } }
+            let fd = raw
+            let start = offset
+            let n = try syscallRetrying("write") {
+                array.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + start, array.count - start) }
+            }
             offset += n
         }
     }

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 public enum Environment {
     public static func get(_ name: String) -> String? {
@@ -11,7 +12,8 @@ public enum Environment {
     /// An XDG base directory (`XDG_CONFIG_HOME`, `XDG_STATE_HOME`, ...) in `environment`: the variable when it
     /// is an absolute path (the specification ignores others), else `fallback` (e.g. ".config") under
     /// HOME; nil without either.
-    public static func baseDirectory(_ variable: String, fallback: String, in environment: [String: String]) -> String? {
+    public static func baseDirectory(_ variable: String, fallback: String, in environment: [String: String]) -> String?
+    {
         if let value = environment[variable], value.hasPrefix("/") { return value }
         guard let home = environment["HOME"], !home.isEmpty else { return nil }
         return home + "/" + fallback

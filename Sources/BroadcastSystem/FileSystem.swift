@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 public enum FileSystem {
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
@@ -9,7 +10,9 @@ public enum FileSystem {
     /// `path` from the current directory when it is relative ("~/" from HOME); unchanged when absolute or a URL.
     public static func absolutePath(_ path: String) -> String {
         if path.hasPrefix("/") || path.contains("://") { return path }
-        if path == "~" || path.hasPrefix("~/"), let home = getenv("HOME") { return String(cString: home) + path.dropFirst() }
+        if path == "~" || path.hasPrefix("~/"), let home = getenv("HOME") {
+            return String(cString: home) + path.dropFirst()
+        }
         guard let cwd = getcwd(nil, 0) else { return path }
         defer { free(cwd) }
         let directory = String(cString: cwd)
@@ -66,7 +69,9 @@ public enum FileSystem {
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
@@ -87,21 +92,24 @@ public enum FileSystem {
     /// non-blocking and looked at (fstat) before anything is read, so a FIFO (which a plain open waits on
     /// for a writer), a device or a directory is refused at once, as is a larger file.
     public static func readRegularFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
-        let fd = Descriptor(adopting: try syscallRetrying("open \(path)") {
-            open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        })
+        let fd = Descriptor(
+            adopting: try syscallRetrying("open \(path)") {
+                open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+            })
         var info = stat()
         _ = try syscallRetrying("fstat \(path)") { fstat(fd.raw, &info) }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw SystemError("read \(path)", errno: EINVAL,
-                              explanation: "not a regular file (\(fileKind(info.st_mode)))")
+            throw SystemError(
+                "read \(path)", errno: EINVAL,
+                explanation: "not a regular file (\(fileKind(info.st_mode)))")
         }
         guard info.st_size <= limit else {
-            throw SystemError("read \(path)", errno: EFBIG,
-                              explanation: "\(info.st_size) bytes, more than the \(limit) allowed")
+            throw SystemError(
+                "read \(path)", errno: EFBIG,
+                explanation: "\(info.st_size) bytes, more than the \(limit) allowed")
         }
         var result: [UInt8] = []
-        while result.count <= limit { // it may grow while it is read
+        while result.count <= limit {  // it may grow while it is read
             let chunk = try fd.read(upTo: min(65536, limit + 1 - result.count))
             if chunk.isEmpty { return result }
             result += chunk
@@ -123,7 +131,10 @@ public enum FileSystem {
     /// Writes `bytes` to `path` atomically (a temporary file renamed over it).
     public static func writeFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(SystemError) {
         let temporary = path + ".tmp-\(getpid())"
-        let fd = Descriptor(adopting: try syscallRetrying("create \(temporary)") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) })
+        let fd = Descriptor(
+            adopting: try syscallRetrying("create \(temporary)") {
+                open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+            })
         try fd.writeAll(bytes)
         _ = try syscallRetrying("fsync \(temporary)") { fsync(fd.raw) }
         fd.close()
@@ -137,7 +148,9 @@ public enum FileSystem {
         if let exe = currentExecutable(), let slash = exe.lastIndex(of: "/") {
             candidates.append(String(exe[..<slash]) + "/" + name)
         }
-        candidates += (Environment.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map { $0 + "/" + name }
+        candidates += (Environment.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map {
+            $0 + "/" + name
+        }
         return candidates.first(where: isExecutable)
     }
 
@@ -159,10 +172,12 @@ extension FileSystem {
     /// Creates the empty file `path` with `mode` where nothing is: an existing file, or a symbolic link (dangling
     /// or not, never followed), is an error (EEXIST) and is left as it is (O_CREAT|O_EXCL|O_NOFOLLOW).
     public static func createExclusively(_ path: String, mode: mode_t = 0o644, contents: [UInt8] = [])
-        throws(SystemError) {
-        let fd = Descriptor(adopting: try syscallRetrying("create \(path)") {
-            open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-        })
+        throws(SystemError)
+    {
+        let fd = Descriptor(
+            adopting: try syscallRetrying("create \(path)") {
+                open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            })
         defer { fd.close() }
         var written = 0
         while written < contents.count {

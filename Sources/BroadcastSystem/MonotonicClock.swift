@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// CLOCK_MONOTONIC, the one clock every sample is stamped with.
 public enum MonotonicClock {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A network address the resolver (getaddrinfo) found for a host and port: its sockaddr's bytes, for a library that
@@ -14,8 +14,9 @@ public struct NetworkAddress: Sendable {
         var found: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &found)
         guard status == 0 else {
-            throw SystemError("resolve \(host)", errno: status == EAI_SYSTEM ? errno : EINVAL,
-                              explanation: status == EAI_SYSTEM ? nil : String(cString: gai_strerror(status)))
+            throw SystemError(
+                "resolve \(host)", errno: status == EAI_SYSTEM ? errno : EINVAL,
+                explanation: status == EAI_SYSTEM ? nil : String(cString: gai_strerror(status)))
         }
         defer { freeaddrinfo(found) }
         var addresses: [NetworkAddress] = []

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// poll(2) over a set of descriptors.
 public enum Poller {
@@ -29,17 +30,20 @@ public enum Poller {
     }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever). Returns one event per entry, in order.
-    public static func wait(_ entries: [(fd: Int32, interest: Interest)], timeoutMilliseconds: Int32) throws(SystemError) -> [Event] {
+    public static func wait(_ entries: [(fd: Int32, interest: Interest)], timeoutMilliseconds: Int32)
+        throws(SystemError) -> [Event]
+    {
         var fds = entries.map { pollfd(fd: $0.fd, events: $0.interest.rawValue, revents: 0) }
         do {
             _ = try syscallRetrying("poll") { poll(&fds, nfds_t(fds.count), timeoutMilliseconds) }
-        } catch where error.errno == EINTR {
+        } catch  where error.errno == EINTR {
             return fds.map { _ in Event(readable: false, writable: false, closed: false) }
         }
         return fds.map {
-            Event(readable: $0.revents & Int16(POLLIN) != 0,
-                  writable: $0.revents & Int16(POLLOUT) != 0,
-                  closed: $0.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0)
+            Event(
+                readable: $0.revents & Int16(POLLIN) != 0,
+                writable: $0.revents & Int16(POLLOUT) != 0,
+                closed: $0.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0)
         }
     }
 }

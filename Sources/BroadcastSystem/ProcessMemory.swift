@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// This process's memory, as the kernel counts it.
@@ -14,11 +14,16 @@ public enum ProcessMemory {
 
     /// What is resident of the mappings that hold any of `regions` (/proc/self/smaps), bytes.
     public static func residentBytes(in regions: [(start: UInt, count: Int)]) -> Int {
-        guard !regions.isEmpty, let bytes = try? FileSystem.readFile("/proc/self/smaps", limit: 16 << 20) else { return 0 }
-        var kilobytes = 0, counted = false
+        guard !regions.isEmpty, let bytes = try? FileSystem.readFile("/proc/self/smaps", limit: 16 << 20) else {
+            return 0
+        }
+        var kilobytes = 0
+        var counted = false
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             if let dash = line.firstIndex(of: "-"), let space = line.firstIndex(of: " "), dash < space,
-               let start = UInt(line[..<dash], radix: 16), let end = UInt(line[line.index(after: dash)..<space], radix: 16) {
+                let start = UInt(line[..<dash], radix: 16),
+                let end = UInt(line[line.index(after: dash)..<space], radix: 16)
+            {
                 counted = regions.contains { $0.start < end && $0.start + UInt($0.count) > start }
             } else if counted, line.hasPrefix("Rss:") {
                 kilobytes += line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
@@ -41,9 +46,11 @@ public enum ProcessMemory {
             // "start-end perms offset dev inode path": private, executable, not writable, and backed by a file.
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
             guard fields.count == 6, fields[1] == "r-xp", fields[5].drop(while: { $0 == " " }).hasPrefix("/"),
-                  let dash = fields[0].firstIndex(of: "-"),
-                  let start = UInt(fields[0][..<dash], radix: 16), let end = UInt(fields[0][fields[0].index(after: dash)...], radix: 16),
-                  let address = UnsafeMutableRawPointer(bitPattern: start) else { continue }
+                let dash = fields[0].firstIndex(of: "-"),
+                let start = UInt(fields[0][..<dash], radix: 16),
+                let end = UInt(fields[0][fields[0].index(after: dash)...], radix: 16),
+                let address = UnsafeMutableRawPointer(bitPattern: start)
+            else { continue }
             if madvise(address, Int(end - start), MADV_DONTNEED) == 0 { released += Int(end - start) }
         }
         return released

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A mapping of a shared-memory file (memfd). The daemon creates one per frame pool;
 /// handlers map the descriptor they receive. Unmapped when released.
@@ -25,7 +26,8 @@ public final class SharedMemory: @unchecked Sendable {
         self.descriptor = fd
         self.size = size
         self.base = try Self.map(fd, size: size, writable: true)
-        let seals = CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW | CBROADCAST_F_SEAL_FUTURE_WRITE | CBROADCAST_F_SEAL_SEAL
+        let seals =
+            CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW | CBROADCAST_F_SEAL_FUTURE_WRITE | CBROADCAST_F_SEAL_SEAL
         if sealed && cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_ADD_SEALS, seals) != 0 {
             let error = SystemError("seal the memfd (size and writes)", errno: errno)
             munmap(base, size)
@@ -36,15 +38,19 @@ public final class SharedMemory: @unchecked Sendable {
     /// A new descriptor of the same memory that only reads: what peers get, so that they can neither
     /// write into frames other peers read nor map the memory writable.
     public func readOnlyDescriptor() throws(SystemError) -> Descriptor {
-        Descriptor(adopting: try syscallRetrying("reopen the memfd read-only") { open("/proc/self/fd/\(descriptor.raw)", O_RDONLY | O_CLOEXEC) })
+        Descriptor(
+            adopting: try syscallRetrying("reopen the memfd read-only") {
+                open("/proc/self/fd/\(descriptor.raw)", O_RDONLY | O_CLOEXEC)
+            })
     }
 
     /// A sealed memfd holding a copy of `bytes`, written without mapping it (so that it never counts in this
     /// process's resident memory), as a read-only descriptor.
     public static func sealedCopy(name: String, of bytes: UnsafeRawBufferPointer) throws(SystemError) -> Descriptor {
-        let fd = Descriptor(adopting: try syscallRetrying("memfd_create") {
-            cbroadcast_memfd_create(name, CBROADCAST_MFD_CLOEXEC | CBROADCAST_MFD_ALLOW_SEALING)
-        })
+        let fd = Descriptor(
+            adopting: try syscallRetrying("memfd_create") {
+                cbroadcast_memfd_create(name, CBROADCAST_MFD_CLOEXEC | CBROADCAST_MFD_ALLOW_SEALING)
+            })
         var offset = 0
         while offset < bytes.count {
             let start = offset
@@ -54,9 +60,10 @@ public final class SharedMemory: @unchecked Sendable {
         }
         let seals = CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW | CBROADCAST_F_SEAL_WRITE | CBROADCAST_F_SEAL_SEAL
         _ = try syscallRetrying("seal the memfd") { cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_ADD_SEALS, seals) }
-        return Descriptor(adopting: try syscallRetrying("reopen the memfd read-only") {
-            open("/proc/self/fd/\(fd.raw)", O_RDONLY | O_CLOEXEC)
-        })
+        return Descriptor(
+            adopting: try syscallRetrying("reopen the memfd read-only") {
+                open("/proc/self/fd/\(fd.raw)", O_RDONLY | O_CLOEXEC)
+            })
     }
 
     /// Maps, read-only, a shared-memory descriptor received from a peer.
@@ -71,7 +78,8 @@ public final class SharedMemory: @unchecked Sendable {
         self.base = try Self.map(fd, size: size, writable: false)
     }
 
-    private static func map(_ fd: Descriptor, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer {
+    private static func map(_ fd: Descriptor, size: Int, writable: Bool) throws(SystemError) -> UnsafeMutableRawPointer
+    {
         let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
         // Not populated: a page costs memory only once it is written (a frame pool is mapped for the most slots it
         // may use, and uses fewer; a handler that only reads commits nothing either).

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Delivers SIGTERM/SIGINT/SIGHUP through a descriptor instead of asynchronous handlers.
 public final class SignalDescriptor {
@@ -12,7 +13,8 @@ public final class SignalDescriptor {
         sigemptyset(&set)
         for s in signals { sigaddset(&set, s) }
         _ = try syscallRetrying("pthread_sigmask") { pthread_sigmask(SIG_BLOCK, &set, nil) == 0 ? 0 : -1 }
-        descriptor = Descriptor(adopting: try syscallRetrying("signalfd") { signalfd(-1, &set, Int32(SFD_CLOEXEC | SFD_NONBLOCK)) })
+        descriptor = Descriptor(
+            adopting: try syscallRetrying("signalfd") { signalfd(-1, &set, Int32(SFD_CLOEXEC | SFD_NONBLOCK)) })
     }
 
     /// The next pending signal number, if any.

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Standard error, written whole lines at a time (one write per line, so that lines from the daemon

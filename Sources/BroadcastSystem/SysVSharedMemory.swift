@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A private System V shared-memory segment, for X servers whose MIT-SHM cannot take a memfd
 /// (before version 1.2). It is marked for removal as soon as it is attached here, so it disappears

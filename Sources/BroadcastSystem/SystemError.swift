@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The one error type of BroadcastSystem: which operation failed and the errno it failed with.
@@ -39,7 +39,8 @@ public struct SystemError: Error, CustomStringConvertible, Equatable, Sendable {
 /// Runs a syscall, retrying on EINTR, and throws a `SystemError` naming `operation` on failure.
 /// Never use it for `close` (a retried close can close someone else's descriptor).
 @inline(__always)
-func syscallRetrying<T: BinaryInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T {
+func syscallRetrying<T: BinaryInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T
+{
     while true {
         let result = body()
         if result >= 0 { return result }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The three small systemd protocols broadcastd speaks, implemented directly (libsystemd would be
@@ -13,7 +13,8 @@ public enum Systemd {
     /// Whether systemd passed this process sockets (LISTEN_PID is ours, LISTEN_FDS at least 1).
     public static var isSocketActivated: Bool {
         guard let pid = Environment.get("LISTEN_PID").flatMap({ pid_t($0) }), pid == getpid(),
-              let count = Environment.get("LISTEN_FDS").flatMap({ Int32($0) }) else { return false }
+            let count = Environment.get("LISTEN_FDS").flatMap({ Int32($0) })
+        else { return false }
         return count >= 1
     }
 
@@ -45,12 +46,24 @@ public enum Systemd {
         }
         guard named == 0 else { throw SystemError("socket activation: getsockname on fd 3", errno: Glibc.errno) }
         guard Int32(address.ss_family) == AF_UNIX, type == Int32(SOCK_STREAM.rawValue) else {
-            let kind = type == Int32(SOCK_DGRAM.rawValue) ? "datagram" : type == Int32(SOCK_SEQPACKET.rawValue) ? "seqpacket" : type == Int32(SOCK_STREAM.rawValue) ? "stream" : "type \(type)"
-            let family = Int32(address.ss_family) == AF_UNIX ? "Unix" : Int32(address.ss_family) == AF_INET || Int32(address.ss_family) == AF_INET6 ? "IP" : "family \(address.ss_family)"
-            throw SystemError("socket activation: the socket passed as fd 3 is a \(family) \(kind) socket; broadcastd needs a Unix stream socket (ListenStream=/path in the .socket unit)", errno: EPROTOTYPE)
+            let kind =
+                type == Int32(SOCK_DGRAM.rawValue)
+                ? "datagram"
+                : type == Int32(SOCK_SEQPACKET.rawValue)
+                    ? "seqpacket" : type == Int32(SOCK_STREAM.rawValue) ? "stream" : "type \(type)"
+            let family =
+                Int32(address.ss_family) == AF_UNIX
+                ? "Unix"
+                : Int32(address.ss_family) == AF_INET || Int32(address.ss_family) == AF_INET6
+                    ? "IP" : "family \(address.ss_family)"
+            throw SystemError(
+                "socket activation: the socket passed as fd 3 is a \(family) \(kind) socket; broadcastd needs a Unix stream socket (ListenStream=/path in the .socket unit)",
+                errno: EPROTOTYPE)
         }
         guard try option(SO_ACCEPTCONN, "SO_ACCEPTCONN") != 0 else {
-            throw SystemError("socket activation: the Unix stream socket passed as fd 3 is not listening (Accept=yes is not supported: use Accept=no)", errno: EINVAL)
+            throw SystemError(
+                "socket activation: the Unix stream socket passed as fd 3 is not listening (Accept=yes is not supported: use Accept=no)",
+                errno: EINVAL)
         }
         if count > 1 {
             // Only the first is used; the rest are closed so that they do not leak into handlers.
@@ -69,7 +82,9 @@ public enum Systemd {
         }
         guard rc == 0, Int32(address.sun_family) == AF_UNIX else { return nil }
         let path = withUnsafeBytes(of: address.sun_path) { raw in
-            String(decoding: raw.prefix(Int(length) - MemoryLayout<sa_family_t>.size).prefix(while: { $0 != 0 }), as: UTF8.self)
+            String(
+                decoding: raw.prefix(Int(length) - MemoryLayout<sa_family_t>.size).prefix(while: { $0 != 0 }),
+                as: UTF8.self)
         }
         return path.hasPrefix("/") ? path : nil
     }

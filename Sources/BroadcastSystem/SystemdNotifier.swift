@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// sd_notify(3) without libsystemd: datagrams such as "READY=1" to the socket named by NOTIFY_SOCKET
@@ -21,7 +21,9 @@ public final class SystemdNotifier {
         }
         guard let target = Environment.get("NOTIFY_SOCKET"), !target.isEmpty else { return nil }
         let watchdogPID = Environment.get("WATCHDOG_PID").flatMap { pid_t($0) }
-        if let usec = Environment.get("WATCHDOG_USEC").flatMap({ UInt64($0) }), usec > 0, watchdogPID == nil || watchdogPID == getpid() {
+        if let usec = Environment.get("WATCHDOG_USEC").flatMap({ UInt64($0) }), usec > 0,
+            watchdogPID == nil || watchdogPID == getpid()
+        {
             watchdogInterval = usec * 1000 / 2
         } else {
             watchdogInterval = nil
@@ -32,15 +34,18 @@ public final class SystemdNotifier {
         if abstract { bytes[0] = 0 }
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         guard target.hasPrefix("/") || abstract, bytes.count < capacity else {
-            throw SystemError("NOTIFY_SOCKET=\(target): not an absolute path or @abstract address of at most \(capacity - 1) bytes", errno: EINVAL)
+            throw SystemError(
+                "NOTIFY_SOCKET=\(target): not an absolute path or @abstract address of at most \(capacity - 1) bytes",
+                errno: EINVAL)
         }
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         // An abstract name is exactly its bytes; a path may carry its terminating NUL.
         addressLength = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 0 : 1))
-        socket = Descriptor(adopting: try syscallRetrying("socket(AF_UNIX, SOCK_DGRAM)") {
-            Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        })
+        socket = Descriptor(
+            adopting: try syscallRetrying("socket(AF_UNIX, SOCK_DGRAM)") {
+                Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            })
     }
 
     /// Sends one notification, e.g. "READY=1" or "STATUS=idle". Never blocks: a full queue is an error.
@@ -50,7 +55,9 @@ public final class SystemdNotifier {
         _ = try syscallRetrying("notify \(destination)") {
             withUnsafePointer(to: &address) { p in
                 p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                    bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), sa, addressLength) }
+                    bytes.withUnsafeBytes {
+                        sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), sa, addressLength)
+                    }
                 }
             }
         }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A bound Unix datagram socket that receives what is sent to its path: what systemd's side of
@@ -11,18 +11,23 @@ public final class UnixDatagramReceiver {
     public init(path: String) throws(SystemError) {
         self.path = path
         unlink(path)
-        socket = Descriptor(adopting: try syscallRetrying("socket(AF_UNIX, SOCK_DGRAM)") {
-            Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        })
+        socket = Descriptor(
+            adopting: try syscallRetrying("socket(AF_UNIX, SOCK_DGRAM)") {
+                Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            })
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw SystemError("bind \(path): path too long", errno: ENAMETOOLONG) }
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw SystemError("bind \(path): path too long", errno: ENAMETOOLONG)
+        }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let fd = socket.raw
         _ = try syscallRetrying("bind \(path)") {
             withUnsafePointer(to: &address) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
             }
         }
     }
@@ -35,7 +40,9 @@ public final class UnixDatagramReceiver {
         guard events[0].readable else { return nil }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let fd = socket.raw
-        let n = try syscallRetrying("recv \(path)") { buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
+        let n = try syscallRetrying("recv \(path)") {
+            buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        }
         return String(decoding: buffer[..<n], as: UTF8.self)
     }
 }

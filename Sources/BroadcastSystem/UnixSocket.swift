@@ -1,32 +1,41 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Unix stream sockets with descriptor passing (SCM_RIGHTS). Every socket is close-on-exec.
 public enum UnixSocket {
     /// Largest number of descriptors one `receive` accepts; more are closed and reported as truncation.
     public static let maxDescriptorsPerMessage = 8
 
-    private static func withAddress<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(SystemError) -> R) throws(SystemError) -> R {
+    private static func withAddress<R>(
+        _ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(SystemError) -> R
+    ) throws(SystemError) -> R {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count < capacity else { throw SystemError("socket path too long (\(bytes.count) bytes, at most \(capacity - 1)): \(path)", errno: ENAMETOOLONG) }
+        guard bytes.count < capacity else {
+            throw SystemError(
+                "socket path too long (\(bytes.count) bytes, at most \(capacity - 1)): \(path)", errno: ENAMETOOLONG)
+        }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
         }
         return try withUnsafePointer(to: &address) { (p: UnsafePointer<sockaddr_un>) throws(SystemError) -> R in
-            try p.withMemoryRebound(to: sockaddr.self, capacity: 1) { (sa: UnsafePointer<sockaddr>) throws(SystemError) -> R in
+            try p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                (sa: UnsafePointer<sockaddr>) throws(SystemError) -> R in
                 try body(sa, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
     }
 
     private static func newSocket(nonBlocking: Bool) throws(SystemError) -> Descriptor {
-        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | (nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+        let type =
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+            | (nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
         return Descriptor(adopting: try syscallRetrying("socket") { socket(AF_UNIX, type, 0) })
     }
 
@@ -106,7 +115,9 @@ public enum UnixSocket {
 
     /// Sends bytes with `descriptors` attached to the first byte. Returns how many bytes went out
     /// (0 when a non-blocking socket is full). Never raises SIGPIPE.
-    public static func send(_ socket: Descriptor, _ bytes: UnsafeRawBufferPointer, descriptors: [Int32] = []) throws(SystemError) -> Int {
+    public static func send(_ socket: Descriptor, _ bytes: UnsafeRawBufferPointer, descriptors: [Int32] = [])
+        throws(SystemError) -> Int
+    {
         var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
         let payload = descriptors.count * MemoryLayout<Int32>.size
         var control = [UInt8](repeating: 0, count: descriptors.isEmpty ? 0 : cbroadcast_cmsg_space(payload))
@@ -147,7 +158,9 @@ public enum UnixSocket {
     }
 
     /// Receives into `buffer`; nil when a non-blocking socket has nothing to read.
-    public static func receive(_ socket: Descriptor, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Received? {
+    public static func receive(_ socket: Descriptor, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError)
+        -> Received?
+    {
         var iov = iovec(iov_base: buffer.baseAddress, iov_len: buffer.count)
         var control = [UInt8](repeating: 0, count: cbroadcast_cmsg_space(maxDescriptorsPerMessage * 4))
         var raws: [Int32] = []
@@ -160,7 +173,9 @@ public enum UnixSocket {
                 message.msg_control = cbuf.baseAddress
                 message.msg_controllen = cbuf.count
                 var n: Int
-                repeat { n = recvmsg(socket.raw, &message, Int32(MSG_CMSG_CLOEXEC)) } while n < 0 && Glibc.errno == EINTR
+                repeat {
+                    n = recvmsg(socket.raw, &message, Int32(MSG_CMSG_CLOEXEC))
+                } while n < 0 && Glibc.errno == EINTR
                 guard n >= 0 else { return n }
                 var header = cbroadcast_cmsg_firsthdr(&message)
                 while let h = header {
@@ -188,7 +203,9 @@ public enum UnixSocket {
 
 extension UnixSocket {
     /// Sends `bytes[offset...]`; descriptors go with the first byte sent.
-    public static func send(_ socket: Descriptor, _ bytes: [UInt8], from offset: Int, descriptors: [Int32] = []) throws(SystemError) -> Int {
+    public static func send(_ socket: Descriptor, _ bytes: [UInt8], from offset: Int, descriptors: [Int32] = [])
+        throws(SystemError) -> Int
+    {
         var result: Result<Int, SystemError> = .success(0)
         bytes.withUnsafeBytes { p in
             result = Result { () throws(SystemError) -> Int in

@@ -1,14 +1,16 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBroadcastShims
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// An eventfd another thread signals to wake the poll loop: readable from `signal` until `acknowledge`.
 public final class Wakeup: @unchecked Sendable {
     public let descriptor: Descriptor
 
     public init() throws(SystemError) {
-        descriptor = Descriptor(adopting: try syscallRetrying("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) })
+        descriptor = Descriptor(
+            adopting: try syscallRetrying("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) })
     }
 
     /// Safe from any thread.

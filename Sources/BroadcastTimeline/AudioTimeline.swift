@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Holds an audio source to the timestamps its chunks carry. A device's sample clock runs a
@@ -70,9 +70,16 @@ struct Stretcher {
                 if t == 0 ? i >= frames : i + 2 >= frames { break }
                 for c in 0..<channels {
                     let x0 = sample(i, c)
-                    if t == 0 { output.append(x0); continue }
-                    let xm1 = sample(i - 1, c), x1 = sample(i + 1, c), x2 = sample(i + 2, c)
-                    output.append(x0 + 0.5 * t * (x1 - xm1 + t * (2 * xm1 - 5 * x0 + 4 * x1 - x2 + t * (3 * (x0 - x1) + x2 - xm1))))
+                    if t == 0 {
+                        output.append(x0)
+                        continue
+                    }
+                    let xm1 = sample(i - 1, c)
+                    let x1 = sample(i + 1, c)
+                    let x2 = sample(i + 2, c)
+                    output.append(
+                        x0 + 0.5 * t
+                            * (x1 - xm1 + t * (2 * xm1 - 5 * x0 + 4 * x1 - x2 + t * (3 * (x0 - x1) + x2 - xm1))))
                 }
                 readPosition += step
             }
@@ -81,7 +88,7 @@ struct Stretcher {
         // Keep the last three frames (fewer in a short chunk: shift the older ones along).
         let keep = min(frames, 3)
         history.removeFirst(keep * channels)
-        history.append(contentsOf: input[(frames - keep) * channels ..< frames * channels])
+        history.append(contentsOf: input[(frames - keep) * channels..<frames * channels])
     }
 }
 
@@ -143,13 +150,17 @@ struct AudioTimeline {
         fadeFrames = sampleRate * fadeMilliseconds / 1000
         latencyFrames = Int64(sampleRate / 5)
         jumpFrames = Int64(sampleRate / 2)
-        inputs = gains.map { Input(gain: $0, drift: DriftController(sampleRate: sampleRate), stretcher: Stretcher(channels: channels)) }
+        inputs = gains.map {
+            Input(gain: $0, drift: DriftController(sampleRate: sampleRate), stretcher: Stretcher(channels: channels))
+        }
     }
 
     /// Places a chunk of `input` (interleaved, `channels` wide) whose first sample belongs at file position `position`;
     /// `discontinuity`: the source lost samples before it.
-    mutating func place(_ input: Int, _ samples: UnsafeBufferPointer<Float>, at position: Int64,
-                        discontinuity: Bool = false) {
+    mutating func place(
+        _ input: Int, _ samples: UnsafeBufferPointer<Float>, at position: Int64,
+        discontinuity: Bool = false
+    ) {
         // How far this input is still behind its timestamps, following a shift of them: a join within the segment
         // keeps it (only what the source lost is missing), and the following goes on after it.
         var lag: Int64 = 0
@@ -164,7 +175,7 @@ struct AudioTimeline {
             }
         }
         var chunk = samples
-        var expected = position - lag // where the chunk's first sample still in `chunk` goes
+        var expected = position - lag  // where the chunk's first sample still in `chunk` goes
         var state = inputs[input]
         if state.position == nil {
             // Audio from before the join (a source's pre-roll, or what overlaps the audio before a join within the
@@ -210,7 +221,8 @@ struct AudioTimeline {
         let offset = Int(start + Int64(skip) - emitted) * channels
         let count = (frames - skip) * channels
         if inputs[input].buffer.count < offset + count {
-            inputs[input].buffer.append(contentsOf: repeatElement(0, count: offset + count - inputs[input].buffer.count))
+            inputs[input].buffer.append(
+                contentsOf: repeatElement(0, count: offset + count - inputs[input].buffer.count))
         }
         let gain = inputs[input].gain
         inputs[input].buffer.withUnsafeMutableBufferPointer { buffer in

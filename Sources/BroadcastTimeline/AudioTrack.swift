@@ -22,14 +22,20 @@ public final class AudioTrack {
 
     /// `addStream` makes the output stream the track's packets go to and returns its index. `signalsPriming`:
     /// the container tells decoders of the encoder's delay (see `priming`).
-    public init(name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings, globalHeader: Bool,
-                signalsPriming: Bool = false, addStream: (Encoder) throws(MediaError) -> Int) throws(MediaError) {
+    public init(
+        name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings,
+        globalHeader: Bool,
+        signalsPriming: Bool = false, addStream: (Encoder) throws(MediaError) -> Int
+    ) throws(MediaError) {
         self.name = name
         inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
-        timeline = AudioTimeline(channels: settings.channels, sampleRate: settings.sampleRate, gains: streams.map { gains[$0] ?? 1 })
+        timeline = AudioTimeline(
+            channels: settings.channels, sampleRate: settings.sampleRate, gains: streams.map { gains[$0] ?? 1 })
         encoder = try Encoder.audio(settings, globalHeader: globalHeader)
         encoder.title = Self.title(of: streams)
-        frame = try MediaFrame.audio(samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate, planar: settings.codec == "aac")
+        frame = try MediaFrame.audio(
+            samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate,
+            planar: settings.codec == "aac")
         stream = try addStream(encoder)
         priming = signalsPriming ? Int64(encoder.context.pointee.initial_padding) : 0
     }
@@ -49,8 +55,10 @@ public final class AudioTrack {
     /// Places a chunk of `stream` whose first sample belongs at file time `time` (ns) (`discontinuity`: samples were
     /// lost before it), then encodes what is ready, up to the end of the video so far (`videoEnd`, ns), where a pause
     /// may cut.
-    public func add(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, from stream: SampleType, at time: Int64,
-                    discontinuity: Bool = false, videoEnd: UInt64, sink: PacketSink) throws(MediaError) {
+    public func add(
+        _ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, from stream: SampleType, at time: Int64,
+        discontinuity: Bool = false, videoEnd: UInt64, sink: PacketSink
+    ) throws(MediaError) {
         guard let input = inputs[stream] else { return }
         converted.removeAll(keepingCapacity: true)
         PCM.appendFloat(data, format: format, frames: frames, channels: channels, to: &converted)
@@ -91,11 +99,15 @@ public final class AudioTrack {
             }.get()
             used += frames * channels
             encoded += Int64(frames)
-            try encoder.encode(frame.frame) { packet throws(MediaError) in try sink.write(packet, stream: stream, timeBase: encoder.timeBase) }
+            try encoder.encode(frame.frame) { packet throws(MediaError) in
+                try sink.write(packet, stream: stream, timeBase: encoder.timeBase)
+            }
         }
         pending.removeFirst(used)
         if final {
-            try encoder.encode(nil) { packet throws(MediaError) in try sink.write(packet, stream: stream, timeBase: encoder.timeBase) }
+            try encoder.encode(nil) { packet throws(MediaError) in
+                try sink.write(packet, stream: stream, timeBase: encoder.timeBase)
+            }
         }
     }
 
@@ -103,8 +115,10 @@ public final class AudioTrack {
     public var summary: [String: Double] {
         let counters = timeline.counters
         let ms = 1000 / Double(sampleRate)
-        return ["missingMs": Double(counters.missingFrames) * ms, "droppedMs": Double(counters.droppedFrames) * ms,
-                "maxClockOffsetMs": counters.maxDriftFrames * ms]
+        return [
+            "missingMs": Double(counters.missingFrames) * ms, "droppedMs": Double(counters.droppedFrames) * ms,
+            "maxClockOffsetMs": counters.maxDriftFrames * ms,
+        ]
     }
 
     /// The current clock offset of the input furthest off, ms.
@@ -116,7 +130,9 @@ public final class AudioTrack {
 /// Interleaved PCM as delivered (f32 or s16, 1 or 2 channels) to interleaved float with the
 /// track's channel count: mono is copied to both sides, stereo averaged to mono.
 enum PCM {
-    static func appendFloat(_ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, channels: Int, to output: inout [Float]) {
+    static func appendFloat(
+        _ data: UnsafeRawBufferPointer, format: AudioFormat, frames: Int, channels: Int, to output: inout [Float]
+    ) {
         let inChannels = format.channels
         let available = min(frames, data.count / max(1, format.bytesPerFrame))
         func value(_ index: Int) -> Float {

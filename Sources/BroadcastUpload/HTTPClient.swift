@@ -1,7 +1,7 @@
 import CCurl
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Requests to HTTP(S) servers through one libcurl handle, whose connections are kept for the next request: a PUT
@@ -51,13 +51,15 @@ public final class HTTPClient {
 
     /// "HTTP 403 Forbidden": the status with its name (RFC 9110, and 429 of RFC 6585, 507 of RFC 4918).
     public static func describe(status: Int) -> String {
-        let names = [301: "Moved Permanently", 302: "Found", 307: "Temporary Redirect", 308: "Permanent Redirect",
-                     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-                     405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 410: "Gone",
-                     411: "Length Required", 413: "Content Too Large", 414: "URI Too Long",
-                     415: "Unsupported Media Type",
-                     429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
-                     503: "Service Unavailable", 504: "Gateway Timeout", 507: "Insufficient Storage"]
+        let names = [
+            301: "Moved Permanently", 302: "Found", 307: "Temporary Redirect", 308: "Permanent Redirect",
+            400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 410: "Gone",
+            411: "Length Required", 413: "Content Too Large", 414: "URI Too Long",
+            415: "Unsupported Media Type",
+            429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
+            503: "Service Unavailable", 504: "Gateway Timeout", 507: "Insufficient Storage",
+        ]
         return "HTTP \(status)" + (names[status].map { " " + $0 } ?? "")
     }
 
@@ -66,8 +68,10 @@ public final class HTTPClient {
 
     /// Sends one request; the HTTP status on 2xx. `progress` is told the bytes sent and to send as it goes, and
     /// stops the request when it answers false.
-    public func perform(_ method: String, _ url: String, body: Body = .none,
-                        progress: ((_ sent: Int64, _ total: Int64) -> Bool)? = nil) -> Result<Int, Failure> {
+    public func perform(
+        _ method: String, _ url: String, body: Body = .none,
+        progress: ((_ sent: Int64, _ total: Int64) -> Bool)? = nil
+    ) -> Result<Int, Failure> {
         guard let curl else { return .failure(Failure(reason: "libcurl could not be initialised", retry: false)) }
         curl_easy_reset(curl)
         var list: UnsafeMutablePointer<curl_slist>?
@@ -86,7 +90,7 @@ public final class HTTPClient {
                     if method != "GET" { _ = ccurl_setopt_string(curl, CURLOPT_CUSTOMREQUEST, method) }
                 case .file(let file, let size):
                     upload(curl, method: method, size: size)
-                    _ = ccurl_setopt_pointer(curl, CURLOPT_READDATA, UnsafeMutableRawPointer(file)) // libcurl's fread
+                    _ = ccurl_setopt_pointer(curl, CURLOPT_READDATA, UnsafeMutableRawPointer(file))  // libcurl's fread
                 case .bytes(let bytes):
                     upload(curl, method: method, size: Int64(bytes.count))
                     cursor.pointee = MemoryCursor(bytes: bytes)
@@ -126,8 +130,10 @@ public final class HTTPClient {
         var status = 0
         _ = ccurl_response_code(curl, &status)
         if (200..<300).contains(status) { return .success(status) }
-        return .failure(Failure(reason: Self.describe(status: status), retry: Self.retries(status: status),
-                                status: status))
+        return .failure(
+            Failure(
+                reason: Self.describe(status: status), retry: Self.retries(status: status),
+                status: status))
     }
 
     private func upload(_ curl: UnsafeMutableRawPointer, method: String, size: Int64) {
@@ -137,10 +143,12 @@ public final class HTTPClient {
     }
 
     /// curl errors a retry cannot mend (a request stopped by `progress` is one).
-    static let permanent: Set<CURLcode> = [CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT,
-                                            CURLE_PEER_FAILED_VERIFICATION,
-                                            CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
-                                            CURLE_LOGIN_DENIED, CURLE_READ_ERROR, CURLE_ABORTED_BY_CALLBACK]
+    static let permanent: Set<CURLcode> = [
+        CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT,
+        CURLE_PEER_FAILED_VERIFICATION,
+        CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
+        CURLE_LOGIN_DENIED, CURLE_READ_ERROR, CURLE_ABORTED_BY_CALLBACK,
+    ]
 
     /// Bytes in memory as libcurl reads a body.
     private struct MemoryCursor {

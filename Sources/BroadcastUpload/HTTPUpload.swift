@@ -3,7 +3,7 @@ import BroadcastSystem
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The error type of BroadcastUpload: what failed, and why, in words a user can act on.
@@ -71,9 +71,12 @@ public final class HTTPUpload {
         guard url.hasSuffix("/") else { return url }
         var name = ""
         for byte in fileName.utf8 {
-            let plain = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+            let plain =
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
                 || "-_.~".utf8.contains(byte)
-            name += plain ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            name +=
+                plain
+                ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
         }
         return url + name
     }
@@ -95,8 +98,9 @@ public final class HTTPUpload {
         for attempt in 1...max(1, settings.attempts) {
             switch put(path, size: size, attempt: attempt, progress: { report(.sending($0)) }) {
             case .success(let status):
-                return UploadOutcome(url: settings.url, bytes: size, attempts: attempt,
-                                     seconds: MonotonicClock.seconds - started, status: status)
+                return UploadOutcome(
+                    url: settings.url, bytes: size, attempts: attempt,
+                    seconds: MonotonicClock.seconds - started, status: status)
             case .failure(let failure):
                 guard failure.retry, attempt < settings.attempts else {
                     let tries = attempt == 1 ? "" : " (after \(attempt) attempts)"
@@ -112,7 +116,7 @@ public final class HTTPUpload {
                 backoff = min(backoff * 2, settings.maxBackoff)
             }
         }
-        throw UploadError("upload \(path)", "no attempt was made") // attempts >= 1: not reached
+        throw UploadError("upload \(path)", "no attempt was made")  // attempts >= 1: not reached
     }
 
     /// Progress bookkeeping for libcurl's callback: a report when the attempt begins, then once a second, the
@@ -131,15 +135,19 @@ public final class HTTPUpload {
             let now = MonotonicClock.seconds
             if let lastReport, now - lastReport < 1 { return }
             let rate = now > started ? Double(sent) / (now - started) : 0
-            report(UploadProgress(sentBytes: sent, totalBytes: total, bytesPerSecond: rate,
-                                  secondsLeft: rate > 0 ? Double(total - sent) / rate : nil, attempt: attempt))
+            report(
+                UploadProgress(
+                    sentBytes: sent, totalBytes: total, bytesPerSecond: rate,
+                    secondsLeft: rate > 0 ? Double(total - sent) / rate : nil, attempt: attempt))
             lastReport = now
         }
     }
 
     /// One PUT: the HTTP status on success.
-    private func put(_ path: String, size: Int64, attempt: Int,
-                     progress: @escaping (UploadProgress) -> Void) -> Result<Int, HTTPClient.Failure> {
+    private func put(
+        _ path: String, size: Int64, attempt: Int,
+        progress: @escaping (UploadProgress) -> Void
+    ) -> Result<Int, HTTPClient.Failure> {
         guard let file = fopen(path, "rb") else {
             return .failure(.init(reason: "cannot read it: \(String(cString: strerror(errno)))", retry: false))
         }
@@ -155,8 +163,9 @@ public final class HTTPUpload {
         }.mapError { failure in
             guard let status = failure.status else { return failure }
             let meaning = status == 401 || status == 403 ? " (check the URL and the token in uploadHeaders)" : ""
-            return .init(reason: "the server answered \(failure.reason)\(meaning)", retry: failure.retry,
-                         status: status)
+            return .init(
+                reason: "the server answered \(failure.reason)\(meaning)", retry: failure.retry,
+                status: status)
         }
     }
 }

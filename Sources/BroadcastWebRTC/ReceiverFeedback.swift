@@ -83,8 +83,9 @@ struct ReceiverFeedback {
                     var lsr: guint32 = 0
                     var dlsr: guint32 = 0
                     gst_rtcp_packet_get_rb(&packet, index, &ssrc, &fraction, &lost, &highest, &jitter, &lsr, &dlsr)
-                    ours = report(
-                        ssrc, ReportBlock(fractionLost: fraction, cumulativeLost: lost, highestSequence: highest))
+                    ours =
+                        report(
+                            ssrc, ReportBlock(fractionLost: fraction, cumulativeLost: lost, highestSequence: highest))
                         || ours
                 }
             case GST_RTCP_TYPE_PSFB:

@@ -3,7 +3,7 @@ import BroadcastSystem
 import CXCB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// How pixels come from the X server.
@@ -61,22 +61,30 @@ final class BandGrabber {
         var chosen: GrabMethod?
         let candidates: [GrabMethod] = method == .auto ? [.shmFD, .shmSysV] : method == .getImage ? [] : [method]
         for candidate in candidates {
-            if let why = attach(candidate, size: size) { reasons.append("\(candidate.rawValue): \(why)") } else {
+            if let why = attach(candidate, size: size) {
+                reasons.append("\(candidate.rawValue): \(why)")
+            } else {
                 chosen = candidate
                 break
             }
         }
         if chosen == nil && method != .auto && method != .getImage {
-            throw CaptureError(source: "x11", operation: "set up \(method.rawValue) grabbing", reason: reasons.joined(separator: "; "))
+            throw CaptureError(
+                source: "x11", operation: "set up \(method.rawValue) grabbing", reason: reasons.joined(separator: "; "))
         }
         if chosen == nil && method == .auto {
-            warn("MIT-SHM is not usable on X display \(connection.displayName) (\(reasons.joined(separator: "; "))); falling back to GetImage, which copies every pixel through the socket and is much slower")
+            warn(
+                "MIT-SHM is not usable on X display \(connection.displayName) (\(reasons.joined(separator: "; "))); falling back to GetImage, which copies every pixel through the socket and is much slower"
+            )
         }
         if let chosen { self.method = chosen }
     }
 
     deinit {
-        if segment != 0 { xcb_shm_detach(connection.raw, segment) ; connection.flush() }
+        if segment != 0 {
+            xcb_shm_detach(connection.raw, segment)
+            connection.flush()
+        }
     }
 
     /// Tries to share band memory with the server by `method`; the reason it failed, or nil.
@@ -85,7 +93,9 @@ final class BandGrabber {
         let id = connection.generateID()
         switch method {
         case .shmFD:
-            guard shm.major > 1 || shm.minor >= 2 else { return "MIT-SHM \(shm.version) cannot take a descriptor (needs 1.2)" }
+            guard shm.major > 1 || shm.minor >= 2 else {
+                return "MIT-SHM \(shm.version) cannot take a descriptor (needs 1.2)"
+            }
             let memory: SharedMemory
             let fd: Int32
             do {
@@ -115,34 +125,52 @@ final class BandGrabber {
     /// Grabs rows `bands` (each within the area, `bandRows` rows at most) of the area of `drawable` (nil: the root
     /// window; a window's named pixmap) whose top left corner is (`x`, `y`), and calls `convert(band, pixels, stride)` for each in order. `pixels` is writable
     /// (the cursor is drawn into it) and valid only during the call.
-    func grab(from drawable: xcb_drawable_t? = nil, x: Int, y: Int, bands: [Range<Int>],
-              convert: (Range<Int>, UnsafeMutableRawPointer, Int) -> Void) throws(CaptureError) {
+    func grab(
+        from drawable: xcb_drawable_t? = nil, x: Int, y: Int, bands: [Range<Int>],
+        convert: (Range<Int>, UnsafeMutableRawPointer, Int) -> Void
+    ) throws(CaptureError) {
         let c = connection.raw
         let drawable = drawable ?? connection.root
         let format = UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue)
         if method == .getImage {
-            try pipeline(bands, request: { band in
-                xcb_get_image(c, format, drawable, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width),
-                              UInt16(bands[band].count), UInt32.max).sequence
-            }, finish: { band, sequence throws(CaptureError) in
-                guard let reply = xcb_get_image_reply(c, xcb_get_image_cookie_t(sequence: sequence), nil) else { try fail(bands[band]) }
-                defer { free(reply) }
-                convert(bands[band], UnsafeMutableRawPointer(xcb_get_image_data(reply)!), width * 4)
-            })
+            try pipeline(
+                bands,
+                request: { band in
+                    xcb_get_image(
+                        c, format, drawable, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width),
+                        UInt16(bands[band].count), UInt32.max
+                    ).sequence
+                },
+                finish: { band, sequence throws(CaptureError) in
+                    guard let reply = xcb_get_image_reply(c, xcb_get_image_cookie_t(sequence: sequence), nil) else {
+                        try fail(bands[band])
+                    }
+                    defer { free(reply) }
+                    convert(bands[band], UnsafeMutableRawPointer(xcb_get_image_data(reply)!), width * 4)
+                })
             return
         }
-        try pipeline(bands, request: { band in
-            xcb_shm_get_image(c, drawable, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width), UInt16(bands[band].count),
-                              UInt32.max, format, segment, UInt32(band % depth * bandBytes)).sequence
-        }, finish: { band, sequence throws(CaptureError) in
-            guard let reply = xcb_shm_get_image_reply(c, xcb_shm_get_image_cookie_t(sequence: sequence), nil) else { try fail(bands[band]) }
-            free(reply)
-            convert(bands[band], base! + band % depth * bandBytes, width * 4)
-        })
+        try pipeline(
+            bands,
+            request: { band in
+                xcb_shm_get_image(
+                    c, drawable, Int16(x), Int16(y + bands[band].lowerBound), UInt16(width), UInt16(bands[band].count),
+                    UInt32.max, format, segment, UInt32(band % depth * bandBytes)
+                ).sequence
+            },
+            finish: { band, sequence throws(CaptureError) in
+                guard let reply = xcb_shm_get_image_reply(c, xcb_shm_get_image_cookie_t(sequence: sequence), nil) else {
+                    try fail(bands[band])
+                }
+                free(reply)
+                convert(bands[band], base! + band % depth * bandBytes, width * 4)
+            })
     }
 
     /// Keeps `depth` requests in flight: band n + depth is asked for once band n (whose memory it reuses) is done.
-    private func pipeline(_ bands: [Range<Int>], request: (Int) -> UInt32, finish: (Int, UInt32) throws(CaptureError) -> Void) throws(CaptureError) {
+    private func pipeline(
+        _ bands: [Range<Int>], request: (Int) -> UInt32, finish: (Int, UInt32) throws(CaptureError) -> Void
+    ) throws(CaptureError) {
         for band in 0..<min(depth, bands.count) { inFlight[band % depth] = request(band) }
         for band in bands.indices {
             try finish(band, inFlight[band % depth])
@@ -152,7 +180,8 @@ final class BandGrabber {
 
     private func fail(_ rows: Range<Int>) throws(CaptureError) -> Never {
         try connection.checkAlive("grab rows \(rows)")
-        throw CaptureError(source: "x11", operation: "grab rows \(rows.lowerBound)-\(rows.upperBound - 1)",
-                           reason: "the X server refused the request (did the screen shrink?)", transient: true)
+        throw CaptureError(
+            source: "x11", operation: "grab rows \(rows.lowerBound)-\(rows.upperBound - 1)",
+            reason: "the X server refused the request (did the screen shrink?)", transient: true)
     }
 }

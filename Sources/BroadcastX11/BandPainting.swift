@@ -1,7 +1,7 @@
 import BroadcastCapture
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What the X11 source paints into a band of grabbed BGRx pixels before it is converted: the excluded windows'
@@ -9,16 +9,21 @@ import Glibc
 extension X11ScreenSource {
     /// Blacks out `rect` (area coordinates, within the area) in the band of BGRx `pixels` holding `rows`.
     static func blackOut(_ rect: ScreenRect, in pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
-        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
+        let top = max(rect.y, rows.lowerBound)
+        let bottom = min(rect.y + rect.height, rows.upperBound)
         guard top < bottom else { return }
         for y in top..<bottom { memset(pixels + (y - rows.lowerBound) * stride + rect.x * 4, 0, rect.width * 4) }
     }
 
     /// Blends `sprite` (premultiplied ARGB), placed at `rect` in area coordinates, over the band of BGRx `pixels` holding `rows`.
-    static func draw(_ sprite: CursorSprite, at rect: ScreenRect, into pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>) {
+    static func draw(
+        _ sprite: CursorSprite, at rect: ScreenRect, into pixels: UnsafeMutableRawPointer, stride: Int, rows: Range<Int>
+    ) {
         let width = stride / 4
-        let top = max(rect.y, rows.lowerBound), bottom = min(rect.y + rect.height, rows.upperBound)
-        let left = max(rect.x, 0), right = min(rect.x + rect.width, width)
+        let top = max(rect.y, rows.lowerBound)
+        let bottom = min(rect.y + rect.height, rows.upperBound)
+        let left = max(rect.x, 0)
+        let right = min(rect.x + rect.width, width)
         guard top < bottom && left < right else { return }
         for y in top..<bottom {
             let row = (pixels + (y - rows.lowerBound) * stride).assumingMemoryBound(to: UInt32.self)
@@ -31,7 +36,8 @@ extension X11ScreenSource {
                     row[x] = s & 0x00ff_ffff
                     continue
                 }
-                let d = row[x], inverse = 255 - alpha
+                let d = row[x]
+                let inverse = 255 - alpha
                 var out: UInt32 = 0
                 for shift: UInt32 in [0, 8, 16] {
                     let channel = (s >> shift & 0xff) + ((d >> shift & 0xff) * inverse + 127) / 255

@@ -22,7 +22,8 @@ struct DirtyBands {
 
     /// Marks the bands that rows `top..<bottom` (capture-area coordinates, may exceed it) touch.
     mutating func mark(rows top: Int, _ bottom: Int) {
-        let top = max(0, top), bottom = min(height, bottom)
+        let top = max(0, top)
+        let bottom = min(height, bottom)
         guard bottom > top else { return }
         for band in top / bandRows...(bottom - 1) / bandRows { bands[band] = true }
     }

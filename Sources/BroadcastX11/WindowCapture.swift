@@ -3,7 +3,7 @@ import CXCB
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One top-level window captured through XComposite: the server keeps the window's content in a pixmap of its
@@ -38,15 +38,18 @@ final class WindowCapture {
         label = entry.window.label
         rect = entry.window.rect
         guard connection.composite != nil else {
-            throw CaptureError(source: "x11", operation: "capture window \(label)",
-                               reason: "X display \(connection.displayName) has no Composite extension, which window capture needs")
+            throw CaptureError(
+                source: "x11", operation: "capture window \(label)",
+                reason: "X display \(connection.displayName) has no Composite extension, which window capture needs")
         }
         let c = connection.raw
         let mask = [UInt32(XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue)]
         for window in Set([toplevel, client]) {
             _ = xcb_change_window_attributes(c, window, UInt32(XCB_CW_EVENT_MASK.rawValue), mask)
         }
-        if let error = connection.check(xcb_composite_redirect_window_checked(c, toplevel, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue))) {
+        if let error = connection.check(
+            xcb_composite_redirect_window_checked(c, toplevel, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue)))
+        {
             throw CaptureError(source: "x11", operation: "redirect window \(label) with XComposite", reason: error)
         }
         try refresh()
@@ -58,7 +61,9 @@ final class WindowCapture {
         if !closed {
             xcb_composite_unredirect_window(c, toplevel, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue))
             let none = [UInt32(0)]
-            for window in Set([toplevel, client]) { _ = xcb_change_window_attributes(c, window, UInt32(XCB_CW_EVENT_MASK.rawValue), none) }
+            for window in Set([toplevel, client]) {
+                _ = xcb_change_window_attributes(c, window, UInt32(XCB_CW_EVENT_MASK.rawValue), none)
+            }
         }
         connection.flush()
     }
@@ -71,7 +76,8 @@ final class WindowCapture {
         let raw = UnsafeRawPointer(event)
         let window: xcb_window_t
         switch Int32(event.pointee.response_type & 0x7f) {
-        case XCB_CONFIGURE_NOTIFY: window = raw.assumingMemoryBound(to: xcb_configure_notify_event_t.self).pointee.window
+        case XCB_CONFIGURE_NOTIFY:
+            window = raw.assumingMemoryBound(to: xcb_configure_notify_event_t.self).pointee.window
         case XCB_MAP_NOTIFY: window = raw.assumingMemoryBound(to: xcb_map_notify_event_t.self).pointee.window
         case XCB_UNMAP_NOTIFY: window = raw.assumingMemoryBound(to: xcb_unmap_notify_event_t.self).pointee.window
         case XCB_REPARENT_NOTIFY: window = raw.assumingMemoryBound(to: xcb_reparent_notify_event_t.self).pointee.window
@@ -100,14 +106,17 @@ final class WindowCapture {
         free(attributes)
         let windows = XWindows(connection)
         guard let clientRect = windows.rootRect(of: client), let frame = windows.rootRect(of: toplevel),
-              let geometry = xcb_get_geometry_reply(c, xcb_get_geometry(c, toplevel), nil) else {
+            let geometry = xcb_get_geometry_reply(c, xcb_get_geometry(c, toplevel), nil)
+        else {
             try connection.checkAlive("read window \(label)")
             closed = true
             throw closedError
         }
         border = Int(geometry.pointee.border_width)
         free(geometry)
-        let resized = clientRect.width != rect.width || clientRect.height != rect.height || frame.width != frameSize.width || frame.height != frameSize.height
+        let resized =
+            clientRect.width != rect.width || clientRect.height != rect.height || frame.width != frameSize.width
+            || frame.height != frameSize.height
         rect = clientRect
         frameSize = (frame.width, frame.height)
         offset = (clientRect.x - frame.x + border, clientRect.y - frame.y + border)

@@ -37,7 +37,8 @@ final class WindowExclusion {
         switch Int32(event.pointee.response_type & 0x7f) {
         case XCB_MAP_NOTIFY:
             // Mapped (again): its class is looked at anew.
-            excludedByWindow[UnsafeRawPointer(event).assumingMemoryBound(to: xcb_map_notify_event_t.self).pointee.window] = nil
+            excludedByWindow[
+                UnsafeRawPointer(event).assumingMemoryBound(to: xcb_map_notify_event_t.self).pointee.window] = nil
             stale = true
         case XCB_REPARENT_NOTIFY:
             // A window manager took a client into a frame (or gave it back): every class is looked at anew.
@@ -47,7 +48,8 @@ final class WindowExclusion {
             let e = UnsafeRawPointer(event).assumingMemoryBound(to: xcb_configure_notify_event_t.self).pointee
             if excludedFrames[e.window] != nil {
                 let border = 2 * Int(e.border_width)
-                movedTo.append(ScreenRect(x: Int(e.x), y: Int(e.y), width: Int(e.width) + border, height: Int(e.height) + border))
+                movedTo.append(
+                    ScreenRect(x: Int(e.x), y: Int(e.y), width: Int(e.width) + border, height: Int(e.height) + border))
             }
             stale = true
         case XCB_CREATE_NOTIFY, XCB_DESTROY_NOTIFY, XCB_UNMAP_NOTIFY, XCB_CIRCULATE_NOTIFY:
@@ -73,7 +75,8 @@ final class WindowExclusion {
     /// to be blacked out in that frame too; nil when nothing that matters changed.
     func placesSinceGrab() -> [ScreenRect]? {
         guard stale else { return nil }
-        let framesBefore = Array(excludedFrames.values), moves = movedTo
+        let framesBefore = Array(excludedFrames.values)
+        let moves = movedTo
         guard refresh() != nil || !moves.isEmpty else { return nil }
         return framesBefore + moves + excludedFrames.values
     }
@@ -96,9 +99,11 @@ final class WindowExclusion {
                 excludedByWindow[toplevel] = isExcluded(entry.window)
             }
         }
-        guard let lowest = toplevels.firstIndex(where: {
-            excludedByWindow[$0] == true || entries[$0].map { $0.overrideRedirect && isExcluded($0.window) } == true
-        }) else {
+        guard
+            let lowest = toplevels.firstIndex(where: {
+                excludedByWindow[$0] == true || entries[$0].map { $0.overrideRedirect && isExcluded($0.window) } == true
+            })
+        else {
             excludedFrames = [:]
             return []
         }
@@ -108,7 +113,9 @@ final class WindowExclusion {
             excludedByWindow[entry.toplevel] == true || self.isExcluded(entry.window)
                 || (entry.overrideRedirect && entry.window.pid.map(processes.contains) == true)
         }
-        excludedFrames = Dictionary(stack.filter { $0.window.mapped && excluded($0) }.map { ($0.toplevel, $0.frame) }) { a, _ in a }
+        excludedFrames = Dictionary(stack.filter { $0.window.mapped && excluded($0) }.map { ($0.toplevel, $0.frame) }) {
+            a, _ in a
+        }
         return Self.visibleParts(stack, excluded: excluded)
     }
 

@@ -5,7 +5,7 @@ import CXCB
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Captures an X11 screen, one RandR output of it, or a region: MIT-SHM grabs band by band, each band
@@ -102,13 +102,18 @@ public final class X11ScreenSource: CaptureSource {
         return [SharedBuffers(name: "MIT-SHM bands", regions: [region])]
     }
     public var statistics: [String: UInt64] {
-        ["framesGrabbed": counts.framesGrabbed, "bandsGrabbed": counts.bandsGrabbed, "bandsCopied": counts.bandsCopied, "resizes": counts.resizes]
+        [
+            "framesGrabbed": counts.framesGrabbed, "bandsGrabbed": counts.bandsGrabbed,
+            "bandsCopied": counts.bandsCopied, "resizes": counts.resizes,
+        ]
     }
 
     public var cursor: CursorState? {
         guard configuration.cursor == .metadata, let pointer else { return nil }
-        let x = pointer.x - area.x, y = pointer.y - area.y
-        return CursorState(x: Int32(x), y: Int32(y), visible: x >= 0 && y >= 0 && x < area.width && y < area.height, sprite: sprite)
+        let x = pointer.x - area.x
+        let y = pointer.y - area.y
+        return CursorState(
+            x: Int32(x), y: Int32(y), visible: x >= 0 && y >= 0 && x < area.width && y < area.height, sprite: sprite)
     }
 
     // MARK: - Opening
@@ -132,9 +137,16 @@ public final class X11ScreenSource: CaptureSource {
         using.append(connection.xfixes.map { "XFixes \($0.version)" } ?? "no XFixes (no cursor)")
         using.append(connection.randr.map { "RandR \($0.version)" } ?? "no RandR (fixed size)")
         if window != nil { using.append("Composite \(connection.composite!.version)") }
-        if let exclusion { using.append("windows of class \(exclusion.classes.sorted().joined(separator: ", ")) blacked out") }
-        using.append(damage != 0 ? "DAMAGE \(connection.damage!.version)" : connection.damage == nil ? "no DAMAGE (every frame grabbed whole)" : "DAMAGE not used")
-        logger.info("X display \(connection.displayName): capturing \(configuration.target) \(area); using \(using.joined(separator: ", "))")
+        if let exclusion {
+            using.append("windows of class \(exclusion.classes.sorted().joined(separator: ", ")) blacked out")
+        }
+        using.append(
+            damage != 0
+                ? "DAMAGE \(connection.damage!.version)"
+                : connection.damage == nil ? "no DAMAGE (every frame grabbed whole)" : "DAMAGE not used")
+        logger.info(
+            "X display \(connection.displayName): capturing \(configuration.target) \(area); using \(using.joined(separator: ", "))"
+        )
         return videoFormat
     }
 
@@ -160,9 +172,14 @@ public final class X11ScreenSource: CaptureSource {
     /// The screen and its outputs, on this source's connection when it has one.
     public func outputs() throws(CaptureError) -> CaptureOutputs {
         let connection: XConnection
-        if let open = self.connection { connection = open } else { connection = try XConnection(display: configuration.display) }
-        return CaptureOutputs(kind: "x11", screen: ScreenRect(x: 0, y: 0, width: connection.screenWidth, height: connection.screenHeight),
-                              outputs: connection.outputs(), windows: XWindows(connection).list().map(\.window))
+        if let open = self.connection {
+            connection = open
+        } else {
+            connection = try XConnection(display: configuration.display)
+        }
+        return CaptureOutputs(
+            kind: "x11", screen: ScreenRect(x: 0, y: 0, width: connection.screenWidth, height: connection.screenHeight),
+            outputs: connection.outputs(), windows: XWindows(connection).list().map(\.window))
     }
 
     /// Works out the capture area and sets up grabbing and conversion for its size (`afterResize`: the screen's
@@ -178,12 +195,14 @@ public final class X11ScreenSource: CaptureSource {
             }
             let window = window!
             guard window.mapped else {
-                throw CaptureError(source: "x11", operation: "capture window \(window.label)",
-                                   reason: "the window is not shown (minimised or unmapped): show it, then start")
+                throw CaptureError(
+                    source: "x11", operation: "capture window \(window.label)",
+                    reason: "the window is not shown (minimised or unmapped): show it, then start")
             }
             guard let rect = Self.frameRect(window.rect) else {
-                throw CaptureError(source: "x11", operation: "capture window \(window.label)",
-                                   reason: "the window is \(window.rect.width)x\(window.rect.height): frames must be at least 16x16")
+                throw CaptureError(
+                    source: "x11", operation: "capture window \(window.label)",
+                    reason: "the window is \(window.rect.width)x\(window.rect.height): frames must be at least 16x16")
             }
             area = rect
             try setUpGrabbing()
@@ -191,10 +210,13 @@ public final class X11ScreenSource: CaptureSource {
         }
         do {
             let outputs = configuration.target == .screen ? [] : connection.outputs()
-            area = try configuration.target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
-                                                    outputs: outputs, clipsRegion: afterResize)
+            area = try configuration.target.resolve(
+                screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
+                outputs: outputs, clipsRegion: afterResize)
         } catch {
-            throw CaptureError(source: "x11", operation: "find the capture area on \(connection.displayName)", reason: error.description)
+            throw CaptureError(
+                source: "x11", operation: "find the capture area on \(connection.displayName)",
+                reason: error.description)
         }
         try setUpGrabbing()
     }
@@ -208,7 +230,9 @@ public final class X11ScreenSource: CaptureSource {
 
     /// The part of `rect` (root-window pixels) within the capture area, in frame coordinates.
     private func inFrame(_ rect: ScreenRect) -> ScreenRect? {
-        rect.intersection(area).map { ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height) }
+        rect.intersection(area).map {
+            ScreenRect(x: $0.x - area.x, y: $0.y - area.y, width: $0.width, height: $0.height)
+        }
     }
 
     /// A window's content rectangle as frames take it: even sizes, at least 16x16; nil when too small.
@@ -222,7 +246,9 @@ public final class X11ScreenSource: CaptureSource {
         let connection = connection!
         if grabber?.width != area.width {
             grabber = nil
-            grabber = try BandGrabber(connection: connection, width: area.width, method: configuration.grabMethod) { logger.warning("\($0)") }
+            grabber = try BandGrabber(connection: connection, width: area.width, method: configuration.grabMethod) {
+                logger.warning("\($0)")
+            }
         }
         videoFormat = VideoFormat(width: area.width, height: area.height, pixelFormat: configuration.pixelFormat)
         converter = FrameConverter(format: videoFormat, range: configuration.colorRange)
@@ -233,18 +259,25 @@ public final class X11ScreenSource: CaptureSource {
         let connection = connection!
         let c = connection.raw
         if connection.randr != nil {
-            let mask = UInt16(XCB_RANDR_NOTIFY_MASK_SCREEN_CHANGE.rawValue | XCB_RANDR_NOTIFY_MASK_CRTC_CHANGE.rawValue | XCB_RANDR_NOTIFY_MASK_OUTPUT_CHANGE.rawValue)
+            let mask = UInt16(
+                XCB_RANDR_NOTIFY_MASK_SCREEN_CHANGE.rawValue | XCB_RANDR_NOTIFY_MASK_CRTC_CHANGE.rawValue
+                    | XCB_RANDR_NOTIFY_MASK_OUTPUT_CHANGE.rawValue)
             xcb_randr_select_input(c, connection.root, mask)
         }
         if connection.xfixes != nil && configuration.cursor != .hidden {
-            xcb_xfixes_select_cursor_input(c, connection.root, UInt32(XCB_XFIXES_CURSOR_NOTIFY_MASK_DISPLAY_CURSOR.rawValue))
+            xcb_xfixes_select_cursor_input(
+                c, connection.root, UInt32(XCB_XFIXES_CURSOR_NOTIFY_MASK_DISPLAY_CURSOR.rawValue))
         }
         if configuration.useDamage, connection.damage != nil, connection.xfixes != nil {
             damage = connection.generateID()
             damageRegion = connection.generateID()
             let level = UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue)
-            if let error = connection.check(xcb_damage_create_checked(c, damage, window?.toplevel ?? connection.root, level)) {
-                logger.warning("DAMAGE could not watch the \(window == nil ? "root window" : "window") (\(error)); grabbing every frame whole")
+            if let error = connection.check(
+                xcb_damage_create_checked(c, damage, window?.toplevel ?? connection.root, level))
+            {
+                logger.warning(
+                    "DAMAGE could not watch the \(window == nil ? "root window" : "window") (\(error)); grabbing every frame whole"
+                )
                 damage = 0
             } else {
                 xcb_xfixes_create_region(c, damageRegion, 0, nil)
@@ -258,12 +291,17 @@ public final class X11ScreenSource: CaptureSource {
     /// or from while capturing (its pixmap and damage are set up when the source opens).
     public func retarget(_ target: CaptureTarget) throws(CaptureError) {
         let operation = "capture \(target) instead of \(configuration.target)"
-        if case .window = target { throw CaptureError(source: "x11", operation: operation, reason: "a window is chosen when capture starts") }
-        if window != nil { throw CaptureError(source: "x11", operation: operation, reason: "a window's capture cannot change target") }
+        if case .window = target {
+            throw CaptureError(source: "x11", operation: operation, reason: "a window is chosen when capture starts")
+        }
+        if window != nil {
+            throw CaptureError(source: "x11", operation: operation, reason: "a window's capture cannot change target")
+        }
         if let connection {
             do {
-                _ = try target.resolve(screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
-                                       outputs: target == .screen ? [] : connection.outputs())
+                _ = try target.resolve(
+                    screenWidth: connection.screenWidth, screenHeight: connection.screenHeight,
+                    outputs: target == .screen ? [] : connection.outputs())
             } catch {
                 throw CaptureError(source: "x11", operation: operation, reason: error.description)
             }
@@ -275,7 +313,9 @@ public final class X11ScreenSource: CaptureSource {
     // MARK: - Capturing
 
     public func begin(at time: UInt64) throws(CaptureError) {
-        guard connection != nil else { throw CaptureError(source: "x11", operation: "begin", reason: "the source is not open") }
+        guard connection != nil else {
+            throw CaptureError(source: "x11", operation: "begin", reason: "the source is not open")
+        }
         // The previous frame may be long gone after a pause: start from a whole grab.
         dirty.markAll()
         cursorShapeChanged = true
@@ -284,7 +324,9 @@ public final class X11ScreenSource: CaptureSource {
     public func end() {}
 
     public func checkForChanges() throws(CaptureError) -> FrameChange {
-        guard let connection else { throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open") }
+        guard let connection else {
+            throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open")
+        }
         readEvents(connection)
         try connection.checkAlive("capture")
         var resized: VideoFormat?
@@ -297,7 +339,9 @@ public final class X11ScreenSource: CaptureSource {
             resized = try followGeometry(connection)
         }
         if let exclusion, let before = exclusion.refresh() {
-            for rect in before + exclusion.rectangles { dirty.mark(rows: rect.y - area.y, rect.y - area.y + rect.height) }
+            for rect in before + exclusion.rectangles {
+                dirty.mark(rows: rect.y - area.y, rect.y - area.y + rect.height)
+            }
         }
         if configuration.cursor != .hidden && connection.xfixes != nil { try readCursor(connection) }
         if damage != 0 {
@@ -309,9 +353,13 @@ public final class X11ScreenSource: CaptureSource {
         return dirty.isEmpty ? .unchanged : .changed
     }
 
-    public func captureFrame(index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
-                             previous: UnsafeRawPointer?) throws(CaptureError) -> UInt64 {
-        guard let grabber, let converter else { throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open") }
+    public func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64 {
+        guard let grabber, let converter else {
+            throw CaptureError(source: "x11", operation: "capture", reason: "the source is not open")
+        }
         if previous == nil { dirty.markAll() }
         var bands = bandsToGrab
         bands.removeAll(keepingCapacity: true)
@@ -329,13 +377,20 @@ public final class X11ScreenSource: CaptureSource {
         let taken = MonotonicClock.now()
         if let window, window.pixmap == 0 {
             window.markChanged()
-            throw CaptureError(source: "x11", operation: "capture window \(window.label)", reason: "the window is not shown", transient: true)
+            throw CaptureError(
+                source: "x11", operation: "capture window \(window.label)", reason: "the window is not shown",
+                transient: true)
         }
         do {
-            try grabber.grab(from: window?.pixmap, x: window?.offset.x ?? area.x, y: window?.offset.y ?? area.y, bands: bands) { rows, pixels, stride in
+            try grabber.grab(
+                from: window?.pixmap, x: window?.offset.x ?? area.x, y: window?.offset.y ?? area.y, bands: bands
+            ) { rows, pixels, stride in
                 for rect in hidden { Self.blackOut(rect, in: pixels, stride: stride, rows: rows) }
-                if let cursorRect, let sprite { Self.draw(sprite, at: cursorRect, into: pixels, stride: stride, rows: rows) }
-                converter.convert(bgrx: pixels, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: slot)
+                if let cursorRect, let sprite {
+                    Self.draw(sprite, at: cursorRect, into: pixels, stride: stride, rows: rows)
+                }
+                converter.convert(
+                    bgrx: pixels, sourceStride: stride, firstRow: rows.lowerBound, rowCount: rows.count, into: slot)
             }
         } catch {
             // Most likely the screen shrank under the grab and RandR's event is on its way: look again next frame.
@@ -375,7 +430,10 @@ public final class X11ScreenSource: CaptureSource {
             exclusion?.note(event)
             if type == damageNotify {
                 damaged = true
-            } else if let randrFirst, type == randrFirst + UInt8(XCB_RANDR_SCREEN_CHANGE_NOTIFY) || type == randrFirst + UInt8(XCB_RANDR_NOTIFY) {
+            } else if let randrFirst,
+                type == randrFirst + UInt8(XCB_RANDR_SCREEN_CHANGE_NOTIFY)
+                    || type == randrFirst + UInt8(XCB_RANDR_NOTIFY)
+            {
                 geometryChanged = true
             } else if type == cursorNotify {
                 cursorShapeChanged = true
@@ -411,7 +469,11 @@ public final class X11ScreenSource: CaptureSource {
         try window.refresh()
         guard window.mapped, let rect = Self.frameRect(window.rect) else {
             windowShown = false
-            if wasShown { logger.info("window \(window.label) is \(window.mapped ? "smaller than 16x16" : "not shown"): repeating its last frame") }
+            if wasShown {
+                logger.info(
+                    "window \(window.label) is \(window.mapped ? "smaller than 16x16" : "not shown"): repeating its last frame"
+                )
+            }
             return nil
         }
         windowShown = true
@@ -421,7 +483,8 @@ public final class X11ScreenSource: CaptureSource {
         dirty.markAll()
         guard rect.width != before.width || rect.height != before.height else { return nil }
         try setUpGrabbing()
-        logger.info("window \(window.label) resized from \(before.width)x\(before.height) to \(rect.width)x\(rect.height)")
+        logger.info(
+            "window \(window.label) resized from \(before.width)x\(before.height) to \(rect.width)x\(rect.height)")
         counts.resizes += 1
         return videoFormat
     }
@@ -437,8 +500,9 @@ public final class X11ScreenSource: CaptureSource {
             return
         }
         defer { free(reply) }
-        let rectangles = UnsafeBufferPointer(start: xcb_xfixes_fetch_region_rectangles(reply),
-                                             count: Int(xcb_xfixes_fetch_region_rectangles_length(reply)))
+        let rectangles = UnsafeBufferPointer(
+            start: xcb_xfixes_fetch_region_rectangles(reply),
+            count: Int(xcb_xfixes_fetch_region_rectangles_length(reply)))
         for r in rectangles {
             var changed = ScreenRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height))
             if let window {
@@ -463,9 +527,12 @@ public final class X11ScreenSource: CaptureSource {
             }
             defer { free(reply) }
             let r = reply.pointee
-            let pixels = Array(UnsafeBufferPointer(start: xcb_xfixes_get_cursor_image_cursor_image(reply), count: Int(r.width) * Int(r.height)))
-            sprite = CursorSprite(width: Int(r.width), height: Int(r.height), hotspotX: Int(r.xhot), hotspotY: Int(r.yhot),
-                                  pixels: pixels, serial: r.cursor_serial)
+            let pixels = Array(
+                UnsafeBufferPointer(
+                    start: xcb_xfixes_get_cursor_image_cursor_image(reply), count: Int(r.width) * Int(r.height)))
+            sprite = CursorSprite(
+                width: Int(r.width), height: Int(r.height), hotspotX: Int(r.xhot), hotspotY: Int(r.yhot),
+                pixels: pixels, serial: r.cursor_serial)
             pointer = (Int(r.x), Int(r.y))
         } else {
             guard let reply = xcb_query_pointer_reply(c, xcb_query_pointer(c, connection.root), nil) else {
@@ -486,8 +553,9 @@ public final class X11ScreenSource: CaptureSource {
     /// The sprite's rectangle in capture-area coordinates, when it overlaps the area.
     private func cursorRectInArea() -> ScreenRect? {
         guard let pointer, let sprite, sprite.width > 0 else { return nil }
-        let rect = ScreenRect(x: pointer.x - sprite.hotspotX - area.x, y: pointer.y - sprite.hotspotY - area.y,
-                              width: sprite.width, height: sprite.height)
+        let rect = ScreenRect(
+            x: pointer.x - sprite.hotspotX - area.x, y: pointer.y - sprite.hotspotY - area.y,
+            width: sprite.width, height: sprite.height)
         return rect.intersection(ScreenRect(x: 0, y: 0, width: area.width, height: area.height)) == nil ? nil : rect
     }
 }

@@ -3,7 +3,7 @@ import BroadcastSystem
 import CXCB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One connection to an X server: the screen's root window, its pixel layout, and the extensions
@@ -33,7 +33,9 @@ final class XConnection {
     init(display: String?) throws(CaptureError) {
         let name = display ?? Environment.get("DISPLAY")
         guard let name, !name.isEmpty else {
-            throw CaptureError(source: "x11", operation: "connect", reason: "no X display given: DISPLAY is not set (use --display :N)")
+            throw CaptureError(
+                source: "x11", operation: "connect", reason: "no X display given: DISPLAY is not set (use --display :N)"
+            )
         }
         displayName = name
         var screenNumber: Int32 = 0
@@ -41,14 +43,17 @@ final class XConnection {
         let status = xcb_connection_has_error(connection)
         guard status == 0 else {
             xcb_disconnect(connection)
-            throw CaptureError(source: "x11", operation: "connect to X display \(name)", reason: Self.describeConnectionError(status))
+            throw CaptureError(
+                source: "x11", operation: "connect to X display \(name)", reason: Self.describeConnectionError(status))
         }
         raw = connection
         var screens = xcb_setup_roots_iterator(xcb_get_setup(connection))
         for _ in 0..<screenNumber where screens.rem > 0 { xcb_screen_next(&screens) }
         guard screens.rem > 0, let screen = screens.data?.pointee else {
             xcb_disconnect(connection)
-            throw CaptureError(source: "x11", operation: "connect to X display \(name)", reason: "screen \(screenNumber) does not exist")
+            throw CaptureError(
+                source: "x11", operation: "connect to X display \(name)",
+                reason: "screen \(screenNumber) does not exist")
         }
         root = screen.root
         rootVisual = screen.root_visual
@@ -71,8 +76,9 @@ final class XConnection {
     func checkAlive(_ operation: String) throws(CaptureError) {
         let status = xcb_connection_has_error(raw)
         if status != 0 {
-            throw CaptureError(source: "x11", operation: operation,
-                               reason: "the connection to X display \(displayName) was lost (\(Self.describeConnectionError(status)))")
+            throw CaptureError(
+                source: "x11", operation: operation,
+                reason: "the connection to X display \(displayName) was lost (\(Self.describeConnectionError(status)))")
         }
     }
 
@@ -99,7 +105,8 @@ final class XConnection {
     func refreshScreenSize() throws(CaptureError) {
         guard let reply = xcb_get_geometry_reply(raw, xcb_get_geometry(raw, root), nil) else {
             try checkAlive("read the screen size")
-            throw CaptureError(source: "x11", operation: "read the screen size", reason: "GetGeometry on the root window failed")
+            throw CaptureError(
+                source: "x11", operation: "read the screen size", reason: "GetGeometry on the root window failed")
         }
         defer { free(reply) }
         screenWidth = Int(reply.pointee.width)
@@ -116,17 +123,24 @@ final class XConnection {
         }
         let littleEndian = setup.pointee.image_byte_order == UInt8(XCB_IMAGE_ORDER_LSB_FIRST.rawValue)
         guard (depth == 24 || depth == 32) && bitsPerPixel == 32 && littleEndian else {
-            throw CaptureError(source: "x11", operation: "check the screen's pixel format",
-                               reason: "X display \(displayName) has depth \(depth) at \(bitsPerPixel) bits per pixel\(littleEndian ? "" : ", big-endian"); capture needs 24-bit colour in 32-bit little-endian pixels")
+            throw CaptureError(
+                source: "x11", operation: "check the screen's pixel format",
+                reason:
+                    "X display \(displayName) has depth \(depth) at \(bitsPerPixel) bits per pixel\(littleEndian ? "" : ", big-endian"); capture needs 24-bit colour in 32-bit little-endian pixels"
+            )
         }
     }
 
     private func probeExtensions() {
         /// The extension's version, when the server has it: `query` asks for it (nil: no reply),
         /// `version` reads major and minor out of the reply.
-        func probe<Reply>(_ id: OpaquePointer, _ query: () -> UnsafeMutablePointer<Reply>?,
-                          _ version: (Reply) -> (Int, Int)) -> Extension? {
-            guard let data = xcb_get_extension_data(raw, id), data.pointee.present != 0, let reply = query() else { return nil }
+        func probe<Reply>(
+            _ id: OpaquePointer, _ query: () -> UnsafeMutablePointer<Reply>?,
+            _ version: (Reply) -> (Int, Int)
+        ) -> Extension? {
+            guard let data = xcb_get_extension_data(raw, id), data.pointee.present != 0, let reply = query() else {
+                return nil
+            }
             defer { free(reply) }
             let (major, minor) = version(reply.pointee)
             return Extension(major: major, minor: minor, firstEvent: data.pointee.first_event)
@@ -135,16 +149,25 @@ final class XConnection {
             (Int($0.major_version), Int($0.minor_version))
         }
         // XFixes and DAMAGE must be told which version the client speaks before any other request.
-        xfixes = probe(cxcb_xfixes_extension(), { xcb_xfixes_query_version_reply(raw, xcb_xfixes_query_version(raw, 5, 0), nil) }) {
+        xfixes = probe(
+            cxcb_xfixes_extension(), { xcb_xfixes_query_version_reply(raw, xcb_xfixes_query_version(raw, 5, 0), nil) }
+        ) {
             (Int($0.major_version), Int($0.minor_version))
         }
-        randr = probe(cxcb_randr_extension(), { xcb_randr_query_version_reply(raw, xcb_randr_query_version(raw, 1, 5), nil) }) {
+        randr = probe(
+            cxcb_randr_extension(), { xcb_randr_query_version_reply(raw, xcb_randr_query_version(raw, 1, 5), nil) }
+        ) {
             (Int($0.major_version), Int($0.minor_version))
         }
-        damage = probe(cxcb_damage_extension(), { xcb_damage_query_version_reply(raw, xcb_damage_query_version(raw, 1, 1), nil) }) {
+        damage = probe(
+            cxcb_damage_extension(), { xcb_damage_query_version_reply(raw, xcb_damage_query_version(raw, 1, 1), nil) }
+        ) {
             (Int($0.major_version), Int($0.minor_version))
         }
-        composite = probe(cxcb_composite_extension(), { xcb_composite_query_version_reply(raw, xcb_composite_query_version(raw, 0, 4), nil) }) {
+        composite = probe(
+            cxcb_composite_extension(),
+            { xcb_composite_query_version_reply(raw, xcb_composite_query_version(raw, 0, 4), nil) }
+        ) {
             (Int($0.major_version), Int($0.minor_version))
         }
     }
@@ -155,29 +178,41 @@ final class XConnection {
         var result: [ScreenOutput] = []
         var crtcOfOutput: [xcb_randr_output_t: xcb_randr_crtc_t] = [:]
         var crtcs: [xcb_randr_crtc_t: (rect: ScreenRect, rotation: UInt16)] = [:]
-        if let resources = xcb_randr_get_screen_resources_current_reply(raw, xcb_randr_get_screen_resources_current(raw, root), nil) {
+        if let resources = xcb_randr_get_screen_resources_current_reply(
+            raw, xcb_randr_get_screen_resources_current(raw, root), nil)
+        {
             defer { free(resources) }
             let timestamp = resources.pointee.config_timestamp
-            let outputIDs = UnsafeBufferPointer(start: xcb_randr_get_screen_resources_current_outputs(resources),
-                                                count: Int(xcb_randr_get_screen_resources_current_outputs_length(resources)))
+            let outputIDs = UnsafeBufferPointer(
+                start: xcb_randr_get_screen_resources_current_outputs(resources),
+                count: Int(xcb_randr_get_screen_resources_current_outputs_length(resources)))
             var named: [(String, xcb_randr_crtc_t)] = []
             for output in outputIDs {
-                guard let info = xcb_randr_get_output_info_reply(raw, xcb_randr_get_output_info(raw, output, timestamp), nil) else { continue }
+                guard
+                    let info = xcb_randr_get_output_info_reply(
+                        raw, xcb_randr_get_output_info(raw, output, timestamp), nil)
+                else { continue }
                 defer { free(info) }
-                let name = String(decoding: UnsafeRawBufferPointer(start: xcb_randr_get_output_info_name(info),
-                                                                   count: Int(xcb_randr_get_output_info_name_length(info))), as: UTF8.self)
+                let name = String(
+                    decoding: UnsafeRawBufferPointer(
+                        start: xcb_randr_get_output_info_name(info),
+                        count: Int(xcb_randr_get_output_info_name_length(info))), as: UTF8.self)
                 guard info.pointee.crtc != 0 else { continue }
                 crtcOfOutput[output] = info.pointee.crtc
                 named.append((name, info.pointee.crtc))
             }
             for crtc in Set(crtcOfOutput.values) {
-                guard let info = xcb_randr_get_crtc_info_reply(raw, xcb_randr_get_crtc_info(raw, crtc, timestamp), nil) else { continue }
+                guard let info = xcb_randr_get_crtc_info_reply(raw, xcb_randr_get_crtc_info(raw, crtc, timestamp), nil)
+                else { continue }
                 defer { free(info) }
                 let p = info.pointee
-                crtcs[crtc] = (ScreenRect(x: Int(p.x), y: Int(p.y), width: Int(p.width), height: Int(p.height)), p.rotation)
+                crtcs[crtc] = (
+                    ScreenRect(x: Int(p.x), y: Int(p.y), width: Int(p.width), height: Int(p.height)), p.rotation
+                )
             }
             if randr.major > 1 || randr.minor >= 5,
-               let monitors = xcb_randr_get_monitors_reply(raw, xcb_randr_get_monitors(raw, root, 1), nil) {
+                let monitors = xcb_randr_get_monitors_reply(raw, xcb_randr_get_monitors(raw, root, 1), nil)
+            {
                 defer { free(monitors) }
                 var iterator = xcb_randr_get_monitors_monitors_iterator(monitors)
                 while iterator.rem > 0 {
@@ -186,8 +221,10 @@ final class XConnection {
                     let firstOutput = m.nOutput > 0 ? xcb_randr_monitor_info_outputs(monitor).pointee : 0
                     let rotation = crtcOfOutput[firstOutput].flatMap { crtcs[$0]?.rotation } ?? 1
                     if let name = atomName(m.name) {
-                        result.append(Self.output(name, ScreenRect(x: Int(m.x), y: Int(m.y), width: Int(m.width), height: Int(m.height)),
-                                                  rotation: rotation, primary: m.primary != 0))
+                        result.append(
+                            Self.output(
+                                name, ScreenRect(x: Int(m.x), y: Int(m.y), width: Int(m.width), height: Int(m.height)),
+                                rotation: rotation, primary: m.primary != 0))
                     }
                     xcb_randr_monitor_info_next(&iterator)
                 }
@@ -202,12 +239,14 @@ final class XConnection {
 
     private static func output(_ name: String, _ rect: ScreenRect, rotation: UInt16, primary: Bool) -> ScreenOutput {
         let degrees = rotation & 2 != 0 ? 90 : rotation & 4 != 0 ? 180 : rotation & 8 != 0 ? 270 : 0
-        return ScreenOutput(name: name, rect: rect, rotation: degrees, reflected: rotation & 0x30 != 0, primary: primary)
+        return ScreenOutput(
+            name: name, rect: rect, rotation: degrees, reflected: rotation & 0x30 != 0, primary: primary)
     }
 
     static func describeConnectionError(_ status: Int32) -> String {
         switch status {
-        case XCB_CONN_ERROR: "no X server answered, or it refused this client (is the X server running, and may this user use it? check DISPLAY and XAUTHORITY)"
+        case XCB_CONN_ERROR:
+            "no X server answered, or it refused this client (is the X server running, and may this user use it? check DISPLAY and XAUTHORITY)"
         case XCB_CONN_CLOSED_EXT_NOTSUPPORTED: "the server lacks an extension capture needs"
         case XCB_CONN_CLOSED_MEM_INSUFFICIENT: "out of memory"
         case XCB_CONN_CLOSED_REQ_LEN_EXCEED: "a request exceeded the server's maximum length"

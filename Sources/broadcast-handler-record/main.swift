@@ -1,6 +1,6 @@
 import BroadcastHandlerKit
-import BroadcastRecord
 import BroadcastLogging
+import BroadcastRecord
 
 JournalLogHandler.bootstrap(level: .info)
 runBroadcastHandler(RecordHandler(), name: "broadcast-handler-record")

@@ -49,9 +49,12 @@ struct BroadcastSetupCommand: ParsableCommand {
             let client = try SetupClient(socketPath: socketPath)
             let pending = try client.fetchRequest(broadcast: request)
             do {
-                var form = SetupForm(manifest: pending.handler, url: url, values: try SetupForm.parseAssignments(assignments))
+                var form = SetupForm(
+                    manifest: pending.handler, url: url, values: try SetupForm.parseAssignments(assignments))
                 let interactive = !nonInteractive && Terminal.isInteractive()
-                if interactive { Terminal.prompt("Setting up broadcast \(pending.broadcast) with \(pending.handler.displayName)\n") }
+                if interactive {
+                    Terminal.prompt("Setting up broadcast \(pending.broadcast) with \(pending.handler.displayName)\n")
+                }
                 try form.fill(interactive: interactive) { question, secret in
                     Terminal.prompt(question)
                     return Terminal.readLine(echo: !secret)
@@ -68,11 +71,15 @@ struct BroadcastSetupCommand: ParsableCommand {
             } catch {
                 if Terminal.wasInterrupted {
                     // A cancellation, not a failure: the request goes, and the shell hears of SIGINT (128 + 2).
-                    try? client.cancel(broadcast: pending.broadcast, error: BroadcastError(.setupCancelled, "cancelled by the user (Ctrl-C)"))
+                    try? client.cancel(
+                        broadcast: pending.broadcast,
+                        error: BroadcastError(.setupCancelled, "cancelled by the user (Ctrl-C)"))
                     printError("\nsetup cancelled")
                     throw ExitCode(130)
                 }
-                let reason = (error as? BroadcastError) ?? (error as? ProtocolError)?.refusal ?? BroadcastError(.setupCancelled, "\(error)")
+                let reason =
+                    (error as? BroadcastError) ?? (error as? ProtocolError)?.refusal
+                    ?? BroadcastError(.setupCancelled, "\(error)")
                 try? client.cancel(broadcast: pending.broadcast, error: reason)
                 throw reason
             }

@@ -15,7 +15,7 @@ enum SubcommandSuggestion {
         guard let word = arguments.first, !word.hasPrefix("-") else { return nil }
         let names = command.configuration.subcommands.map { $0._commandName } + ["help"]
         guard !names.contains(word) else { return nil }
-        return "unknown subcommand '\(word)'\(NameSuggestion.didYouMean(word, among: names))" +
-            " (\(command._commandName) --help lists them)"
+        return "unknown subcommand '\(word)'\(NameSuggestion.didYouMean(word, among: names))"
+            + " (\(command._commandName) --help lists them)"
     }
 }

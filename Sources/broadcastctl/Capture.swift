@@ -39,10 +39,12 @@ struct Capture: ParsableCommand {
             try client.changeCapture(CaptureChoice(output: output, region: region))
             let status = try client.status()
             if json { return print(prettyJSON(status)) }
-            let live = (status.broadcasts ?? []).filter { ![.idle, .finished].contains($0.state) }.compactMap(\.broadcast)
+            let live = (status.broadcasts ?? []).filter { ![.idle, .finished].contains($0.state) }.compactMap(
+                \.broadcast)
             let chosen = output.map { "output \($0)" } ?? region.map { "region \($0)" } ?? "the whole screen"
-            let sharing = live.isEmpty ? "" : ", for broadcast\(live.count == 1 ? "" : "s") " +
-                live.map(String.init).joined(separator: ", ")
+            let sharing =
+                live.isEmpty
+                ? "" : ", for broadcast\(live.count == 1 ? "" : "s") " + live.map(String.init).joined(separator: ", ")
             print("capturing \(chosen) from the next frame on" + sharing)
             print("capture: \(status.source)")
         }

@@ -83,14 +83,17 @@ struct Save: ParsableCommand {
               broadcastctl save --and-record talk.mp4   (the buffer, then the rest)
             """)
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The replay broadcast (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?
+    @Option(help: "The replay broadcast (`broadcastctl status` lists them); needed when several run.") var broadcast:
+        UInt32?
     @Option(help: "Only the last this many seconds (from the keyframe at least that far back).") var last: Double?
     @Flag(help: "Then go on recording into the same file until the broadcast finishes (the buffer is its pre-roll).")
     var andRecord = false
     @Flag(help: "Replace FILE if it exists (without it, an existing file is kept and the save refused).")
     var overwrite = false
-    @Flag(help: "Print the answer as JSON: {\"broadcast\", \"command\", \"result\": {\"path\", \"duration\", …}}.") var json = false
-    @Argument(help: "The file to write (.mp4 or .mkv); a relative name is taken from the current directory.") var file: String?
+    @Flag(help: "Print the answer as JSON: {\"broadcast\", \"command\", \"result\": {\"path\", \"duration\", …}}.")
+    var json = false
+    @Argument(help: "The file to write (.mp4 or .mkv); a relative name is taken from the current directory.") var file:
+        String?
 
     func validate() throws {
         if let last, !(last > 0) { throw ValidationError("--last is a number of seconds above 0") }
@@ -109,7 +112,9 @@ struct Save: ParsableCommand {
             if let duration = answer.result["duration"] {
                 printError("saved \(ResultText.value("duration", duration))")
             }
-            if answer.result["recording"] == .bool(true) { printError("recording into it until the broadcast finishes") }
+            if answer.result["recording"] == .bool(true) {
+                printError("recording into it until the broadcast finishes")
+            }
         }
     }
 }
@@ -129,8 +134,10 @@ struct Mark: ParsableCommand {
             """)
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Mark this broadcast only (`broadcastctl status` lists them).") var broadcast: UInt32?
-    @Flag(help: ArgumentHelp(#"Print each answer as a JSON line: {"broadcast", "command", "# +
-                             #""result": {"time", "title", "chapter"}}."#))
+    @Flag(
+        help: ArgumentHelp(
+            #"Print each answer as a JSON line: {"broadcast", "command", "#
+                + #""result": {"time", "title", "chapter"}}."#))
     var json = false
     @Argument(help: "The chapter's title (default: Mark N).") var text: String?
 
@@ -142,7 +149,10 @@ struct Mark: ParsableCommand {
             let marked = try broadcast.map { [$0] } ?? Self.takingChapters(client)
             for id in marked.isEmpty ? [nil] : marked.map(Optional.some) {
                 let answer = try client.send(command: "mark", arguments: arguments, broadcast: id)
-                if json { print(compactJSON(answer)); continue }
+                if json {
+                    print(compactJSON(answer))
+                    continue
+                }
                 let said = { (key: String) in answer.result[key].map { ResultText.value(key, $0) } ?? "?" }
                 print("broadcast \(answer.broadcast): chapter \(said("chapter")) '\(said("title"))' at \(said("time"))")
             }

@@ -10,7 +10,9 @@ struct Pause: ParsableCommand {
         usage: "broadcastctl pause [<options>]")
     @OptionGroup var request: BroadcastRequestOptions
     func run() throws {
-        try request.send(verb: "pause") { try $0.pause(broadcast: $1) } saying: { before, after in
+        try request.send(verb: "pause") {
+            try $0.pause(broadcast: $1)
+        } saying: { before, after in
             let at = StatusLine.clock(after.elapsed ?? 0)
             if before?.state == .paused { return "broadcast \(after.broadcast ?? 0) was already paused, at \(at)" }
             if after.state != .paused { return "broadcast \(after.broadcast ?? 0) will pause once it is live" }
@@ -20,14 +22,19 @@ struct Pause: ParsableCommand {
 }
 
 struct Resume: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Resume a paused broadcast.",
-                                                    usage: "broadcastctl resume [<options>]")
+    static let configuration = CommandConfiguration(
+        abstract: "Resume a paused broadcast.",
+        usage: "broadcastctl resume [<options>]")
     @OptionGroup var request: BroadcastRequestOptions
     func run() throws {
-        try request.send(verb: "resume") { try $0.resume(broadcast: $1) } saying: { before, after in
+        try request.send(verb: "resume") {
+            try $0.resume(broadcast: $1)
+        } saying: { before, after in
             let at = StatusLine.clock(after.elapsed ?? 0)
             if before?.state == .live { return "broadcast \(after.broadcast ?? 0) was not paused (live at \(at))" }
-            if after.state != .live && after.state != .paused { return "broadcast \(after.broadcast ?? 0) will not pause once live" }
+            if after.state != .live && after.state != .paused {
+                return "broadcast \(after.broadcast ?? 0) will not pause once live"
+            }
             return "broadcast \(after.broadcast ?? 0) resumed at \(at)"
         }
     }
@@ -70,12 +77,15 @@ struct Discard: ParsableCommand {
 /// Pause, resume, stop and discard: a line saying what was done, or `{"broadcast": N}` with --json.
 struct BroadcastRequestOptions: ParsableArguments {
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The broadcast to act on (`broadcastctl status` lists them); needed when several run.") var broadcast: UInt32?
+    @Option(help: "The broadcast to act on (`broadcastctl status` lists them); needed when several run.") var broadcast:
+        UInt32?
     @Flag(help: "Print {\"broadcast\": N}, the broadcast acted on.") var json = false
 
     /// Sends `request`, then says what it did from the broadcast's status before and after.
-    func send(verb: String, _ request: (ControllerClient, UInt32?) throws -> UInt32?,
-              saying: (_ before: BroadcastStatus?, _ after: BroadcastStatus) -> String) throws {
+    func send(
+        verb: String, _ request: (ControllerClient, UInt32?) throws -> UInt32?,
+        saying: (_ before: BroadcastStatus?, _ after: BroadcastStatus) -> String
+    ) throws {
         try reporting(json: json) {
             let client = try connection.connect()
             let before = json ? nil : try? status(of: broadcast, client)

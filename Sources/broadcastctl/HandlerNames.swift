@@ -17,7 +17,8 @@ enum HandlerNames {
             if word.hasPrefix("--socket=") { socket = String(word.dropFirst("--socket=".count)) }
         }
         guard let path = try? SocketLocation.resolve(explicit: socket),
-              let client = try? ControllerClient(socketPath: path, client: "broadcastctl-completion") else { return [] }
+            let client = try? ControllerClient(socketPath: path, client: "broadcastctl-completion")
+        else { return [] }
         defer { client.close() }
         let names: [String] = ((try? client.handlers()) ?? []).map(\.name)
         return names.filter { $0.hasPrefix(prefix) }.sorted()

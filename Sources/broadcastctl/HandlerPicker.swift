@@ -9,7 +9,8 @@ enum HandlerPicker {
             throw UsageError(message: "name the handler with --handler NAME (`broadcastctl handlers` lists them)")
         }
         guard !handlers.isEmpty else {
-            throw UsageError(message: "no handlers are installed, so there is nothing to start (see `broadcastctl handlers`)")
+            throw UsageError(
+                message: "no handlers are installed, so there is nothing to start (see `broadcastctl handlers`)")
         }
         Terminal.prompt(menu(handlers))
         for _ in 0..<10 {
@@ -26,7 +27,8 @@ enum HandlerPicker {
         let width = String(handlers.count).count
         return handlers.enumerated().map { index, handler in
             let number = String(index + 1)
-            return "  " + String(repeating: " ", count: width - number.count) + number + "  \(handler.name) — \(handler.displayName)\n"
+            return "  " + String(repeating: " ", count: width - number.count) + number
+                + "  \(handler.name) — \(handler.displayName)\n"
         }.joined()
     }
 
@@ -38,8 +40,8 @@ enum HandlerPicker {
     }
 }
 
-private extension String {
-    func trimmingCharacters(in set: String) -> String {
+extension String {
+    fileprivate func trimmingCharacters(in set: String) -> String {
         String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
     }
 }

@@ -10,18 +10,23 @@ struct CaptureOptions: ParsableArguments {
     @Option(help: "Capture this X display (e.g. :1), through X11.") var display: String?
     @Option(help: "Capture one RandR monitor or output by name (see `broadcastctl sources`).") var output: String?
     @Option(help: "Capture a region of the screen, X,Y,WIDTHxHEIGHT.") var region: String?
-    @Option(help: ArgumentHelp("Capture one window (see `broadcastctl sources`).", valueName: "ID|CLASS|TITLE")) var window: String?
-    @Option(help: ArgumentHelp("Capture one application: its window and its sound.", valueName: "NAME|PID")) var app: String?
+    @Option(help: ArgumentHelp("Capture one window (see `broadcastctl sources`).", valueName: "ID|CLASS|TITLE"))
+    var window: String?
+    @Option(help: ArgumentHelp("Capture one application: its window and its sound.", valueName: "NAME|PID")) var app:
+        String?
     @Option(help: "Frames per second (1-240).") var fps: Int?
     @Option(help: "The pointer: embedded, metadata or hidden.") var cursor: String?
-    @Option(name: .customLong("exclude-window"),
-            help: ArgumentHelp("Never capture windows of this class, besides broadcastd's list; repeatable (X11).",
-                               valueName: "CLASS"))
+    @Option(
+        name: .customLong("exclude-window"),
+        help: ArgumentHelp(
+            "Never capture windows of this class, besides broadcastd's list; repeatable (X11).",
+            valueName: "CLASS"))
     var excludeWindows: [String] = []
 
     var choice: CaptureChoice? {
-        let choice = CaptureChoice(display: display, output: output, region: region, window: window, app: app, frameRate: fps,
-                                   cursor: cursor, excludeWindows: excludeWindows.isEmpty ? nil : excludeWindows)
+        let choice = CaptureChoice(
+            display: display, output: output, region: region, window: window, app: app, frameRate: fps,
+            cursor: cursor, excludeWindows: excludeWindows.isEmpty ? nil : excludeWindows)
         return choice.isEmpty ? nil : choice
     }
 
@@ -58,8 +63,10 @@ final class Launch {
 
     /// START, then broadcast-setup for the URL and fields (asking on a terminal when `interactive`); the id once
     /// the broadcast is live, or nil (its finish printed) when it finished before.
-    func begin(url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
-               interactive: Bool) throws -> UInt32? {
+    func begin(
+        url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
+        interactive: Bool
+    ) throws -> UInt32? {
         try client.subscribe()
         let asking = interactive && Terminal.isInteractive(0)
         if let manifest = try client.handlers().first(where: { $0.name == handler }) {
@@ -78,8 +85,9 @@ final class Launch {
             try client.start(handler: handler, maxDuration: duration, capture: capture)
         }
         if !sharing.isEmpty {
-            joined = "sharing the capture of broadcast\(sharing.count == 1 ? "" : "s") " +
-                "\(sharing.map(String.init).joined(separator: ", ")): \(running.source)"
+            joined =
+                "sharing the capture of broadcast\(sharing.count == 1 ? "" : "s") "
+                + "\(sharing.map(String.init).joined(separator: ", ")): \(running.source)"
         }
         try runSetup(id: id, url: url, assignments: assignments, interactive: interactive)
         return try awaitStart(id: id) ? id : nil
@@ -87,8 +95,10 @@ final class Launch {
 
     /// The `--set` values, checked against the handler before anything is asked of broadcastd, so that a mistake is
     /// a usage error said once (exit 64) and no broadcast is requested. `complete`: nothing will be asked for.
-    private func checkedSetup(_ manifest: HandlerManifest, url: String?, assignments: [String],
-                              complete: Bool) throws -> [String: String] {
+    private func checkedSetup(
+        _ manifest: HandlerManifest, url: String?, assignments: [String],
+        complete: Bool
+    ) throws -> [String: String] {
         do throws(BroadcastError) {
             let values = try SetupForm.parseAssignments(assignments)
             let form = SetupForm(manifest: manifest, url: url, values: values)
@@ -146,11 +156,12 @@ final class Launch {
     /// The broadcast's status as it went live, from the STATE_CHANGED that said so: the file it writes (a handler
     /// names it as it starts), the audio streams found silent and the memory warning are in it, with no round trip.
     func settledStatus(of id: UInt32) throws -> BroadcastStatus? {
-        let status = if let liveStatus, liveStatus.broadcast == id {
-            liveStatus
-        } else {
-            try client.status().broadcasts?.first { $0.broadcast == id }
-        }
+        let status =
+            if let liveStatus, liveStatus.broadcast == id {
+                liveStatus
+            } else {
+                try client.status().broadcasts?.first { $0.broadcast == id }
+            }
         if let file = status?.file { files[id] = file }
         return status
     }
@@ -162,23 +173,30 @@ final class Launch {
         if let file = status.file { lines.append("writing \(file)") }
         if let joined { lines.append(joined) }
         if status.state == .paused { lines.append("paused (a pause was asked for before it went live)") }
-        let warnings = SilenceWarning.lines(status.silentAudio ?? [:], audio: audio)
+        let warnings =
+            SilenceWarning.lines(status.silentAudio ?? [:], audio: audio)
             + (status.memoryWarning.map { ["warning: \($0)"] } ?? [])
         return (lines, warnings)
     }
 
     /// Until the broadcast finishes; Ctrl-C (or SIGTERM) finishes it (`stopsOnInterrupt`), or only ends the wait.
     /// `progress` is called with each other event.
-    func waitForFinish(id: UInt32, stopsOnInterrupt: Bool = true, progress: ((ControllerClient.Event) -> Void)? = nil,
-                       interrupted: (() -> Void)? = nil) throws {
+    func waitForFinish(
+        id: UInt32, stopsOnInterrupt: Bool = true, progress: ((ControllerClient.Event) -> Void)? = nil,
+        interrupted: (() -> Void)? = nil
+    ) throws {
         try waitForFinishes(of: [id], stopsOnInterrupt: stopsOnInterrupt, progress: progress, interrupted: interrupted)
     }
 
     /// Until every broadcast of `ids` finishes, each reported as it does; exit status 1 when any failed.
-    func waitForFinishes(of ids: Set<UInt32>, stopsOnInterrupt: Bool = true, progress: ((ControllerClient.Event) -> Void)? = nil,
-                         interrupted: (() -> Void)? = nil) throws {
+    func waitForFinishes(
+        of ids: Set<UInt32>, stopsOnInterrupt: Bool = true, progress: ((ControllerClient.Event) -> Void)? = nil,
+        interrupted: (() -> Void)? = nil
+    ) throws {
         let signals = try SignalDescriptor(signals: [Signals.interrupt, Signals.terminate])
-        var stopping = false, waiting = ids, failed = false
+        var stopping = false
+        var waiting = ids
+        var failed = false
         while !waiting.isEmpty {
             if !stopping, signals.next() != nil {
                 stopping = true
@@ -200,7 +218,9 @@ final class Launch {
                 continue
             }
             waiting.remove(finished.broadcast)
-            do { try report(finished) } catch let error as ExitCode where error.rawValue == Exit.failed { failed = true }
+            do { try report(finished) } catch let error as ExitCode where error.rawValue == Exit.failed {
+                failed = true
+            }
         }
         if failed { throw ExitCode(Exit.failed) }
     }
@@ -217,9 +237,12 @@ final class Launch {
             let kept = ids.sorted().compactMap { id in
                 files[id].map { "broadcast \(id)'s recording so far is in \($0)" }
             }
-            throw ProtocolError.refused(BroadcastError(.notRunning, "broadcastd stopped before broadcast" +
-                (ids.count == 1 ? "" : "s") + " \(ids.sorted().map(String.init).joined(separator: ", ")) finished" +
-                (kept.isEmpty ? "" : "; " + kept.joined(separator: "; ") + " (playable up to there)")))
+            throw ProtocolError.refused(
+                BroadcastError(
+                    .notRunning,
+                    "broadcastd stopped before broadcast" + (ids.count == 1 ? "" : "s")
+                        + " \(ids.sorted().map(String.init).joined(separator: ", ")) finished"
+                        + (kept.isEmpty ? "" : "; " + kept.joined(separator: "; ") + " (playable up to there)")))
         }
         return event
     }

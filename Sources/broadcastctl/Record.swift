@@ -21,15 +21,19 @@ struct Record: ParsableCommand {
               broadcastctl record --set codec=hevc --set crf=24 demo.mp4
             """)
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "The file to write (.mp4 or .mkv); default $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4.") var file: String?
-    @Option(name: .customLong("set"),
-            help: ArgumentHelp("A setting of the record handler (see `broadcastctl handlers`); repeatable.",
-                               valueName: "KEY=VALUE"))
+    @Argument(help: "The file to write (.mp4 or .mkv); default $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4.") var file:
+        String?
+    @Option(
+        name: .customLong("set"),
+        help: ArgumentHelp(
+            "A setting of the record handler (see `broadcastctl handlers`); repeatable.",
+            valueName: "KEY=VALUE"))
     var assignments: [String] = []
     @Option(help: ArgumentHelp("Stop by itself after this much live time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
     var duration: DurationArgument?
     @OptionGroup(title: "Capture (broadcastd's options by default)") var capture: CaptureOptions
-    @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then the FINISHED event.") var json = false
+    @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then the FINISHED event.") var json =
+        false
 
     func validate() throws {
         if file?.isEmpty == true { throw ValidationError("give a file name, or none for the default") }
@@ -37,8 +41,9 @@ struct Record: ParsableCommand {
 
     func run() throws {
         let url = file.map { FileSystem.absolutePath($0) }
-        try runToTheEnd(handler: "record", url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
-                        connection: connection, json: json)
+        try runToTheEnd(
+            handler: "record", url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
+            connection: connection, json: json)
     }
 }
 
@@ -61,33 +66,44 @@ struct Stream: ParsableCommand {
               broadcastctl stream hls:///var/www/live/index.m3u8
             """)
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: ArgumentHelp("Where to stream: srt://, rtmp[s]://, whip[s]://, hls:/// or http[s]:// " +
-                                 "(see `broadcastctl handlers`)."))
+    @Argument(
+        help: ArgumentHelp(
+            "Where to stream: srt://, rtmp[s]://, whip[s]://, hls:/// or http[s]:// " + "(see `broadcastctl handlers`)."
+        ))
     var url: String
-    @Option(name: .customLong("set"),
-            help: ArgumentHelp("A setting of the stream handler (see `broadcastctl handlers`); repeatable.",
-                               valueName: "KEY=VALUE"))
+    @Option(
+        name: .customLong("set"),
+        help: ArgumentHelp(
+            "A setting of the stream handler (see `broadcastctl handlers`); repeatable.",
+            valueName: "KEY=VALUE"))
     var assignments: [String] = []
     @Option(help: ArgumentHelp("Stop by itself after this much live time: 90, 90s, 10m, 1h30m.", valueName: "TIME"))
     var duration: DurationArgument?
     @OptionGroup(title: "Capture (broadcastd's options by default)") var capture: CaptureOptions
-    @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then the FINISHED event.") var json = false
+    @Flag(help: "Print JSON lines: {\"broadcast\", \"handler\"} once started, then the FINISHED event.") var json =
+        false
 
     func run() throws {
-        try runToTheEnd(handler: "stream", url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
-                        connection: connection, json: json)
+        try runToTheEnd(
+            handler: "stream", url: url, assignments: assignments, duration: duration?.seconds, capture: capture.choice,
+            connection: connection, json: json)
     }
 }
 
 /// `record` and `stream`: START without questions, a progress line on a terminal until the broadcast ends
 /// (Ctrl-C stops it), then how it ended. Every other line first clears the progress line, which is drawn again after.
-private func runToTheEnd(handler: String, url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
-                         connection: ConnectionOptions, json: Bool) throws {
+private func runToTheEnd(
+    handler: String, url: String?, assignments: [String], duration: Double?, capture: CaptureChoice?,
+    connection: ConnectionOptions, json: Bool
+) throws {
     try reporting(json: json) {
         let launch = Launch(client: try connection.connect(), handler: handler, json: json)
         launch.brief = true
-        guard let id = try launch.begin(url: url, assignments: assignments, duration: duration, capture: capture,
-                                        interactive: false) else { return }
+        guard
+            let id = try launch.begin(
+                url: url, assignments: assignments, duration: duration, capture: capture,
+                interactive: false)
+        else { return }
         if json {
             print(compactJSON(BroadcastStarted(broadcast: id, handler: handler)))
             Terminal.flushOutput()
@@ -106,20 +122,22 @@ private func runToTheEnd(handler: String, url: String?, assignments: [String], d
         let progress = Terminal.isInteractive(2) ? ProgressLine() : nil
         launch.beforeOutput = { progress?.clear() }
         defer { progress?.clear() }
-        try launch.waitForFinish(id: id, progress: { event in
-            switch event {
-            case .stateChanged(let s) where s.broadcast == id: line.update(s)
-            case .serviceInfo(let i) where i.broadcast == id:
-                line.update(i)
-                let news = connections.update(i.handler ?? [:])
-                if !news.isEmpty {
-                    progress?.clear()
-                    news.forEach(printError)
+        try launch.waitForFinish(
+            id: id,
+            progress: { event in
+                switch event {
+                case .stateChanged(let s) where s.broadcast == id: line.update(s)
+                case .serviceInfo(let i) where i.broadcast == id:
+                    line.update(i)
+                    let news = connections.update(i.handler ?? [:])
+                    if !news.isEmpty {
+                        progress?.clear()
+                        news.forEach(printError)
+                    }
+                default: return
                 }
-            default: return
-            }
-            progress?.draw(line)
-        }, interrupted: { progress?.clear() })
+                progress?.draw(line)
+            }, interrupted: { progress?.clear() })
     }
 }
 

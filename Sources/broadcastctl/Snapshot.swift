@@ -20,13 +20,15 @@ struct Snapshot: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Name the frame as this broadcast's (they all share one capture).") var broadcast: UInt32?
     @Argument(help: "The PNG file to write; - for standard output.") var file: String
-    @Flag(help: "Print what was saved as JSON: file, width, height, bytes, presentationTime, broadcast.") var json = false
+    @Flag(help: "Print what was saved as JSON: file, width, height, bytes, presentationTime, broadcast.") var json =
+        false
 
     func validate() throws {
         if file == "-" && json { throw ValidationError("--json and - both want standard output; give a file name") }
         if file.isEmpty { throw ValidationError("give a file name for the PNG, or - for standard output") }
         if file == "-" && Terminal.isInteractive(1) {
-            throw ValidationError("standard output is a terminal, which cannot show a PNG; give a file name, or pipe it (- | display -)")
+            throw ValidationError(
+                "standard output is a terminal, which cannot show a PNG; give a file name, or pipe it (- | display -)")
         }
     }
 
@@ -36,15 +38,21 @@ struct Snapshot: ParsableCommand {
             guard let format = description.video.videoFormat else {
                 throw ProtocolError.malformed(.snapshot, "unknown pixel format \(description.video.format)")
             }
-            let rgb = RGB.convert(UnsafeRawBufferPointer(start: frame.base, count: frame.size), format: format,
-                                  fullRange: description.colorRange == "full")
+            let rgb = RGB.convert(
+                UnsafeRawBufferPointer(start: frame.base, count: frame.size), format: format,
+                fullRange: description.colorRange == "full")
             let png = try PNG.encode(rgb: rgb, width: format.width, height: format.height)
             if file == "-" { return try Terminal.writeOutput(png) }
             try FileSystem.writeFile(file, png)
-            let saved = SavedSnapshot(file: file, width: format.width, height: format.height, bytes: png.count,
-                                      presentationTime: description.presentationTime, broadcast: description.broadcast)
-            print(json ? prettyJSON(saved) : "saved \(format.width)x\(format.height) " +
-                  (description.broadcast.map { "frame of broadcast \($0)" } ?? "frame") + " to \(file) (\(png.count) bytes)")
+            let saved = SavedSnapshot(
+                file: file, width: format.width, height: format.height, bytes: png.count,
+                presentationTime: description.presentationTime, broadcast: description.broadcast)
+            print(
+                json
+                    ? prettyJSON(saved)
+                    : "saved \(format.width)x\(format.height) "
+                        + (description.broadcast.map { "frame of broadcast \($0)" } ?? "frame")
+                        + " to \(file) (\(png.count) bytes)")
         }
     }
 }

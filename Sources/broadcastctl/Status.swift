@@ -6,12 +6,16 @@ import BroadcastProtocol
 import BroadcastSystem
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the state of every broadcast, or of one.",
-                                                    usage: "broadcastctl status [<options>]")
+    static let configuration = CommandConfiguration(
+        abstract: "Show the state of every broadcast, or of one.",
+        usage: "broadcastctl status [<options>]")
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Show this broadcast only.") var broadcast: UInt32?
     @Flag(help: "Print JSON.") var json = false
-    @Flag(help: "Keep showing the state, elapsed time, fps, bit rate, drops per stream and daemon memory until interrupted: one line redrawn in place on a terminal, a line per update when piped, JSON lines with --json.") var watch = false
+    @Flag(
+        help:
+            "Keep showing the state, elapsed time, fps, bit rate, drops per stream and daemon memory until interrupted: one line redrawn in place on a terminal, a line per update when piped, JSON lines with --json."
+    ) var watch = false
 
     func run() throws {
         try reporting(json: json) {
@@ -39,7 +43,9 @@ struct Status: ParsableCommand {
                         if redrawn { print("") }
                         return
                     }
-                    if redrawn { print(lines.redrawing(columns: Terminal.columns() ?? 80, keeping: nil), terminator: "") }
+                    if redrawn {
+                        print(lines.redrawing(columns: Terminal.columns() ?? 80, keeping: nil), terminator: "")
+                    }
                     Terminal.flushOutput()
                     continue
                 }
@@ -60,7 +66,9 @@ struct Status: ParsableCommand {
                 case .stateChanged(let s): lines.update(s)
                 case .serviceInfo(let i): lines.update(i)
                 case .urlUpdated(let u): kept = "broadcast \(u.broadcast.map(String.init) ?? "-") url \(u.url)"
-                case .finished(let f): kept = StatusText.line(f); lines.finished(f.broadcast)
+                case .finished(let f):
+                    kept = StatusText.line(f)
+                    lines.finished(f.broadcast)
                 }
                 if redrawn {
                     print(lines.redrawing(columns: Terminal.columns() ?? 80, keeping: kept), terminator: "")
@@ -73,15 +81,16 @@ struct Status: ParsableCommand {
     }
 }
 
-
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
         let finished = (s.broadcasts ?? []).filter { $0.state == .finished }
         if !finished.isEmpty && finished.count == s.broadcasts?.count {
             // Nothing runs: broadcastd is idle, and what finished since the last start is said a line each.
             let lines = finished.map { b in
-                "  " + finish(b.broadcast ?? 0, handler: b.handler, discarded: b.discarded == true, error: b.error,
-                              result: b.result)
+                "  "
+                    + finish(
+                        b.broadcast ?? 0, handler: b.handler, discarded: b.discarded == true, error: b.error,
+                        result: b.result)
             }
             return (["state: idle", "source: \(s.source)"] + memory(s) + ["finished since the last start:"] + lines)
                 .joined(separator: "\n")
@@ -90,9 +99,11 @@ enum StatusText {
         var lines = ["source: \(s.source)"] + memory(s)
         lines.append("\(all.count) broadcasts:")
         for broadcast in all {
-            lines += [""] + describeOne(broadcast).split(separator: "\n").map(String.init).filter {
-                !$0.hasPrefix("source:") && !$0.hasPrefix("daemon memory:") && !$0.hasPrefix("warning: running")
-            }
+            lines +=
+                [""]
+                + describeOne(broadcast).split(separator: "\n").map(String.init).filter {
+                    !$0.hasPrefix("source:") && !$0.hasPrefix("daemon memory:") && !$0.hasPrefix("warning: running")
+                }
         }
         return lines.joined(separator: "\n")
     }
@@ -100,28 +111,42 @@ enum StatusText {
     /// broadcastd's memory, with what the capture's plan allows and, over the built-in budget, by how much and why.
     static func memory(_ s: BroadcastStatus) -> [String] {
         guard let bytes = s.daemonMemory else { return [] }
-        return ["daemon memory: \(bytes / 1024) KiB" + (s.memoryPlanned.map { " (planned: at most \(megabytes($0)))" } ?? "")]
+        return [
+            "daemon memory: \(bytes / 1024) KiB"
+                + (s.memoryPlanned.map { " (planned: at most \(megabytes($0)))" } ?? "")
+        ]
             + (s.memoryWarning.map { ["warning: \($0)"] } ?? [])
     }
 
     static func describeOne(_ s: BroadcastStatus) -> String {
         var lines = ["state: \(s.state)", "source: \(s.source)"] + memory(s)
         if s.sessionLocked == true {
-            lines.append("session locked: " + (s.pausedForLock == true ? "paused until it is unlocked"
-                : s.blankedForLock == true ? "the privacy frame goes out instead of the screen" : "the screen is not captured meanwhile"))
+            lines.append(
+                "session locked: "
+                    + (s.pausedForLock == true
+                        ? "paused until it is unlocked"
+                        : s.blankedForLock == true
+                            ? "the privacy frame goes out instead of the screen"
+                            : "the screen is not captured meanwhile"))
         }
         if let id = s.broadcast {
             lines.append("broadcast: \(id) (handler \(s.handler ?? "?"))")
             if let url = s.url { lines.append("url: \(url)") }
             if let file = s.file { lines.append("file: \(file)") }
             if let elapsed = s.elapsed {
-                lines.append("elapsed: \(StatusLine.clock(elapsed))\(s.maxDuration.map { " of at most \(StatusLine.clock($0))" } ?? "")")
+                lines.append(
+                    "elapsed: \(StatusLine.clock(elapsed))\(s.maxDuration.map { " of at most \(StatusLine.clock($0))" } ?? "")"
+                )
             }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
             if s.discarded == true { lines.append("discarded: what it produced is deleted") }
             for name in ["video", "audioApp", "audioMic"] {
-                if let c = s.streams?[name] { lines.append("\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")") }
+                if let c = s.streams?[name] {
+                    lines.append(
+                        "\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")"
+                    )
+                }
             }
             if let result = s.result { lines += describe(result: result) }
         }
@@ -141,12 +166,13 @@ enum StatusText {
     }
 
     /// A finish in a line: how it ended, and the file it wrote with its duration and size.
-    static func finish(_ id: UInt32, handler: String?, discarded: Bool, error: BroadcastError?,
-                       result: [String: JSONValue]?) -> String {
+    static func finish(
+        _ id: UInt32, handler: String?, discarded: Bool, error: BroadcastError?,
+        result: [String: JSONValue]?
+    ) -> String {
         "broadcast \(id)" + (handler.map { " (\($0))" } ?? "") + (discarded ? " discarded" : " finished")
             + (error.map { ": \($0.message)" } ?? "")
             + (ResultText.brief(result).map { "; \(discarded ? "deleted" : "saved") \($0)" } ?? "")
     }
 
 }
-

@@ -51,7 +51,9 @@ func reporting(json: Bool, _ body: () throws -> Void) throws {
         printError("broadcastctl: \(error.message)")
         throw ExitCode(error.code == .notRunning ? Exit.notRunning : Exit.failed)
     } catch {
-        if json { print(compactJSON(["error": BroadcastError(BroadcastError.Code(rawValue: "broadcastctl"), "\(error)")])) }
+        if json {
+            print(compactJSON(["error": BroadcastError(BroadcastError.Code(rawValue: "broadcastctl"), "\(error)")]))
+        }
         printError("broadcastctl: \(error)")
         throw ExitCode(Exit.failed)
     }
@@ -83,7 +85,10 @@ struct Broadcastctl: ParsableCommand {
             is not running, or stopped while a broadcast was waited for, or another user's \
             program listens on the socket (it is sent nothing); 130 setup cancelled with Ctrl-C.
             """,
-        subcommands: [Handlers.self, Sources.self, Start.self, Record.self, Stream.self, Capture.self, Pause.self, Resume.self, Stop.self, Discard.self, Status.self, Snapshot.self, Send.self, Save.self, Mark.self])
+        subcommands: [
+            Handlers.self, Sources.self, Start.self, Record.self, Stream.self, Capture.self, Pause.self, Resume.self,
+            Stop.self, Discard.self, Status.self, Snapshot.self, Send.self, Save.self, Mark.self,
+        ])
 }
 
 if let message = SubcommandSuggestion.error(for: Array(CommandLine.arguments.dropFirst()), command: Broadcastctl.self) {

@@ -37,7 +37,10 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.region.help)) var region: String?
     @Option(help: ArgumentHelp(DaemonKeys.window.help, valueName: "ID|CLASS|TITLE")) var window: String?
     @Option(help: ArgumentHelp(DaemonKeys.app.help, valueName: "NAME|PID")) var app: String?
-    @Option(name: .customLong("exclude-window"), help: ArgumentHelp(DaemonKeys.excludeWindow.help + " Repeatable; given, it replaces the list.", valueName: "CLASS"))
+    @Option(
+        name: .customLong("exclude-window"),
+        help: ArgumentHelp(
+            DaemonKeys.excludeWindow.help + " Repeatable; given, it replaces the list.", valueName: "CLASS"))
     var excludedWindows: [String] = []
     @Option(help: ArgumentHelp(DaemonKeys.onLock.help)) var onLock: String?
     @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
@@ -52,22 +55,27 @@ struct BroadcastDaemonCommand: ParsableCommand {
     @Option(help: ArgumentHelp(DaemonKeys.appAudio.help, valueName: "default|none|TARGET")) var appAudio: String?
     @Option(help: ArgumentHelp(DaemonKeys.mic.help, valueName: "default|none|TARGET")) var mic: String?
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.syncMarks.help)) var syncMarks: Bool?
-    @Option(name: .customLong("audio-clock-ppm"), parsing: .unconditional,
-            help: ArgumentHelp(DaemonKeys.audioClockPPM.help, valueName: "N"))
+    @Option(
+        name: .customLong("audio-clock-ppm"), parsing: .unconditional,
+        help: ArgumentHelp(DaemonKeys.audioClockPPM.help, valueName: "N"))
     var audioClockPPM: Int?
     @Option(help: ArgumentHelp(DaemonKeys.memoryBudget.help, valueName: "MB")) var memoryBudget: Int?
     @Option(help: ArgumentHelp(DaemonKeys.maxBroadcasts.help, valueName: "N")) var maxBroadcasts: Int?
     @Option(help: ArgumentHelp(DaemonKeys.socket.help, valueName: "PATH")) var socket: String?
-    @Option(name: .customLong("handlers-dir"), help: ArgumentHelp(DaemonKeys.handlersDir.help + " Repeatable.", valueName: "DIR"))
+    @Option(
+        name: .customLong("handlers-dir"),
+        help: ArgumentHelp(DaemonKeys.handlersDir.help + " Repeatable.", valueName: "DIR"))
     var handlersDirectories: [String] = []
     @Option(help: ArgumentHelp(DaemonKeys.startTimeout.help, valueName: "SECONDS")) var startTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.finishTimeout.help, valueName: "SECONDS")) var finishTimeout: Int?
     @Option(help: ArgumentHelp(DaemonKeys.handlerTimeout.help, valueName: "SECONDS")) var handlerTimeout: Int?
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.notify.help)) var notify: Bool?
     @Option(help: ArgumentHelp(DaemonKeys.logLevel.help)) var logLevel: String?
-    @Option(help: ArgumentHelp("Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml " +
-                               "(~/.config/…), if it exists; /dev/null: none.",
-                               valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp(
+            "Configuration file; default: $XDG_CONFIG_HOME/broadcastd/broadcastd.toml "
+                + "(~/.config/…), if it exists; /dev/null: none.",
+            valueName: "FILE"))
     var config: String?
     @Flag(help: "Print the effective configuration (defaults, then the file, then these options) as TOML, and exit.")
     var printConfig = false
@@ -75,14 +83,22 @@ struct BroadcastDaemonCommand: ParsableCommand {
     /// The options given, by configuration key.
     var commandLine: [String: ConfigValue] {
         var values: [String: ConfigValue] = [:]
-        for (key, value) in [("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display), ("output", output), ("region", region), ("window", window), ("app", app), ("on-lock", onLock), ("cursor", cursor),
-                             ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
-                             ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket), ("log-level", logLevel)] {
+        for (key, value) in [
+            ("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display),
+            ("output", output), ("region", region), ("window", window), ("app", app), ("on-lock", onLock),
+            ("cursor", cursor),
+            ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
+            ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket),
+            ("log-level", logLevel),
+        ] {
             values[key] = value.map(ConfigValue.string)
         }
-        for (key, value) in [("fps", fps), ("audio-channels", audioChannels), ("audio-clock-ppm", audioClockPPM),
-                             ("memory-budget", memoryBudget), ("max-broadcasts", maxBroadcasts), ("start-timeout", startTimeout), ("finish-timeout", finishTimeout),
-                             ("handler-timeout", handlerTimeout)] {
+        for (key, value) in [
+            ("fps", fps), ("audio-channels", audioChannels), ("audio-clock-ppm", audioClockPPM),
+            ("memory-budget", memoryBudget), ("max-broadcasts", maxBroadcasts), ("start-timeout", startTimeout),
+            ("finish-timeout", finishTimeout),
+            ("handler-timeout", handlerTimeout),
+        ] {
             values[key] = value.map(ConfigValue.integer)
         }
         values["damage"] = damage.map(ConfigValue.boolean)
@@ -108,16 +124,20 @@ struct BroadcastDaemonCommand: ParsableCommand {
             configuration = try loadConfiguration()
         } catch {
             Terminal.prompt("broadcastd: \(error)\n")
-            throw ExitCode(error.location.hasPrefix("--") ? ExitCode.validationFailure.rawValue : Self.configurationError)
+            throw ExitCode(
+                error.location.hasPrefix("--") ? ExitCode.validationFailure.rawValue : Self.configurationError)
         }
         let setup = DaemonSetup(settings: configuration)
         if printConfig {
             let (source, why) = setup.chosenSource()
-            let file = configuration.file.map { "then \($0.path)" } ?? "no configuration file (\(configurationPath ?? "no HOME"))"
-            return print(configuration.rendered(header: [
-                "broadcastd --print-config: built-in defaults, \(file), then the command line.",
-                "source \(configuration.string("source")!): \(why?.text ?? "captures \(source)").",
-            ]))
+            let file =
+                configuration.file.map { "then \($0.path)" }
+                ?? "no configuration file (\(configurationPath ?? "no HOME"))"
+            return print(
+                configuration.rendered(header: [
+                    "broadcastd --print-config: built-in defaults, \(file), then the command line.",
+                    "source \(configuration.string("source")!): \(why?.text ?? "captures \(source)").",
+                ]))
         }
         JournalLogHandler.bootstrap(level: Logger.Level(rawValue: configuration.string("log-level")!)!)
         let logger = Logger(label: "broadcastd")
@@ -138,7 +158,9 @@ struct BroadcastDaemonCommand: ParsableCommand {
     var configurationPath: String? { config ?? ConfigFile.defaultPath(environment: Environment.all) }
 
     func loadConfiguration() throws(ConfigError) -> Configuration {
-        let file = try configurationPath.flatMap { path throws(ConfigError) in try ConfigFile.load(path: path, keys: DaemonKeys.all, required: config != nil) }
+        let file = try configurationPath.flatMap { path throws(ConfigError) in
+            try ConfigFile.load(path: path, keys: DaemonKeys.all, required: config != nil)
+        }
         let configuration = try Configuration(keys: DaemonKeys.all, file: file, commandLine: commandLine)
         try configuration.checkCombinations()
         return configuration

@@ -40,7 +40,8 @@ final class Player {
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
         while let argument = it.next() {
-            let text = it.next() ?? "", value = Int(text) ?? -1
+            let text = it.next() ?? ""
+            let value = Int(text) ?? -1
             switch argument {
             case "--target" where !text.isEmpty: target = text
             case "--source" where !text.isEmpty: source = text
@@ -97,7 +98,8 @@ final class Player {
     func process() {
         guard let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
         guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas,
-              let base = data.pointee.data else {
+            let base = data.pointee.data
+        else {
             pw_stream_queue_buffer(stream, buffer)
             return
         }

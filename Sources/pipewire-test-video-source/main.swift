@@ -43,12 +43,16 @@ struct Options {
         while let argument = it.next() {
             switch argument {
             case "--name": name = it.next() ?? name
-            case "--size": let n = numbers(it.next()); (width, height) = (n[0], n[1])
+            case "--size":
+                let n = numbers(it.next())
+                (width, height) = (n[0], n[1])
             case "--fps": fps = UInt32(it.next() ?? "") ?? fps
             case "--color": color = UInt32(it.next() ?? "", radix: 16) ?? color
             case "--crop":
                 let n = numbers(it.next())
-                crop = spa_region(position: spa_point(x: n[0], y: n[1]), size: spa_rectangle(width: UInt32(n[2]), height: UInt32(n[3])))
+                crop = spa_region(
+                    position: spa_point(x: n[0], y: n[1]),
+                    size: spa_rectangle(width: UInt32(n[2]), height: UInt32(n[3])))
             case "--band": band = Int32(it.next() ?? "") ?? band
             case "--damage": damage = true
             case "--cursor": cursor = true
@@ -105,12 +109,15 @@ final class Source {
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
         pw_stream_add_listener(stream, &listener, &events, me)
-        guard bd_pw_stream_connect_video_source(stream, UInt32(options.width), UInt32(options.height), options.fps) >= 0 else {
+        guard bd_pw_stream_connect_video_source(stream, UInt32(options.width), UInt32(options.height), options.fps) >= 0
+        else {
             fail("cannot connect the stream")
         }
-        _ = bd_pw_loop_add_periodic_timer(pw_main_loop_get_loop(loop), { data, _ in
-            Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue().produce()
-        }, me, 1_000_000_000 / UInt64(options.fps))
+        _ = bd_pw_loop_add_periodic_timer(
+            pw_main_loop_get_loop(loop),
+            { data, _ in
+                Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue().produce()
+            }, me, 1_000_000_000 / UInt64(options.fps))
         pw_main_loop_run(loop)
         return 0
     }
@@ -122,21 +129,29 @@ final class Source {
     }
 
     func produce() {
-        guard streaming, Source.now() - streamingSince >= options.hold, let stream, let buffer = pw_stream_dequeue_buffer(stream) else { return }
+        guard streaming, Source.now() - streamingSince >= options.hold, let stream,
+            let buffer = pw_stream_dequeue_buffer(stream)
+        else { return }
         defer { pw_stream_queue_buffer(stream, buffer) }
-        guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas, let base = data.pointee.data else { return }
+        guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas, let base = data.pointee.data
+        else { return }
         bd_pw_buffer_set_header(spaBuffer, Int64((Source.now() - options.latency / 1000) * 1e9), frame)
         let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.width) * 4)
-        let crop = options.crop ?? spa_region(position: spa_point(x: 0, y: 0), size: spa_rectangle(width: UInt32(width), height: UInt32(height)))
+        let crop =
+            options.crop
+            ?? spa_region(
+                position: spa_point(x: 0, y: 0), size: spa_rectangle(width: UInt32(width), height: UInt32(height)))
         let (cx, cy, cw, ch) = (Int(crop.position.x), Int(crop.position.y), Int(crop.size.width), Int(crop.size.height))
         let bandTop = cy + ch / 2 - Int(options.band) / 2
         let bandColor: UInt32 = frame % 2 == 0 ? 0x20c040 : 0xffffff
         let pixels = base.assumingMemoryBound(to: UInt32.self)
         if options.cursor {
-            let n = Int(frame % 60), sprite = sprites[Int(frame / 60 % 2)]
+            let n = Int(frame % 60)
+            let sprite = sprites[Int(frame / 60 % 2)]
             sprite.pixels.withUnsafeBufferPointer { image in
-                bd_pw_buffer_set_cursor(spaBuffer, n < 54, Int32(cx + 40 + n), Int32(cy + 50), n % 5 == 0 ? image.baseAddress : nil,
-                                        sprite.size, sprite.size, sprite.hotspot.x, sprite.hotspot.y)
+                bd_pw_buffer_set_cursor(
+                    spaBuffer, n < 54, Int32(cx + 40 + n), Int32(cy + 50), n % 5 == 0 ? image.baseAddress : nil,
+                    sprite.size, sprite.size, sprite.hotspot.x, sprite.hotspot.y)
             }
             if frame % 2 == 1 {
                 pixels.update(repeating: 0xffff_00ff, count: width * height)
@@ -149,7 +164,8 @@ final class Source {
         for y in 0..<height {
             let row = pixels + y * width
             let inside = y >= cy && y < cy + ch
-            let color = !inside ? 0xff0000 : (y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color)
+            let color =
+                !inside ? 0xff0000 : (y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color)
             if !inside {
                 row.update(repeating: 0xff00_0000 | 0xff0000, count: width)
             } else {
@@ -158,8 +174,11 @@ final class Source {
                 (row + cx + cw).update(repeating: 0xff00_0000 | 0xff0000, count: width - cx - cw)
             }
         }
-        var damage = spa_region(position: spa_point(x: Int32(cx), y: Int32(bandTop)), size: spa_rectangle(width: UInt32(cw), height: UInt32(options.band)))
-        bd_pw_buffer_set_video_meta(spaBuffer, options.crop ?? spa_region(), &damage, options.damage && frame > 0 ? 1 : 0)
+        var damage = spa_region(
+            position: spa_point(x: Int32(cx), y: Int32(bandTop)),
+            size: spa_rectangle(width: UInt32(cw), height: UInt32(options.band)))
+        bd_pw_buffer_set_video_meta(
+            spaBuffer, options.crop ?? spa_region(), &damage, options.damage && frame > 0 ? 1 : 0)
         data.pointee.chunk.pointee.offset = 0
         data.pointee.chunk.pointee.size = UInt32(stride * height)
         data.pointee.chunk.pointee.stride = Int32(stride)

@@ -16,10 +16,13 @@ final class BeepPlayer: @unchecked Sendable {
     private var glitches: [UInt64] = []
     private var xruns: [(at: UInt64, lost: UInt64)] = []
 
-    init(pipewire: PipeWireHarness, latency: Int, source: String? = nil, target: String? = nil,
-         tone: Double? = nil) throws {
+    init(
+        pipewire: PipeWireHarness, latency: Int, source: String? = nil, target: String? = nil,
+        tone: Double? = nil
+    ) throws {
         process.executableURL = URL(fileURLWithPath: Paths.binary("pipewire-test-beeps"))
-        process.arguments = ["--latency", "\(latency)"] + (source.map { ["--source", $0] } ?? [])
+        process.arguments =
+            ["--latency", "\(latency)"] + (source.map { ["--source", $0] } ?? [])
             + (target.map { ["--target", $0] } ?? []) + (tone.map { ["--tone", "\(Int($0))"] } ?? [])
         process.environment = ProcessInfo.processInfo.environment.merging(pipewire.environment) { $1 }
         process.standardOutput = output
@@ -68,8 +71,10 @@ final class BeepPlayer: @unchecked Sendable {
         let inside = lock.withLock { xruns }.filter { xrun in
             windows.contains { xrun.at > $0.from && xrun.at < $0.to + 300_000_000 }
         }
-        return (Double(inside.reduce(0) { $0 + $1.lost }) / 1e6 + Double(inside.count),
-                Double(inside.map(\.lost).max() ?? 0) / 1e6)
+        return (
+            Double(inside.reduce(0) { $0 + $1.lost }) / 1e6 + Double(inside.count),
+            Double(inside.map(\.lost).max() ?? 0) / 1e6
+        )
     }
 
     func stop() {
@@ -97,7 +102,10 @@ final class Flasher: @unchecked Sendable {
             var first: UInt64?
             var n: UInt64 = 0
             while !lock.withLock({ stopped }) {
-                guard let start = first ?? player.beep(0) else { usleep(2_000); continue }
+                guard let start = first ?? player.beep(0) else {
+                    usleep(2_000)
+                    continue
+                }
                 first = start
                 // 0 to 16 ms after each quarter of a second, a different delay each time, so that the flashes meet the
                 // screen's frames at different phases (the frames and the flashes both keep exact time).
@@ -133,118 +141,130 @@ final class Flasher: @unchecked Sendable {
 }
 
 extension Integration {
-@Suite(.serialized) struct AudioSyncTests {
-    static let width = 320, height = 240, fps = 60
+    @Suite(.serialized) struct AudioSyncTests {
+        static let width = 320, height = 240, fps = 60
 
-    /// A beep once a second into the default sink (exactly a second apart in the sink's clock, its node asking
-    /// for a 1024-sample quantum), a microphone that beeps once a second of its own (a source node, saying when
-    /// each beep was heard), and a white flash on the X screen four times a second; recorded by the record handler
-    /// in four segments (three pauses) through six quantum changes (a client asking for 256 samples starts and stops
-    /// three times, once across a pause: the stamps shift by 16 ms each time). In the file every beep, app and mic,
-    /// starts where the flashes of its segment say, each track's offsets within 5 ms of each other across the pauses
-    /// and the changes (the app's were 11 to 24 ms apart, and the mic's 34 ms, the largest next to the pauses and the
-    /// changes), but for beeps from 100 ms before to 400 ms after a change (a shift takes that long to follow); and
-    /// nothing is counted missing but what the graph lost (an xrun, on a loaded machine, said by the players).
-    @Test func flashesAndBeepsStayTogetherThroughPausesAndQuantumChanges() throws {
-        let pipewire = try PipeWireHarness(tones: false)
-        defer { pipewire.stop() }
-        let x = try XServer(width: Self.width, height: Self.height)
-        defer { x.stop() }
-        let painter = try x.painter()
-        try painter.fill(0, 0, 0, 0, 0, Self.width, Self.height)
-        let silence = pipewire.runtime + "/silence.wav"
-        let made = try runTool("/usr/bin/ffmpeg", ["-loglevel", "error", "-f", "lavfi",
-                                                   "-i", "anullsrc=r=48000:cl=stereo", "-t", "30", silence])
-        #expect(made.status == 0, "\(made.stderr)")
-        let player = try BeepPlayer(pipewire: pipewire, latency: 1024)
-        defer { player.stop() }
-        let micPlayer = try BeepPlayer(pipewire: pipewire, latency: 1024, source: "beeping_mic")
-        defer { micPlayer.stop() }
-        let flasher = Flasher(painter: painter, player: player, width: Self.width, height: Self.height)
-        let daemon = try DaemonHarness(["--source", "x11", "--display", x.display, "--fps",
-                                        "\(Self.fps)", "--mic", "beeping_mic"],
-                                       environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
-        defer { _ = try? daemon.stop() }
-        let path = daemon.runtime + "/sync.mp4"
-        // Monotonic windows in which the broadcast was certainly live.
-        var live: [(from: UInt64, to: UInt64)] = []
-        var since = MonotonicClock.now()
-        var client: Process?
-        func lowLatencyClient(_ on: Bool) throws {
-            if on {
-                flasher.afterNextFlash(0.05)
-                client = try pipewire.spawn("pw-play", ["--latency=256", "--target", "test_sink", silence])
-            } else if let running = client {
-                flasher.afterNextFlash(0.05)
-                pipewire.kill(running)
-                client = nil
+        /// A beep once a second into the default sink (exactly a second apart in the sink's clock, its node asking
+        /// for a 1024-sample quantum), a microphone that beeps once a second of its own (a source node, saying when
+        /// each beep was heard), and a white flash on the X screen four times a second; recorded by the record handler
+        /// in four segments (three pauses) through six quantum changes (a client asking for 256 samples starts and stops
+        /// three times, once across a pause: the stamps shift by 16 ms each time). In the file every beep, app and mic,
+        /// starts where the flashes of its segment say, each track's offsets within 5 ms of each other across the pauses
+        /// and the changes (the app's were 11 to 24 ms apart, and the mic's 34 ms, the largest next to the pauses and the
+        /// changes), but for beeps from 100 ms before to 400 ms after a change (a shift takes that long to follow); and
+        /// nothing is counted missing but what the graph lost (an xrun, on a loaded machine, said by the players).
+        @Test func flashesAndBeepsStayTogetherThroughPausesAndQuantumChanges() throws {
+            let pipewire = try PipeWireHarness(tones: false)
+            defer { pipewire.stop() }
+            let x = try XServer(width: Self.width, height: Self.height)
+            defer { x.stop() }
+            let painter = try x.painter()
+            try painter.fill(0, 0, 0, 0, 0, Self.width, Self.height)
+            let silence = pipewire.runtime + "/silence.wav"
+            let made = try runTool(
+                "/usr/bin/ffmpeg",
+                [
+                    "-loglevel", "error", "-f", "lavfi",
+                    "-i", "anullsrc=r=48000:cl=stereo", "-t", "30", silence,
+                ])
+            #expect(made.status == 0, "\(made.stderr)")
+            let player = try BeepPlayer(pipewire: pipewire, latency: 1024)
+            defer { player.stop() }
+            let micPlayer = try BeepPlayer(pipewire: pipewire, latency: 1024, source: "beeping_mic")
+            defer { micPlayer.stop() }
+            let flasher = Flasher(painter: painter, player: player, width: Self.width, height: Self.height)
+            let daemon = try DaemonHarness(
+                [
+                    "--source", "x11", "--display", x.display, "--fps",
+                    "\(Self.fps)", "--mic", "beeping_mic",
+                ],
+                environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+            defer { _ = try? daemon.stop() }
+            let path = daemon.runtime + "/sync.mp4"
+            // Monotonic windows in which the broadcast was certainly live.
+            var live: [(from: UInt64, to: UInt64)] = []
+            var since = MonotonicClock.now()
+            var client: Process?
+            func lowLatencyClient(_ on: Bool) throws {
+                if on {
+                    flasher.afterNextFlash(0.05)
+                    client = try pipewire.spawn("pw-play", ["--latency=256", "--target", "test_sink", silence])
+                } else if let running = client {
+                    flasher.afterNextFlash(0.05)
+                    pipewire.kill(running)
+                    client = nil
+                }
+            }
+            func pause(for seconds: Double, during: () throws -> Void = {}, _ controller: ControllerClient) throws {
+                flasher.afterNextFlash(0.3)
+                live.append((since, MonotonicClock.now()))
+                try controller.pause()
+                try daemon.awaitState(controller, .paused)
+                usleep(UInt32(seconds * 1e6))
+                try during()
+                try controller.resume()
+                try daemon.awaitState(controller, .live)
+                since = MonotonicClock.now()
+            }
+            let (error, result) = try daemon.record(to: path, seconds: 2.5) { controller in
+                since = MonotonicClock.now()
+                usleep(2_000_000)
+                try lowLatencyClient(true)
+                usleep(1_200_000)
+                try pause(for: 0.8, during: { try lowLatencyClient(false) }, controller)
+                usleep(1_500_000)
+                try lowLatencyClient(true)
+                usleep(1_200_000)
+                try lowLatencyClient(false)
+                usleep(1_000_000)
+                try pause(for: 0.8, controller)
+                usleep(1_500_000)
+                try lowLatencyClient(true)
+                usleep(1_000_000)
+                try pause(for: 0.8, controller)
+                usleep(1_500_000)
+                try lowLatencyClient(false)
+            }
+            live.append((since, MonotonicClock.now()))
+            flasher.stop()
+            #expect(error == nil, "\(error?.message ?? "")")
+            #expect(player.quantaSeen.filter { $0 == 256 }.count >= 3, "the quantum changes: \(player.quantaSeen)")
+            guard case .array(let segments) = result["segments"], segments.count == 4 else {
+                Issue.record("not four segments: \(result)")
+                return
+            }
+            let starts = segments.map { segment -> Double in
+                if case .object(let fields) = segment { return number(fields["start"]) } else { return .nan }
+            }
+            let file = Recording(path: path, scratch: daemon.runtime)
+            let pins = try SegmentPins(
+                file: file, flashes: flasher.drawn, live: live, starts: starts, width: Self.width,
+                height: Self.height)
+            #expect(pins.problems.isEmpty, "\(pins.problems)")
+            let missing = missingAudio(result)
+            #expect(missing.count == 2, "\(result)")
+            for (track, name, beeps) in [(0, "app", player), (1, "mic", micPlayer)] where track < missing.count {
+                let lost = beeps.lost(within: live)
+                #expect(
+                    missing[track] <= lost.total,
+                    "\(name): \(missing[track]) ms counted missing, \(lost.total) ms lost by the graph")
+                let measured = try pins.offsets(
+                    of: beeps, in: file.audio(track: track),
+                    glitches: player.glitchesSeen + micPlayer.glitchesSeen)
+                let spread = (measured.offsets.max() ?? 0) - (measured.offsets.min() ?? 0)
+                #expect(
+                    measured.offsets.count >= 8 && spread <= 5,
+                    Comment(
+                        rawValue: "\(name): beep minus its flash: \(measured.details); \(measured.skipped) "
+                            + "beeps near a quantum change or xrun not counted; "
+                            + "the flashes' largest bounds: "
+                            + "\(pins.summary); audio: \(result["audioTracks"] ?? .null)"))
+            }
+            if case .array(let tracks) = result["audioTracks"], case .object(let app) = tracks.first {
+                #expect(number(app["maxClockOffsetMs"]) >= 5, "the quantum changes were seen and followed: \(app)")
             }
         }
-        func pause(for seconds: Double, during: () throws -> Void = {}, _ controller: ControllerClient) throws {
-            flasher.afterNextFlash(0.3)
-            live.append((since, MonotonicClock.now()))
-            try controller.pause()
-            try daemon.awaitState(controller, .paused)
-            usleep(UInt32(seconds * 1e6))
-            try during()
-            try controller.resume()
-            try daemon.awaitState(controller, .live)
-            since = MonotonicClock.now()
-        }
-        let (error, result) = try daemon.record(to: path, seconds: 2.5) { controller in
-            since = MonotonicClock.now()
-            usleep(2_000_000)
-            try lowLatencyClient(true)
-            usleep(1_200_000)
-            try pause(for: 0.8, during: { try lowLatencyClient(false) }, controller)
-            usleep(1_500_000)
-            try lowLatencyClient(true)
-            usleep(1_200_000)
-            try lowLatencyClient(false)
-            usleep(1_000_000)
-            try pause(for: 0.8, controller)
-            usleep(1_500_000)
-            try lowLatencyClient(true)
-            usleep(1_000_000)
-            try pause(for: 0.8, controller)
-            usleep(1_500_000)
-            try lowLatencyClient(false)
-        }
-        live.append((since, MonotonicClock.now()))
-        flasher.stop()
-        #expect(error == nil, "\(error?.message ?? "")")
-        #expect(player.quantaSeen.filter { $0 == 256 }.count >= 3, "the quantum changes: \(player.quantaSeen)")
-        guard case .array(let segments) = result["segments"], segments.count == 4 else {
-            Issue.record("not four segments: \(result)")
-            return
-        }
-        let starts = segments.map { segment -> Double in
-            if case .object(let fields) = segment { return number(fields["start"]) } else { return .nan }
-        }
-        let file = Recording(path: path, scratch: daemon.runtime)
-        let pins = try SegmentPins(file: file, flashes: flasher.drawn, live: live, starts: starts, width: Self.width,
-                                   height: Self.height)
-        #expect(pins.problems.isEmpty, "\(pins.problems)")
-        let missing = missingAudio(result)
-        #expect(missing.count == 2, "\(result)")
-        for (track, name, beeps) in [(0, "app", player), (1, "mic", micPlayer)] where track < missing.count {
-            let lost = beeps.lost(within: live)
-            #expect(missing[track] <= lost.total,
-                    "\(name): \(missing[track]) ms counted missing, \(lost.total) ms lost by the graph")
-            let measured = try pins.offsets(of: beeps, in: file.audio(track: track),
-                                            glitches: player.glitchesSeen + micPlayer.glitchesSeen)
-            let spread = (measured.offsets.max() ?? 0) - (measured.offsets.min() ?? 0)
-            #expect(measured.offsets.count >= 8 && spread <= 5,
-                    Comment(rawValue: "\(name): beep minus its flash: \(measured.details); \(measured.skipped) "
-                                       + "beeps near a quantum change or xrun not counted; "
-                                       + "the flashes' largest bounds: "
-                                       + "\(pins.summary); audio: \(result["audioTracks"] ?? .null)"))
-        }
-        if case .array(let tracks) = result["audioTracks"], case .object(let app) = tracks.first {
-            #expect(number(app["maxClockOffsetMs"]) >= 5, "the quantum changes were seen and followed: \(app)")
-        }
     }
-}
 }
 
 /// Capture time minus file time in each segment of a recording of flashes, pinned by the flashes: a flash's first
@@ -257,8 +277,10 @@ struct SegmentPins {
     private(set) var problems: [String] = []
     let starts: [Double]
 
-    init(file: Recording, flashes: [Flasher.Flash], live: [(from: UInt64, to: UInt64)], starts: [Double], width: Int,
-         height: Int) throws {
+    init(
+        file: Recording, flashes: [Flasher.Flash], live: [(from: UInt64, to: UInt64)], starts: [Double], width: Int,
+        height: Int
+    ) throws {
         self.starts = starts
         let times = try file.frameTimes()
         let luma = try file.lumaFrames(width: width, height: height)
@@ -281,8 +303,9 @@ struct SegmentPins {
             let best = candidates.map { (offset: $0, count: paired($0).count) }
                 .max { ($0.count, $0.offset) < ($1.count, $1.offset) }
             guard let best, best.count >= 8 else {
-                problems.append("segment \(segment): \(drawn.count) flashes drawn while live, "
-                                + "\(frames.count) in the file, \(best?.count ?? 0) paired")
+                problems.append(
+                    "segment \(segment): \(drawn.count) flashes drawn while live, "
+                        + "\(frames.count) in the file, \(best?.count ?? 0) paired")
                 pins.append(nil)
                 continue
             }
@@ -300,29 +323,41 @@ struct SegmentPins {
     /// xrun on a loaded machine) are left out (`skipped`): a beep there may not have been played when the player
     /// said, and a shift takes up to that long to follow (DriftTests).
     func offsets(of player: BeepPlayer, in audio: [Float], glitches: [UInt64])
-        -> (offsets: [Double], details: [String], skipped: Int) {
+        -> (offsets: [Double], details: [String], skipped: Int)
+    {
         var onsets: [Double] = []
         var i = 0
         while i < audio.count {
-            if abs(audio[i]) > 0.25 { onsets.append(Double(i) / 48_000); i += 4_800 } else { i += 1 }
+            if abs(audio[i]) > 0.25 {
+                onsets.append(Double(i) / 48_000)
+                i += 4_800
+            } else {
+                i += 1
+            }
         }
-        var offsets: [Double] = [], details: [String] = [], skipped = 0
+        var offsets: [Double] = []
+        var details: [String] = []
+        var skipped = 0
         for n in 0..<1000 {
             guard let played = player.beep(n) else { break }
             let seconds = Double(played) / 1e9
             // The segment it was played in: its offset places it inside.
-            guard let segment = pins.indices.first(where: { index in
-                guard let pin = pins[index] else { return false }
-                let at = seconds - pin
-                return at > starts[index] + 0.1 && at < (index + 1 < starts.count ? starts[index + 1] - 0.1 : .infinity)
-            }), let pin = pins[segment] else { continue }
+            guard
+                let segment = pins.indices.first(where: { index in
+                    guard let pin = pins[index] else { return false }
+                    let at = seconds - pin
+                    return at > starts[index] + 0.1
+                        && at < (index + 1 < starts.count ? starts[index + 1] - 0.1 : .infinity)
+                }), let pin = pins[segment]
+            else { continue }
             if glitches.contains(where: { $0 + 400_000_000 > played && $0 < played + 100_000_000 }) {
                 skipped += 1
                 continue
             }
             let expected = seconds - pin
             guard let onset = onsets.min(by: { abs($0 - expected) < abs($1 - expected) }),
-                  abs(onset - expected) < 0.2 else {
+                abs(onset - expected) < 0.2
+            else {
                 details.append("beep \(n): no onset near \(expected) s")
                 continue
             }

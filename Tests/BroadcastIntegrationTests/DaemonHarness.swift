@@ -7,18 +7,24 @@ import Testing
 
 /// Paths of the package and of the built programs.
 enum Paths {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
     /// The directory of the test bundle holds the executables `swift build` made.
     static let binaries: String = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent().path
     }()
     static func binary(_ name: String) -> String {
         let path = binaries + "/" + name
-        precondition(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: run `swift build` before `swift test`")
+        precondition(
+            FileManager.default.isExecutableFile(atPath: path),
+            "\(path) is missing: run `swift build` before `swift test`")
         return path
     }
-    static let handlerDirectories = [root + "/share/broadcastd/handlers", root + "/examples/python", root + "/Tests/fixtures/handlers"]
+    static let handlerDirectories = [
+        root + "/share/broadcastd/handlers", root + "/examples/python", root + "/Tests/fixtures/handlers",
+    ]
 
     /// A Python virtual environment with the package of python/ installed as a third party installs it (`pip install`,
     /// from the local path, offline: setuptools and wheel come from Debian's python3-*-whl packages): its bin folder
@@ -26,29 +32,39 @@ enum Paths {
     /// on it) import the installed package. Made once per test run; failing to make it fails every test needing it.
     static let pythonEnvironment: Result<String, HarnessError> = {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-venv-\(getpid())").path
-        let python = "/usr/bin/python3", wheels = "/usr/share/python-wheels"
+        let python = "/usr/bin/python3"
+        let wheels = "/usr/share/python-wheels"
         let notRun = ToolResult(status: -1, stdout: "", stderr: "did not run")
         let venv = (try? runTool(python, ["-m", "venv", folder], timeout: 120)) ?? notRun
         guard venv.status == 0 else {
             return .failure(HarnessError("\(python) -m venv failed (python3-venv): \(venv.stderr)"))
         }
-        let install = ["install", "--isolated", "--no-index", "--find-links", wheels, "--no-cache-dir",
-                       "--disable-pip-version-check", root + "/python"]
+        let install = [
+            "install", "--isolated", "--no-index", "--find-links", wheels, "--no-cache-dir",
+            "--disable-pip-version-check", root + "/python",
+        ]
         let pip = (try? runTool(folder + "/bin/pip", install, timeout: 300)) ?? notRun
         guard pip.status == 0 else {
-            return .failure(HarnessError("pip install of python/ failed (python3-wheel-whl, python3-setuptools-whl): " +
-                                         "\(pip.stdout)\(pip.stderr)"))
+            return .failure(
+                HarnessError(
+                    "pip install of python/ failed (python3-wheel-whl, python3-setuptools-whl): "
+                        + "\(pip.stdout)\(pip.stderr)"))
         }
-        atexit { try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory
-            .appendingPathComponent("broadcastd-venv-\(getpid())").path) }
+        atexit {
+            try? FileManager.default.removeItem(
+                atPath: FileManager.default.temporaryDirectory
+                    .appendingPathComponent("broadcastd-venv-\(getpid())").path)
+        }
         return .success(folder + "/bin")
     }()
     /// broadcastd as `make` builds it (release, the Swift libraries linked in): what users run, for the tests that
     /// measure its memory. scripts/test.sh builds it.
     static var releaseDaemon: String {
         let path = root + "/.build/release/broadcastd"
-        precondition(FileManager.default.isExecutableFile(atPath: path),
-                     "\(path) is missing: ./scripts/test.sh builds it, or `swift build -c release --static-swift-stdlib --product broadcastd`")
+        precondition(
+            FileManager.default.isExecutableFile(atPath: path),
+            "\(path) is missing: ./scripts/test.sh builds it, or `swift build -c release --static-swift-stdlib --product broadcastd`"
+        )
         return path
     }
 }
@@ -66,13 +82,18 @@ struct ToolResult {
 /// Runs a program to completion with a time limit, capturing its output (through files: no pipe can fill up).
 /// Alive and not a zombie (an orphan is reaped by whoever adopted it, if at all, and maybe late).
 func isRunning(_ pid: Int32) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return false }
     return !stat[close...].hasPrefix(") Z")
 }
 
-func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60,
-             directory: String? = nil) throws -> ToolResult {
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID().uuidString.prefix(8))").path
+func runTool(
+    _ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60,
+    directory: String? = nil
+) throws -> ToolResult {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID().uuidString.prefix(8))")
+        .path
     try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: scratch) }
     _ = FileManager.default.createFile(atPath: scratch + "/out", contents: nil)
@@ -94,9 +115,10 @@ func runTool(_ path: String, _ arguments: [String], environment: [String: String
         Issue.record("\(path) \(arguments) did not finish within \(timeout) s")
     }
     process.waitUntilExit()
-    return ToolResult(status: process.terminationStatus,
-                      stdout: (try? String(contentsOfFile: scratch + "/out", encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOfFile: scratch + "/err", encoding: .utf8)) ?? "")
+    return ToolResult(
+        status: process.terminationStatus,
+        stdout: (try? String(contentsOfFile: scratch + "/out", encoding: .utf8)) ?? "",
+        stderr: (try? String(contentsOfFile: scratch + "/err", encoding: .utf8)) ?? "")
 }
 
 /// A broadcastd process of its own: private runtime directory and socket, the test handler
@@ -112,14 +134,21 @@ final class DaemonHarness {
     /// `launcher`: a program (and its arguments) that is started instead and execs broadcastd's path and
     /// arguments, which come after its own: to start broadcastd with descriptors or a process group of its own.
     /// `release`: broadcastd as `make` builds it (`Paths.releaseDaemon`), its handlers the debug build's (found on PATH).
-    init(_ arguments: [String] = ["--source", "synthetic", "--size", "640x360"],
-         environment extra: [String: String] = [:], launcher: [String] = [], release: Bool = false) throws {
-        runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-test-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    init(
+        _ arguments: [String] = ["--source", "synthetic", "--size", "640x360"],
+        environment extra: [String: String] = [:], launcher: [String] = [], release: Bool = false
+    ) throws {
+        runtime =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "broadcastd-test-\(UUID().uuidString.prefix(8))"
+            ).path
+        try FileManager.default.createDirectory(
+            atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         socketPath = runtime + "/broadcastd/broadcastd.sock"
         logPath = runtime + "/broadcastd.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let daemonArguments = arguments + ["--socket", socketPath, "--log-level", "debug"]
+        let daemonArguments =
+            arguments + ["--socket", socketPath, "--log-level", "debug"]
             + Paths.handlerDirectories.flatMap { ["--handlers-dir", $0] }
         if let program = launcher.first {
             process.executableURL = URL(fileURLWithPath: program)
@@ -130,7 +159,8 @@ final class DaemonHarness {
         }
         var environment = ProcessInfo.processInfo.environment
         let python = try Paths.pythonEnvironment.get()
-        environment["PATH"] = python + ":" + (release ? Paths.binaries + ":" : "")
+        environment["PATH"] =
+            python + ":" + (release ? Paths.binaries + ":" : "")
             + (environment["PATH"] ?? "/usr/bin:/bin")
         environment["XDG_RUNTIME_DIR"] = runtime
         environment["XDG_DATA_HOME"] = runtime + "/data"
@@ -197,13 +227,20 @@ final class DaemonHarness {
     func setup() throws -> SetupClient { try SetupClient(socketPath: socketPath, client: "test-setup") }
 
     /// Runs broadcastctl or broadcast-setup against this daemon.
-    func tool(_ name: String, _ arguments: [String], timeout: TimeInterval = 60, directory: String? = nil) throws -> ToolResult {
-        try runTool(Paths.binary(name), arguments + ["--socket", socketPath], environment: ["XDG_RUNTIME_DIR": runtime], timeout: timeout,
-                    directory: directory)
+    func tool(_ name: String, _ arguments: [String], timeout: TimeInterval = 60, directory: String? = nil) throws
+        -> ToolResult
+    {
+        try runTool(
+            Paths.binary(name), arguments + ["--socket", socketPath], environment: ["XDG_RUNTIME_DIR": runtime],
+            timeout: timeout,
+            directory: directory)
     }
 
     /// Starts a broadcast through the API: START, then the setup UI's COMPLETE_SETUP. Returns its id.
-    func start(handler: String, url: String?, setupInfo: [String: String] = [:], maxDuration: Double? = nil, on controller: ControllerClient) throws -> UInt32 {
+    func start(
+        handler: String, url: String?, setupInfo: [String: String] = [:], maxDuration: Double? = nil,
+        on controller: ControllerClient
+    ) throws -> UInt32 {
         let id = try controller.start(handler: handler, maxDuration: maxDuration)
         let setup = try self.setup()
         defer { setup.close() }
@@ -213,7 +250,9 @@ final class DaemonHarness {
 
     /// Waits for an event matching `match` (a subscribed controller), failing after `timeout` seconds.
     @discardableResult
-    func waitFor<T>(_ controller: ControllerClient, timeout: TimeInterval = 20, _ match: (ControllerClient.Event) -> T?) throws -> T {
+    func waitFor<T>(_ controller: ControllerClient, timeout: TimeInterval = 20, _ match: (ControllerClient.Event) -> T?)
+        throws -> T
+    {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let event = try controller.nextEvent(timeoutMilliseconds: 100), let value = match(event) { return value }
@@ -222,11 +261,16 @@ final class DaemonHarness {
     }
 
     func awaitState(_ controller: ControllerClient, _ state: BroadcastPhase, timeout: TimeInterval = 20) throws {
-        try waitFor(controller, timeout: timeout) { if case .stateChanged(let s) = $0, s.state == state { true } else { nil } }
+        try waitFor(controller, timeout: timeout) {
+            if case .stateChanged(let s) = $0, s.state == state { true } else { nil }
+        }
     }
 
-    func awaitFinish(_ controller: ControllerClient, _ id: UInt32, timeout: TimeInterval = 30) throws -> BroadcastError? {
-        try waitFor(controller, timeout: timeout) { if case .finished(let f) = $0, f.broadcast == id { .some(f.error) } else { nil } }
+    func awaitFinish(_ controller: ControllerClient, _ id: UInt32, timeout: TimeInterval = 30) throws -> BroadcastError?
+    {
+        try waitFor(controller, timeout: timeout) {
+            if case .finished(let f) = $0, f.broadcast == id { .some(f.error) } else { nil }
+        }
     }
 
     /// Processes whose parent is the daemon (its handlers).
@@ -234,7 +278,8 @@ final class DaemonHarness {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(Int32.init).filter { pid in
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return false }
+                let close = stat.lastIndex(of: ")")
+            else { return false }
             let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
             return fields.count > 1 && Int32(fields[1]) == self.pid
         }
@@ -277,7 +322,9 @@ final class DaemonHarness {
             kill(orphan, SIGKILL)
             throw HarnessError("handler \(orphan) outlived the daemon")
         }
-        if FileManager.default.fileExists(atPath: socketPath) { throw HarnessError("socket left behind at \(socketPath)") }
+        if FileManager.default.fileExists(atPath: socketPath) {
+            throw HarnessError("socket left behind at \(socketPath)")
+        }
         return process.terminationStatus
     }
 

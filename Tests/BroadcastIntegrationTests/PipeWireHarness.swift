@@ -13,8 +13,11 @@ final class PipeWireHarness {
     /// What a PipeWire client of this stack needs. `PIPEWIRE_REMOTE` too: tests that capture in-process set it
     /// in the test process, whose environment every child inherits, and may run beside another stack.
     var environment: [String: String] {
-        ["XDG_RUNTIME_DIR": runtime, "PIPEWIRE_RUNTIME_DIR": runtime, "PIPEWIRE_REMOTE": socketPath, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(runtime)/bus",
-         "XDG_CONFIG_HOME": runtime + "/config", "XDG_STATE_HOME": runtime + "/state", "HOME": runtime]
+        [
+            "XDG_RUNTIME_DIR": runtime, "PIPEWIRE_RUNTIME_DIR": runtime, "PIPEWIRE_REMOTE": socketPath,
+            "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(runtime)/bus",
+            "XDG_CONFIG_HOME": runtime + "/config", "XDG_STATE_HOME": runtime + "/state", "HOME": runtime,
+        ]
     }
 
     var socketPath: String { runtime + "/pipewire-0" }
@@ -26,13 +29,18 @@ final class PipeWireHarness {
     /// `busReplyTimeout`: the session bus answers a method call nobody answered with NoReply after this many
     /// milliseconds (a portal that hangs, sooner than D-Bus's own 25 s).
     init(tones: Bool = true, busReplyTimeout: Int? = nil) throws {
-        runtime = FileManager.default.temporaryDirectory.appendingPathComponent("broadcastd-pw-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        runtime =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "broadcastd-pw-\(UUID().uuidString.prefix(8))"
+            ).path
+        try FileManager.default.createDirectory(
+            atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         do {
             var busConfig = Self.privateBusConfig
             if let busReplyTimeout {
                 let text = try String(contentsOfFile: Paths.root + "/scripts/private-bus.conf", encoding: .utf8)
-                    .replacingOccurrences(of: "\"reply_timeout\">300000<", with: "\"reply_timeout\">\(busReplyTimeout)<")
+                    .replacingOccurrences(
+                        of: "\"reply_timeout\">300000<", with: "\"reply_timeout\">\(busReplyTimeout)<")
                 try text.write(toFile: runtime + "/bus.conf", atomically: true, encoding: .utf8)
                 busConfig = "--config-file=" + runtime + "/bus.conf"
             }
@@ -41,12 +49,20 @@ final class PipeWireHarness {
             try spawn("pipewire", [])
             try waitFor(socketPath)
             try spawn("wireplumber", [])
-            let sink = try runTool("/usr/bin/pw-cli", ["create-node", "adapter",
-                "{ factory.name=support.null-audio-sink node.name=test_sink media.class=Audio/Sink object.linger=true audio.position=[FL FR] priority.session=2000 }"],
+            let sink = try runTool(
+                "/usr/bin/pw-cli",
+                [
+                    "create-node", "adapter",
+                    "{ factory.name=support.null-audio-sink node.name=test_sink media.class=Audio/Sink object.linger=true audio.position=[FL FR] priority.session=2000 }",
+                ],
                 environment: environment)
             guard sink.status == 0 else { throw HarnessError("pw-cli create-node: \(sink.stderr)") }
-            try spawn("pw-loopback", ["--capture-props=media.class=Audio/Sink node.name=mic_in audio.position=[FL FR] priority.session=100",
-                                      "--playback-props=media.class=Audio/Source node.name=test_mic audio.position=[FL FR] priority.session=2000"])
+            try spawn(
+                "pw-loopback",
+                [
+                    "--capture-props=media.class=Audio/Sink node.name=mic_in audio.position=[FL FR] priority.session=100",
+                    "--playback-props=media.class=Audio/Source node.name=test_mic audio.position=[FL FR] priority.session=2000",
+                ])
             try waitForDefaults()
             if tones {
                 try play(frequency: Self.appFrequency, into: "test_sink")
@@ -66,10 +82,12 @@ final class PipeWireHarness {
     /// A program of the PipeWire packages; missing, the test fails (scripts/lib.sh installs them).
     private func program(_ name: String) throws -> String {
         if name.hasPrefix("/") { return name }
-        for folder in ["/usr/bin", "/usr/local/bin"] where FileManager.default.isExecutableFile(atPath: folder + "/" + name) {
+        for folder in ["/usr/bin", "/usr/local/bin"]
+        where FileManager.default.isExecutableFile(atPath: folder + "/" + name) {
             return folder + "/" + name
         }
-        throw HarnessError("\(name) is missing: install pipewire, pipewire-bin, wireplumber and dbus-daemon (scripts/lib.sh does)")
+        throw HarnessError(
+            "\(name) is missing: install pipewire, pipewire-bin, wireplumber and dbus-daemon (scripts/lib.sh does)")
     }
 
     @discardableResult
@@ -90,8 +108,12 @@ final class PipeWireHarness {
 
     /// A null sink named `name`, like test_sink.
     func createSink(_ name: String) throws {
-        let made = try runTool("/usr/bin/pw-cli", ["create-node", "adapter",
-            "{ factory.name=support.null-audio-sink node.name=\(name) media.class=Audio/Sink object.linger=true audio.position=[FL FR] }"],
+        let made = try runTool(
+            "/usr/bin/pw-cli",
+            [
+                "create-node", "adapter",
+                "{ factory.name=support.null-audio-sink node.name=\(name) media.class=Audio/Sink object.linger=true audio.position=[FL FR] }",
+            ],
             environment: environment)
         guard made.status == 0 else { throw HarnessError("pw-cli create-node: \(made.stderr)") }
     }
@@ -102,8 +124,10 @@ final class PipeWireHarness {
         let objects = (try? JSONSerialization.jsonObject(with: Data(dump.stdout.utf8))) as? [[String: Any]] ?? []
         var nodes: [String: (id: Int, serial: String)] = [:]
         for object in objects {
-            guard let props = (object["info"] as? [String: Any])?["props"] as? [String: Any], let name = props["node.name"] as? String,
-                  let id = object["id"] as? Int, let serial = props["object.serial"] else { continue }
+            guard let props = (object["info"] as? [String: Any])?["props"] as? [String: Any],
+                let name = props["node.name"] as? String,
+                let id = object["id"] as? Int, let serial = props["object.serial"]
+            else { continue }
             nodes[name] = (id, "\(serial)")
         }
         return nodes
@@ -129,41 +153,66 @@ final class PipeWireHarness {
     func play(frequency: Double, into node: String, application: String? = nil, seconds: Int = 60) throws -> Process {
         let file = runtime + "/tone-\(Int(frequency)).wav"
         if !FileManager.default.fileExists(atPath: file) {
-            let made = try runTool("/usr/bin/ffmpeg", ["-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=\(seconds)",
-                                                       "-ac", "2", "-ar", "48000", file])
+            let made = try runTool(
+                "/usr/bin/ffmpeg",
+                [
+                    "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=\(seconds)",
+                    "-ac", "2", "-ar", "48000", file,
+                ])
             guard made.status == 0 else { throw HarnessError("ffmpeg: \(made.stderr)") }
         }
         // Pinned to its node: WirePlumber would otherwise move it when the default sink changes or its node goes.
-        return try spawn("pw-play", ["--target", node, "-P", "{ node.dont-reconnect = true \(application.map { "application.name = \($0)" } ?? "") }", file])
+        return try spawn(
+            "pw-play",
+            [
+                "--target", node, "-P",
+                "{ node.dont-reconnect = true \(application.map { "application.name = \($0)" } ?? "") }", file,
+            ])
     }
 
     /// A video source node named `name`: GStreamer's videotestsrc, BGRx at `width`x`height` and 30 fps, one
     /// colour (0xRRGGBB), through pipewiresink. It serves its first consumer only: one per test.
     func videoSource(_ name: String, width: Int, height: Int, color: UInt32) throws {
-        try spawn("gst-launch-1.0", ["-q", "videotestsrc", "is-live=true", "pattern=solid-color", "foreground-color=\(0xff00_0000 | color)", "!",
-                                     "video/x-raw,format=BGRx,width=\(width),height=\(height),framerate=30/1", "!",
-                                     "pipewiresink", "mode=provide", "stream-properties=p,media.class=Video/Source,node.name=\(name)"])
+        try spawn(
+            "gst-launch-1.0",
+            [
+                "-q", "videotestsrc", "is-live=true", "pattern=solid-color", "foreground-color=\(0xff00_0000 | color)",
+                "!",
+                "video/x-raw,format=BGRx,width=\(width),height=\(height),framerate=30/1", "!",
+                "pipewiresink", "mode=provide", "stream-properties=p,media.class=Video/Source,node.name=\(name)",
+            ])
         try waitForNode(name)
     }
 
     /// The stand-in xdg-desktop-portal (Tests/fixtures/portal/screencast_portal.py) on this stack's session
     /// bus, sharing the video node `node`; its conversation is logged, one JSON object a line, to `portalLog`.
     /// `response`: Start answers with it (2: the portal's backend failed).
-    func portal(node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
-                cursorModes: Int = 7, response: Int = 0) throws {
+    func portal(
+        node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
+        cursorModes: Int = 7, response: Int = 0
+    ) throws {
         for module in ["dbus", "gi"] where try runTool("/usr/bin/python3", ["-c", "import \(module)"]).status != 0 {
-            throw HarnessError("python3 cannot import \(module): install python3-dbus and python3-gi (scripts/lib.sh does)")
+            throw HarnessError(
+                "python3 cannot import \(module): install python3-dbus and python3-gi (scripts/lib.sh does)")
         }
-        let process = try spawn("python3", [Paths.root + "/Tests/fixtures/portal/screencast_portal.py",
-                                            "--node", node, "--log", portalLog, "--version", "\(version)",
-                                            "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)",
-                                            "--response", "\(response)"]
-                                            + (cancel ? ["--cancel"] : [])
-                                            + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
+        let process = try spawn(
+            "python3",
+            [
+                Paths.root + "/Tests/fixtures/portal/screencast_portal.py",
+                "--node", node, "--log", portalLog, "--version", "\(version)",
+                "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)",
+                "--response", "\(response)",
+            ]
+                + (cancel ? ["--cancel"] : [])
+                + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            let owner = try runTool("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                                           "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.portal.Desktop"], environment: environment)
+            let owner = try runTool(
+                "/usr/bin/dbus-send",
+                [
+                    "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.portal.Desktop",
+                ], environment: environment)
             if owner.stdout.contains("boolean true") {
                 portalProcess = process
                 return
@@ -194,7 +243,11 @@ final class PipeWireHarness {
     private func waitForNode(_ name: String) throws {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if try runTool("/usr/bin/pw-cli", ["ls", "Node"], environment: environment).stdout.contains("node.name = \"\(name)\"") { return }
+            if try runTool("/usr/bin/pw-cli", ["ls", "Node"], environment: environment).stdout.contains(
+                "node.name = \"\(name)\"")
+            {
+                return
+            }
             usleep(50_000)
         }
         throw HarnessError("the video node \(name) did not appear:\n\(logs)")
@@ -229,14 +282,17 @@ final class PipeWireHarness {
             let sink = try runTool("/usr/bin/wpctl", ["inspect", "@DEFAULT_AUDIO_SINK@"], environment: environment)
             let source = try runTool("/usr/bin/wpctl", ["inspect", "@DEFAULT_AUDIO_SOURCE@"], environment: environment)
             last = sink.stdout + source.stdout
-            if sink.stdout.contains("node.name = \"test_sink\"") && source.stdout.contains("node.name = \"test_mic\"") { return }
+            if sink.stdout.contains("node.name = \"test_sink\"") && source.stdout.contains("node.name = \"test_mic\"") {
+                return
+            }
             usleep(50_000)
         }
         throw HarnessError("wireplumber did not make test_sink and test_mic the defaults:\n\(last)\n\(logs)")
     }
 
     var logs: String {
-        processes.map { "\($0.name): " + ((try? String(contentsOfFile: log($0.name), encoding: .utf8)) ?? "") }.joined(separator: "\n")
+        processes.map { "\($0.name): " + ((try? String(contentsOfFile: log($0.name), encoding: .utf8)) ?? "") }.joined(
+            separator: "\n")
     }
 
     func stop() {

@@ -10,9 +10,13 @@ import Testing
 extension Integration.StreamTests {
     /// The largest step between consecutive packets of each stream of `path` (seconds), and their counts.
     func largestGaps(_ path: String) throws -> (video: Double, audio: Double, videoPackets: Int, audioPackets: Int) {
-        let result = try runTool("/usr/bin/env", ["ffprobe", "-v", "error", "-show_entries", "packet=codec_type,pts_time", "-of", "csv=p=0", path])
+        let result = try runTool(
+            "/usr/bin/env",
+            ["ffprobe", "-v", "error", "-show_entries", "packet=codec_type,pts_time", "-of", "csv=p=0", path])
         #expect(result.status == 0, "ffprobe \(path): \(result.stderr)")
-        var last: [String: Double] = [:], gaps: [String: Double] = [:], counts: [String: Int] = [:]
+        var last: [String: Double] = [:]
+        var gaps: [String: Double] = [:]
+        var counts: [String: Int] = [:]
         for line in result.stdout.split(separator: "\n") {
             let fields = line.split(separator: ",")
             guard fields.count >= 2, let time = Double(fields[1]) else { continue }
@@ -29,10 +33,11 @@ extension Integration.StreamTests {
         guard let values, case .number(let count)? = values["destinations"] else { return [] }
         return (0..<Int(count)).map { index in
             let prefix = index == 0 ? "" : "also\(index)."
-            return Dictionary(uniqueKeysWithValues: values.compactMap { entry in
-                guard entry.key.hasPrefix(prefix), index > 0 || !entry.key.hasPrefix("also") else { return nil }
-                return (String(entry.key.dropFirst(prefix.count)), entry.value)
-            })
+            return Dictionary(
+                uniqueKeysWithValues: values.compactMap { entry in
+                    guard entry.key.hasPrefix(prefix), index > 0 || !entry.key.hasPrefix("also") else { return nil }
+                    return (String(entry.key.dropFirst(prefix.count)), entry.value)
+                })
         }
     }
 
@@ -51,8 +56,10 @@ extension Integration.StreamTests {
         let rtmpPort = try Self.freePort(udp: false, count: 2)
         var nginx = try nginx(port: rtmpPort, in: daemon.runtime)
         let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "stream", url: "srt://127.0.0.1:\(srtPort)",
-                                  setupInfo: ["also": "rtmp://127.0.0.1:\(rtmpPort)/live/sekrit-two", "maxQueue": "1"], maxDuration: 12, on: controller)
+        let id = try daemon.start(
+            handler: "stream", url: "srt://127.0.0.1:\(srtPort)",
+            setupInfo: ["also": "rtmp://127.0.0.1:\(rtmpPort)/live/sekrit-two", "maxQueue": "1"], maxDuration: 12,
+            on: controller)
         // Service info has each destination, both connected.
         let both = try daemon.waitFor(controller, timeout: 15) { event -> [[String: JSONValue]]? in
             guard case .serviceInfo(let info) = event else { return nil }
@@ -76,7 +83,8 @@ extension Integration.StreamTests {
         try daemon.waitFor(controller, timeout: 10) { event -> Bool? in
             guard case .serviceInfo(let info) = event else { return nil }
             let each = Self.destinations(info.handler)
-            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1) ? true : nil
+            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1)
+                ? true : nil
         }
         let after = daemon.runtime + "/after.flv"
         try pull(port: rtmpPort, key: "sekrit-two", seconds: 1, to: after)
@@ -114,9 +122,11 @@ extension Integration.StreamTests {
         let nginx = try nginx(port: rtmpPort, in: daemon.runtime)
         defer { nginx.stop() }
         let controller = try daemon.subscribedController()
-        let id = try daemon.start(handler: "stream", url: "rtmp://127.0.0.1:\(rtmpPort)/live", setupInfo: [
-            "key": "sekrit-three", "also": "srt://127.0.0.1:\(srtPort)", "maxQueue": "1",
-        ], maxDuration: 22, on: controller)
+        let id = try daemon.start(
+            handler: "stream", url: "rtmp://127.0.0.1:\(rtmpPort)/live",
+            setupInfo: [
+                "key": "sekrit-three", "also": "srt://127.0.0.1:\(srtPort)", "maxQueue": "1",
+            ], maxDuration: 22, on: controller)
         try daemon.waitFor(controller, timeout: 15) { event -> Bool? in
             guard case .serviceInfo(let info) = event else { return nil }
             let each = Self.destinations(info.handler)
@@ -124,8 +134,12 @@ extension Integration.StreamTests {
         }
         // A viewer pulls RTMP across the whole SRT outage.
         let pulled = daemon.runtime + "/pulled.flv"
-        let viewer = try Server("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", "rtmp://127.0.0.1:\(rtmpPort)/live/sekrit-three", "-t", "9",
-                                           "-c", "copy", pulled], output: daemon.runtime + "/viewer.out", log: daemon.runtime + "/viewer.log")
+        let viewer = try Server(
+            "ffmpeg",
+            [
+                "-nostdin", "-v", "error", "-y", "-i", "rtmp://127.0.0.1:\(rtmpPort)/live/sekrit-three", "-t", "9",
+                "-c", "copy", pulled,
+            ], output: daemon.runtime + "/viewer.out", log: daemon.runtime + "/viewer.log")
         sleep(1)
         srt.stop(crash: true)
         let away = try daemon.waitFor(controller, timeout: 12) { event -> [[String: JSONValue]]? in
@@ -138,7 +152,8 @@ extension Integration.StreamTests {
         try daemon.waitFor(controller, timeout: 12) { event -> Bool? in
             guard case .serviceInfo(let info) = event else { return nil }
             let each = Self.destinations(info.handler)
-            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1) ? true : nil
+            return each.count == 2 && each[1]["connected"] == .bool(true) && each[1]["reconnects"] == .number(1)
+                ? true : nil
         }
         _ = viewer.process.wait()
         #expect(try daemon.awaitFinish(controller, id, timeout: 30) == nil)
@@ -149,9 +164,11 @@ extension Integration.StreamTests {
         #expect(duration > 8, "the RTMP viewer got \(duration) s of 9")
         let gaps = try largestGaps(pulled)
         #expect(gaps.video < 0.1 && gaps.audio < 0.1, "RTMP had a gap while SRT was away: \(gaps)")
-        #expect(try probe(daemon.runtime + "/second.ts").streams == ["h264,320,180", "aac"], "SRT after the reconnection")
+        #expect(
+            try probe(daemon.runtime + "/second.ts").streams == ["h264,320,180", "aac"], "SRT after the reconnection")
         let each = Self.results(try controller.status().result)
-        #expect(each.count == 2 && each[0]["reconnects"] == .number(0) && each[1]["reconnects"] == .number(1), "\(each)")
+        #expect(
+            each.count == 2 && each[0]["reconnects"] == .number(0) && each[1]["reconnects"] == .number(1), "\(each)")
         try daemon.stop()
     }
 }

@@ -263,15 +263,27 @@ extension Integration.StreamTests {
         // signalling) through class 1:1 as it comes: this kernel has htb, tbf and u32 (not prio).
         let shape = [
             ["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "1"],
-            ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit", "quantum", "60000"],
-            ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:2", "htb", "rate", "1gbit", "quantum", "60000"],
-            ["qdisc", "add", "dev", "lo", "parent", "1:2", "handle", "20:", "tbf", "rate", "\(link)kbit", "burst",
-             "16kb", "latency", "100ms"],
-            ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
-             "protocol", "17", "0xff", "match", "ip", "dport", String(icePort), "0xffff", "flowid", "1:2"],
+            [
+                "class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit", "quantum",
+                "60000",
+            ],
+            [
+                "class", "add", "dev", "lo", "parent", "1:", "classid", "1:2", "htb", "rate", "1gbit", "quantum",
+                "60000",
+            ],
+            [
+                "qdisc", "add", "dev", "lo", "parent", "1:2", "handle", "20:", "tbf", "rate", "\(link)kbit", "burst",
+                "16kb", "latency", "100ms",
+            ],
+            [
+                "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
+                "protocol", "17", "0xff", "match", "ip", "dport", String(icePort), "0xffff", "flowid", "1:2",
+            ],
             // ICE may pair the veth's IPv6 link-local addresses as well.
-            ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match", "ip6",
-             "protocol", "17", "0xff", "match", "ip6", "dport", String(icePort), "0xffff", "flowid", "1:2"],
+            [
+                "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match", "ip6",
+                "protocol", "17", "0xff", "match", "ip6", "dport", String(icePort), "0xffff", "flowid", "1:2",
+            ],
         ]
         for arguments in shape {
             let shaped = try runTool("/usr/bin/env", ["nsenter"] + inside + ["tc"] + arguments)

@@ -6,61 +6,72 @@ import Testing
 /// What broadcastd and its programs take on trust, and no longer do: whatever sits in a handler directory,
 /// whoever answers on the socket.
 extension Integration {
-@Suite(.serialized) struct TrustTests {
-    @Test func aFIFOOrADeviceInAHandlerDirectoryIsSkippedWithoutBlockingTheDaemon() throws {
-        let scratch = FileManager.default.temporaryDirectory
-            .appendingPathComponent("fifo-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        #expect(mkfifo(scratch + "/aaa-fifo.json", 0o600) == 0)
-        try FileManager.default.createSymbolicLink(atPath: scratch + "/zero.json", withDestinationPath: "/dev/zero")
-        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--handlers-dir", scratch])
-        defer { _ = try? daemon.stop() }
+    @Suite(.serialized) struct TrustTests {
+        @Test func aFIFOOrADeviceInAHandlerDirectoryIsSkippedWithoutBlockingTheDaemon() throws {
+            let scratch = FileManager.default.temporaryDirectory
+                .appendingPathComponent("fifo-\(UUID().uuidString.prefix(8))").path
+            try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: scratch) }
+            #expect(mkfifo(scratch + "/aaa-fifo.json", 0o600) == 0)
+            try FileManager.default.createSymbolicLink(atPath: scratch + "/zero.json", withDestinationPath: "/dev/zero")
+            let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--handlers-dir", scratch])
+            defer { _ = try? daemon.stop() }
 
-        let asked = Date()
-        let status = try daemon.tool("broadcastctl", ["status"], timeout: 10)
-        #expect(status.status == 0 && status.stdout.contains("idle"), "\(status.stdout)\(status.stderr)\n\(daemon.log)")
-        #expect(Date().timeIntervalSince(asked) < 2, "status took \(Date().timeIntervalSince(asked)) s")
+            let asked = Date()
+            let status = try daemon.tool("broadcastctl", ["status"], timeout: 10)
+            #expect(
+                status.status == 0 && status.stdout.contains("idle"), "\(status.stdout)\(status.stderr)\n\(daemon.log)")
+            #expect(Date().timeIntervalSince(asked) < 2, "status took \(Date().timeIntervalSince(asked)) s")
 
-        let started = Date()
-        let run = try daemon.tool("broadcastctl", ["start", "--handler", "inspect", "--url", daemon.summaryPath("fifo"),
-                                                   "--duration", "0.5", "--wait"], timeout: 15)
-        #expect(run.status == 0, "\(run.stdout)\(run.stderr)\n\(daemon.log)")
-        #expect(Date().timeIntervalSince(started) < 5, "a 0.5 s broadcast took \(Date().timeIntervalSince(started)) s")
-        #expect(try InspectSummary.load(daemon.summaryPath("fifo")).streams["video"]?.count ?? 0 > 0)
-        #expect(daemon.log.contains("aaa-fifo.json: not a regular file (a FIFO); a manifest is a regular file"),
+            let started = Date()
+            let run = try daemon.tool(
+                "broadcastctl",
+                [
+                    "start", "--handler", "inspect", "--url", daemon.summaryPath("fifo"),
+                    "--duration", "0.5", "--wait",
+                ], timeout: 15)
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)\n\(daemon.log)")
+            #expect(
+                Date().timeIntervalSince(started) < 5, "a 0.5 s broadcast took \(Date().timeIntervalSince(started)) s")
+            #expect(try InspectSummary.load(daemon.summaryPath("fifo")).streams["video"]?.count ?? 0 > 0)
+            #expect(
+                daemon.log.contains("aaa-fifo.json: not a regular file (a FIFO); a manifest is a regular file"),
                 "\(daemon.log)")
-        #expect(daemon.log.contains("zero.json: not a regular file (a character device)"), "\(daemon.log)")
-        try daemon.stop()
+            #expect(daemon.log.contains("zero.json: not a regular file (a character device)"), "\(daemon.log)")
+            try daemon.stop()
+        }
+
+        @Test func broadcastctlAndSetupRefuseAServerOfAnotherUserAndSendItNothing() throws {
+            // A shared place any user can write to, where another user's program bound the socket first.
+            let scratch = FileManager.default.temporaryDirectory
+                .appendingPathComponent("shared-\(UUID().uuidString.prefix(8))").path
+            try FileManager.default.createDirectory(
+                atPath: scratch, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o777])
+            defer { try? FileManager.default.removeItem(atPath: scratch) }
+            let path = scratch + "/broadcastd.sock"
+            let impostor = try ImpostorServer(path: path, connections: 2, scratch: scratch)
+            defer { if impostor.process.isRunning { kill(impostor.process.processIdentifier, SIGKILL) } }
+
+            let status = try runTool(Paths.binary("broadcastctl"), ["status", "--socket", path], timeout: 20)
+            #expect(status.status == 69, "\(status.stdout)\(status.stderr)")
+            let refusal = "broadcastctl: refusing to talk to what listens on \(path): it is user 65534's program (pid"
+            #expect(status.stderr.contains(refusal), "\(status.stderr)")
+            let setup = try runTool(
+                Paths.binary("broadcast-setup"),
+                [
+                    "--non-interactive", "--url", "rtmp://example.invalid/live",
+                    "--set", "key=sekrit-stream-key", "--socket", path,
+                ], timeout: 20)
+            // 69, as broadcastctl says it (EX_UNAVAILABLE: no broadcastd of ours to talk to).
+            #expect(setup.status == 69, "\(setup.stdout)\(setup.stderr)")
+            #expect(setup.stderr.contains("broadcast-setup: refusing to talk to what listens on"), "\(setup.stderr)")
+
+            let seen = impostor.finish()
+            #expect(seen.contains("served 2 connections, 0 bytes"), "the impostor was sent:\n\(seen)")
+            #expect(!seen.contains("sekrit"), "the stream key reached another user's program:\n\(seen)")
+        }
     }
-
-    @Test func broadcastctlAndSetupRefuseAServerOfAnotherUserAndSendItNothing() throws {
-        // A shared place any user can write to, where another user's program bound the socket first.
-        let scratch = FileManager.default.temporaryDirectory
-            .appendingPathComponent("shared-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o777])
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let path = scratch + "/broadcastd.sock"
-        let impostor = try ImpostorServer(path: path, connections: 2, scratch: scratch)
-        defer { if impostor.process.isRunning { kill(impostor.process.processIdentifier, SIGKILL) } }
-
-        let status = try runTool(Paths.binary("broadcastctl"), ["status", "--socket", path], timeout: 20)
-        #expect(status.status == 69, "\(status.stdout)\(status.stderr)")
-        let refusal = "broadcastctl: refusing to talk to what listens on \(path): it is user 65534's program (pid"
-        #expect(status.stderr.contains(refusal), "\(status.stderr)")
-        let setup = try runTool(Paths.binary("broadcast-setup"),
-                                ["--non-interactive", "--url", "rtmp://example.invalid/live",
-                                 "--set", "key=sekrit-stream-key", "--socket", path], timeout: 20)
-        // 69, as broadcastctl says it (EX_UNAVAILABLE: no broadcastd of ours to talk to).
-        #expect(setup.status == 69, "\(setup.stdout)\(setup.stderr)")
-        #expect(setup.stderr.contains("broadcast-setup: refusing to talk to what listens on"), "\(setup.stderr)")
-
-        let seen = impostor.finish()
-        #expect(seen.contains("served 2 connections, 0 bytes"), "the impostor was sent:\n\(seen)")
-        #expect(!seen.contains("sekrit"), "the stream key reached another user's program:\n\(seen)")
-    }
-}
 }
 
 /// A program of user nobody (65534) posing as broadcastd on `path`: it answers HELLO with WELCOME and a setup

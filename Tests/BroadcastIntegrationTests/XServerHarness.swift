@@ -22,7 +22,9 @@ final class XServer {
     init(_ kind: Kind = .xvfb, width: Int = 640, height: Int = 480) throws {
         let program = "/usr/bin/" + kind.rawValue
         guard FileManager.default.isExecutableFile(atPath: program) else {
-            throw HarnessError("\(program) is missing: the X11 tests need it (./scripts/test.sh installs xvfb and tigervnc-standalone-server)")
+            throw HarnessError(
+                "\(program) is missing: the X11 tests need it (./scripts/test.sh installs xvfb and tigervnc-standalone-server)"
+            )
         }
         var tried = Set<Int>()
         while true {
@@ -35,8 +37,10 @@ final class XServer {
             case .xvfb:
                 process.arguments = [display, "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"]
             case .xvnc:
-                process.arguments = [display, "-geometry", "\(width)x\(height)", "-depth", "24", "-SecurityTypes", "None",
-                                     "-rfbport", "-1", "-localhost", "-nolisten", "tcp", "-noreset"]
+                process.arguments = [
+                    display, "-geometry", "\(width)x\(height)", "-depth", "24", "-SecurityTypes", "None",
+                    "-rfbport", "-1", "-localhost", "-nolisten", "tcp", "-noreset",
+                ]
             }
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
@@ -45,7 +49,9 @@ final class XServer {
             // number first makes ours exit: the next number is tried.
             let deadline = Date().addingTimeInterval(10)
             while process.isRunning && Date() < deadline
-                    && !(Self.lockOwner(number) == process.processIdentifier && FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)")) {
+                && !(Self.lockOwner(number) == process.processIdentifier
+                    && FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)"))
+            {
                 usleep(10_000)
             }
             if process.isRunning && Self.lockOwner(number) == process.processIdentifier {
@@ -58,17 +64,22 @@ final class XServer {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
             Self.give(back: number)
-            guard tried.count < 5 else { throw HarnessError("\(kind.rawValue) did not start (displays \(tried.sorted()) tried)") }
+            guard tried.count < 5 else {
+                throw HarnessError("\(kind.rawValue) did not start (displays \(tried.sorted()) tried)")
+            }
         }
     }
 
     /// A display number that neither this process has handed out nor another server holds (lock file or socket).
     private static func take(avoiding tried: Set<Int>) throws -> Int {
         try takenLock.withLock {
-            guard let number = (90..<200).first(where: { n in
-                !taken.contains(n) && !tried.contains(n) && !FileManager.default.fileExists(atPath: "/tmp/.X\(n)-lock")
-                    && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(n)")
-            }) else { throw HarnessError("no free X display number between :90 and :199") }
+            guard
+                let number = (90..<200).first(where: { n in
+                    !taken.contains(n) && !tried.contains(n)
+                        && !FileManager.default.fileExists(atPath: "/tmp/.X\(n)-lock")
+                        && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(n)")
+                })
+            else { throw HarnessError("no free X display number between :90 and :199") }
             taken.insert(number)
             return number
         }
@@ -78,7 +89,9 @@ final class XServer {
 
     /// The pid an X server wrote into the display's lock file.
     private static func lockOwner(_ number: Int) -> Int32? {
-        (try? String(contentsOfFile: "/tmp/.X\(number)-lock", encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        (try? String(contentsOfFile: "/tmp/.X\(number)-lock", encoding: .utf8)).flatMap {
+            Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
     }
 
     deinit { stop() }
@@ -103,7 +116,9 @@ final class XServer {
     @discardableResult
     func run(_ program: String, _ arguments: [String]) throws -> String {
         let result = try runTool("/usr/bin/" + program, arguments, environment: ["DISPLAY": display], timeout: 20)
-        guard result.status == 0 else { throw HarnessError("\(program) \(arguments.joined(separator: " ")) failed: \(result.stderr)") }
+        guard result.status == 0 else {
+            throw HarnessError("\(program) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
+        }
         return result.stdout
     }
 
@@ -149,7 +164,9 @@ final class Painter {
     }
 
     func bars() throws { try send("bars") }
-    func fill(_ r: Int, _ g: Int, _ b: Int, _ x: Int, _ y: Int, _ w: Int, _ h: Int) throws { try send("fill \(r) \(g) \(b) \(x) \(y) \(w) \(h)") }
+    func fill(_ r: Int, _ g: Int, _ b: Int, _ x: Int, _ y: Int, _ w: Int, _ h: Int) throws {
+        try send("fill \(r) \(g) \(b) \(x) \(y) \(w) \(h)")
+    }
 }
 
 /// A captured frame turned back into RGB (BT.709), to compare with what was drawn.
@@ -167,13 +184,17 @@ struct RGBFrame {
         width = format.width
         height = format.height
         let planes = format.planes
-        guard bytes.count >= format.frameByteCount else { throw HarnessError("frame file has \(bytes.count) bytes, expected \(format.frameByteCount)") }
+        guard bytes.count >= format.frameByteCount else {
+            throw HarnessError("frame file has \(bytes.count) bytes, expected \(format.frameByteCount)")
+        }
         let full = range == "full"
         var pixels: [(r: Double, g: Double, b: Double)] = []
         pixels.reserveCapacity(width * height)
         for y in 0..<height {
             for x in 0..<width {
-                let luma: Double, cb: Double, cr: Double
+                let luma: Double
+                let cb: Double
+                let cr: Double
                 switch format.pixelFormat {
                 case .bgrx:
                     let o = y * planes[0].stride + x * 4
@@ -206,7 +227,8 @@ struct RGBFrame {
         var squares = 0.0
         for y in 0..<height {
             for x in 0..<width {
-                let a = self[x, y], e = expected(x, y)
+                let a = self[x, y]
+                let e = expected(x, y)
                 squares += (a.r - e.r) * (a.r - e.r) + (a.g - e.g) * (a.g - e.g) + (a.b - e.b) * (a.b - e.b)
             }
         }
@@ -244,12 +266,16 @@ extension XServer {
     /// program asks; killed when the returned process is.
     func windowManager() throws -> Process {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/twm") else {
-            throw HarnessError("/usr/bin/twm is missing: the window-manager tests need it (scripts/lib.sh installs twm)")
+            throw HarnessError(
+                "/usr/bin/twm is missing: the window-manager tests need it (scripts/lib.sh installs twm)")
         }
-        let rc = FileManager.default.temporaryDirectory.appendingPathComponent("twmrc-\(UUID().uuidString.prefix(8))").path
+        let rc = FileManager.default.temporaryDirectory.appendingPathComponent("twmrc-\(UUID().uuidString.prefix(8))")
+            .path
         // The core font "fixed" for everything: without fonts it can open, twm gives up and manages nothing.
-        let fonts = ["TitleFont", "ResizeFont", "MenuFont", "IconFont", "IconManagerFont"].map { "\($0) \"fixed\"\n" }.joined()
-        try ("UsePPosition \"on\"\nRandomPlacement\nNoGrabServer\n" + fonts).write(toFile: rc, atomically: true, encoding: .utf8)
+        let fonts = ["TitleFont", "ResizeFont", "MenuFont", "IconFont", "IconManagerFont"].map { "\($0) \"fixed\"\n" }
+            .joined()
+        try ("UsePPosition \"on\"\nRandomPlacement\nNoGrabServer\n" + fonts).write(
+            toFile: rc, atomically: true, encoding: .utf8)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/twm")
         process.arguments = ["-display", display, "-f", rc]
@@ -270,12 +296,15 @@ final class QuietDesktop {
 
     init(on x: XServer) throws {
         processes.append(try x.windowManager())
-        for (program, arguments) in [("xclock", ["-update", "1", "-geometry", "150x150-20+20"]),
-                                     ("xterm", ["-geometry", "50x10+20-20"])] {
+        for (program, arguments) in [
+            ("xclock", ["-update", "1", "-geometry", "150x150-20+20"]),
+            ("xterm", ["-geometry", "50x10+20-20"]),
+        ] {
             guard FileManager.default.isExecutableFile(atPath: "/usr/bin/" + program) else {
                 stop()
-                throw HarnessError("/usr/bin/\(program) is missing: the quiet desktop needs it "
-                                   + "(scripts/lib.sh installs x11-apps and xterm)")
+                throw HarnessError(
+                    "/usr/bin/\(program) is missing: the quiet desktop needs it "
+                        + "(scripts/lib.sh installs x11-apps and xterm)")
             }
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/" + program)

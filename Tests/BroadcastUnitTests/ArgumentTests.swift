@@ -12,7 +12,9 @@ import Testing
         #expect(DurationArgument(text)?.seconds == seconds, "\(text)")
     }
 
-    @Test(arguments: ["", "0", "-5", "0s", "10x", "m", "5m1h", "1h1h", "1h 30m", "nan", "inf", "1e99", "10ms", "1:30", "h5"])
+    @Test(arguments: [
+        "", "0", "-5", "0s", "10x", "m", "5m1h", "1h1h", "1h 30m", "nan", "inf", "1e99", "10ms", "1:30", "h5",
+    ])
     func durationsRefused(_ text: String) {
         #expect(DurationArgument(text) == nil, "'\(text)' was taken as \(DurationArgument(text)!.seconds) s")
     }
@@ -25,10 +27,14 @@ import Testing
     }
 
     @Test func wrapsAtSpacesNeverInsideAWord() {
-        let text = "Records the broadcast to a video file: H.264 (libx264) $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4 end"
+        let text =
+            "Records the broadcast to a video file: H.264 (libx264) $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4 end"
         let lines = TextWrap.wrap(text, width: 24, indent: "    ", continuation: "        ")
-        #expect(lines == ["    Records the", "        broadcast to a", "        video file:",
-                          "        H.264 (libx264)", "        $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4", "        end"])
+        #expect(
+            lines == [
+                "    Records the", "        broadcast to a", "        video file:",
+                "        H.264 (libx264)", "        $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4", "        end",
+            ])
         #expect(TextWrap.wrap(text, width: nil, indent: "  ") == ["  " + text])
         #expect(TextWrap.wrap("", width: 10) == [""])
     }
@@ -39,7 +45,8 @@ import Testing
         #expect(NameSuggestion.closest(to: "staus", among: names) == "status")
         #expect(NameSuggestion.closest(to: "handler", among: names) == "handlers")
         #expect(NameSuggestion.closest(to: "frobnicate", among: names) == nil)
-        #expect(NameSuggestion.didYouMean("recrod", among: ["inspect", "record", "stream"]) == "; did you mean 'record'?")
+        #expect(
+            NameSuggestion.didYouMean("recrod", among: ["inspect", "record", "stream"]) == "; did you mean 'record'?")
         #expect(NameSuggestion.didYouMean("zzz", among: ["inspect", "record", "stream"]) == "")
     }
 }

@@ -9,7 +9,9 @@ import Testing
 @Suite struct SyntheticSourceTests {
     func render(_ source: SyntheticSource, _ index: UInt64) throws -> [UInt8] {
         var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
-        let pts = try frame.withUnsafeMutableBytes { try source.captureFrame(index: index, deadline: 1000 + index, into: $0.baseAddress!, previous: nil) }
+        let pts = try frame.withUnsafeMutableBytes {
+            try source.captureFrame(index: index, deadline: 1000 + index, into: $0.baseAddress!, previous: nil)
+        }
         #expect(pts == 1000 + index, "a synthetic frame is stamped with its deadline")
         return frame
     }
@@ -17,7 +19,9 @@ import Testing
     @Test(arguments: PixelFormat.allCases)
     func framesMoveAndCarryTheirNumber(_ format: PixelFormat) throws {
         let source = SyntheticSource(.init(video: VideoFormat(width: 320, height: 240, pixelFormat: format)))
-        let a = try render(source, 1), b = try render(source, 2), again = try render(source, 1)
+        let a = try render(source, 1)
+        let b = try render(source, 2)
+        let again = try render(source, 1)
         #expect(a != b)
         #expect(a == again)
         // The pattern scrolls: frames 1 and 1+width/8 differ only in the frame number box.
@@ -52,16 +56,18 @@ import Testing
 @Suite struct InspectStatisticsTests {
     func record(_ stats: inout StreamStatistics, pts: UInt64, seq: UInt64, discontinuity: Bool = false) {
         let timing = SampleTiming(presentationTime: pts, duration: 10, sequence: seq, discontinuity: discontinuity)
-        [UInt8](repeating: UInt8(seq), count: 13).withUnsafeBytes { stats.record(timing: timing, data: $0, receivedAt: pts + 5000) }
+        [UInt8](repeating: UInt8(seq), count: 13).withUnsafeBytes {
+            stats.record(timing: timing, data: $0, receivedAt: pts + 5000)
+        }
     }
 
     @Test func gapsDropsAndOrder() {
         var s = StreamStatistics()
         record(&s, pts: 100, seq: 0, discontinuity: true)
         record(&s, pts: 110, seq: 1)
-        record(&s, pts: 200, seq: 2, discontinuity: true) // a pause
-        record(&s, pts: 210, seq: 5, discontinuity: true) // two dropped
-        record(&s, pts: 205, seq: 6)                      // out of order
+        record(&s, pts: 200, seq: 2, discontinuity: true)  // a pause
+        record(&s, pts: 210, seq: 5, discontinuity: true)  // two dropped
+        record(&s, pts: 205, seq: 6)  // out of order
         s.finish()
         #expect(s.count == 5)
         #expect(s.gaps.count == 1)
@@ -87,15 +93,20 @@ import Testing
     let manifest = HandlerManifest(
         name: "stream", displayName: "Stream", exec: "x",
         url: .init(prompt: "Server URL", default: "rtmp://localhost/live", required: true),
-        setupFields: [.init(name: "key", prompt: "Stream key", required: true, secret: true),
-                      .init(name: "title", prompt: "Title", default: "My stream"),
-                      .init(name: "preset", prompt: "x264 preset", default: "veryfast", advanced: true)])
+        setupFields: [
+            .init(name: "key", prompt: "Stream key", required: true, secret: true),
+            .init(name: "title", prompt: "Title", default: "My stream"),
+            .init(name: "preset", prompt: "x264 preset", default: "veryfast", advanced: true),
+        ])
 
     @Test func asksEverythingWhenNothingWasGivenAndKeepsSecretsQuiet() throws {
         var form = SetupForm(manifest: manifest, url: nil, values: [:])
         var asked: [(String, Bool)] = []
         let answers = ["", "s3cret", "Talk"]
-        try form.fill(interactive: true) { q, secret in asked.append((q, secret)); return asked.count <= answers.count ? answers[asked.count - 1] : "" }
+        try form.fill(interactive: true) { q, secret in
+            asked.append((q, secret))
+            return asked.count <= answers.count ? answers[asked.count - 1] : ""
+        }
         // Advanced fields keep their defaults unless given with --set.
         #expect(asked.map(\.0) == ["Server URL [rtmp://localhost/live]: ", "Stream key: ", "Title [My stream]: "])
         #expect(asked.map(\.1) == [false, true, false])
@@ -106,7 +117,10 @@ import Testing
     @Test func asksOnlyForMissingRequiredFieldsWhenSomethingWasGiven() throws {
         var form = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
         var asked: [String] = []
-        try form.fill(interactive: true) { q, _ in asked.append(q); return "k" }
+        try form.fill(interactive: true) { q, _ in
+            asked.append(q)
+            return "k"
+        }
         #expect(asked == ["Stream key: "])
     }
 
@@ -114,8 +128,14 @@ import Testing
         var form = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
         var asked: [String] = []
         let answers = ["", "", "k"]
-        try form.fill(interactive: true) { q, _ in asked.append(q); return answers[asked.count - 1] }
-        #expect(asked == ["Stream key: ", "Stream key (required; Ctrl-C cancels): ", "Stream key (required; Ctrl-C cancels): "])
+        try form.fill(interactive: true) { q, _ in
+            asked.append(q)
+            return answers[asked.count - 1]
+        }
+        #expect(
+            asked == [
+                "Stream key: ", "Stream key (required; Ctrl-C cancels): ", "Stream key (required; Ctrl-C cancels): ",
+            ])
         #expect(form.values == ["key": "k"])
         // Empty lines for ever end, as a cancellation.
         var endless = SetupForm(manifest: manifest, url: "rtmp://x/app", values: [:])
@@ -127,8 +147,9 @@ import Testing
         func problem(url: String? = "rtmp://x/app", _ values: [String: String]) -> String? {
             SetupForm(manifest: manifest, url: url, values: values).problem()?.message
         }
-        #expect(problem(["key": "k", "titel": "Talk"]) ==
-            "--set titel=Talk: handler 'stream' has no setup field 'titel'; did you mean --set title=Talk?")
+        #expect(
+            problem(["key": "k", "titel": "Talk"])
+                == "--set titel=Talk: handler 'stream' has no setup field 'titel'; did you mean --set title=Talk?")
         #expect(problem(["key": "k", "zzzzzz": "1"])?.hasSuffix("(its fields: key, title, preset)") == true)
         #expect(problem([:]) == "handler 'stream' needs setup field 'key' (Stream key): give --set key=VALUE")
         #expect(problem(["key": "k\u{7}"])?.hasPrefix("--set key=…: setup field 'key' is refused") == true)
@@ -139,7 +160,10 @@ import Testing
 
     @Test func neverAsksWhenNotInteractive() throws {
         var form = SetupForm(manifest: manifest, url: nil, values: [:])
-        try form.fill(interactive: false) { _, _ in Issue.record("asked"); return nil }
+        try form.fill(interactive: false) { _, _ in
+            Issue.record("asked")
+            return nil
+        }
         #expect(form.url == nil)
     }
 

@@ -1,7 +1,8 @@
-@testable import BroadcastClient
 import BroadcastCore
 import BroadcastProtocol
 import Testing
+
+@testable import BroadcastClient
 
 /// What broadcastctl prints, in words and within the terminal: the progress line's fields dropped whole, results
 /// with their units, a stream's connection as it happens, silent audio in one line.
@@ -12,26 +13,34 @@ import Testing
         status.broadcast = 42
         status.handler = "record"
         line.update(status)
-        line.update(ServiceInfo(broadcast: 42, elapsed: 1, streams: ["video": StreamCounters(delivered: 30)],
-                                handler: [:]))
-        line.update(ServiceInfo(broadcast: 42, elapsed: 62.4,
-                                streams: ["video": StreamCounters(delivered: 1872, dropped: 16)],
-                                handler: ["bitRate": .number(2222), "bytes": .number(21_840_000),
-                                          "segment": .number(1)],
-                                daemonMemory: 26_214_400))
+        line.update(
+            ServiceInfo(
+                broadcast: 42, elapsed: 1, streams: ["video": StreamCounters(delivered: 30)],
+                handler: [:]))
+        line.update(
+            ServiceInfo(
+                broadcast: 42, elapsed: 62.4,
+                streams: ["video": StreamCounters(delivered: 1872, dropped: 16)],
+                handler: [
+                    "bitRate": .number(2222), "bytes": .number(21_840_000),
+                    "segment": .number(1),
+                ],
+                daemonMemory: 26_214_400))
         return line
     }
 
     /// At any width, the line holds whole fields: never a figure cut short ("30.0 fps  16", "…222 kbit/b").
     @Test func theProgressLineDropsWholeFieldsAtTheTerminalsWidth() {
         let line = recording()
-        #expect(line.text == "live  broadcast 42 (record)  1:02.4  21.8 MB  dropped video 16  30.0 fps  2222 kbit/s  " +
-                "daemon 25.0 MiB  segment 1", "\(line.text)")
+        #expect(
+            line.text == "live  broadcast 42 (record)  1:02.4  21.8 MB  dropped video 16  30.0 fps  2222 kbit/s  "
+                + "daemon 25.0 MiB  segment 1", "\(line.text)")
         for columns in 20...160 {
             let fitted = line.fitted(columns: columns)
             #expect(fitted.count < columns || columns < 12, "\(columns): \(fitted)")
             // Fields kept whole, in their order; each left out is one that did not fit where it came.
-            var kept = fitted.components(separatedBy: "  ")[...], used = 0
+            var kept = fitted.components(separatedBy: "  ")[...]
+            var used = 0
             for field in line.fields {
                 if kept.first == field {
                     used += (used == 0 ? 0 : 2) + field.count
@@ -49,8 +58,9 @@ import Testing
     @Test func aPausedRecordingShowsNoFrameRate() {
         let line = recording(state: .paused)
         #expect(!line.text.contains("fps") && !line.text.contains("kbit/s"), "\(line.text)")
-        #expect(line.text.hasPrefix("paused  broadcast 42 (record)  1:02.4  21.8 MB  dropped video 16  daemon"),
-                "\(line.text)")
+        #expect(
+            line.text.hasPrefix("paused  broadcast 42 (record)  1:02.4  21.8 MB  dropped video 16  daemon"),
+            "\(line.text)")
     }
 
     /// A stream's frames dropped on the way out count as drops: never "no drops" beside "dropped frames 480".
@@ -60,10 +70,15 @@ import Testing
         status.broadcast = 14
         status.handler = "stream"
         line.update(status)
-        line.update(ServiceInfo(broadcast: 14, elapsed: 16, streams: ["video": StreamCounters(delivered: 480)],
-                                handler: ["droppedFrames": .number(480), "connected": .bool(false),
-                                          "queueMs": .number(0)]))
-        #expect(line.text.contains("  dropped 480 unsent  ") && !line.text.contains("no drops")
+        line.update(
+            ServiceInfo(
+                broadcast: 14, elapsed: 16, streams: ["video": StreamCounters(delivered: 480)],
+                handler: [
+                    "droppedFrames": .number(480), "connected": .bool(false),
+                    "queueMs": .number(0),
+                ]))
+        #expect(
+            line.text.contains("  dropped 480 unsent  ") && !line.text.contains("no drops")
                 && !line.text.contains("dropped frames"), "\(line.text)")
     }
 
@@ -75,49 +90,73 @@ import Testing
         let lines = ResultText.lines([
             "maxMemory": .number(268_435_456), "buffered": .number(32.6), "bytesSent": .number(406_844),
             "droppedGOPsForMemory": .number(0),
-            "recording": .object(["path": .string("/v/r.mp4"), "bytes": .number(784_916), "duration": .number(14.62),
-                                  "chapters": .array([chapter])]),
-            "saves": .array([.object(["path": .string("/v/s.mp4"), "duration": .number(5),
-                                      "chapters": .array([.object(["start": .number(1.5),
-                                                                   "title": .string("Mark 1")])])])]),
+            "recording": .object([
+                "path": .string("/v/r.mp4"), "bytes": .number(784_916), "duration": .number(14.62),
+                "chapters": .array([chapter]),
+            ]),
+            "saves": .array([
+                .object([
+                    "path": .string("/v/s.mp4"), "duration": .number(5),
+                    "chapters": .array([
+                        .object([
+                            "start": .number(1.5),
+                            "title": .string("Mark 1"),
+                        ])
+                    ]),
+                ])
+            ]),
         ])
-        #expect(lines == ["buffered: 0:32.6", "bytes sent: 0.4 MB", "dropped GOPs for memory: 0",
-                          "max memory: 268.4 MB", "recording:", "  path: /v/r.mp4", "  duration: 0:14.6",
-                          "  size: 0.8 MB", "  chapters:", "    start   title", "    0:03.2  bug",
-                          "saves:", "  path      chapters          duration",
-                          "  /v/s.mp4  Mark 1 at 0:01.5  0:05.0"],
-                "\(lines)")
+        #expect(
+            lines == [
+                "buffered: 0:32.6", "bytes sent: 0.4 MB", "dropped GOPs for memory: 0",
+                "max memory: 268.4 MB", "recording:", "  path: /v/r.mp4", "  duration: 0:14.6",
+                "  size: 0.8 MB", "  chapters:", "    start   title", "    0:03.2  bug",
+                "saves:", "  path      chapters          duration",
+                "  /v/s.mp4  Mark 1 at 0:01.5  0:05.0",
+            ],
+            "\(lines)")
         // A list too wide for a table (a long message in it) is shown item after item.
         let long = String(repeating: "why ", count: 30)
         let destination = JSONValue.object(["url": .string("srt://a:9"), "error": .string(long)])
         let wide = ResultText.lines(["destinations": .array([destination])])
-        #expect(wide.first == "destinations:" && wide.dropFirst().first?.hasPrefix("  - error: why why") == true
+        #expect(
+            wide.first == "destinations:" && wide.dropFirst().first?.hasPrefix("  - error: why why") == true
                 && wide.last == "    url: srt://a:9", "\(wide)")
-        let result: [String: JSONValue] = ["file": .string("/v/a.mp4"), "duration": .number(85.04),
-                                           "bytes": .number(12_400_000)]
+        let result: [String: JSONValue] = [
+            "file": .string("/v/a.mp4"), "duration": .number(85.04),
+            "bytes": .number(12_400_000),
+        ]
         #expect(ResultText.brief(result) == "/v/a.mp4 (1:25.0, 12.4 MB)")
     }
 
     @Test func aStreamSaysItsConnectionAsItHappens() {
         var report = ConnectionReport()
-        #expect(report.update(["connected": .bool(false), "droppedFrames": .number(0)]).isEmpty,
-                "still connecting: nothing to say")
-        let refused = ["connected": JSONValue.bool(false),
-                       "lastError": .string("Connection setup failure: connection timed out")]
-        #expect(report.update(refused)
+        #expect(
+            report.update(["connected": .bool(false), "droppedFrames": .number(0)]).isEmpty,
+            "still connecting: nothing to say")
+        let refused = [
+            "connected": JSONValue.bool(false),
+            "lastError": .string("Connection setup failure: connection timed out"),
+        ]
+        #expect(
+            report.update(refused)
                 == ["stream: cannot connect: Connection setup failure: connection timed out; trying again"])
         #expect(report.update(refused).isEmpty, "said once, not at every update")
         #expect(report.update(["connected": .bool(true)]) == ["stream: connected"])
         #expect(report.update(["connected": .bool(true)]).isEmpty)
-        #expect(report.update(["connected": .bool(false), "lastError": .string("Broken pipe")])
+        #expect(
+            report.update(["connected": .bool(false), "lastError": .string("Broken pipe")])
                 == ["stream: connection lost: Broken pipe; reconnecting"])
         #expect(report.update(["connected": .bool(true)]) == ["stream: connected again"])
-        #expect(report.update(["connected": .bool(false), "failed": .string("the connection was lost")])
+        #expect(
+            report.update(["connected": .bool(false), "failed": .string("the connection was lost")])
                 == ["stream: gave up: the connection was lost"])
         // A further destination is named by its URL.
         var two = ConnectionReport()
-        let info: [String: JSONValue] = ["connected": .bool(true), "also1.connected": .bool(true),
-                                         "also1.url": .string("rtmp://b/app")]
+        let info: [String: JSONValue] = [
+            "connected": .bool(true), "also1.connected": .bool(true),
+            "also1.url": .string("rtmp://b/app"),
+        ]
         #expect(two.update(info) == ["stream: connected", "stream: connected to rtmp://b/app"])
     }
 
@@ -125,30 +164,39 @@ import Testing
     @Test func silentAudioIsOneLineWithThePerBroadcastRemedy() {
         let noMic = ["audioMic": "PipeWire has no microphone"]
         let both = noMic.merging(["audioApp": "'xclock' plays nothing through PipeWire"]) { a, _ in a }
-        #expect(SilenceWarning.lines(noMic, audio: "app,mic")
+        #expect(
+            SilenceWarning.lines(noMic, audio: "app,mic")
                 == ["warning: silent mic: PipeWire has no microphone (--set audio=app leaves it out)"])
         #expect(SilenceWarning.lines(noMic, audio: "app").isEmpty, "the mic is not recorded")
-        #expect(SilenceWarning.lines(both, audio: "app,mic") == [
-            "warning: silent app audio: 'xclock' plays nothing through PipeWire (--set audio=none leaves them out)",
-            "warning: silent mic: PipeWire has no microphone (--set audio=none leaves them out)"])
-        #expect(SilenceWarning.lines(["audioMic": "PipeWire cannot be reached (connection refused)"], audio: nil)
-                == ["warning: silent mic: PipeWire cannot be reached (connection refused) " +
-                    "(is PipeWire running? systemctl --user status pipewire)"])
+        #expect(
+            SilenceWarning.lines(both, audio: "app,mic") == [
+                "warning: silent app audio: 'xclock' plays nothing through PipeWire (--set audio=none leaves them out)",
+                "warning: silent mic: PipeWire has no microphone (--set audio=none leaves them out)",
+            ])
+        #expect(
+            SilenceWarning.lines(["audioMic": "PipeWire cannot be reached (connection refused)"], audio: nil)
+                == [
+                    "warning: silent mic: PipeWire cannot be reached (connection refused) "
+                        + "(is PipeWire running? systemctl --user status pipewire)"
+                ])
         #expect(SilenceWarning.lines(noMic, audio: "app,mic")[0].count <= 80)
     }
 
     /// Values a handler's manifest says it does not take are refused as typed, before any broadcast is asked for.
     @Test func setupValuesAreCheckedAgainstTheManifest() {
-        let manifest = HandlerManifest(name: "record", displayName: "Record", exec: "x", setupFields: [
-            .init(name: "crf", prompt: "Quality", type: .number),
-            .init(name: "codec", prompt: "Codec", default: "h264", choices: ["h264", "hevc", "av1"]),
-            .init(name: "key", prompt: "Key", required: true),
-        ])
+        let manifest = HandlerManifest(
+            name: "record", displayName: "Record", exec: "x",
+            setupFields: [
+                .init(name: "crf", prompt: "Quality", type: .number),
+                .init(name: "codec", prompt: "Codec", default: "h264", choices: ["h264", "hevc", "av1"]),
+                .init(name: "key", prompt: "Key", required: true),
+            ])
         func problem(_ values: [String: String], complete: Bool = true) -> String? {
             SetupForm(manifest: manifest, url: nil, values: values).problem(complete: complete)?.message
         }
         #expect(problem(["crf": "abc", "key": "k"]) == "--set crf=abc: setup field 'crf' is a number, not 'abc'")
-        #expect(problem(["codec": "vp9", "key": "k"])
+        #expect(
+            problem(["codec": "vp9", "key": "k"])
                 == "--set codec=vp9: setup field 'codec' takes h264, hevc or av1, not 'vp9'")
         #expect(problem(["codec": "HEVC", "crf": "23", "key": "k"]) == nil)
         #expect(problem(["codc": "hevc"], complete: false)?.contains("did you mean --set codec=hevc?") == true)

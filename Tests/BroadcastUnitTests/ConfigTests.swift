@@ -1,7 +1,8 @@
-@testable import BroadcastConfig
 import BroadcastCore
 import BroadcastPortal
 import Testing
+
+@testable import BroadcastConfig
 
 /// Configuration files: TOML checked against a program's keys, layered under the command line.
 @Suite struct ConfigTests {
@@ -23,7 +24,8 @@ import Testing
     }
 
     @Test func valuesAndTheLinesTheyAreOn() throws {
-        let file = try parse("""
+        let file = try parse(
+            """
             # broadcastd
             source = "x11"
 
@@ -47,16 +49,32 @@ import Testing
     }
 
     @Test func mistakesNameTheFileTheLineAndWhatIsWrong() {
-        #expect(error("source = \"x11\"\nfsp = 60\n") == ConfigError("/c/broadcastd.toml:2",
-            "unknown key 'fsp'; did you mean 'fps'? (broadcastd --print-config lists every key)"))
-        #expect(error("\n\n[x11]\ndisplay = \":0\"\n") == ConfigError("/c/broadcastd.toml:3",
-            "unknown key 'x11' (broadcastd --print-config lists every key)"))
-        #expect(error("fps = \"60\"") == ConfigError("/c/broadcastd.toml:1", "fps must be an integer, not a TOML string"))
-        #expect(error("fps = 29.97") == ConfigError("/c/broadcastd.toml:1", "fps must be an integer, not a TOML floating-point number"))
-        #expect(error("damage = 1") == ConfigError("/c/broadcastd.toml:1", "damage must be true or false, not a TOML integer"))
-        #expect(error("handlers-dir = [1]") == ConfigError("/c/broadcastd.toml:1", "handlers-dir must be an array of strings, not an array of integers"))
+        #expect(
+            error("source = \"x11\"\nfsp = 60\n")
+                == ConfigError(
+                    "/c/broadcastd.toml:2",
+                    "unknown key 'fsp'; did you mean 'fps'? (broadcastd --print-config lists every key)"))
+        #expect(
+            error("\n\n[x11]\ndisplay = \":0\"\n")
+                == ConfigError(
+                    "/c/broadcastd.toml:3",
+                    "unknown key 'x11' (broadcastd --print-config lists every key)"))
+        #expect(
+            error("fps = \"60\"") == ConfigError("/c/broadcastd.toml:1", "fps must be an integer, not a TOML string"))
+        #expect(
+            error("fps = 29.97")
+                == ConfigError("/c/broadcastd.toml:1", "fps must be an integer, not a TOML floating-point number"))
+        #expect(
+            error("damage = 1")
+                == ConfigError("/c/broadcastd.toml:1", "damage must be true or false, not a TOML integer"))
+        #expect(
+            error("handlers-dir = [1]")
+                == ConfigError(
+                    "/c/broadcastd.toml:1", "handlers-dir must be an array of strings, not an array of integers"))
         #expect(error("\nfps = 500") == ConfigError("/c/broadcastd.toml:2", "fps = 500: must be from 1 to 240"))
-        #expect(error("source = \"wayland\"") == ConfigError("/c/broadcastd.toml:1", "source = \"wayland\": must be one of auto, x11, synthetic"))
+        #expect(
+            error("source = \"wayland\"")
+                == ConfigError("/c/broadcastd.toml:1", "source = \"wayland\": must be one of auto, x11, synthetic"))
         let syntax = error("source = \"x11\"\nfps = \n")
         #expect(syntax?.location == "/c/broadcastd.toml:2")
         #expect(syntax?.reason.hasPrefix("not valid TOML: ") == true)
@@ -65,15 +83,26 @@ import Testing
 
     @Test func aMissingFileIsNoneUnlessItWasAskedFor() throws {
         #expect(try ConfigFile.load(path: "/nonexistent/broadcastd.toml", keys: Self.keys, required: false) == nil)
-        #expect(throws: ConfigError("/nonexistent/broadcastd.toml", "cannot read the configuration file: No such file or directory")) {
+        #expect(
+            throws: ConfigError(
+                "/nonexistent/broadcastd.toml", "cannot read the configuration file: No such file or directory")
+        ) {
             try ConfigFile.load(path: "/nonexistent/broadcastd.toml", keys: Self.keys, required: true)
         }
         #expect(try ConfigFile.load(path: "/dev/null", keys: Self.keys, required: true)?.entries.isEmpty == true)
-        #expect(ConfigFile.defaultPath(environment: ["XDG_CONFIG_HOME": "/x", "HOME": "/h"]) == "/x/broadcastd/broadcastd.toml")
-        #expect(ConfigFile.defaultPath(environment: ["XDG_CONFIG_HOME": "relative", "HOME": "/h"]) == "/h/.config/broadcastd/broadcastd.toml")
+        #expect(
+            ConfigFile.defaultPath(environment: ["XDG_CONFIG_HOME": "/x", "HOME": "/h"])
+                == "/x/broadcastd/broadcastd.toml")
+        #expect(
+            ConfigFile.defaultPath(environment: ["XDG_CONFIG_HOME": "relative", "HOME": "/h"])
+                == "/h/.config/broadcastd/broadcastd.toml")
         #expect(ConfigFile.defaultPath(environment: [:]) == nil)
-        #expect(RestoreTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"]) == "/s/broadcastd/portal-restore-token")
-        #expect(RestoreTokenStore.defaultPath(environment: ["HOME": "/h"]) == "/h/.local/state/broadcastd/portal-restore-token")
+        #expect(
+            RestoreTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"])
+                == "/s/broadcastd/portal-restore-token")
+        #expect(
+            RestoreTokenStore.defaultPath(environment: ["HOME": "/h"])
+                == "/h/.local/state/broadcastd/portal-restore-token")
     }
 
     @Test func theCommandLineOverridesTheFileWhichOverridesTheDefaults() throws {

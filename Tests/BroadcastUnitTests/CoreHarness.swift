@@ -1,12 +1,13 @@
 import BroadcastCapture
-@testable import BroadcastCore
-@testable import BroadcastDaemon
 import BroadcastProtocol
 import BroadcastSystem
 import Foundation
 import Logging
 import Synchronization
 import Testing
+
+@testable import BroadcastCore
+@testable import BroadcastDaemon
 
 /// broadcastd's core, driven as its loop drives it but by the test, on a hand-moved clock (as swift-nio's
 /// EmbeddedChannel and EmbeddedEventLoop.advanceTime): no poll, no real handler process, no sleep. Peers are socket
@@ -30,7 +31,8 @@ final class CoreHarness {
 
     /// A core with the synthetic source at `fps` (64x32, app and mic audio), and the stand-in handler installed.
     init(fps: Int = 30, _ change: (inout DaemonConfiguration) -> Void = { _ in }) throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("core-\(UUID().uuidString.prefix(8))").path
+        folder =
+            FileManager.default.temporaryDirectory.appendingPathComponent("core-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try Self.standIn.write(toFile: folder + "/stand-in.json", atomically: true, encoding: .utf8)
         var configuration = DaemonConfiguration(socketPath: folder + "/broadcastd.sock")
@@ -40,8 +42,9 @@ final class CoreHarness {
         let recorder = log
         var logger = Logger(label: "broadcastd") { _ in RecordingLogHandler(recorder) }
         logger.logLevel = .debug
-        core = DaemonCore(configuration: configuration, source: source, sources: nil, socketPath: configuration.socketPath,
-                          logger: logger, clock: clock, wakes: wakes, launcher: launcher, notifier: notifier)
+        core = DaemonCore(
+            configuration: configuration, source: source, sources: nil, socketPath: configuration.socketPath,
+            logger: logger, clock: clock, wakes: wakes, launcher: launcher, notifier: notifier)
         core.start()
     }
 
@@ -57,7 +60,9 @@ final class CoreHarness {
     func endTurn() {
         core.endTurn()
         for _ in 0..<8 {
-            let waiting = wakes.descriptors.filter { $0.value.interest.contains(.writable) }.map { ($0.key, $0.value.fd) }
+            let waiting = wakes.descriptors.filter { $0.value.interest.contains(.writable) }.map {
+                ($0.key, $0.value.fd)
+            }
             let events = (try? Poller.wait(waiting.map { ($0.1, .writable) }, timeoutMilliseconds: 0)) ?? []
             let ready = zip(waiting, events).filter { $1.writable }
             guard !ready.isEmpty else { return }
@@ -191,19 +196,23 @@ final class CoreHarness {
 
     /// START, the setup UI's completion, and the handler's HELLO: the broadcast is starting, its handler was sent
     /// POOL and BROADCAST_STARTED. `ready`: the handler says READY, and the broadcast is live.
-    func startBroadcast(from controller: Peer, setupInfo: [String: String] = [:], maxDuration: Double? = nil,
-                        ready: Bool = true) throws -> (UInt32, Handler) {
+    func startBroadcast(
+        from controller: Peer, setupInfo: [String: String] = [:], maxDuration: Double? = nil,
+        ready: Bool = true
+    ) throws -> (UInt32, Handler) {
         let ok = try request(.start, StartRequest(handler: "stand-in", maxDuration: maxDuration), from: controller)
         let id = try #require(try ok.decode(BroadcastReference.self).broadcast, "\(ok.opcode)")
         let setup = try peer(.setup)
         _ = try request(.getSetupRequest, BroadcastReference(broadcast: id), from: setup)
-        let completed = try request(.completeSetup, SetupCompletion(broadcast: id, url: "file:///tmp/x", setupInfo: setupInfo),
-                                    from: setup)
+        let completed = try request(
+            .completeSetup, SetupCompletion(broadcast: id, url: "file:///tmp/x", setupInfo: setupInfo),
+            from: setup)
         #expect(completed.opcode == .ok)
         let launched = try #require(launcher.launched.last)
         let session = try #require(core.broadcast(id)?.link?.session)
-        let handler = Handler(peer: Peer(session: session, connection: PeerConnection(socket: launched.socket)),
-                              process: launched.process)
+        let handler = Handler(
+            peer: Peer(session: session, connection: PeerConnection(socket: launched.socket)),
+            process: launched.process)
         try send(.json(.hello, seq: 1, Hello(role: .handler, client: "stand-in")), from: handler.peer)
         let opening = try handler.peer.received()
         #expect(opening.map(\.opcode) == [.welcome, .pool, .broadcastStarted], "\(opening.map(\.opcode))")
@@ -251,10 +260,13 @@ struct HarnessFailure: Error, CustomStringConvertible {
 
 /// Launches stand-ins: each launch is kept, with the test's end of the handler's connection.
 final class StandInLauncher: HandlerLauncher {
-    private(set) var launched: [(process: StandInProcess, socket: Descriptor, path: String, environment: [String: String])] = []
+    private(set) var launched:
+        [(process: StandInProcess, socket: Descriptor, path: String, environment: [String: String])] = []
 
-    func launch(path: String, arguments: [String], environment: [String: String],
-                socket: Descriptor) throws(SystemError) -> any HandlerProcess {
+    func launch(
+        path: String, arguments: [String], environment: [String: String],
+        socket: Descriptor
+    ) throws(SystemError) -> any HandlerProcess {
         let process = StandInProcess(pid: 5000 + Int32(launched.count))
         // The handler's end: a duplicate, since the core closes the one it passed once the process has it.
         launched.append((process, try socket.duplicate(), path, environment))

@@ -1,9 +1,10 @@
-@testable import BroadcastCore
-@testable import BroadcastDaemon
 import BroadcastProtocol
 import BroadcastSystem
 import Glibc
 import Testing
+
+@testable import BroadcastCore
+@testable import BroadcastDaemon
 
 /// Whole scenarios through broadcastd's core on a hand-moved clock (`CoreHarness`): what the integration tests
 /// checked of the logic with a real daemon and real waits, here without either.
@@ -17,9 +18,12 @@ import Testing
         let controller = try h.subscribedController()
         let (id, handler) = try h.startBroadcast(from: controller)
         let launch = try #require(h.launcher.launched.last)
-        #expect(launch.path == "/bin/true" && launch.environment["BROADCASTD_HANDLER_FD"] == "3"
+        #expect(
+            launch.path == "/bin/true" && launch.environment["BROADCASTD_HANDLER_FD"] == "3"
                 && launch.environment["BROADCASTD_SOCKET"] == h.core.socketPath)
-        #expect(handler.started?.broadcast == id && handler.started?.frameRate == 30 && handler.started?.url == "file:///tmp/x")
+        #expect(
+            handler.started?.broadcast == id && handler.started?.frameRate == 30
+                && handler.started?.url == "file:///tmp/x")
         #expect(h.wakes.timers[.handlerDeadline(id)] == nil, "a live handler has no deadline")
         #expect(h.wakes.timers[.frame] != nil && h.wakes.timers[.serviceInfo] != nil)
         let states = try controller.received().filter { $0.opcode == .stateChanged }
@@ -29,14 +33,21 @@ import Testing
         // and given back; 10 ms chunks of both audio streams.
         try h.advance(by: Self.second, releasing: [handler])
         let frames = handler.taken + (try h.videoSamples(handler))
-        #expect(frames.count == 31 && frames.map(\.timing.sequence) == Array(0..<31), "\(frames.map(\.timing.sequence))")
-        #expect(frames.first?.timing.discontinuity == true && frames.dropFirst().allSatisfy { !$0.timing.discontinuity })
+        #expect(
+            frames.count == 31 && frames.map(\.timing.sequence) == Array(0..<31), "\(frames.map(\.timing.sequence))")
+        #expect(
+            frames.first?.timing.discontinuity == true && frames.dropFirst().allSatisfy { !$0.timing.discontinuity })
         #expect(zip(frames, frames.dropFirst()).allSatisfy { $1.timing.presentationTime > $0.timing.presentationTime })
-        let audio = try handler.peer.received().filter { $0.opcode == .audioSample }.map { try AudioSampleHeader(decoding: $0.payload) }
-        #expect(audio.count(where: { $0.type == .audioApp }) == 100 && audio.count(where: { $0.type == .audioMic }) == 100,
-                "\(audio.count(where: { $0.type == .audioApp })) \(audio.count(where: { $0.type == .audioMic }))")
+        let audio = try handler.peer.received().filter { $0.opcode == .audioSample }.map {
+            try AudioSampleHeader(decoding: $0.payload)
+        }
+        #expect(
+            audio.count(where: { $0.type == .audioApp }) == 100 && audio.count(where: { $0.type == .audioMic }) == 100,
+            "\(audio.count(where: { $0.type == .audioApp })) \(audio.count(where: { $0.type == .audioMic }))")
         var status = try h.status(controller)
-        #expect(status.state == .live && status.streams?["video"]?.delivered == 31 && status.streams?["video"]?.dropped == 0)
+        #expect(
+            status.state == .live && status.streams?["video"]?.delivered == 31 && status.streams?["video"]?.dropped == 0
+        )
         #expect(status.elapsed == 1)
 
         // PAUSE: the handler hears of it once the audio captured before it has come (to the margin beyond the last
@@ -48,7 +59,9 @@ import Testing
         try h.advance(by: margin + 100_000_000)
         let paused = try handler.peer.received()
         #expect(paused.last?.opcode == .broadcastPaused && !paused.contains { $0.opcode == .videoSample })
-        let drained = try paused.filter { $0.opcode == .audioSample }.map { try AudioSampleHeader(decoding: $0.payload) }
+        let drained = try paused.filter { $0.opcode == .audioSample }.map {
+            try AudioSampleHeader(decoding: $0.payload)
+        }
         #expect(drained.allSatisfy { $0.timing.presentationTime < lastFrameEnd + margin } && !drained.isEmpty)
         #expect(h.wakes.timers[.frame] == nil && h.wakes.timers[.audio] == nil, "nothing is captured while paused")
         try h.advance(by: Self.second)
@@ -69,14 +82,16 @@ import Testing
         try h.send(.json(.setResult, HandlerResult(result: ["file": .string("/tmp/x.mp4")])), from: handler.peer)
         #expect(handler.process.signals.isEmpty)
         h.exit(handler, .exited(0), broadcast: id)
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
         #expect(finished.broadcast == id && finished.error == nil && finished.result == ["file": .string("/tmp/x.mp4")])
         status = try h.status(controller)
         #expect(status.state == .finished && status.file == "/tmp/x.mp4" && status.elapsed == 1.5)
         // Everything the broadcast waited for went with it: its handler's connection, the capture's timers.
         let session = handler.peer.session.id
         #expect(h.core.capture == nil && h.wakes.timers[.frame] == nil && h.wakes.timers[.audio] == nil)
-        #expect([.handlerDeadline(id), .maxDuration(id), .peerDeadline(session)].allSatisfy { h.wakes.timers[$0] == nil })
+        #expect(
+            [.handlerDeadline(id), .maxDuration(id), .peerDeadline(session)].allSatisfy { h.wakes.timers[$0] == nil })
         #expect([.handlerExited(id), .peer(session)].allSatisfy { h.wakes.descriptors[$0] == nil })
         #expect(h.notifier.lines.contains("live: broadcast \(id) to stand-in, 00:00:01"))
     }
@@ -92,7 +107,8 @@ import Testing
         let kept = try h.videoSamples(keeping, release: false)
         #expect(taking.framesTaken == 31 && kept.count < 31 && !kept.isEmpty, "\(taking.framesTaken) \(kept.count)")
         let status = try h.status(controller).broadcasts ?? []
-        let video = Dictionary(uniqueKeysWithValues: status.compactMap { s in s.broadcast.map { ($0, s.streams?["video"]) } })
+        let video = Dictionary(
+            uniqueKeysWithValues: status.compactMap { s in s.broadcast.map { ($0, s.streams?["video"]) } })
         #expect(video[first]??.dropped == 0 && video[first]??.delivered == 31)
         #expect(video[second]??.delivered == UInt64(kept.count) && video[second]??.dropped == UInt64(31 - kept.count))
     }
@@ -115,9 +131,13 @@ import Testing
         try h.advance(by: 2 * Self.second)
         #expect(handler.process.signals == [SIGTERM, SIGKILL] && h.log.count("ignored SIGTERM; sending SIGKILL") == 1)
         h.exit(handler, .signaled(SIGKILL), broadcast: id)
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
-        #expect(finished.error?.code == .handlerFailed && finished.error?.message ==
-                "handler 'stand-in' hung: it has held frame slots without releasing any for 2 s", "\(String(describing: finished.error))")
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
+        #expect(
+            finished.error?.code == .handlerFailed
+                && finished.error?.message
+                    == "handler 'stand-in' hung: it has held frame slots without releasing any for 2 s",
+            "\(String(describing: finished.error))")
     }
 
     /// After BROADCAST_FINISHED a handler has 5 s: one that does not exit then is stopped and the broadcast says so;
@@ -130,14 +150,19 @@ import Testing
         #expect(try h.request(.finish, FinishRequest(broadcast: id), from: controller).opcode == .ok)
         for _ in 0..<6 {
             if repeatingItsInfo {
-                try h.send(.json(.updateServiceInfo, HandlerServiceInfo(info: ["state": .string("finishing")])), from: handler.peer)
+                try h.send(
+                    .json(.updateServiceInfo, HandlerServiceInfo(info: ["state": .string("finishing")])),
+                    from: handler.peer)
             }
             try h.advance(by: Self.second, releasing: [handler])
         }
         #expect(handler.process.signals == [SIGTERM])
         h.exit(handler, .signaled(SIGTERM), broadcast: id)
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
-        #expect(finished.error?.message == "handler 'stand-in' did not finish within 5 s and was stopped", "\(String(describing: finished.error))")
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
+        #expect(
+            finished.error?.message == "handler 'stand-in' did not finish within 5 s and was stopped",
+            "\(String(describing: finished.error))")
     }
 
     /// Revision 1.2: a finishing handler that reports progress (an upload's) has its 5 s counted anew at each report.
@@ -147,7 +172,9 @@ import Testing
         let (id, handler) = try h.startBroadcast(from: controller)
         #expect(try h.request(.finish, FinishRequest(broadcast: id), from: controller).opcode == .ok)
         for sent in 0..<10 {
-            try h.send(.json(.updateServiceInfo, HandlerServiceInfo(info: ["uploaded": .number(Double(sent))])), from: handler.peer)
+            try h.send(
+                .json(.updateServiceInfo, HandlerServiceInfo(info: ["uploaded": .number(Double(sent))])),
+                from: handler.peer)
             try h.advance(by: 4 * Self.second)
         }
         #expect(handler.process.signals.isEmpty, "40 s of progress")
@@ -171,7 +198,9 @@ import Testing
         try h.advance(by: Self.second - 1, releasing: [handler])
         #expect(h.core.broadcast(id)?.phase == .live)
         try h.advance(by: 1, releasing: [handler])
-        #expect(h.core.broadcast(id)?.phase == .finishing && h.log.count("broadcast \(id) reached its maximum duration") == 1)
+        #expect(
+            h.core.broadcast(id)?.phase == .finishing
+                && h.log.count("broadcast \(id) reached its maximum duration") == 1)
     }
 
     /// A handler that closes its connection while it runs has 2 s to exit by itself before SIGTERM; its exit status
@@ -189,7 +218,8 @@ import Testing
         try h.advance(by: 1)
         #expect(handler.process.signals == [SIGTERM])
         h.exit(handler, .signaled(SIGTERM), broadcast: id)
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
         #expect(finished.error?.code == .handlerFailed, "\(String(describing: finished.error))")
     }
 
@@ -210,25 +240,31 @@ import Testing
         #expect(process.signals == [SIGTERM])
         process.exitStatus = .signaled(SIGTERM)
         h.core.handle(.handlerExited(1), Poller.Event(readable: true), now: h.clock.now())
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
         #expect(finished.error == BroadcastError(.handlerFailed, "handler 'stand-in' did not become ready within 10 s"))
     }
 
     /// A handler that breaks the protocol (READY twice, a slot it does not hold) is told why and closed, and its
     /// broadcast finishes with the reason.
-    @Test(arguments: ["ready", "release"]) func aHandlerThatBreaksTheProtocolEndsItsBroadcastWithTheReason(_ how: String) throws {
+    @Test(arguments: ["ready", "release"]) func aHandlerThatBreaksTheProtocolEndsItsBroadcastWithTheReason(
+        _ how: String
+    ) throws {
         let h = try CoreHarness()
         let controller = try h.subscribedController()
         let (id, handler) = try h.startBroadcast(from: controller)
         let message = how == "ready" ? .json(.ready, seq: 3, Empty()) : SlotRelease(pool: handler.pool, slot: 7).message
         try h.send(message, from: handler.peer)
         let error = try #require(try handler.peer.received().last { $0.opcode == .error }).decode(BroadcastError.self)
-        let why = how == "ready" ? "READY was already sent" : "slot 7 of pool \(handler.pool) is not held by this handler"
+        let why =
+            how == "ready" ? "READY was already sent" : "slot 7 of pool \(handler.pool) is not held by this handler"
         #expect(error.code == .protocolError && error.message.contains(why), "\(error)")
         #expect(h.core.broadcast(id)?.phase == .finishing && handler.process.signals == [SIGTERM])
         h.exit(handler, .signaled(SIGTERM), broadcast: id)
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
-        #expect(finished.error?.code == .handlerFailed
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
+        #expect(
+            finished.error?.code == .handlerFailed
                 && finished.error?.message.hasPrefix("handler 'stand-in' was disconnected: ") == true
                 && finished.error?.message.contains(why) == true, "\(String(describing: finished.error))")
     }
@@ -245,7 +281,8 @@ import Testing
         #expect(try handler.peer.received().last?.opcode == .broadcastFinished)
         #expect(h.core.signalled(SIGINT) && handler.process.signals == [SIGKILL])
         h.exit(handler, .signaled(SIGKILL), broadcast: id)
-        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(FinishedEvent.self)
+        let finished = try #require(try controller.received().first { $0.opcode == .finished }).decode(
+            FinishedEvent.self)
         #expect(finished.error == BroadcastError(.shutdown, "broadcastd was stopped") && h.core.isDone)
         #expect(h.notifier.lines.last == "stopping")
     }
@@ -273,7 +310,8 @@ import Testing
         let refused = try h.request(.resume, FinishRequest(broadcast: live), from: controller)
         let refusal = try refused.decode(BroadcastError.self)
         #expect(refused.opcode == .error && refusal.code == .busy && refusal.message.hasPrefix("the session is locked"))
-        #expect(h.notifier.lines.last?.contains("paused (the session is locked): broadcast \(live) to stand-in") == true)
+        #expect(
+            h.notifier.lines.last?.contains("paused (the session is locked): broadcast \(live) to stand-in") == true)
         // One started while locked pauses as it becomes ready, and is resumed with the others.
         let (later, laterHandler) = try h.startBroadcast(from: controller, ready: false)
         try h.send(.json(.ready, seq: 2, Empty()), from: laterHandler.peer)
@@ -310,22 +348,31 @@ import Testing
         let timedOut = try #require(try commands.received().first)
         #expect(timedOut.seq == 2 && timedOut.opcode == .error)
         let error = try timedOut.decode(BroadcastError.self)
-        #expect(error.code == .commandTimeout && error.message.contains("did not answer 'hang' within 10 s; broadcast \(id) goes on"))
+        #expect(
+            error.code == .commandTimeout
+                && error.message.contains("did not answer 'hang' within 10 s; broadcast \(id) goes on"))
         #expect(before == 301 && h.core.broadcast(id)?.phase == .live, "\(before) frames in 10 s")
         // The connection takes commands again, and the handler's answer reaches it; the late one is dropped.
         try h.send(.json(.sendCommand, seq: 4, CommandRequest(command: "count")), from: commands)
-        let count = try #require(try handler.peer.received().first { $0.opcode == .command }).decode(HandlerCommand.self)
+        let count = try #require(try handler.peer.received().first { $0.opcode == .command }).decode(
+            HandlerCommand.self)
         try h.send(.json(.commandAnswer, HandlerCommandAnswer(id: sent.id, result: [:])), from: handler.peer)
         #expect(try commands.received().isEmpty && h.log.count("answered command 1 too late") == 1)
-        try h.send(.json(.commandAnswer, HandlerCommandAnswer(id: count.id, result: ["video": .number(300)])), from: handler.peer)
+        try h.send(
+            .json(.commandAnswer, HandlerCommandAnswer(id: count.id, result: ["video": .number(300)])),
+            from: handler.peer)
         let answer = try #require(try commands.received().first)
         #expect(answer.seq == 4 && answer.opcode == .commandResult)
-        #expect(try answer.decode(CommandResult.self) == CommandResult(broadcast: id, command: "count", result: ["video": .number(300)]))
+        #expect(
+            try answer.decode(CommandResult.self)
+                == CommandResult(broadcast: id, command: "count", result: ["video": .number(300)]))
         // A command in flight when the handler exits fails with how it ended.
         try h.send(.json(.sendCommand, seq: 5, CommandRequest(command: "hang")), from: commands)
         h.exit(handler, .exited(0), broadcast: id)
         let abandoned = try #require(try commands.received().first).decode(BroadcastError.self)
-        #expect(abandoned == BroadcastError(.commandFailed, "handler 'stand-in' did not answer 'hang': it exited with status 0"))
+        #expect(
+            abandoned
+                == BroadcastError(.commandFailed, "handler 'stand-in' did not answer 'hang': it exited with status 0"))
     }
 
     /// 300 controllers that sent a command a handler never answers and went away leave nothing behind (each was kept
@@ -351,8 +398,9 @@ import Testing
         try h.advance(by: 11 * Self.second, releasing: [handler])
         let answers = try staying.map { try #require(try $0.received().first).decode(BroadcastError.self).code }
         #expect(answers == Array(repeating: .commandTimeout, count: 20))
-        #expect(h.log.count(") forwarded to handler 'stand-in'") == 320 && h.log.count(") dropped: ") == 300,
-                "\(h.log.count(") forwarded to handler 'stand-in'")) \(h.log.count(") dropped: "))")
+        #expect(
+            h.log.count(") forwarded to handler 'stand-in'") == 320 && h.log.count(") dropped: ") == 300,
+            "\(h.log.count(") forwarded to handler 'stand-in'")) \(h.log.count(") dropped: "))")
         #expect(h.log.count("did not answer command 'hang' within 10 s") == 1)
         #expect(h.core.broadcast(id)?.phase == .live && h.core.peers.sessions.count == 2 + 20 + 1)
     }
@@ -390,7 +438,9 @@ import Testing
         let controller = try h.peer(.controller)
         #expect(try h.status(controller).state == .idle)
         #expect(throws: ProtocolError.closed) { try silent[0].connection.receive(timeoutMilliseconds: 0) }
-        #expect(h.core.peers.sessions.count == 64 && silent.dropFirst().allSatisfy { h.core.peers.sessions[$0.session.id] != nil })
+        #expect(
+            h.core.peers.sessions.count == 64
+                && silent.dropFirst().allSatisfy { h.core.peers.sessions[$0.session.id] != nil })
     }
 }
 

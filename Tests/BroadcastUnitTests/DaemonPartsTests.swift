@@ -1,11 +1,12 @@
 import BroadcastCapture
-@testable import BroadcastCore
-@testable import BroadcastDaemon
 import BroadcastProtocol
 import BroadcastSystem
 import Glibc
 import Logging
 import Testing
+
+@testable import BroadcastCore
+@testable import BroadcastDaemon
 
 /// The daemon's parts, one lifetime each, driven by a hand-moved clock and the synthetic source: no loop,
 /// no waiting. Handlers are stand-ins on real socket pairs, read from the other end.
@@ -22,7 +23,8 @@ import Testing
         /// A pool planned for `broadcasts` sharing it.
         init(broadcasts: Int) throws {
             _ = try source.open()
-            let plan = FramePoolPlan(format: source.videoFormat, broadcasts: broadcasts, parts: [], budgetBytes: 50 << 20, enforced: true)
+            let plan = FramePoolPlan(
+                format: source.videoFormat, broadcasts: broadcasts, parts: [], budgetBytes: 50 << 20, enforced: true)
             session = CaptureSession(source: source, plan: plan, poolIDs: PoolIDs(), wakes: wakes)
             pool = try session.makePool()
             _ = try session.beginLive(now: clock.now(), clock: clock)
@@ -30,15 +32,18 @@ import Testing
 
         func addBroadcast(id: UInt32, setupInfo: [String: String] = [:]) throws -> Broadcast {
             let manifest = HandlerManifest(name: "h\(id)", displayName: "H", exec: "/bin/sleep")
-            let broadcast = try Broadcast(id: id, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"),
-                                          maxDuration: nil, wakes: wakes)
+            let broadcast = try Broadcast(
+                id: id, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"),
+                maxDuration: nil, wakes: wakes)
             broadcast.setUp(setupInfo)
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
             let connection = PeerSession(id: Int(id), socket: ours, launchedFor: id, now: clock.now(), wakes: wakes)
-            broadcast.attach(HandlerLink(process: StandInProcess(pid: 1000 + Int32(id)), manifest: manifest, broadcast: id,
-                                         session: connection, capture: session, configuration: DaemonConfiguration(socketPath: ""),
-                                         wakes: wakes, logger: Logger(label: "test"), now: clock.now()))
+            broadcast.attach(
+                HandlerLink(
+                    process: StandInProcess(pid: 1000 + Int32(id)), manifest: manifest, broadcast: id,
+                    session: connection, capture: session, configuration: DaemonConfiguration(socketPath: ""),
+                    wakes: wakes, logger: Logger(label: "test"), now: clock.now()))
             _ = broadcast.chooseFrameRate(captureRate: 30)
             broadcast.beginLive(now: clock.now(), frameInterval: source.frameInterval)
             links.append((broadcast, PeerConnection(socket: theirs)))
@@ -51,8 +56,9 @@ import Testing
         func frame() -> BroadcastError? {
             let due = session.live!.nextFrameAt ?? clock.now()
             clock.advance(by: due > clock.now() ? due - clock.now() : 0)
-            return session.live!.captureVideo(now: clock.now(), session: session, live: broadcasts.filter(\.isLive),
-                                              active: broadcasts)
+            return session.live!.captureVideo(
+                now: clock.now(), session: session, live: broadcasts.filter(\.isLive),
+                active: broadcasts)
         }
 
         /// Every VIDEO_SAMPLE waiting for `broadcast`'s handler.
@@ -125,7 +131,9 @@ import Testing
         #expect(h.frame() == nil)
         // The loop comes back seven frame intervals late: six deadlines were missed.
         h.clock.advance(by: 7 * h.source.frameInterval)
-        #expect(h.session.live!.captureVideo(now: h.clock.now(), session: h.session, live: h.broadcasts, active: h.broadcasts) == nil)
+        #expect(
+            h.session.live!.captureVideo(
+                now: h.clock.now(), session: h.session, live: h.broadcasts, active: h.broadcasts) == nil)
         #expect(a.ledger.counters[.video]?.late == 6 && a.ledger.counters[.video]?.dropped == 6)
         // b takes every third frame (0, 3, 6, 9, …): of the six missed, 3 and 6 were its.
         #expect(b.ledger.counters[.video]?.late == 2, "\(String(describing: b.ledger.counters[.video]))")
@@ -148,7 +156,7 @@ import Testing
         b.endLive(now: h.clock.now(), drainingAudio: true)
         let until = pause + Broadcast.AudioDrain.margin
         #expect(b.audioDrain?.until == until)
-        h.clock.advance(by: 180_000_000) // within AudioDrain.limit
+        h.clock.advance(by: 180_000_000)  // within AudioDrain.limit
         result = h.session.live!.captureAudio(now: h.clock.now(), receivers: h.broadcasts)
         #expect(result.drained.map(\.id) == [2], "b's wait is over once its audio reached the margin past the pause")
         let reached = b.ledger.deliveredUntil[.audioApp] ?? 0
@@ -165,7 +173,9 @@ import Testing
         #expect(link.hang(now: h.clock.now(), limit: 2_000_000_000) == nil)
         h.clock.advance(by: 2_100_000_000)
         let reason = link.hang(now: h.clock.now(), limit: 2_000_000_000)
-        #expect(reason == "handler 'h1' hung: it has held frame slots without releasing any for 2 s", "\(String(describing: reason))")
+        #expect(
+            reason == "handler 'h1' hung: it has held frame slots without releasing any for 2 s",
+            "\(String(describing: reason))")
     }
 
     @Test func theLedgerSkipsNumbersForWhatNeverGotOne() {
@@ -189,7 +199,9 @@ import Testing
         v4[0].withSocketAddress { address, length in
             #expect(Int32(address.pointee.sa_family) == AF_INET && Int(length) == MemoryLayout<sockaddr_in>.size)
             address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                #expect(UInt16(bigEndian: $0.pointee.sin_port) == 9000 && UInt32(bigEndian: $0.pointee.sin_addr.s_addr) == 0x7f00_0001)
+                #expect(
+                    UInt16(bigEndian: $0.pointee.sin_port) == 9000
+                        && UInt32(bigEndian: $0.pointee.sin_addr.s_addr) == 0x7f00_0001)
             }
         }
         let v6 = try NetworkAddress.datagram(host: "::1", port: 5)
@@ -205,8 +217,8 @@ import Testing
         wakes.schedule(.audio, at: 10)
         wakes.schedule(.serviceInfo, at: 20)
         wakes.schedule(.maxDuration(1), at: 5)
-        wakes.schedule(.frame, at: 15) // moved
-        wakes.schedule(.maxDuration(1), at: nil) // cancelled
+        wakes.schedule(.frame, at: 15)  // moved
+        wakes.schedule(.maxDuration(1), at: nil)  // cancelled
         #expect(wakes.nextDeadline == 10)
         var due: [Wake] = []
         while let wake = wakes.nextDue(now: 20) { due.append(wake) }
@@ -228,7 +240,8 @@ import Testing
         let wakes = WakeRegistry()
         wakes.register(.peer(3), 9, .readable)
         wakes.reregister(.peer(3), [.readable, .writable])
-        #expect(wakes.descriptors[.peer(3)]?.fd == 9 && wakes.descriptors[.peer(3)]?.interest == [.readable, .writable])
+        #expect(
+            wakes.descriptors[.peer(3)]?.fd == 9 && wakes.descriptors[.peer(3)]?.interest == [.readable, .writable])
         wakes.deregister(.peer(3))
         wakes.reregister(.peer(3), .readable)
         #expect(wakes.descriptors.isEmpty)

@@ -1,6 +1,7 @@
-@testable import BroadcastCapture
 import BroadcastCore
 import Testing
+
+@testable import BroadcastCapture
 
 @Suite struct FrameConverterTests {
     static let sentinel: UInt8 = 0xA5
@@ -21,7 +22,7 @@ import Testing
             self.misalign = misalign
             var state = seed
             bytes = (0..<(misalign + stride * height)).map { _ in
-                state = state &* 6364136223846793005 &+ 1442695040888963407
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
                 return UInt8(truncatingIfNeeded: state >> 56)
             }
         }
@@ -48,7 +49,9 @@ import Testing
         slot.withUnsafeMutableBytes { out in
             for band in bands ?? [0..<source.height] {
                 source.withRows(band.lowerBound) {
-                    converter.convert(bgrx: $0, sourceStride: source.stride, firstRow: band.lowerBound, rowCount: band.count, into: out.baseAddress!)
+                    converter.convert(
+                        bgrx: $0, sourceStride: source.stride, firstRow: band.lowerBound, rowCount: band.count,
+                        into: out.baseAddress!)
                 }
             }
         }
@@ -64,10 +67,13 @@ import Testing
     }
 
     /// Checks every Y', Cb and Cr byte of a converted frame against the reference, within ±1.
-    func expectMatchesReference(_ frame: [UInt8], _ source: Source, _ format: VideoFormat, _ range: ColorRange,
-                                sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectMatchesReference(
+        _ frame: [UInt8], _ source: Source, _ format: VideoFormat, _ range: ColorRange,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let planes = format.planes
-        var worst = 0, failures: [String] = []
+        var worst = 0
+        var failures: [String] = []
         func check(_ got: UInt8, _ want: Int, _ what: String) {
             let error = abs(Int(got) - want)
             worst = max(worst, error)
@@ -75,32 +81,49 @@ import Testing
         }
         for y in 0..<source.height {
             for x in 0..<source.width {
-                check(frame[planes[0].offset + y * planes[0].stride + x], Self.reference(source.pixel(x, y), range).y, "Y'(\(x), \(y))")
+                check(
+                    frame[planes[0].offset + y * planes[0].stride + x], Self.reference(source.pixel(x, y), range).y,
+                    "Y'(\(x), \(y))")
             }
         }
         for by in 0..<(source.height / 2) {
             for bx in 0..<(source.width / 2) {
-                let p = [source.pixel(2 * bx, 2 * by), source.pixel(2 * bx + 1, 2 * by), source.pixel(2 * bx, 2 * by + 1), source.pixel(2 * bx + 1, 2 * by + 1)]
-                let mean = (b: p.map(\.b).reduce(0, +) / 4, g: p.map(\.g).reduce(0, +) / 4, r: p.map(\.r).reduce(0, +) / 4)
+                let p = [
+                    source.pixel(2 * bx, 2 * by), source.pixel(2 * bx + 1, 2 * by), source.pixel(2 * bx, 2 * by + 1),
+                    source.pixel(2 * bx + 1, 2 * by + 1),
+                ]
+                let mean = (
+                    b: p.map(\.b).reduce(0, +) / 4, g: p.map(\.g).reduce(0, +) / 4, r: p.map(\.r).reduce(0, +) / 4
+                )
                 let want = Self.reference(mean, range)
                 let (cb, cr): (UInt8, UInt8)
                 if format.pixelFormat == .nv12 {
                     let i = planes[1].offset + by * planes[1].stride + 2 * bx
                     (cb, cr) = (frame[i], frame[i + 1])
                 } else {
-                    (cb, cr) = (frame[planes[1].offset + by * planes[1].stride + bx], frame[planes[2].offset + by * planes[2].stride + bx])
+                    (cb, cr) = (
+                        frame[planes[1].offset + by * planes[1].stride + bx],
+                        frame[planes[2].offset + by * planes[2].stride + bx]
+                    )
                 }
                 check(cb, want.cb, "Cb(\(bx), \(by))")
                 check(cr, want.cr, "Cr(\(bx), \(by))")
             }
         }
-        #expect(failures.isEmpty, "\(format) \(range): worst error \(worst): \(failures)", sourceLocation: sourceLocation)
+        #expect(
+            failures.isEmpty, "\(format) \(range): worst error \(worst): \(failures)", sourceLocation: sourceLocation)
     }
 
     /// Every byte of the frame's stride padding is still the sentinel.
-    func expectPaddingUntouched(_ frame: [UInt8], _ format: VideoFormat, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectPaddingUntouched(
+        _ frame: [UInt8], _ format: VideoFormat, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let planes = format.planes
-        let rowBytes = format.pixelFormat == .bgrx ? [format.width * 4] : format.pixelFormat == .nv12 ? [format.width, format.width] : [format.width, format.width / 2, format.width / 2]
+        let rowBytes =
+            format.pixelFormat == .bgrx
+            ? [format.width * 4]
+            : format.pixelFormat == .nv12
+                ? [format.width, format.width] : [format.width, format.width / 2, format.width / 2]
         var written = 0
         for (plane, bytes) in zip(planes, rowBytes) {
             for row in 0..<plane.height {
@@ -114,7 +137,9 @@ import Testing
     @Test(arguments: [PixelFormat.nv12, .i420], ColorRange.allCases)
     func randomPixelsMatchTheExactConversion(_ pixelFormat: PixelFormat, _ range: ColorRange) {
         for width in [16, 18, 50, 64] {
-            var source = Source(width: width, height: 8, padding: width == 50 ? 12 : 0, misalign: width == 18 ? 1 : 0, seed: UInt64(width))
+            var source = Source(
+                width: width, height: 8, padding: width == 50 ? 12 : 0, misalign: width == 18 ? 1 : 0,
+                seed: UInt64(width))
             // The extremes: every combination of 0 and 255.
             for i in 0..<8 {
                 source.set(i, 7, (i & 1 == 0 ? 0 : 255, i & 2 == 0 ? 0 : 255, i & 4 == 0 ? 0 : 255))
@@ -140,7 +165,10 @@ import Testing
         let (white, black) = (frame[0], frame[31])
         #expect((white, black) == (range == .limited ? (235, 16) : (255, 0)))
         let chroma = format.planes[1].offset
-        #expect(frame[chroma] == 128 && frame[chroma + (pixelFormat == .nv12 ? 1 : format.planes[2].offset - chroma)] == 128, "white has no colour")
+        #expect(
+            frame[chroma] == 128
+                && frame[chroma + (pixelFormat == .nv12 ? 1 : format.planes[2].offset - chroma)] == 128,
+            "white has no colour")
     }
 
     @Test(arguments: [PixelFormat.nv12, .i420, .bgrx])
@@ -171,7 +199,9 @@ import Testing
         let previous = (0..<format.frameByteCount).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) }
         var slot = [UInt8](repeating: Self.sentinel, count: format.frameByteCount)
         previous.withUnsafeBytes { from in
-            slot.withUnsafeMutableBytes { converter.copyRows(firstRow: 4, rowCount: 6, from: from.baseAddress!, to: $0.baseAddress!) }
+            slot.withUnsafeMutableBytes {
+                converter.copyRows(firstRow: 4, rowCount: 6, from: from.baseAddress!, to: $0.baseAddress!)
+            }
         }
         for (index, plane) in format.planes.enumerated() {
             let rows = index == 0 || pixelFormat == .bgrx ? 4..<10 : 2..<5
@@ -191,7 +221,8 @@ import Testing
     @Test(arguments: [PixelFormat.nv12, .i420, .bgrx], ColorRange.allCases)
     func fillBlackIsConvertedBlackOnEvenEdges(_ pixelFormat: PixelFormat, _ range: ColorRange) {
         var source = Source(width: 50, height: 24, padding: 4)
-        let converter = FrameConverter(format: VideoFormat(width: 50, height: 24, pixelFormat: pixelFormat), range: range)
+        let converter = FrameConverter(
+            format: VideoFormat(width: 50, height: 24, pixelFormat: pixelFormat), range: range)
         var filled = convert(source, converter)
         let rects = [ScreenRect(x: 3, y: 5, width: 10, height: 6), ScreenRect(x: 44, y: -3, width: 20, height: 6)]
         filled.withUnsafeMutableBytes { slot in for rect in rects { converter.fillBlack(rect, in: slot.baseAddress!) } }
@@ -200,7 +231,7 @@ import Testing
             for y in ys {
                 for x in xs {
                     source.set(x, y, (0, 0, 0))
-                    source.bytes[source.misalign + y * source.stride + x * 4 + 3] = 0 // BGRx's x, which BGRx frames keep
+                    source.bytes[source.misalign + y * source.stride + x * 4 + 3] = 0  // BGRx's x, which BGRx frames keep
                 }
             }
         }
@@ -229,26 +260,29 @@ import Testing
             // Y': B, R and G weights times 2^15 (219/255 of that in limited range), adding up to the scale.
             #expect(Int(w.lumaBR[0]) + Int(w.lumaBR[1]) + Int(w.lumaGX[0]) == (limited ? 28142 : 32768))
             #expect(w.lumaGX[1] == 0 && w.cbGX[1] == 0 && w.crGX[1] == 0, "the x byte weighs nothing")
-            #expect(Int(w.cbBR[0]) + Int(w.cbBR[1]) + Int(w.cbGX[0]) == 0 && Int(w.crBR[0]) + Int(w.crBR[1]) + Int(w.crGX[0]) == 0)
+            #expect(
+                Int(w.cbBR[0]) + Int(w.cbBR[1]) + Int(w.cbGX[0]) == 0
+                    && Int(w.crBR[0]) + Int(w.crBR[1]) + Int(w.crGX[0]) == 0)
             #expect(w.cbBR[0] == w.crBR[1] && w.cbBR[0] == (limited ? 7196 : 8192), "Cb's B and Cr's R weigh one half")
         }
     }
 
     #if arch(x86_64)
-    @Test func portableHelpersMatchSSE2() {
-        var state: UInt64 = 7
-        func random() -> Int16 {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            return Int16(truncatingIfNeeded: state >> 40)
+        @Test func portableHelpersMatchSSE2() {
+            var state: UInt64 = 7
+            func random() -> Int16 {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return Int16(truncatingIfNeeded: state >> 40)
+            }
+            for _ in 0..<200 {
+                var a = FrameConverter.Lanes()
+                var b = FrameConverter.Lanes()
+                for i in 0..<8 { (a[i], b[i]) = (random(), random()) }
+                let s = FrameConverter.Sums(Int32(a[0]) << 8, Int32(b[1]) << 4, Int32(a[2]), Int32(b[3]) * 3)
+                #expect(FrameConverter.multiplyAdd(a, b) == FrameConverter.portableMultiplyAdd(a, b))
+                #expect(FrameConverter.narrow(s, s &* 2) == FrameConverter.portableNarrow(s, s &* 2))
+                #expect(FrameConverter.narrowToBytes(a, b) == FrameConverter.portableNarrowToBytes(a, b))
+            }
         }
-        for _ in 0..<200 {
-            var a = FrameConverter.Lanes(), b = FrameConverter.Lanes()
-            for i in 0..<8 { (a[i], b[i]) = (random(), random()) }
-            let s = FrameConverter.Sums(Int32(a[0]) << 8, Int32(b[1]) << 4, Int32(a[2]), Int32(b[3]) * 3)
-            #expect(FrameConverter.multiplyAdd(a, b) == FrameConverter.portableMultiplyAdd(a, b))
-            #expect(FrameConverter.narrow(s, s &* 2) == FrameConverter.portableNarrow(s, s &* 2))
-            #expect(FrameConverter.narrowToBytes(a, b) == FrameConverter.portableNarrowToBytes(a, b))
-        }
-    }
     #endif
 }

@@ -18,7 +18,8 @@ import Testing
     }
 
     func same(_ a: [Message], _ b: [Message]) -> Bool {
-        a.count == b.count && zip(a, b).allSatisfy { $0.opcode == $1.opcode && $0.seq == $1.seq && $0.payload == $1.payload }
+        a.count == b.count
+            && zip(a, b).allSatisfy { $0.opcode == $1.opcode && $0.seq == $1.seq && $0.payload == $1.payload }
     }
 
     @Test func splitAtEveryByteBoundary() throws {
@@ -58,15 +59,21 @@ import Testing
         status.streams = ["video": StreamCounters(delivered: 10, dropped: 2)]
         #expect(try Message.json(.status, status).decode(BroadcastStatus.self) == status)
         let text = String(decoding: Message.json(.status, status).payload, as: UTF8.self)
-        #expect(text.contains(#""pixelFormat":"i420""#) && text.contains(#""sampleFormat":"s16""#), "formats travel by name: \(text)")
+        #expect(
+            text.contains(#""pixelFormat":"i420""#) && text.contains(#""sampleFormat":"s16""#),
+            "formats travel by name: \(text)")
         let info = HandlerServiceInfo(info: ["bitrate": .number(6000), "server": .string("x"), "ok": .bool(true)])
         #expect(try Message.json(.updateServiceInfo, info).decode(HandlerServiceInfo.self) == info)
     }
 
     @Test func malformedJSONSaysWhatIsWrong() {
-        let missing = #expect(throws: ProtocolError.self) { try Message(.start, payload: Array(#"{"maxDuration":1}"#.utf8)).decode(StartRequest.self) }
+        let missing = #expect(throws: ProtocolError.self) {
+            try Message(.start, payload: Array(#"{"maxDuration":1}"#.utf8)).decode(StartRequest.self)
+        }
         #expect(missing?.description.contains("missing field 'handler'") == true)
-        let garbage = #expect(throws: ProtocolError.self) { try Message(.start, payload: Array("{nope".utf8)).decode(StartRequest.self) }
+        let garbage = #expect(throws: ProtocolError.self) {
+            try Message(.start, payload: Array("{nope".utf8)).decode(StartRequest.self)
+        }
         #expect(garbage?.description.contains("START") == true)
     }
 
@@ -77,29 +84,40 @@ import Testing
         ])
         #expect(try Message.json(.setResult, result).decode(HandlerResult.self) == result)
         let text = #"{"result":{"a":[1,"x",[true,null],{"b":{}}]}}"#
-        #expect(try Message(.setResult, payload: Array(text.utf8)).decode(HandlerResult.self).result["a"]
-            == .array([.number(1), .string("x"), .array([.bool(true), .null]), .object(["b": .object([:])])]))
+        #expect(
+            try Message(.setResult, payload: Array(text.utf8)).decode(HandlerResult.self).result["a"]
+                == .array([.number(1), .string("x"), .array([.bool(true), .null]), .object(["b": .object([:])])]))
         // Nested values print as compact JSON with sorted keys, scalars as plain text.
         #expect(result.result["segments"]!.description == #"[{"frames":375,"tags":[]},1]"#)
         #expect(result.result["path"]!.description == "/tmp/rec.mkv")
-        #expect(throws: ProtocolError.self) { try Message(.setResult, payload: Array(#"{"result":[1]}"#.utf8)).decode(HandlerResult.self) }
+        #expect(throws: ProtocolError.self) {
+            try Message(.setResult, payload: Array(#"{"result":[1]}"#.utf8)).decode(HandlerResult.self)
+        }
     }
 
     @Test func serviceInfoStaysFlat() throws {
         let flat = #"{"info":{"bitrate":2500,"state":"connected","ok":false,"none":null}}"#
-        #expect(try Message(.updateServiceInfo, payload: Array(flat.utf8)).decode(HandlerServiceInfo.self).info.count == 4)
+        #expect(
+            try Message(.updateServiceInfo, payload: Array(flat.utf8)).decode(HandlerServiceInfo.self).info.count == 4)
         for nested in [#"{"info":{"bitrate":1,"peers":[1,2]}}"#, #"{"info":{"bitrate":1,"peers":{"a":1}}}"#] {
-            let error = #expect(throws: ProtocolError.self) { try Message(.updateServiceInfo, payload: Array(nested.utf8)).decode(HandlerServiceInfo.self) }
-            #expect(error?.description == "malformed UPDATE_SERVICE_INFO: wrong type at 'info.peers'", "\(String(describing: error))")
+            let error = #expect(throws: ProtocolError.self) {
+                try Message(.updateServiceInfo, payload: Array(nested.utf8)).decode(HandlerServiceInfo.self)
+            }
+            #expect(
+                error?.description == "malformed UPDATE_SERVICE_INFO: wrong type at 'info.peers'",
+                "\(String(describing: error))")
         }
     }
 
     @Test func oversizedMessageIsRejectedFromItsHeader() {
         var bytes: [UInt8] = []
-        Message.appendHeader(to: &bytes, opcode: .hello, seq: 1, payloadSize: ProtocolLimits.maxPayload + 1, descriptorCount: 0)
+        Message.appendHeader(
+            to: &bytes, opcode: .hello, seq: 1, payloadSize: ProtocolLimits.maxPayload + 1, descriptorCount: 0)
         var decoder = MessageDecoder()
         decoder.append(bytes)
-        #expect(throws: ProtocolError.oversized(opcode: Opcode.hello.rawValue, size: ProtocolLimits.maxPayload + 1)) { try decoder.next() }
+        #expect(throws: ProtocolError.oversized(opcode: Opcode.hello.rawValue, size: ProtocolLimits.maxPayload + 1)) {
+            try decoder.next()
+        }
     }
 
     @Test func tooManyAndMissingDescriptorsAndUnknownOpcodes() {
@@ -113,7 +131,9 @@ import Testing
         Message.appendHeader(to: &bytes, opcode: .pool, seq: 0, payloadSize: 0, descriptorCount: 1)
         decoder = MessageDecoder()
         decoder.append(bytes)
-        #expect(throws: ProtocolError.missingDescriptors(opcode: Opcode.pool.rawValue, expected: 1, received: 0)) { try decoder.next() }
+        #expect(throws: ProtocolError.missingDescriptors(opcode: Opcode.pool.rawValue, expected: 1, received: 0)) {
+            try decoder.next()
+        }
 
         bytes = [0, 0, 0, 0, 0xee, 0xee, 0, 0, 0, 0, 0, 0]
         decoder = MessageDecoder()
@@ -141,8 +161,14 @@ import Testing
         var rng = SystemRandomNumberGenerator()
         let valid = sampleStream().flatMap { $0.encoded() }
         for round in 0..<2000 {
-            var bytes = round % 2 == 0 ? (0..<Int.random(in: 0..<200, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } : valid
-            if round % 2 == 1 { for _ in 0..<3 { bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) } }
+            var bytes =
+                round % 2 == 0
+                ? (0..<Int.random(in: 0..<200, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } : valid
+            if round % 2 == 1 {
+                for _ in 0..<3 {
+                    bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                }
+            }
             var decoder = MessageDecoder()
             decoder.append(bytes)
             while true {
@@ -170,9 +196,11 @@ import Testing
     }
 
     @Test func sampleHeadersRoundTripAndRejectNonsense() throws {
-        let timing = SampleTiming(presentationTime: 123_456_789, duration: 16_666_666, sequence: 42, discontinuity: true)
-        let video = VideoSampleHeader(timing: timing, orientation: Orientation(degrees: 270, mirrored: true), pool: 1, slot: 5,
-                                      format: VideoFormat(width: 1280, height: 720))
+        let timing = SampleTiming(
+            presentationTime: 123_456_789, duration: 16_666_666, sequence: 42, discontinuity: true)
+        let video = VideoSampleHeader(
+            timing: timing, orientation: Orientation(degrees: 270, mirrored: true), pool: 1, slot: 5,
+            format: VideoFormat(width: 1280, height: 720))
         var bytes: [UInt8] = []
         video.encode(into: &bytes)
         #expect(bytes.count == VideoSampleHeader.size)
@@ -181,14 +209,15 @@ import Testing
         #expect(throws: ProtocolError.self) { try VideoSampleHeader(decoding: bytes) }
         #expect(throws: ProtocolError.self) { try VideoSampleHeader(decoding: Array(bytes.prefix(10))) }
 
-        let audio = AudioSampleHeader(timing: timing, type: .audioMic, format: AudioFormat(channels: 1, sampleFormat: .s16), frameCount: 4)
+        let audio = AudioSampleHeader(
+            timing: timing, type: .audioMic, format: AudioFormat(channels: 1, sampleFormat: .s16), frameCount: 4)
         bytes = []
         audio.encode(into: &bytes)
         #expect(bytes.count == AudioSampleHeader.size)
         bytes += [UInt8](repeating: 1, count: 8)
         #expect(try AudioSampleHeader(decoding: bytes) == audio)
-        #expect(throws: ProtocolError.self) { try AudioSampleHeader(decoding: bytes + [0]) } // PCM length disagrees
-        bytes[28] = 1 // video is not an audio type
+        #expect(throws: ProtocolError.self) { try AudioSampleHeader(decoding: bytes + [0]) }  // PCM length disagrees
+        bytes[28] = 1  // video is not an audio type
         #expect(throws: ProtocolError.self) { try AudioSampleHeader(decoding: bytes) }
     }
 }
@@ -201,7 +230,8 @@ import Testing
             memory.base.storeBytes(of: 0xfeed_beef, toByteOffset: 4096, as: UInt32.self)
             let sender = PeerConnection(socket: a)
             let receiver = PeerConnection(socket: b)
-            try sender.send(.json(.pool, PoolAnnouncement(pool: 1, slots: 2, slotSize: 4096), descriptors: [memory.descriptor]))
+            try sender.send(
+                .json(.pool, PoolAnnouncement(pool: 1, slots: 2, slotSize: 4096), descriptors: [memory.descriptor]))
             try sender.send(Message(.broadcastPaused))
             let message = try receiver.receive()
             #expect(message.opcode == .pool)
@@ -225,7 +255,7 @@ import Testing
 
     @Test func sealedMemoryKeepsItsSizeAndTakesNoWritesButFromItsCreator() throws {
         let sealed = try SharedMemory(name: "sealed", size: 8192, sealed: true)
-        sealed.base.storeBytes(of: 7, as: UInt8.self)   // the creator's own mapping stays writable
+        sealed.base.storeBytes(of: 7, as: UInt8.self)  // the creator's own mapping stays writable
         let reopened = open("/proc/self/fd/\(sealed.descriptor.raw)", O_RDWR)
         defer { close(reopened) }
         #expect(ftruncate(sealed.descriptor.raw, 0) != 0 && ftruncate(sealed.descriptor.raw, 1 << 20) != 0)
@@ -258,5 +288,5 @@ import Testing
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

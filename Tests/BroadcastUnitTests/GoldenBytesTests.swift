@@ -3,7 +3,7 @@ import BroadcastProtocol
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The golden bytes of docs/protocol.json (which docs/protocol.md shows as its `Golden: NAME` blocks) must be exactly
@@ -26,10 +26,12 @@ import Glibc
 
     /// Every example has a test here: a new one without a test fails.
     @Test func everyGoldenExampleIsChecked() throws {
-        let checked = ["hello-controller", "start-capture", "start-exclude-window", "change-capture", "error-field-out-of-range",
-                       "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
-                       "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
-                       "command", "command-answer", "command-result", "welcome", "error-unsupported"]
+        let checked = [
+            "hello-controller", "start-capture", "start-exclude-window", "change-capture", "error-field-out-of-range",
+            "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
+            "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
+            "command", "command-answer", "command-result", "welcome", "error-unsupported",
+        ]
         let described = try ProtocolDescription.load().golden
         #expect(Set(described.map(\.name)) == Set(checked))
         for example in described {
@@ -48,8 +50,10 @@ import Glibc
     @Test func welcomeAndUnsupported() throws {
         let welcome = Message.json(.welcome, seq: 1, Welcome(server: "broadcastd 0.1.0")).encoded()
         #expect(Self.golden("welcome") == welcome, "\(String(decoding: welcome.dropFirst(12), as: UTF8.self))")
-        let refusal = BroadcastError(.unsupported, "broadcastd (protocol revision 2.6) has no message 0x0400; " +
-                                     "its WELCOME's revision and features say what it offers")
+        let refusal = BroadcastError(
+            .unsupported,
+            "broadcastd (protocol revision 2.6) has no message 0x0400; "
+                + "its WELCOME's revision and features say what it offers")
         let error = Message.json(.error, seq: 8, refusal).encoded()
         #expect(Self.golden("error-unsupported") == error, "\(String(decoding: error.dropFirst(12), as: UTF8.self))")
     }
@@ -61,7 +65,9 @@ import Glibc
     @Test func helloFromAController() throws {
         let bytes = Message.json(.hello, seq: 1, Hello(role: .controller, client: "broadcastctl")).encoded()
         #expect(Self.golden("hello-controller") == bytes)
-        #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"{"client":"broadcastctl","protocol":2,"role":"controller"}"#)
+        #expect(
+            String(decoding: bytes.dropFirst(12), as: UTF8.self)
+                == #"{"client":"broadcastctl","protocol":2,"role":"controller"}"#)
     }
 
     @Test func startChoosingItsCapture() throws {
@@ -73,7 +79,8 @@ import Glibc
 
     /// Revision 2.7: a broadcast that leaves windows out, beside broadcastd's own list.
     @Test func startThatLeavesWindowsOut() throws {
-        let request = StartRequest(handler: "record", capture: CaptureChoice(excludeWindows: ["KeePassXC", "Thunderbird"]))
+        let request = StartRequest(
+            handler: "record", capture: CaptureChoice(excludeWindows: ["KeePassXC", "Thunderbird"]))
         let bytes = Message.json(.start, seq: 7, request).encoded()
         #expect(Self.golden("start-exclude-window") == bytes)
         #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
@@ -90,12 +97,15 @@ import Glibc
         #expect(request.isJSON)
         let refusal = #expect(throws: ProtocolError.self) { try request.decode(CommandRequest.self) }
         guard case .malformed(_, let why)? = refusal else { return }
-        let bytes = Message.json(.error, seq: 7, BroadcastError(.invalidRequest, "SEND_COMMAND is refused: \(why)")).encoded()
-        #expect(Self.golden("error-field-out-of-range") == bytes, "\(String(decoding: bytes.dropFirst(12), as: UTF8.self))")
+        let bytes = Message.json(.error, seq: 7, BroadcastError(.invalidRequest, "SEND_COMMAND is refused: \(why)"))
+            .encoded()
+        #expect(
+            Self.golden("error-field-out-of-range") == bytes, "\(String(decoding: bytes.dropFirst(12), as: UTF8.self))")
     }
 
     @Test func pauseOfOneBroadcast() {
-        #expect(Self.golden("pause-broadcast") == Message.json(.pause, seq: 4, BroadcastReference(broadcast: 2)).encoded())
+        #expect(
+            Self.golden("pause-broadcast") == Message.json(.pause, seq: 4, BroadcastReference(broadcast: 2)).encoded())
     }
 
     @Test func releaseSlot() {
@@ -103,24 +113,30 @@ import Glibc
     }
 
     @Test func videoSample() {
-        let timing = SampleTiming(presentationTime: 1_000_000_000, duration: 33_333_333, sequence: 7, discontinuity: true)
+        let timing = SampleTiming(
+            presentationTime: 1_000_000_000, duration: 33_333_333, sequence: 7, discontinuity: true)
         var payload: [UInt8] = []
-        VideoSampleHeader(timing: timing, orientation: Orientation(degrees: 90, mirrored: true), pool: 1, slot: 2,
-                          format: VideoFormat(width: 1920, height: 1080, pixelFormat: .nv12)).encode(into: &payload)
+        VideoSampleHeader(
+            timing: timing, orientation: Orientation(degrees: 90, mirrored: true), pool: 1, slot: 2,
+            format: VideoFormat(width: 1920, height: 1080, pixelFormat: .nv12)
+        ).encode(into: &payload)
         #expect(Self.golden("video-sample") == Message(.videoSample, payload: payload).encoded())
     }
 
     @Test func cursor() throws {
-        let sample = CursorSample(presentationTime: 1_000_000_000, x: 200, y: -5, visible: true,
-                                  sprite: .init(width: 2, height: 1, hotspotX: 1, hotspotY: 0, pixels: [0xff00_0000, 0x8080_8080]))
+        let sample = CursorSample(
+            presentationTime: 1_000_000_000, x: 200, y: -5, visible: true,
+            sprite: .init(width: 2, height: 1, hotspotX: 1, hotspotY: 0, pixels: [0xff00_0000, 0x8080_8080]))
         let bytes = sample.message.encoded()
         #expect(Self.golden("cursor") == bytes)
         #expect(try CursorSample(decoding: Array(bytes.dropFirst(12))) == sample)
     }
 
     @Test func setResult() throws {
-        let result = HandlerResult(result: ["duration": .number(12.5), "path": .string("/tmp/rec.mkv"),
-                                            "segments": .array([.object(["frames": .number(375), "path": .string("/tmp/rec-0.mkv")])])])
+        let result = HandlerResult(result: [
+            "duration": .number(12.5), "path": .string("/tmp/rec.mkv"),
+            "segments": .array([.object(["frames": .number(375), "path": .string("/tmp/rec-0.mkv")])]),
+        ])
         let bytes = Message.json(.setResult, result).encoded()
         #expect(Self.golden("set-result") == bytes)
         #expect(try Message(.setResult, payload: Array(bytes.dropFirst(12))).decode(HandlerResult.self) == result)
@@ -131,7 +147,8 @@ import Glibc
         #expect(Self.golden("finish-discard") == finish)
         let end = Message.json(.broadcastFinished, BroadcastEnd(error: nil, discard: true)).encoded()
         #expect(Self.golden("broadcast-finished-discard") == end)
-        let finished = FinishedEvent(broadcast: 3, error: nil, result: ["discarded": .bool(true), "duration": .number(4.2)], discarded: true)
+        let finished = FinishedEvent(
+            broadcast: 3, error: nil, result: ["discarded": .bool(true), "duration": .number(4.2)], discarded: true)
         #expect(Self.golden("finished-discarded") == Message.json(.finished, finished).encoded())
         // A 1.0 or 1.1 FINISH (empty, or `{}`) is a plain finish.
         #expect(try Message(.finish, payload: []).decode(FinishRequest.self) == FinishRequest())
@@ -147,7 +164,9 @@ import Glibc
         let answer = HandlerCommandAnswer(id: 1, result: ["path": .string("/tmp/a.mp4")])
         let answerBytes = Message.json(.commandAnswer, answer).encoded()
         #expect(Self.golden("command-answer") == answerBytes)
-        #expect(try Message(.commandAnswer, payload: Array(answerBytes.dropFirst(12))).decode(HandlerCommandAnswer.self) == answer)
+        #expect(
+            try Message(.commandAnswer, payload: Array(answerBytes.dropFirst(12))).decode(HandlerCommandAnswer.self)
+                == answer)
         let result = CommandResult(broadcast: 1, command: "save", result: ["path": .string("/tmp/a.mp4")])
         #expect(Self.golden("command-result") == Message.json(.commandResult, seq: 5, result).encoded())
     }
@@ -155,16 +174,21 @@ import Glibc
     @Test func snapshot() throws {
         #expect(Self.golden("get-snapshot") == Message.json(.getSnapshot, seq: 3, Empty()).encoded())
         // The SNAPSHOT example is what broadcastd writes for a 640x360 NV12 frame.
-        let description = SnapshotDescription(video: VideoDescription(VideoFormat(width: 640, height: 360, pixelFormat: .nv12)),
-                                              colorRange: "limited", presentationTime: 15_640_205_671_545, broadcast: nil)
-        #expect(Self.document.contains("\n" + compactJSON(description) + "\n"), "the SNAPSHOT example is not \(compactJSON(description))")
+        let description = SnapshotDescription(
+            video: VideoDescription(VideoFormat(width: 640, height: 360, pixelFormat: .nv12)),
+            colorRange: "limited", presentationTime: 15_640_205_671_545, broadcast: nil)
+        #expect(
+            Self.document.contains("\n" + compactJSON(description) + "\n"),
+            "the SNAPSHOT example is not \(compactJSON(description))")
     }
 
     @Test func aRepeatedVideoSampleSetsFlagBit1() throws {
         let timing = SampleTiming(presentationTime: 5, duration: 1, sequence: 3, discontinuity: false)
         var payload: [UInt8] = []
-        VideoSampleHeader(timing: timing, orientation: .up, pool: 1, slot: 0, format: VideoFormat(width: 64, height: 64),
-                          repeated: true).encode(into: &payload)
+        VideoSampleHeader(
+            timing: timing, orientation: .up, pool: 1, slot: 0, format: VideoFormat(width: 64, height: 64),
+            repeated: true
+        ).encode(into: &payload)
         #expect(payload[24] == 2)
         #expect(try VideoSampleHeader(decoding: payload).repeated)
     }
@@ -173,7 +197,9 @@ import Glibc
         for opcode in Opcode.allCases {
             let hex = String(opcode.rawValue, radix: 16)
             let padded = "0x" + String(repeating: "0", count: 4 - hex.count) + hex
-            #expect(Self.document.contains(opcode.name) && Self.document.lowercased().contains(padded), "\(opcode.name) (\(padded)) missing from docs/protocol.md")
+            #expect(
+                Self.document.contains(opcode.name) && Self.document.lowercased().contains(padded),
+                "\(opcode.name) (\(padded)) missing from docs/protocol.md")
         }
     }
 }

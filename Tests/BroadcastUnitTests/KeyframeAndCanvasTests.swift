@@ -1,12 +1,13 @@
-@testable import BroadcastMedia
 import BroadcastCore
 import CFFmpeg
 import Testing
 
+@testable import BroadcastMedia
+
 /// Keyframes by stream time, whatever the screen does, and forced keyframes each encoder makes IDRs of.
 @Suite struct KeyframeTests {
     @Test func aKeyframeIsDueOnTheFrameNearestEachMark() {
-        var schedule = KeyframeSchedule(interval: 180_000, slack: 1500) // 2 s at 90 kHz, half a frame at 30 fps
+        var schedule = KeyframeSchedule(interval: 180_000, slack: 1500)  // 2 s at 90 kHz, half a frame at 30 fps
         #expect(schedule.isDue(at: 0))
         schedule.made(at: 0)
         // From half a frame before the mark: a repeat stamped at its deadline, 1 ms before it, is on it.
@@ -46,12 +47,14 @@ import Testing
 
     /// Encodes frames at `times` (s) with a 2 s keyframe interval: the packets (owned) and their times.
     static func encode(_ c: Case, times: [Double]) throws -> (encoder: Encoder, packets: [Packet]) {
-        var settings = VideoEncoderSettings(codec: c.implementation.codec, width: 160, height: 96, framesPerSecond: 30,
-                                            tune: c.tune)
+        var settings = VideoEncoderSettings(
+            codec: c.implementation.codec, width: 160, height: 96, framesPerSecond: 30,
+            tune: c.tune)
         settings.keyframeInterval = 2
         let format = c.implementation.inputFormat(for: .nv12)
-        let encoder = try Encoder.video(settings, pixelFormat: format, globalHeader: true,
-                                        implementation: c.implementation)
+        let encoder = try Encoder.video(
+            settings, pixelFormat: format, globalHeader: true,
+            implementation: c.implementation)
         let frame = try MediaFrame.video(width: 160, height: 96, pixelFormat: format)
         var packets: [Packet] = []
         func keep(_ packet: Packet) throws(MediaError) {
@@ -75,13 +78,17 @@ import Testing
         let codec = try #require(avcodec_find_decoder(encoder.context.pointee.codec_id))
         var context = avcodec_alloc_context3(codec)
         var parameters = avcodec_parameters_alloc()
-        defer { avcodec_free_context(&context); avcodec_parameters_free(&parameters) }
+        defer {
+            avcodec_free_context(&context)
+            avcodec_parameters_free(&parameters)
+        }
         try check(avcodec_parameters_from_context(parameters, encoder.context), "parameters")
         try check(avcodec_parameters_to_context(context, parameters), "parameters")
         try check(avcodec_open2(context, codec, nil), "open the decoder")
         var frame = av_frame_alloc()
         defer { av_frame_free(&frame) }
-        var frames = 0, failed = false
+        var frames = 0
+        var failed = false
         for packet in Array(packets) + [nil] {
             if avcodec_send_packet(context, packet) < 0 { failed = true }
             while avcodec_receive_frame(context, frame) == 0 { frames += 1 }
@@ -93,16 +100,19 @@ import Testing
     /// or after every 2 s mark (with frames counted, the only one was the first), each an IDR that a decoder starting
     /// there decodes with every frame after it. libx265 needs `forced-idr` (else an open-GOP I frame, not marked key),
     /// SVT-AV1 `enable-force-key-frames` (else none at all).
-    @Test(arguments: [Case(implementation: .libx264, tune: "zerolatency"),
-                      Case(implementation: .libx265, tune: "zerolatency"),
-                      Case(implementation: .libsvtav1, tune: "none"),
-                      Case(implementation: .libaom, tune: "zerolatency")])
+    @Test(arguments: [
+        Case(implementation: .libx264, tune: "zerolatency"),
+        Case(implementation: .libx265, tune: "zerolatency"),
+        Case(implementation: .libsvtav1, tune: "none"),
+        Case(implementation: .libaom, tune: "zerolatency"),
+    ])
     func keyframesComeByTimeOnAQuietScreenAndDecodeOnTheirOwn(_ c: Case) throws {
         let times = [0, 0.5, 1, 2, 2.2, 3.9, 4.3, 5, 6, 6.5, 7, 8.4, 9]
         let (encoder, packets) = try Self.encode(c, times: times)
         defer { for var packet in packets as [Packet?] { av_packet_free(&packet) } }
-        #expect(encoder.keyframes != nil && encoder.context.pointee.gop_size == 120,
-                "forced, the encoder's own count a backstop")
+        #expect(
+            encoder.keyframes != nil && encoder.context.pointee.gop_size == 120,
+            "forced, the encoder's own count a backstop")
         #expect(packets.count == times.count)
         let keys = packets.filter { $0.pointee.flags & AV_PKT_FLAG_KEY != 0 }.map { Double($0.pointee.pts) / 90000 }
         #expect(keys == [0, 2, 4.3, 6, 8.4], "keyframes at \(keys)")
@@ -129,8 +139,9 @@ import Testing
         #expect(Letterbox(fitting: 480, 480, into: 1920, 1080) == Letterbox(x: 420, y: 0, width: 1080, height: 1080))
         #expect(Letterbox(fitting: 1920, 1080, into: 640, 480) == Letterbox(x: 0, y: 60, width: 640, height: 360))
         #expect(Letterbox(fitting: 1280, 720, into: 1920, 1080) == Letterbox(x: 0, y: 0, width: 1920, height: 1080))
-        #expect(Letterbox(fitting: 1366, 768, into: 1920, 1080) == Letterbox(x: 0, y: 0, width: 1920, height: 1080),
-                "within a pixel of the canvas: no bar of one pixel")
+        #expect(
+            Letterbox(fitting: 1366, 768, into: 1920, 1080) == Letterbox(x: 0, y: 0, width: 1920, height: 1080),
+            "within a pixel of the canvas: no bar of one pixel")
         #expect(Letterbox(fitting: 101, 77, into: 640, 360) == Letterbox(x: 84, y: 0, width: 472, height: 360))
         #expect(Letterbox(fitting: 16, 4000, into: 640, 360) == Letterbox(x: 318, y: 0, width: 2, height: 360))
     }
@@ -139,8 +150,9 @@ import Testing
     /// range: 180x180 in the middle, black to the left and right.
     @Test(arguments: [PixelFormat.nv12, .i420], [false, true])
     func aNewAreaGoesOntoTheCanvasWithBlackBars(_ layout: PixelFormat, _ fullRange: Bool) throws {
-        let input = try VideoInput(encoding: VideoFormat(width: 320, height: 180, pixelFormat: layout),
-                                   from: VideoFormat(width: 320, height: 180), fullRange: fullRange)
+        let input = try VideoInput(
+            encoding: VideoFormat(width: 320, height: 180, pixelFormat: layout),
+            from: VideoFormat(width: 320, height: 180), fullRange: fullRange)
         let square = VideoFormat(width: 100, height: 100)
         try input.inputChanged(to: square)
         var bytes = [UInt8](repeating: 200, count: square.frameByteCount)
@@ -153,9 +165,13 @@ import Testing
         #expect(row[0..<70].allSatisfy { $0 == black } && row[250...].allSatisfy { $0 == black }, "\(row)")
         #expect(row[72..<248].allSatisfy { abs(Int($0) - 200) <= 2 }, "\(row)")
         // Chroma of the 45th row: neutral in the bars, the picture's (Cb 90, Cr 240) in the box.
-        let cb = layout == .nv12 ? (0..<160).map { planes[1].data[45 * planes[1].stride + 2 * $0] }
+        let cb =
+            layout == .nv12
+            ? (0..<160).map { planes[1].data[45 * planes[1].stride + 2 * $0] }
             : (0..<160).map { planes[1].data[45 * planes[1].stride + $0] }
-        let cr = layout == .nv12 ? (0..<160).map { planes[1].data[45 * planes[1].stride + 2 * $0 + 1] }
+        let cr =
+            layout == .nv12
+            ? (0..<160).map { planes[1].data[45 * planes[1].stride + 2 * $0 + 1] }
             : (0..<160).map { planes[2].data[45 * planes[2].stride + $0] }
         #expect(cb[0..<35].allSatisfy { $0 == 128 } && cb[125...].allSatisfy { $0 == 128 })
         #expect(cr[0..<35].allSatisfy { $0 == 128 } && cr[125...].allSatisfy { $0 == 128 })

@@ -1,8 +1,9 @@
 import BroadcastCapture
 import BroadcastCore
 import CPipeWire
-@testable import BroadcastPipeWire
 import Testing
+
+@testable import BroadcastPipeWire
 
 /// The PipeWire audio path's pure logic: the stream timeline and the default-device metadata.
 @Suite struct PipeWireLogicTests {
@@ -27,11 +28,13 @@ import Testing
             #expect(timeline.chunks.last?.presentationTime == stamped && timeline.chunks.count == i + 1)
         }
         // From here on the stamps say 48 ms earlier: never before the middle of the last chunk, caught up in 18 chunks.
-        let small = UInt64(256) * 1_000_000_000 / 48_000, base = timeline.next
+        let small = UInt64(256) * 1_000_000_000 / 48_000
+        let base = timeline.next
         for k in 0..<24 {
             let before = timeline.chunks.last!.presentationTime
-            timeline.enqueue(bytes: buffer(256), frames: 256, stamped: base + UInt64(k) * small - 48_000_000, lost: 0,
-                             bytesPerFrame: 8)
+            timeline.enqueue(
+                bytes: buffer(256), frames: 256, stamped: base + UInt64(k) * small - 48_000_000, lost: 0,
+                bytesPerFrame: 8)
             #expect(timeline.chunks.last!.presentationTime > before)
         }
         #expect(timeline.chunks.last!.presentationTime == base + 23 * small - 48_000_000)
@@ -97,13 +100,15 @@ import Testing
         var clock = GraphClock()
         let rate = spa_fraction(num: 1, denom: 48_000)
         #expect(clock.advance(frames: [1024], ticks: 48_000, rate: rate, waiting: 0) == nil)
-        #expect(clock.advance(frames: [256], ticks: 49_024, rate: rate, waiting: 0) == 0,
-                "the quantum went from 1024 to 256")
+        #expect(
+            clock.advance(frames: [256], ticks: 49_024, rate: rate, waiting: 0) == 0,
+            "the quantum went from 1024 to 256")
         #expect(clock.advance(frames: [256, 256], ticks: 49_536, rate: rate, waiting: 0) == 0, "two taken at once")
         #expect(clock.advance(frames: [256], ticks: 50_048, rate: rate, waiting: 0) == 256, "a cycle lost")
         #expect(clock.advance(frames: [256], ticks: 50_560, rate: rate, waiting: 1) == 0, "one more waits")
-        #expect(clock.advance(frames: [256, 256], ticks: 50_816, rate: rate, waiting: 0) == 0,
-                "the one that waited, and the next")
+        #expect(
+            clock.advance(frames: [256, 256], ticks: 50_816, rate: rate, waiting: 0) == 0,
+            "the one that waited, and the next")
         // A graph at 44.1 kHz: its ticks in its own rate, the frames (converted) at 48 kHz.
         var other = GraphClock()
         let cd = spa_fraction(num: 1, denom: 44_100)
@@ -120,27 +125,36 @@ import Testing
     /// begins, and go on the timeline exactly where they belong (each stamped with the newest cycle's time, the
     /// older ones were a quantum or two late, and a stall of three cycles made a resync 42 ms late).
     @Test func buffersTakenLateAreStampedBackFromTheNewestCycle() {
-        let now: Int64 = 5_000_000_000, q = Int64(quantum)
+        let now: Int64 = 5_000_000_000
+        let q = Int64(quantum)
         // What a sink plays: from its cycle's start on.
         #expect(PipeWireAudioStream.stamps(frames: [1024], now: now, delay: 0, waiting: 0, capturesSink: true) == [now])
-        #expect(PipeWireAudioStream.stamps(frames: [1024, 1024, 1024], now: now, delay: 0, waiting: 0, capturesSink: true)
+        #expect(
+            PipeWireAudioStream.stamps(frames: [1024, 1024, 1024], now: now, delay: 0, waiting: 0, capturesSink: true)
                 == [now - 2 * q, now - q, now])
         // One more came between taking them and reading the time: all are a cycle earlier.
-        #expect(PipeWireAudioStream.stamps(frames: [1024, 1024], now: now, delay: 0, waiting: 1, capturesSink: true)
+        #expect(
+            PipeWireAudioStream.stamps(frames: [1024, 1024], now: now, delay: 0, waiting: 1, capturesSink: true)
                 == [now - 2 * q, now - q])
         // A device's buffer was captured until `delay` before its cycle began.
-        let delay: Int64 = 3_000_000, small = Int64(256 * 1_000_000_000 / 48_000)
-        #expect(PipeWireAudioStream.stamps(frames: [256, 1024], now: now, delay: delay, waiting: 0, capturesSink: false)
+        let delay: Int64 = 3_000_000
+        let small = Int64(256 * 1_000_000_000 / 48_000)
+        #expect(
+            PipeWireAudioStream.stamps(frames: [256, 1024], now: now, delay: delay, waiting: 0, capturesSink: false)
                 == [now - delay - q - small, now - delay - q])
         // On the timeline: a buffer at 4 s - 3 quanta, then a stall of three cycles; all go back to back.
         var timeline = PipeWireAudioStream.Shared()
         timeline.live = true
         timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: UInt64(now - 3 * q), lost: nil, bytesPerFrame: 8)
-        for stamp in PipeWireAudioStream.stamps(frames: [1024, 1024, 1024], now: now, delay: 0, waiting: 0, capturesSink: true) {
+        for stamp in PipeWireAudioStream.stamps(
+            frames: [1024, 1024, 1024], now: now, delay: 0, waiting: 0, capturesSink: true)
+        {
             timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: UInt64(stamp), lost: 0, bytesPerFrame: 8)
         }
-        #expect(timeline.chunks.map { Int64($0.presentationTime) } == [now - 3 * q, now - 2 * q, now - q, now] && timeline.figures.resyncs == 0,
-                "\(timeline.chunks.map(\.presentationTime))")
+        #expect(
+            timeline.chunks.map { Int64($0.presentationTime) } == [now - 3 * q, now - 2 * q, now - q, now]
+                && timeline.figures.resyncs == 0,
+            "\(timeline.chunks.map(\.presentationTime))")
     }
 
     @Test func theFirstBufferGoesExactlyWhereItsStampSays() {
@@ -172,8 +186,9 @@ import Testing
         #expect(timeline.chunks.map(\.frameCount) == [1024, 1024] && timeline.figures.resyncs == 1)
         #expect(timeline.chunks.last?.presentationTime == stamped && timeline.chunks.last?.discontinuity == true)
         // 30 ms later: followed, not a resync.
-        timeline.enqueue(bytes: buffer(1024), frames: 1024, stamped: timeline.next + 30_000_000, lost: nil,
-                         bytesPerFrame: 8)
+        timeline.enqueue(
+            bytes: buffer(1024), frames: 1024, stamped: timeline.next + 30_000_000, lost: nil,
+            bytesPerFrame: 8)
         #expect(timeline.chunks.last?.discontinuity == false && timeline.figures.resyncs == 1)
         // 45 ms earlier: its first 2160 frames overlap what is there and are cut.
         let end = timeline.next
@@ -233,7 +248,9 @@ import Testing
     }
 
     @Test func nothingComingMeansSilenceBehindTheClock() {
-        let stream = PipeWireAudioStream(name: "mic", target: .defaultDevice, format: AudioFormat(channels: 1, sampleFormat: .float32), capturesSink: false)
+        let stream = PipeWireAudioStream(
+            name: "mic", target: .defaultDevice, format: AudioFormat(channels: 1, sampleFormat: .float32),
+            capturesSink: false)
         stream.reset()
         stream.goLive(at: 0)
         #expect(stream.take(now: PipeWireAudioStream.silenceAfter) == nil)
@@ -282,22 +299,31 @@ import Testing
     /// One pixel of each 32-bit order, red 0x30, green 0x60, blue 0x90, alpha 0xa0, as bytes in memory.
     @Test func everyByteOrderBecomesPremultipliedARGB() {
         let cases: [(spa_video_format, [UInt8], UInt32)] = [
-            (SPA_VIDEO_FORMAT_RGBA, [0x30, 0x60, 0x90, 0xa0], 0xa030_6090), (SPA_VIDEO_FORMAT_BGRA, [0x90, 0x60, 0x30, 0xa0], 0xa030_6090),
-            (SPA_VIDEO_FORMAT_ARGB, [0xa0, 0x30, 0x60, 0x90], 0xa030_6090), (SPA_VIDEO_FORMAT_ABGR, [0xa0, 0x90, 0x60, 0x30], 0xa030_6090),
-            (SPA_VIDEO_FORMAT_RGBx, [0x30, 0x60, 0x90, 0x00], 0xff30_6090), (SPA_VIDEO_FORMAT_BGRx, [0x90, 0x60, 0x30, 0x00], 0xff30_6090),
-            (SPA_VIDEO_FORMAT_xRGB, [0x00, 0x30, 0x60, 0x90], 0xff30_6090), (SPA_VIDEO_FORMAT_xBGR, [0x00, 0x90, 0x60, 0x30], 0xff30_6090),
+            (SPA_VIDEO_FORMAT_RGBA, [0x30, 0x60, 0x90, 0xa0], 0xa030_6090),
+            (SPA_VIDEO_FORMAT_BGRA, [0x90, 0x60, 0x30, 0xa0], 0xa030_6090),
+            (SPA_VIDEO_FORMAT_ARGB, [0xa0, 0x30, 0x60, 0x90], 0xa030_6090),
+            (SPA_VIDEO_FORMAT_ABGR, [0xa0, 0x90, 0x60, 0x30], 0xa030_6090),
+            (SPA_VIDEO_FORMAT_RGBx, [0x30, 0x60, 0x90, 0x00], 0xff30_6090),
+            (SPA_VIDEO_FORMAT_BGRx, [0x90, 0x60, 0x30, 0x00], 0xff30_6090),
+            (SPA_VIDEO_FORMAT_xRGB, [0x00, 0x30, 0x60, 0x90], 0xff30_6090),
+            (SPA_VIDEO_FORMAT_xBGR, [0x00, 0x90, 0x60, 0x30], 0xff30_6090),
         ]
         for (format, bytes, argb) in cases {
             let pixels = bytes.withUnsafeBytes { PipeWireCursor.premultipliedARGB(image(format, 1, 1, $0.baseAddress)) }
             #expect(pixels == [argb], "\(format)")
         }
-        #expect([UInt8](repeating: 0, count: 4).withUnsafeBytes { PipeWireCursor.premultipliedARGB(image(SPA_VIDEO_FORMAT_NV12, 1, 1, $0.baseAddress)) } == nil)
+        #expect(
+            [UInt8](repeating: 0, count: 4).withUnsafeBytes {
+                PipeWireCursor.premultipliedARGB(image(SPA_VIDEO_FORMAT_NV12, 1, 1, $0.baseAddress))
+            } == nil)
     }
 
     @Test func theStrideSkipsPaddingBetweenRows() {
         // 2x2 BGRA with 12-byte rows: the last 4 bytes of each row are padding.
         let bytes: [UInt8] = [1, 0, 0, 255, 2, 0, 0, 255, 9, 9, 9, 9, 3, 0, 0, 255, 4, 0, 0, 255, 9, 9, 9, 9]
-        let pixels = bytes.withUnsafeBytes { PipeWireCursor.premultipliedARGB(image(SPA_VIDEO_FORMAT_BGRA, 2, 2, $0.baseAddress, stride: 12)) }
+        let pixels = bytes.withUnsafeBytes {
+            PipeWireCursor.premultipliedARGB(image(SPA_VIDEO_FORMAT_BGRA, 2, 2, $0.baseAddress, stride: 12))
+        }
         #expect(pixels == [0xff00_0001, 0xff00_0002, 0xff00_0003, 0xff00_0004])
     }
 
@@ -308,12 +334,22 @@ import Testing
         #expect(cursor.state == nil)
         let picture = (x: 40, y: 30, width: 240, height: 180)
         let yellow: [UInt8] = [0xff, 0xd0, 0x00, 0xff]
-        yellow.withUnsafeBytes { cursor.move(x: 140, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture) }
-        #expect(cursor.state == CursorState(x: 100, y: 50, visible: true,
-                                            sprite: CursorSprite(width: 1, height: 1, hotspotX: 0, hotspotY: 0, pixels: [0xffff_d000], serial: 1)))
-        yellow.withUnsafeBytes { cursor.move(x: 141, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture) }
+        yellow.withUnsafeBytes {
+            cursor.move(x: 140, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture)
+        }
+        #expect(
+            cursor.state
+                == CursorState(
+                    x: 100, y: 50, visible: true,
+                    sprite: CursorSprite(
+                        width: 1, height: 1, hotspotX: 0, hotspotY: 0, pixels: [0xffff_d000], serial: 1)))
+        yellow.withUnsafeBytes {
+            cursor.move(x: 141, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture)
+        }
         #expect(cursor.state?.sprite?.serial == 1 && cursor.state?.x == 101)
-        [UInt8]([0, 0, 0x80, 0x80]).withUnsafeBytes { cursor.move(x: 141, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture) }
+        [UInt8]([0, 0, 0x80, 0x80]).withUnsafeBytes {
+            cursor.move(x: 141, y: 80, image: image(SPA_VIDEO_FORMAT_RGBA, 1, 1, $0.baseAddress), picture: picture)
+        }
         #expect(cursor.state?.sprite?.serial == 2 && cursor.state?.sprite?.pixels == [0x8000_0080])
         cursor.move(x: 150, y: 90, image: nil, picture: picture)
         #expect(cursor.state?.x == 110 && cursor.state?.visible == true && cursor.state?.sprite?.serial == 2)
@@ -330,8 +366,11 @@ import Testing
     /// An application's channels onto the stereo stream that captures it: same side, both for what has none.
     @Test func applicationChannelsGoToTheirSide() {
         #expect(PipeWireSession.stereoChannels("FL") == ["FL"] && PipeWireSession.stereoChannels("RR") == ["FR"])
-        #expect(PipeWireSession.stereoChannels("MONO") == ["FL", "FR"] && PipeWireSession.stereoChannels("FC") == ["FL", "FR"])
-        #expect(PipeWireSession.stereoChannels("LFE").isEmpty && PipeWireSession.stereoChannels("AUX3") == ["FL", "FR"])
+        #expect(
+            PipeWireSession.stereoChannels("MONO") == ["FL", "FR"]
+                && PipeWireSession.stereoChannels("FC") == ["FL", "FR"])
+        #expect(
+            PipeWireSession.stereoChannels("LFE").isEmpty && PipeWireSession.stereoChannels("AUX3") == ["FL", "FR"])
     }
 
     /// A linked stream is stereo; a mono broadcast gets each frame's two samples averaged, in either format.
@@ -344,22 +383,31 @@ import Testing
         #expect(monoS16.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) } == [32767, -32768, -100])
     }
 
-    func image(_ format: spa_video_format, _ width: Int, _ height: Int, _ pixels: UnsafeRawPointer?, stride: Int? = nil) -> PipeWireCursor.Image {
-        PipeWireCursor.Image(format: format.rawValue, width: width, height: height, stride: stride ?? width * 4, hotspotX: 0, hotspotY: 0, pixels: pixels)
+    func image(_ format: spa_video_format, _ width: Int, _ height: Int, _ pixels: UnsafeRawPointer?, stride: Int? = nil)
+        -> PipeWireCursor.Image
+    {
+        PipeWireCursor.Image(
+            format: format.rawValue, width: width, height: height, stride: stride ?? width * 4, hotspotX: 0,
+            hotspotY: 0, pixels: pixels)
     }
 
     /// A silent stream says the true cause: nothing to connect to (no microphone, no sound output, an app that plays
     /// nothing), not "check that PipeWire runs" while it does.
     @Test func aSilentStreamSaysWhyInTheUsersWords() {
-        #expect(PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: false, state: "unconnected")
+        #expect(
+            PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: false, state: "unconnected")
                 == "PipeWire has no microphone")
-        #expect(PipeWireAudioSource.silenceCause(.node("xclock"), capturesSink: true, state: "unconnected")
+        #expect(
+            PipeWireAudioSource.silenceCause(.node("xclock"), capturesSink: true, state: "unconnected")
                 == "'xclock' plays nothing through PipeWire")
-        #expect(PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: true, state: "unconnected")
+        #expect(
+            PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: true, state: "unconnected")
                 == "PipeWire has no sound output to capture")
-        #expect(PipeWireAudioSource.silenceCause(.node("usb-mic"), capturesSink: false, state: "unconnected")
+        #expect(
+            PipeWireAudioSource.silenceCause(.node("usb-mic"), capturesSink: false, state: "unconnected")
                 == "PipeWire has no source 'usb-mic'")
-        #expect(PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: false, state: "paused")
+        #expect(
+            PipeWireAudioSource.silenceCause(.defaultDevice, capturesSink: false, state: "paused")
                 == "nothing comes from PipeWire (its stream is paused)")
     }
 }

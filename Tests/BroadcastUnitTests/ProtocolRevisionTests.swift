@@ -23,8 +23,9 @@ import Testing
         init() throws {
             let (ours, theirs) = try UnixSocket.pair()
             try ours.setNonBlocking()
-            server = PeerServer(serverName: "broadcastd test", clock: ManualClock(), wakes: WakeRegistry(),
-                                logger: Logger(label: "test"))
+            server = PeerServer(
+                serverName: "broadcastd test", clock: ManualClock(), wakes: WakeRegistry(),
+                logger: Logger(label: "test"))
             session = server.addSession(ours)
             peer = PeerConnection(socket: theirs)
         }
@@ -141,7 +142,8 @@ import Testing
     @Test func theStatusFrameRateIsTheWholeNumberBroadcastStartedSays() throws {
         let manifest = HandlerManifest(name: "h", displayName: "H", exec: "/bin/true")
         let broadcast = try Broadcast(
-            id: 1, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil, wakes: WakeRegistry())
+            id: 1, entry: HandlerRegistry.Entry(manifest: manifest, file: "/dev/null"), maxDuration: nil,
+            wakes: WakeRegistry())
         broadcast.setUp(["frameRate": "15"])
         let interval: UInt64 = 33_333_333
         let started = broadcast.chooseFrameRate(captureRate: 1e9 / Double(interval))

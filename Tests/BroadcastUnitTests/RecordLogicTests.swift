@@ -1,12 +1,13 @@
-@testable import BroadcastRecord
-@testable import BroadcastTimeline
 import BroadcastCore
 import BroadcastSystem
 import BroadcastUpload
 import Testing
 
+@testable import BroadcastRecord
+@testable import BroadcastTimeline
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A 440 Hz tone of amplitude 0.25, as the synthetic source plays it, frames `start ..< start + count`.
@@ -50,8 +51,9 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(timeline.counters.droppedFrames == 2880 - 480)
         #expect(out.count == 14400)
         #expect(out[4800..<9600].allSatisfy { $0 == 0 })
-        #expect(largestStep(out[...]) < 0.0144 * 1.5,
-                "faded out before the gap and in after it, crossfaded at the overlap")
+        #expect(
+            largestStep(out[...]) < 0.0144 * 1.5,
+            "faded out before the gap and in after it, crossfaded at the overlap")
     }
 
     /// A source's timestamps jumping without the discontinuity flag is a shift of its timing, however far (the
@@ -77,14 +79,16 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
     @Test func segmentJoinsCrossfadeWithoutAClick() {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
         var out: [Float] = []
-        for chunk in 0..<52 { // A runs 20 ms past the join (the end of its video); that part is cut
+        for chunk in 0..<52 {  // A runs 20 ms past the join (the end of its video); that part is cut
             tone(chunk * 480, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
             timeline.drain(upTo: timeline.ready(limit: 24000), into: &out)
         }
         timeline.endSegment(at: 24000)
         // B: a tone of another phase, starting 20 ms before the join.
         for chunk in 0..<50 {
-            tone(chunk * 480 + 77, 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(23040 + chunk * 480)) }
+            tone(chunk * 480 + 77, 480).withUnsafeBufferPointer {
+                timeline.place(0, $0, at: Int64(23040 + chunk * 480))
+            }
             timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
         }
         timeline.endSegment(at: 47040)
@@ -106,9 +110,11 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         for chunk in 0..<40 {
             stereo(tone(chunk * 480, 480)).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
         }
-        timeline.endSegment(at: 20000) // 800 frames after the last audio
+        timeline.endSegment(at: 20000)  // 800 frames after the last audio
         for chunk in 0..<20 {
-            stereo(tone(chunk * 480 + 5, 480)).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(20960 + chunk * 480)) }
+            stereo(tone(chunk * 480 + 5, 480)).withUnsafeBufferPointer {
+                timeline.place(0, $0, at: Int64(20960 + chunk * 480))
+            }
         }
         timeline.endSegment(at: 30560)
         timeline.drain(upTo: 30560, into: &out)
@@ -137,9 +143,9 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
     @Test func aLossWhileFollowingAShiftCountsOnlyWhatWasLost() {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1])
         var out: [Float] = []
-        var source = 0 // the source's own sample count
+        var source = 0  // the source's own sample count
         for chunk in 0..<300 {
-            if chunk == 110 { source += 256 } // lost
+            if chunk == 110 { source += 256 }  // lost
             let stamp = source + (chunk >= 100 ? 768 : 0)
             tone(source, 256).withUnsafeBufferPointer {
                 timeline.place(0, $0, at: Int64(stamp), discontinuity: chunk == 110)
@@ -148,8 +154,9 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
             timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
         }
         // Within what the stretch took in by the join: 4 % of a chunk.
-        #expect(abs(timeline.counters.missingFrames - 256) <= 12 && timeline.counters.droppedFrames == 0,
-                "\(timeline.counters)")
+        #expect(
+            abs(timeline.counters.missingFrames - 256) <= 12 && timeline.counters.droppedFrames == 0,
+            "\(timeline.counters)")
         #expect(abs(Double(timeline.inputs[0].position! - Int64(source + 768))) < 48, "followed within 1 ms")
         #expect(largestStep(out[...]) < 0.0144 * 1.5)
     }
@@ -176,12 +183,20 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         var timeline = AudioTimeline(channels: 1, sampleRate: 48000, gains: [1, 0.5])
         var out: [Float] = []
         for chunk in 0..<50 {
-            [Float](repeating: 0.2, count: 480).withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(chunk * 480)) }
-            if chunk < 10 { [Float](repeating: 0.2, count: 480).withUnsafeBufferPointer { timeline.place(1, $0, at: Int64(chunk * 480)) } }
+            [Float](repeating: 0.2, count: 480).withUnsafeBufferPointer {
+                timeline.place(0, $0, at: Int64(chunk * 480))
+            }
+            if chunk < 10 {
+                [Float](repeating: 0.2, count: 480).withUnsafeBufferPointer {
+                    timeline.place(1, $0, at: Int64(chunk * 480))
+                }
+            }
             timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
         }
         #expect(abs(out[2400] - 0.3) < 1e-6)
-        #expect(out.count >= 50 * 480 - Int(timeline.latencyFrames) - timeline.fadeFrames, "the track went on without the stalled input")
+        #expect(
+            out.count >= 50 * 480 - Int(timeline.latencyFrames) - timeline.fadeFrames,
+            "the track went on without the stalled input")
         #expect(abs(out[out.count - 1] - 0.2) < 1e-6)
     }
 }
@@ -193,7 +208,8 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
     /// half an hour of audio is quick to simulate.
     @Test(arguments: [(300.0, 30), (-1500.0, 2)])
     func driftStaysWithinTenMilliseconds(_ ppm: Double, _ minutes: Int) {
-        let rate = 8000, chunkFrames = 160
+        let rate = 8000
+        let chunkFrames = 160
         var timeline = AudioTimeline(channels: 1, sampleRate: rate, gains: [1])
         var out: [Float] = []
         var worst = 0.0
@@ -201,17 +217,21 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         let chunk = [Float](repeating: 0.1, count: chunkFrames)
         var atStart = AudioTimeline.Counters()
         for n in 0..<(minutes * 60 * 50) {
-            seed = seed &* 6364136223846793005 &+ 1442695040888963407
-            let jitter = (Double(seed >> 33) / Double(1 << 31) - 0.5) * Double(rate) / 500 // ±1 ms
-            let trueTime = Double(n * chunkFrames) / (1 + ppm * 1e-6) // in nominal frames
-            if let position = timeline.inputs[0].position { worst = max(worst, abs(trueTime - Double(position)) * 1000 / Double(rate)) }
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let jitter = (Double(seed >> 33) / Double(1 << 31) - 0.5) * Double(rate) / 500  // ±1 ms
+            let trueTime = Double(n * chunkFrames) / (1 + ppm * 1e-6)  // in nominal frames
+            if let position = timeline.inputs[0].position {
+                worst = max(worst, abs(trueTime - Double(position)) * 1000 / Double(rate))
+            }
             chunk.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64((trueTime + jitter).rounded())) }
             if n == 0 { atStart = timeline.counters }
             timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
             out.removeAll(keepingCapacity: true)
         }
         #expect(worst < 10, "worst offset \(worst) ms")
-        #expect(timeline.counters.missingFrames == atStart.missingFrames && timeline.counters.droppedFrames == 0, "drift is stretched, never cut")
+        #expect(
+            timeline.counters.missingFrames == atStart.missingFrames && timeline.counters.droppedFrames == 0,
+            "drift is stretched, never cut")
     }
 
     /// A source's timing shifts by 16 ms, later or earlier (PipeWire's quantum changing from 1024 to 256 when a
@@ -219,12 +239,15 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
     /// 10 ms of them a quarter of a second after the shift and within 1 ms from 0.8 s on; the result shows it.
     @Test(arguments: [16.0, -16.0])
     func aTimingShiftIsFollowedNotIgnored(_ shiftMs: Double) {
-        let rate = 48_000, chunkFrames = 256
+        let rate = 48_000
+        let chunkFrames = 256
         var timeline = AudioTimeline(channels: 1, sampleRate: rate, gains: [1])
         var out: [Float] = []
         let chunk = [Float](repeating: 0.1, count: chunkFrames)
-        let shiftAt = 2 * rate, shift = shiftMs * Double(rate) / 1000
-        var worstAfterHalf = 0.0, worstAfterOne = 0.0
+        let shiftAt = 2 * rate
+        let shift = shiftMs * Double(rate) / 1000
+        var worstAfterHalf = 0.0
+        var worstAfterOne = 0.0
         for n in 0..<(6 * rate / chunkFrames) {
             let stamp = Double(n * chunkFrames) + (n * chunkFrames >= shiftAt ? shift : 0)
             if let position = timeline.inputs[0].position {
@@ -236,8 +259,9 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
             chunk.withUnsafeBufferPointer { timeline.place(0, $0, at: Int64(stamp.rounded())) }
             timeline.drain(upTo: timeline.ready(limit: .max), into: &out)
         }
-        #expect(worstAfterHalf < 10 && worstAfterOne < 1,
-                "offset \(worstAfterHalf) ms from 0.25 s after the shift, \(worstAfterOne) ms from 0.8 s")
+        #expect(
+            worstAfterHalf < 10 && worstAfterOne < 1,
+            "offset \(worstAfterHalf) ms from 0.25 s after the shift, \(worstAfterOne) ms from 0.8 s")
         #expect(timeline.counters.missingFrames == 0 && timeline.counters.droppedFrames == 0, "stretched, never cut")
         #expect(timeline.counters.maxDriftFrames * 1000 / Double(rate) > 10, "the shift shows in maxClockOffsetMs")
     }
@@ -252,7 +276,9 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(abs(out.count - Int(48000 / 0.998)) <= 3)
         #expect(largestStep(out[...]) < 0.0144 * 1.01)
         // Interpolated values sit on the sine: compare with the exact tone at the stretched times.
-        let errors = (100..<47000).map { abs(out[$0] - Float(0.25 * sin(2 * Double.pi * 440 * Double($0) * 0.998 / 48000))) }
+        let errors = (100..<47000).map {
+            abs(out[$0] - Float(0.25 * sin(2 * Double.pi * 440 * Double($0) * 0.998 / 48000)))
+        }
         #expect(errors.max()! < 1e-3)
     }
 }
@@ -266,7 +292,8 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         let options = try parse(nil)
         #expect(options.path == "/home/u/Videos/Broadcasts/x.mp4")
         #expect(options.container == .fragmentedMP4)
-        #expect(options.video.preset == "veryfast" && options.video.tune == "zerolatency" && options.video.bitRate == nil)
+        #expect(
+            options.video.preset == "veryfast" && options.video.tune == "zerolatency" && options.video.bitRate == nil)
         #expect(options.audio == .separate([.audioApp, .audioMic]))
         #expect(try parse("file:///tmp/a%20b.mkv").container == .matroska)
         #expect(try parse("/tmp/x.mp4", ["audio": "app,mic", "mix": "true", "micGain": "-6"]).audio == .mixed)
@@ -276,10 +303,20 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(options.video.codec == .h264 && options.video.crf == 23)
         #expect(try parse("/tmp/x.mp4", ["codec": "hevc"]).video.crf == 28, "each codec's own default quality")
         #expect(options.upload == nil)
-        let upload = try #require(try parse("/tmp/x.mp4", ["upload": "https://h/in/", "uploadHeaders": "{\"B\": \"2\", \"A\": \"1\"}",
-                                                           "uploadMaxRate": "800", "uploadAttempts": "2"]).upload)
-        #expect(upload.url == "https://h/in/" && upload.headers == ["A: 1", "B: 2"] && upload.maxBytesPerSecond == 100_000 && upload.attempts == 2)
-        #expect(try parse("/tmp/x.mp4", ["upload": "http://h/x", "uploadHeaders": "Authorization: Bearer a:b"]).upload?.headers
+        let upload = try #require(
+            try parse(
+                "/tmp/x.mp4",
+                [
+                    "upload": "https://h/in/", "uploadHeaders": "{\"B\": \"2\", \"A\": \"1\"}",
+                    "uploadMaxRate": "800", "uploadAttempts": "2",
+                ]
+            ).upload)
+        #expect(
+            upload.url == "https://h/in/" && upload.headers == ["A: 1", "B: 2"] && upload.maxBytesPerSecond == 100_000
+                && upload.attempts == 2)
+        #expect(
+            try parse("/tmp/x.mp4", ["upload": "http://h/x", "uploadHeaders": "Authorization: Bearer a:b"]).upload?
+                .headers
                 == ["Authorization: Bearer a:b"])
         #expect(HTTPUpload.destination("https://h/in/", fileName: "take one.mp4") == "https://h/in/take%20one.mp4")
         #expect(HTTPUpload.destination("https://h/in/x.mp4", fileName: "take.mp4") == "https://h/in/x.mp4")
@@ -292,22 +329,26 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
         #expect(av1.codec == .av1 && av1.crf == 63)
     }
 
-    @Test(arguments: [
-        ("rtmp://host/app", [:], "not a file"),
-        ("/tmp/x.avi", [:], ".mp4"),
-        ("/tmp/x.mp4", ["preset": "quick"], "preset 'quick'"),
-        ("/tmp/x.mp4", ["size": "1279x720"], "both even"),
-        ("/tmp/x.mp4", ["audio": "speakers"], "audio 'speakers'"),
-        ("/tmp/x.mp4", ["codec": "vp9"], "codec 'vp9': h264 (libx264), hevc (libx265) or av1"),
-        ("/tmp/x.mp4", ["codec": "hevc", "crf": "52"], "crf '52': HEVC constant quality"),
-        ("/tmp/x.mp4", ["codec": "av1", "tune": "film"], "tune 'film': for av1, one of none, zerolatency, psnr"),
-        ("/tmp/x.mp4", ["crf": "99"], "crf '99'"),
-        ("/tmp/x.mp4", ["colour": "red"], "unknown setup field 'colour'"),
-        ("/tmp/x.mp4", ["upload": "ftp://h/x"], "upload 'ftp://h/x': an http:// or https:// URL"),
-        ("/tmp/x.mp4", ["upload": "ftp://u:pw@h/"], "upload 'ftp://***@h/'"),
-        ("/tmp/x.mp4", ["uploadHeaders": "X: y"], "uploadHeaders, uploadMaxRate and uploadAttempts need upload"),
-        ("/tmp/x.mp4", ["upload": "http://h/", "uploadHeaders": "{\"X\": 1}"], "uploadHeaders: 'Name: value', or a JSON object"),
-    ] as [(String, [String: String], String)])
+    @Test(
+        arguments: [
+            ("rtmp://host/app", [:], "not a file"),
+            ("/tmp/x.avi", [:], ".mp4"),
+            ("/tmp/x.mp4", ["preset": "quick"], "preset 'quick'"),
+            ("/tmp/x.mp4", ["size": "1279x720"], "both even"),
+            ("/tmp/x.mp4", ["audio": "speakers"], "audio 'speakers'"),
+            ("/tmp/x.mp4", ["codec": "vp9"], "codec 'vp9': h264 (libx264), hevc (libx265) or av1"),
+            ("/tmp/x.mp4", ["codec": "hevc", "crf": "52"], "crf '52': HEVC constant quality"),
+            ("/tmp/x.mp4", ["codec": "av1", "tune": "film"], "tune 'film': for av1, one of none, zerolatency, psnr"),
+            ("/tmp/x.mp4", ["crf": "99"], "crf '99'"),
+            ("/tmp/x.mp4", ["colour": "red"], "unknown setup field 'colour'"),
+            ("/tmp/x.mp4", ["upload": "ftp://h/x"], "upload 'ftp://h/x': an http:// or https:// URL"),
+            ("/tmp/x.mp4", ["upload": "ftp://u:pw@h/"], "upload 'ftp://***@h/'"),
+            ("/tmp/x.mp4", ["uploadHeaders": "X: y"], "uploadHeaders, uploadMaxRate and uploadAttempts need upload"),
+            (
+                "/tmp/x.mp4", ["upload": "http://h/", "uploadHeaders": "{\"X\": 1}"],
+                "uploadHeaders: 'Name: value', or a JSON object"
+            ),
+        ] as [(String, [String: String], String)])
     func badSettingsSayWhatIsWrong(_ url: String, _ info: [String: String], _ expected: String) {
         #expect {
             _ = try parse(url, info)
@@ -319,7 +360,8 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
     @Test func videosFolderFromUserDirs() throws {
         let path = "/tmp/user-dirs-\(getpid()).dirs"
         defer { unlink(path) }
-        let text = "# written by xdg-user-dirs-update\nXDG_DESKTOP_DIR=\"$HOME/Desktop\"\nXDG_VIDEOS_DIR=\"$HOME/Filme\"\n"
+        let text =
+            "# written by xdg-user-dirs-update\nXDG_DESKTOP_DIR=\"$HOME/Desktop\"\nXDG_VIDEOS_DIR=\"$HOME/Filme\"\n"
         let file = try #require(fopen(path, "w"))
         fputs(text, file)
         fclose(file)

@@ -1,11 +1,12 @@
-@testable import BroadcastReplay
-@testable import BroadcastMedia
-@testable import BroadcastHandlerKit
 import BroadcastCore
 import BroadcastRecord
 import CFFmpeg
 import Foundation
 import Testing
+
+@testable import BroadcastHandlerKit
+@testable import BroadcastMedia
+@testable import BroadcastReplay
 
 /// The replay handler's settings.
 @Suite struct ReplayLogicTests {
@@ -15,13 +16,17 @@ import Testing
         let defaults = try ReplayOptions(setupInfo: [:])
         #expect(defaults.length == 30_000_000_000 && defaults.maxMemory == 256 << 20 && !defaults.onDisk)
         #expect(try ReplayOptions(setupInfo: ["buffer": "disk"]).onDisk)
-        #expect(ReplayOptions.bytes("512K") == 512 << 10 && ReplayOptions.bytes("2G") == 2 << 30 && ReplayOptions.bytes("1000") == 1000)
+        #expect(
+            ReplayOptions.bytes("512K") == 512 << 10 && ReplayOptions.bytes("2G") == 2 << 30
+                && ReplayOptions.bytes("1000") == 1000)
         #expect(ReplayOptions.bytes("lots") == nil && ReplayOptions.bytes("-1M") == nil)
-        for (key, value, message) in [("length", "0", "length '0': seconds to keep, 1-3600"),
-                                      ("maxMemory", "1K", "maxMemory '1K': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)"),
-                                      ("upload", "https://x/", "replay does not upload; upload a saved file with the record handler's tools"),
-                                      ("buffer", "tape", "buffer 'tape': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)"),
-                                      ("colour", "red", "unknown setup field 'colour'")] {
+        for (key, value, message) in [
+            ("length", "0", "length '0': seconds to keep, 1-3600"),
+            ("maxMemory", "1K", "maxMemory '1K': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)"),
+            ("upload", "https://x/", "replay does not upload; upload a saved file with the record handler's tools"),
+            ("buffer", "tape", "buffer 'tape': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)"),
+            ("colour", "red", "unknown setup field 'colour'"),
+        ] {
             #expect(throws: Error.self, "\(key)") { try ReplayOptions(setupInfo: [key: value]) }
             do { _ = try ReplayOptions(setupInfo: [key: value]) } catch { #expect(error.description == message) }
         }
@@ -37,35 +42,48 @@ import Testing
     func aSaveEndsWhereItsAudioEnds(_ ext: String, _ last: Double?) throws {
         let fps = 30
         var videoSettings = VideoEncoderSettings(codec: .h264, width: 160, height: 96, framesPerSecond: fps)
-        videoSettings.keyframeInterval = 1 // keyframes at 0 and 1 s
+        videoSettings.keyframeInterval = 1  // keyframes at 0 and 1 s
         let implementation = try VideoEncoderImplementation.best(for: .h264)
         let pixelFormat = implementation.inputFormat(for: .nv12)
-        let video = try Encoder.video(videoSettings, pixelFormat: pixelFormat, globalHeader: true, implementation: implementation)
+        let video = try Encoder.video(
+            videoSettings, pixelFormat: pixelFormat, globalHeader: true, implementation: implementation)
         let audio = try Encoder.audio(AudioEncoderSettings(channels: 2, bitRate: 96), globalHeader: true)
         let buffer = ReplayBuffer(length: 10_000_000_000, maxBytes: 64 << 20)
-        let videoStream = try buffer.addStream(for: video), audioStream = try buffer.addStream(for: audio)
+        let videoStream = try buffer.addStream(for: video)
+        let audioStream = try buffer.addStream(for: audio)
         // 2 s of video, 1.9 s of audio (as the audio track's frames carry the encoder's priming).
         let picture = try MediaFrame.video(width: 160, height: 96, pixelFormat: pixelFormat)
         for index in 0..<2 * fps {
             try check(av_frame_make_writable(picture.frame), "writable")
             picture.frame.pointee.pts = Int64(index * 90_000 / fps)
-            try video.encode(picture.frame) { packet throws(MediaError) in try buffer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
+            try video.encode(picture.frame) { packet throws(MediaError) in
+                try buffer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+            }
         }
-        try video.encode(nil) { packet throws(MediaError) in try buffer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase) }
+        try video.encode(nil) { packet throws(MediaError) in
+            try buffer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+        }
         let size = audio.frameSize
         let sound = try MediaFrame.audio(samples: size, channels: 2, sampleRate: 48000, planar: false)
         let silence = [Float](repeating: 0, count: size * 2)
         let priming = Int64(audio.context.pointee.initial_padding)
         for index in 0..<(48000 * 19 / 10 / size) {
-            try silence.withUnsafeBufferPointer { samples throws(MediaError) in try sound.fillAudio(samples, frames: size, pts: Int64(index * size) + priming) }
-            try audio.encode(sound.frame) { packet throws(MediaError) in try buffer.write(packet, stream: audioStream, timeBase: audio.timeBase) }
+            try silence.withUnsafeBufferPointer { samples throws(MediaError) in
+                try sound.fillAudio(samples, frames: size, pts: Int64(index * size) + priming)
+            }
+            try audio.encode(sound.frame) { packet throws(MediaError) in
+                try buffer.write(packet, stream: audioStream, timeBase: audio.timeBase)
+            }
         }
         let path = FileManager.default.temporaryDirectory.path + "/replay-end-\(getpid())-\(last ?? 0).\(ext)"
         defer { try? FileManager.default.removeItem(atPath: path) }
         let snapshot = try #require(try buffer.snapshot(last: last, id: 1))
-        let saved = try ReplayFile.save(snapshot, frameDuration: 1_000_000_000 / Int64(fps), to: path,
-                                        container: try #require(Muxer.Container(fileExtension: ext)))
-        #expect(saved.duration > 1.8 && saved.duration <= 1.9, "ends with the audio at 1.9 s at the latest: \(saved.duration)")
+        let saved = try ReplayFile.save(
+            snapshot, frameDuration: 1_000_000_000 / Int64(fps), to: path,
+            container: try #require(Muxer.Container(fileExtension: ext)))
+        #expect(
+            saved.duration > 1.8 && saved.duration <= 1.9,
+            "ends with the audio at 1.9 s at the latest: \(saved.duration)")
         #expect(saved.videoFrames == Int((saved.duration * Double(fps)).rounded(.up)), "\(saved.videoFrames) frames")
         #expect(saved.duration >= last ?? 0, "at least the last \(last ?? 0) s: \(saved.duration)")
     }
@@ -86,13 +104,16 @@ import Testing
         let encoder = try RecordingEncoder(options.record, for: handler, output: buffer)
         let picture = [UInt8](repeating: 100, count: handler.videoFormat.frameByteCount)
         let interval: UInt64 = 1_000_000_000 / 30
-        var lastStart: Int64 = 0, longestGOP: Int64 = 0
+        var lastStart: Int64 = 0
+        var longestGOP: Int64 = 0
         for index in 0..<(20 * 30) {
             try picture.withUnsafeBytes { data in
-                let timing = SampleTiming(presentationTime: 7_000_000_000 + UInt64(index) * interval,
-                                          duration: interval, sequence: UInt64(index), discontinuity: false)
-                var sample = SampleBuffer(type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
-                                          orientation: nil, audioFormat: nil, frameCount: 0)
+                let timing = SampleTiming(
+                    presentationTime: 7_000_000_000 + UInt64(index) * interval,
+                    duration: interval, sequence: UInt64(index), discontinuity: false)
+                var sample = SampleBuffer(
+                    type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
+                    orientation: nil, audioFormat: nil, frameCount: 0)
                 sample.isRepeat = index > 0
                 try encoder.addVideo(sample)
             }
@@ -103,8 +124,9 @@ import Testing
         }
         let encoded = encoder.encodedFrames
         #expect(codec == "av1" ? encoded == 600 : encoded <= 21, "\(encoded) of 600 frames encoded")
-        #expect(lastStart >= 18_000_000_000 && longestGOP <= 2_000_000_000 + Int64(interval),
-                "GOPs up to \(longestGOP) ns")
+        #expect(
+            lastStart >= 18_000_000_000 && longestGOP <= 2_000_000_000 + Int64(interval),
+            "GOPs up to \(longestGOP) ns")
         let held = Double(buffer.duration) / 1e9
         #expect(held >= 5 && held <= 7.1, "length=5 holds \(held) s in \(buffer.gops.count) GOPs")
         let snapshot = try #require(try buffer.snapshot(last: 3, id: 1))

@@ -1,8 +1,9 @@
-@testable import BroadcastClient
 import BroadcastCore
 import BroadcastImage
 import BroadcastProtocol
 import Testing
+
+@testable import BroadcastClient
 
 @Suite struct SnapshotAndStatusLineTests {
     @Test func bt709ToRGB() {
@@ -25,7 +26,9 @@ import Testing
         for (i, sample) in samples.enumerated() {
             for x in [2 * i, 2 * i + 1] {
                 let pixel = rgb[(16 + x) * 3..<(16 + x) * 3 + 3]
-                #expect(zip(pixel, sample.rgb).allSatisfy { abs(Int($0) - Int($1)) <= 2 }, "sample \(i): \(Array(pixel)) for \(sample.rgb)")
+                #expect(
+                    zip(pixel, sample.rgb).allSatisfy { abs(Int($0) - Int($1)) <= 2 },
+                    "sample \(i): \(Array(pixel)) for \(sample.rgb)")
             }
         }
         // Full range: Y 0 and 255 are black and white.
@@ -38,7 +41,8 @@ import Testing
         let bgrx = VideoFormat(width: 16, height: 2, pixelFormat: .bgrx)
         var pixels = [UInt8](repeating: 0, count: bgrx.frameByteCount)
         pixels[0..<4] = [10, 20, 30, 99]
-        #expect(Array(pixels.withUnsafeBytes { RGB.convert($0, format: bgrx, fullRange: false) }[0..<3]) == [30, 20, 10])
+        #expect(
+            Array(pixels.withUnsafeBytes { RGB.convert($0, format: bgrx, fullRange: false) }[0..<3]) == [30, 20, 10])
     }
 
     @Test func pngHeader() throws {
@@ -59,20 +63,29 @@ import Testing
         line.update(status)
         #expect(line.text == "live  broadcast 4 (record)")
         func info(_ elapsed: Double, _ frames: UInt64, late: UInt64? = nil) -> ServiceInfo {
-            ServiceInfo(broadcast: 4, elapsed: elapsed,
-                        streams: ["video": StreamCounters(delivered: frames, dropped: 2, late: late), "audioApp": StreamCounters(delivered: 100),
-                                  "audioMic": StreamCounters(delivered: 100, dropped: 1)],
-                        handler: ["bitRate": .number(2450), "segment": .number(1)], daemonMemory: 24_326_963)
+            ServiceInfo(
+                broadcast: 4, elapsed: elapsed,
+                streams: [
+                    "video": StreamCounters(delivered: frames, dropped: 2, late: late),
+                    "audioApp": StreamCounters(delivered: 100),
+                    "audioMic": StreamCounters(delivered: 100, dropped: 1),
+                ],
+                handler: ["bitRate": .number(2450), "segment": .number(1)], daemonMemory: 24_326_963)
         }
         line.update(info(1.0, 29))
-        #expect(line.text == "live  broadcast 4 (record)  0:01.0  dropped video 2, mic 1  29.0 fps  2450 kbit/s  daemon 23.2 MiB  segment 1")
+        #expect(
+            line.text
+                == "live  broadcast 4 (record)  0:01.0  dropped video 2, mic 1  29.0 fps  2450 kbit/s  daemon 23.2 MiB  segment 1"
+        )
         line.update(info(2.0, 59, late: 1))
         #expect(line.text.contains("0:02.0  dropped video 2 (1 late), mic 1  30.0 fps"), "\(line.text)")
         status.silentAudio = ["audioMic": "PipeWire has no microphone"]
         line.update(status)
         // Drops, silent streams and size come before the less telling figures, within 80 columns.
-        #expect(line.text.hasPrefix("live  broadcast 4 (record)  0:02.0  dropped video 2 (1 late), mic 1  silent: mic  30.0 fps"),
-                "\(line.text)")
+        #expect(
+            line.text.hasPrefix(
+                "live  broadcast 4 (record)  0:02.0  dropped video 2 (1 late), mic 1  silent: mic  30.0 fps"),
+            "\(line.text)")
         #expect(line.text.prefix(80).contains("silent: mic"))
         status.silentAudio = nil
         status.state = .paused
@@ -91,23 +104,36 @@ import Testing
         status.broadcast = 2
         status.handler = "record"
         line.update(status)
-        line.update(ServiceInfo(broadcast: 2, elapsed: 62.4, streams: ["video": StreamCounters(delivered: 1872)],
-                                handler: ["bitRate": .number(2800), "bytes": .number(21_840_000), "recorded": .number(62.4),
-                                          "clockOffsetMs": .number(0.3), "queueBytes": .number(2_000_000), "uploadRetryIn": .number(4)],
-                                daemonMemory: 26_214_400))
-        #expect(line.text == "live  broadcast 2 (record)  1:02.4  21.8 MB  no drops  30.0 fps  2800 kbit/s  daemon 25.0 MiB  " +
-                "clock offset 0.3 ms  queue bytes 2.0 MB  upload retry in 4 s", "\(line.text)")
+        line.update(
+            ServiceInfo(
+                broadcast: 2, elapsed: 62.4, streams: ["video": StreamCounters(delivered: 1872)],
+                handler: [
+                    "bitRate": .number(2800), "bytes": .number(21_840_000), "recorded": .number(62.4),
+                    "clockOffsetMs": .number(0.3), "queueBytes": .number(2_000_000), "uploadRetryIn": .number(4),
+                ],
+                daemonMemory: 26_214_400))
+        #expect(
+            line.text
+                == "live  broadcast 2 (record)  1:02.4  21.8 MB  no drops  30.0 fps  2800 kbit/s  daemon 25.0 MiB  "
+                + "clock offset 0.3 ms  queue bytes 2.0 MB  upload retry in 4 s", "\(line.text)")
     }
 
     @Test func aResultReadsInWords() {
-        let lines = ResultText.lines(["file": .string("/v/a.mp4"), "duration": .number(85.04), "bytes": .number(12_400_000),
-                                      "audioTracks": .array([.object(["name": .string("audioApp"), "missingMs": .number(0)]),
-                                                             .object(["name": .string("audioMic"), "missingMs": .number(120.5)])]),
-                                      "videoFrames": .number(2551), "videoCodec": .string("h264")])
-        #expect(lines == ["file: /v/a.mp4", "duration: 1:25.0", "size: 12.4 MB", "audio tracks:",
+        let lines = ResultText.lines([
+            "file": .string("/v/a.mp4"), "duration": .number(85.04), "bytes": .number(12_400_000),
+            "audioTracks": .array([
+                .object(["name": .string("audioApp"), "missingMs": .number(0)]),
+                .object(["name": .string("audioMic"), "missingMs": .number(120.5)]),
+            ]),
+            "videoFrames": .number(2551), "videoCodec": .string("h264"),
+        ])
+        #expect(
+            lines == [
+                "file: /v/a.mp4", "duration: 1:25.0", "size: 12.4 MB", "audio tracks:",
                 "  name       missing",
-                          "  app audio  0 ms", "  mic        120.5 ms", "video codec: h264", "video frames: 2551"],
-                                  "\(lines)")
+                "  app audio  0 ms", "  mic        120.5 ms", "video codec: h264", "video frames: 2551",
+            ],
+            "\(lines)")
     }
 
     @Test func aRedrawAfterANarrowingClearsTheRowsTheTerminalWrappedTheLinesOnto() {

@@ -1,5 +1,6 @@
-@testable import BroadcastDaemon
 import BroadcastSystem
+
+@testable import BroadcastDaemon
 
 /// A handler process that is not one, for the daemon's unit tests: it keeps the signals it is sent, and has exited
 /// once the test says how.

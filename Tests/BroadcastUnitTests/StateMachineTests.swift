@@ -1,8 +1,9 @@
-@testable import BroadcastDaemon
 import BroadcastCore
 import BroadcastProtocol
 import Foundation
 import Testing
+
+@testable import BroadcastDaemon
 
 @Suite struct StateMachineTests {
     let description = BroadcastDescription(id: 7, handler: "inspect", maxDuration: nil)
@@ -65,7 +66,7 @@ import Testing
         for (i, effect) in callbacks.enumerated() {
             #expect(effect == (i % 2 == 0 ? .notifyHandlerPaused : .notifyHandlerResumed))
         }
-        #expect(m.phase == .live) // the 50th request was a resume
+        #expect(m.phase == .live)  // the 50th request was a resume
         _ = try m.handle(.pause)
         #expect(m.phase == .paused)
     }
@@ -111,7 +112,8 @@ import Testing
         // A later failure does not replace the first reason; a second finish is a no-op.
         #expect(try m.handle(.fail(BroadcastError(.handlerFailed, "later"))) == [])
         #expect(try m.handle(.finish) == [])
-        #expect(try m.handle(.handlerExited(BroadcastError(.handlerFailed, "exited with status 1"))) == [.finished(reason)])
+        #expect(
+            try m.handle(.handlerExited(BroadcastError(.handlerFailed, "exited with status 1"))) == [.finished(reason)])
     }
 
     @Test func handlerCrashWhileLiveFinishesWithItsExitStatus() throws {
@@ -160,8 +162,15 @@ import Testing
         let failures: [(inout BroadcastStateMachine) throws -> Void] = [
             { _ = try $0.handle(.setupCancelled(BroadcastError(.setupCancelled, "x"))) },
             { _ = try $0.handle(.fail(BroadcastError(.handlerFailed, "x"))) },
-            { _ = try $0.handle(.setupCompleted(url: nil)); _ = try $0.handle(.handlerExited(BroadcastError(.handlerFailed, "x"))) },
-            { _ = try $0.handle(.setupCompleted(url: nil)); _ = try $0.handle(.fail(BroadcastError(.handlerFailed, "x"))); _ = try $0.handle(.handlerExited(nil)) },
+            {
+                _ = try $0.handle(.setupCompleted(url: nil))
+                _ = try $0.handle(.handlerExited(BroadcastError(.handlerFailed, "x")))
+            },
+            {
+                _ = try $0.handle(.setupCompleted(url: nil))
+                _ = try $0.handle(.fail(BroadcastError(.handlerFailed, "x")))
+                _ = try $0.handle(.handlerExited(nil))
+            },
         ]
         for fail in failures {
             var m = BroadcastStateMachine()
@@ -188,7 +197,10 @@ import Testing
 
     @Test func aFinishedBroadcastCanBeDiscardedOnce() throws {
         var m = try live()
-        #expect(try m.handle(.handlerExited(BroadcastError(.handlerFailed, "killed"))) == [.finished(BroadcastError(.handlerFailed, "killed"))])
+        #expect(
+            try m.handle(.handlerExited(BroadcastError(.handlerFailed, "killed"))) == [
+                .finished(BroadcastError(.handlerFailed, "killed"))
+            ])
         #expect(try m.handle(.discard) == [.discardFinished])
         #expect(m.discarded && m.phase == .finished)
         #expect(try m.handle(.discard) == [])
@@ -203,7 +215,9 @@ import Testing
 
     @Test func onlyAHandlerThatCanDiscardIsAskedTo() throws {
         #expect(try DiscardedOutput.event(for: FinishRequest(), manifest: stream).get() == .finish)
-        #expect(try DiscardedOutput.event(for: FinishRequest(broadcast: 3, discard: true), manifest: record).get() == .discard)
+        #expect(
+            try DiscardedOutput.event(for: FinishRequest(broadcast: 3, discard: true), manifest: record).get()
+                == .discard)
         #expect {
             try DiscardedOutput.event(for: FinishRequest(discard: true), manifest: stream).get()
         } throws: { "\($0)".contains("handler 'stream' cannot discard") }
@@ -218,7 +232,9 @@ import Testing
     @Test func theShippedManifestsSayWhichCanDiscard() throws {
         let root = String(#filePath).split(separator: "/").dropLast(3).joined(separator: "/")
         func manifest(_ name: String) throws -> HandlerManifest {
-            try JSONDecoder().decode(HandlerManifest.self, from: Data(contentsOf: URL(fileURLWithPath: "/\(root)/share/broadcastd/handlers/\(name).json")))
+            try JSONDecoder().decode(
+                HandlerManifest.self,
+                from: Data(contentsOf: URL(fileURLWithPath: "/\(root)/share/broadcastd/handlers/\(name).json")))
         }
         #expect(try manifest("record").discard == true)
         #expect(try manifest("stream").discard == nil, "a live stream cannot take back what it sent")

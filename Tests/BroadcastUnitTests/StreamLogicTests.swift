@@ -9,14 +9,18 @@ import Testing
     static func gop(_ name: String, start: Int64, frames: Int, bytes: Int = 1000) -> [Queue.Entry] {
         (0..<frames).flatMap { i -> [Queue.Entry] in
             let t = start + Int64(i) * 33_000_000
-            return [.init(isVideo: true, isKeyframe: i == 0, bytes: bytes, time: t, payload: "\(name)v\(i)"),
-                    .init(isVideo: false, isKeyframe: false, bytes: 100, time: t + 1, payload: "\(name)a\(i)")]
+            return [
+                .init(isVideo: true, isKeyframe: i == 0, bytes: bytes, time: t, payload: "\(name)v\(i)"),
+                .init(isVideo: false, isKeyframe: false, bytes: 100, time: t + 1, payload: "\(name)a\(i)"),
+            ]
         }
     }
 
     @Test func anOverflowingQueueDropsTheOldestWholeGOP() {
         var queue = Queue(maxBytes: 1 << 30, maxDuration: 1_000_000_000)
-        for entry in Self.gop("A", start: 0, frames: 20) + Self.gop("B", start: 660_000_000, frames: 20) { queue.push(entry) }
+        for entry in Self.gop("A", start: 0, frames: 20) + Self.gop("B", start: 660_000_000, frames: 20) {
+            queue.push(entry)
+        }
         // A (0.66 s) and B reach 1.29 s: A goes, video and audio, and B is kept whole from its keyframe.
         #expect(queue.drops == 1 && queue.droppedVideoFrames == 20 && queue.droppedAudioPackets == 20)
         #expect(queue.pop()?.payload == "Bv0")
@@ -30,7 +34,8 @@ import Testing
         // 40 KB of one GOP in a 30 KB queue: all its video goes, and frames until a keyframe are refused.
         #expect(queue.waitingForKeyframe)
         #expect(queue.droppedVideoFrames > 0)
-        let late = queue.push(.init(isVideo: true, isKeyframe: false, bytes: 1000, time: 2_000_000_000, payload: "late"))
+        let late = queue.push(
+            .init(isVideo: true, isKeyframe: false, bytes: 1000, time: 2_000_000_000, payload: "late"))
         let key = queue.push(.init(isVideo: true, isKeyframe: true, bytes: 1000, time: 2_033_000_000, payload: "key"))
         #expect(!late && key)
         var sent: [String] = []
@@ -42,7 +47,9 @@ import Testing
 
     @Test func afterAReconnectionTheFirstVideoSentIsAKeyframe() {
         var queue = Queue(maxBytes: 1 << 30, maxDuration: 10_000_000_000)
-        for entry in Self.gop("A", start: 0, frames: 5) + Self.gop("B", start: 165_000_000, frames: 5) { queue.push(entry) }
+        for entry in Self.gop("A", start: 0, frames: 5) + Self.gop("B", start: 165_000_000, frames: 5) {
+            queue.push(entry)
+        }
         _ = queue.pop()
         _ = queue.pop()
         queue.restartAtKeyframe()
@@ -79,20 +86,29 @@ import Testing
 
     @Test func urlsKeysAndCodecs() throws {
         let srt = try StreamOptions(url: "srt://ingest.example:9000", setupInfo: ["key": "live/abc 1"])
-        #expect(srt.url == "srt://ingest.example:9000?streamid=live%2Fabc%201" && srt.container == .mpegts && srt.audioCodec == "libopus")
+        #expect(
+            srt.url == "srt://ingest.example:9000?streamid=live%2Fabc%201" && srt.container == .mpegts
+                && srt.audioCodec == "libopus")
         #expect(srt.displayURL == "srt://ingest.example:9000")
-        let own = try StreamOptions(url: "srt://h:1?latency=200000&streamid=mine&passphrase=p4ss", setupInfo: ["key": "other"])
+        let own = try StreamOptions(
+            url: "srt://h:1?latency=200000&streamid=mine&passphrase=p4ss", setupInfo: ["key": "other"])
         #expect(own.url == "srt://h:1?latency=200000&streamid=mine&passphrase=p4ss")
         #expect(own.displayURL == "srt://h:1?latency=200000&streamid=***&passphrase=***")
-        let rtmp = try StreamOptions(url: "rtmp://a.rtmp.youtube.com/live2", setupInfo: ["key": "xxxx-yyyy", "videoBitRate": "6000"])
-        #expect(rtmp.url == "rtmp://a.rtmp.youtube.com/live2/xxxx-yyyy" && rtmp.displayURL == "rtmp://a.rtmp.youtube.com/live2")
+        let rtmp = try StreamOptions(
+            url: "rtmp://a.rtmp.youtube.com/live2", setupInfo: ["key": "xxxx-yyyy", "videoBitRate": "6000"])
+        #expect(
+            rtmp.url == "rtmp://a.rtmp.youtube.com/live2/xxxx-yyyy"
+                && rtmp.displayURL == "rtmp://a.rtmp.youtube.com/live2")
         #expect(rtmp.container == .flv && rtmp.audioCodec == "aac" && rtmp.video.bitRate == 6000)
         #expect(SecretURL.masked("rtmps://user:pw@host/app") == "rtmps://***@host/app")
         #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
             try StreamOptions(url: "rtmp://h/app", setupInfo: ["audioCodec": "opus"])
         }
-        #expect(throws: StreamError("'ftp://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, " +
-                                    "hls:///DIR/NAME.m3u8, http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH")) {
+        #expect(
+            throws: StreamError(
+                "'ftp://h/x' is not a stream URL: give srt://HOST:PORT[?streamid=...], rtmp[s]://HOST/APP, "
+                    + "hls:///DIR/NAME.m3u8, http[s]://HOST/PATH/NAME.m3u8 or whip[s]://HOST/PATH")
+        ) {
             try StreamOptions(url: "ftp://h/x", setupInfo: [:])
         }
         #expect(throws: StreamError("videoBitRate 'lots': a number from 100.0 to 100000.0")) {
@@ -100,23 +116,41 @@ import Testing
         }
         #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["audio": "mic"]).audio == [.audioMic])
         #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["codec": "hevc"]).video.codec == .hevc)
-        #expect(throws: StreamError("codec hevc: RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no HEVC); use h264, or stream over srt://")) {
+        #expect(
+            throws: StreamError(
+                "codec hevc: RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no HEVC); use h264, or stream over srt://"
+            )
+        ) {
             try StreamOptions(url: "rtmp://h/app", setupInfo: ["codec": "hevc"])
         }
-        #expect(throws: StreamError("codec av1: libavformat 5.1 has no AV1 in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc")) {
+        #expect(
+            throws: StreamError(
+                "codec av1: libavformat 5.1 has no AV1 in MPEG-TS (it would go out as private data no receiver decodes); use h264 or hevc"
+            )
+        ) {
             try StreamOptions(url: "srt://h:1", setupInfo: ["codec": "av1"])
         }
     }
 
     @Test func oneEncodeToManyDestinations() throws {
-        let options = try StreamOptions(url: "rtmp://a.rtmp.youtube.com/live2", setupInfo: [
-            "key": "yt-key", "also": " srt://backup.example:9000?streamid=s3cret , rtmp://live.twitch.tv/app/tw-key,hls:///var/www/live/index.m3u8",
-        ])
-        #expect(options.destinations.map(\.url) == ["rtmp://a.rtmp.youtube.com/live2/yt-key", "srt://backup.example:9000?streamid=s3cret",
-                                                     "rtmp://live.twitch.tv/app/tw-key", "/var/www/live/index.m3u8"])
+        let options = try StreamOptions(
+            url: "rtmp://a.rtmp.youtube.com/live2",
+            setupInfo: [
+                "key": "yt-key",
+                "also":
+                    " srt://backup.example:9000?streamid=s3cret , rtmp://live.twitch.tv/app/tw-key,hls:///var/www/live/index.m3u8",
+            ])
+        #expect(
+            options.destinations.map(\.url) == [
+                "rtmp://a.rtmp.youtube.com/live2/yt-key", "srt://backup.example:9000?streamid=s3cret",
+                "rtmp://live.twitch.tv/app/tw-key", "/var/www/live/index.m3u8",
+            ])
         // The keys in `also` are never shown: SRT's streamid, and what follows an RTMP URL's application.
-        #expect(options.destinations.map(\.displayURL) == ["rtmp://a.rtmp.youtube.com/live2", "srt://backup.example:9000?streamid=***",
-                                                            "rtmp://live.twitch.tv/app/***", "hls:///var/www/live/index.m3u8"])
+        #expect(
+            options.destinations.map(\.displayURL) == [
+                "rtmp://a.rtmp.youtube.com/live2", "srt://backup.example:9000?streamid=***",
+                "rtmp://live.twitch.tv/app/***", "hls:///var/www/live/index.m3u8",
+            ])
         #expect(options.destinations.map(\.container) == [.flv, .mpegts, .flv, .hls])
         // One audio encoder for all: AAC as soon as one destination is RTMP or HLS; global headers for FLV and fMP4.
         #expect(options.audioCodec == "aac" && options.globalHeader)
@@ -125,7 +159,11 @@ import Testing
         #expect(throws: StreamError("audioCodec opus: RTMP carries AAC only (FLV); use aac, or stream over srt://")) {
             try StreamOptions(url: "srt://a:1", setupInfo: ["also": "rtmp://h/app", "audioCodec": "opus"])
         }
-        #expect(throws: StreamError("codec hevc: RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no HEVC); use h264, or stream over srt://")) {
+        #expect(
+            throws: StreamError(
+                "codec hevc: RTMP carries H.264 only (FLV as libavformat 5.1 writes it has no HEVC); use h264, or stream over srt://"
+            )
+        ) {
             try StreamOptions(url: "srt://a:1", setupInfo: ["also": "rtmp://h/app/k", "codec": "hevc"])
         }
         #expect(throws: StreamError("also: srt://a:1 is given twice")) {
@@ -138,19 +176,26 @@ import Testing
     }
 
     @Test func hlsToADirectoryOrAnOrigin() throws {
-        let directory = try StreamOptions(url: "hls:///srv/live/index.m3u8", setupInfo: ["keyframeInterval": "4", "segmentDuration": "1"])
+        let directory = try StreamOptions(
+            url: "hls:///srv/live/index.m3u8", setupInfo: ["keyframeInterval": "4", "segmentDuration": "1"])
         #expect(directory.url == "/srv/live/index.m3u8" && directory.container == .hls && directory.audioCodec == "aac")
         #expect(directory.publicURL == nil && directory.playlistLength == 6)
         #expect(directory.video.keyframeInterval == 1, "a keyframe at least every segment")
         let longer = try StreamOptions(url: "hls:///srv/live/index.m3u8", setupInfo: ["segmentDuration": "3"])
         #expect(longer.video.keyframeInterval == 1.5, "a keyframe on every segment's end: the 2 s interval divides it")
         let srt = try StreamOptions(url: "srt://a:1", setupInfo: [:])
-        #expect(longer.video.keyframesNeverEarly && !srt.video.keyframesNeverEarly,
-                "HLS cuts at keyframes at or after its marks")
+        #expect(
+            longer.video.keyframesNeverEarly && !srt.video.keyframesNeverEarly,
+            "HLS cuts at keyframes at or after its marks")
         let origin = try StreamOptions(url: "https://me:pw@origin.example/live/index.m3u8", setupInfo: [:])
-        #expect(origin.url == "https://me:pw@origin.example/live/index.m3u8" && origin.displayURL == "https://***@origin.example/live/index.m3u8")
-        #expect(origin.publicURL == "https://origin.example/live/index.m3u8", "the origin's playlist is what viewers load")
-        #expect(try StreamOptions(url: "http://o/i.m3u8", setupInfo: ["publicURL": "https://cdn/i.m3u8"]).publicURL == "https://cdn/i.m3u8")
+        #expect(
+            origin.url == "https://me:pw@origin.example/live/index.m3u8"
+                && origin.displayURL == "https://***@origin.example/live/index.m3u8")
+        #expect(
+            origin.publicURL == "https://origin.example/live/index.m3u8", "the origin's playlist is what viewers load")
+        #expect(
+            try StreamOptions(url: "http://o/i.m3u8", setupInfo: ["publicURL": "https://cdn/i.m3u8"]).publicURL
+                == "https://cdn/i.m3u8")
         #expect(throws: StreamError("'http://o/live': an HLS URL names its playlist (…/index.m3u8)")) {
             try StreamOptions(url: "http://o/live", setupInfo: [:])
         }
@@ -167,7 +212,9 @@ import Testing
 
     @Test func theBitRateFollowsTheHealthiestDestination() {
         typealias State = SenderGroup.DestinationState
-        let up = State(failed: false, connected: true), away = State(failed: false, connected: false), failed = State(failed: true, connected: false)
+        let up = State(failed: false, connected: true)
+        let away = State(failed: false, connected: false)
+        let failed = State(failed: true, connected: false)
         // A slow destination (queue 90 % full) does not pull the rate down while another keeps up.
         #expect(SenderGroup.healthiest([up, up], fills: [0.9, 0.05]) == 1)
         // One that is away (its queue overflowing) neither: the connected one is followed.

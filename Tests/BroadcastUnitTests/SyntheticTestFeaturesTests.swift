@@ -21,7 +21,10 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
     while let due = source.nextAudioDeadline(), due <= until {
         for stream in [SampleType.audioApp, .audioMic] {
             #expect(source.nextAudioChunk(stream, now: due - 1) == nil, "a chunk is not due before its end")
-            guard let chunk = source.nextAudioChunk(stream, now: due) else { Issue.record("no chunk at its deadline"); return result }
+            guard let chunk = source.nextAudioChunk(stream, now: due) else {
+                Issue.record("no chunk at its deadline")
+                return result
+            }
             #expect(chunk.presentationTime + chunk.duration == due)
             result[stream, default: []].append(chunk)
         }
@@ -33,12 +36,15 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
     /// The bytes of rows `rows` of every plane that carry pixels, per plane.
     func planeRows(_ frame: [UInt8], _ format: VideoFormat, rows: (Plane) -> Range<Int>) -> [[UInt8]] {
         format.planes.enumerated().map { p, plane in
-            let rowBytes = switch (format.pixelFormat, p) {
-            case (.bgrx, _): format.width * 4
-            case (.i420, 1), (.i420, 2): format.width / 2
-            default: format.width
+            let rowBytes =
+                switch (format.pixelFormat, p) {
+                case (.bgrx, _): format.width * 4
+                case (.i420, 1), (.i420, 2): format.width / 2
+                default: format.width
+                }
+            return rows(plane).flatMap {
+                Array(frame[(plane.offset + $0 * plane.stride)..<(plane.offset + $0 * plane.stride + rowBytes)])
             }
-            return rows(plane).flatMap { Array(frame[(plane.offset + $0 * plane.stride)..<(plane.offset + $0 * plane.stride + rowBytes)]) }
         }
     }
 
@@ -48,7 +54,9 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
 
     func frame(_ source: SyntheticSource, index: UInt64, deadline: UInt64) throws -> [UInt8] {
         var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
-        let pts = try frame.withUnsafeMutableBytes { try source.captureFrame(index: index, deadline: deadline, into: $0.baseAddress!, previous: nil) }
+        let pts = try frame.withUnsafeMutableBytes {
+            try source.captureFrame(index: index, deadline: deadline, into: $0.baseAddress!, previous: nil)
+        }
         #expect(pts == deadline)
         return frame
     }
@@ -61,7 +69,9 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
         let interval = source.frameInterval
         func isWhite(_ frame: [UInt8]) -> Bool {
             // The lower half: below the frame number box.
-            planeRows(frame, format) { $0.height / 2..<$0.height }.enumerated().allSatisfy { p, bytes in bytes.allSatisfy { $0 == white(pixelFormat, plane: p) } }
+            planeRows(frame, format) { $0.height / 2..<$0.height }.enumerated().allSatisfy { p, bytes in
+                bytes.allSatisfy { $0 == white(pixelFormat, plane: p) }
+            }
         }
         var start: UInt64 = 5_000_000_000
         try source.begin(at: start)
@@ -101,13 +111,17 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
         try steady.begin(at: start)
         let period = 1e9 / (48_000 * (1 + Double(ppm) * 1e-6))
         let flashes = (0..<4).map { start + UInt64($0) * 30 * source.frameInterval }
-        let allBeeped = chunks(source, until: start + 3_500_000_000), allPlain = chunks(steady, until: start + 3_500_000_000)
+        let allBeeped = chunks(source, until: start + 3_500_000_000)
+        let allPlain = chunks(steady, until: start + 3_500_000_000)
         for stream in [SampleType.audioApp, .audioMic] {
-            let beeped = allBeeped[stream] ?? [], plain = allPlain[stream] ?? []
+            let beeped = allBeeped[stream] ?? []
+            let plain = allPlain[stream] ?? []
             #expect(beeped.count == plain.count && beeped.map(\.presentationTime) == plain.map(\.presentationTime))
             // Runs of samples that differ from the steady tone (same phase), with their time from chunk pts + index.
             var runs: [(first: Int, count: Int, time: Double, indexInChunk: Int)] = []
-            var n = 0, peak = 0.0, error = 0.0
+            var n = 0
+            var peak = 0.0
+            var error = 0.0
             for (b, p) in zip(beeped, plain) {
                 for (i, (x, y)) in zip(firstChannel(b, format), firstChannel(p, format)).enumerated() {
                     if x != y {
@@ -131,11 +145,16 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
                 #expect(run.count == SyntheticSource.beepFrames)
                 // The onset is the first sample at or after the flash: within one sample period after it.
                 let flash = Double(flashes[m])
-                #expect(run.time >= flash - 1 && run.time - period < flash + 1, "mark \(m): onset \(run.time) vs flash \(flash)")
+                #expect(
+                    run.time >= flash - 1 && run.time - period < flash + 1,
+                    "mark \(m): onset \(run.time) vs flash \(flash)")
             }
             // Marks are whole seconds from the start, so at the nominal rate beeps start on chunk boundaries;
             // on a skewed clock the flash falls inside a chunk and so does the beep.
-            if ppm != 0 { #expect(runs.dropFirst().allSatisfy { $0.indexInChunk != 0 }, "the beep starts mid-chunk, at its sample") }
+            if ppm != 0 {
+                #expect(
+                    runs.dropFirst().allSatisfy { $0.indexInChunk != 0 }, "the beep starts mid-chunk, at its sample")
+            }
         }
     }
 }
@@ -152,7 +171,8 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
         let perSecond = 48_000 + 48 * ppm / 1000
         #expect(all.count == 10 * perSecond / 480)
         #expect(all.last.map { $0.presentationTime + $0.duration } == start + 10_000_000_000)
-        var n = 0, error = 0.0
+        var n = 0
+        var error = 0.0
         let step = 2 * Double.pi * SyntheticSource.appToneHz / 48_000
         for chunk in all {
             #expect(chunk.frameCount == 480)
@@ -173,7 +193,8 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
         var start: UInt64 = 0, produced: UInt64 = 0, phase = 0.0
         func time(_ n: UInt64) -> UInt64 { start + n * 1_000_000_000 / UInt64(format.sampleRate) }
         mutating func next() -> AudioChunk {
-            let pts = time(produced), end = time(produced + 480)
+            let pts = time(produced)
+            let end = time(produced + 480)
             var bytes = [UInt8](repeating: 0, count: 480 * format.bytesPerFrame)
             let step = 2 * Double.pi * frequency / Double(format.sampleRate)
             bytes.withUnsafeMutableBytes { raw in
@@ -183,8 +204,12 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
                     if phase > 2 * Double.pi { phase -= 2 * Double.pi }
                     for c in 0..<format.channels {
                         switch format.sampleFormat {
-                        case .float32: raw.storeBytes(of: Float(value), toByteOffset: (i * format.channels + c) * 4, as: Float.self)
-                        case .s16: raw.storeBytes(of: Int16(value * 32767), toByteOffset: (i * format.channels + c) * 2, as: Int16.self)
+                        case .float32:
+                            raw.storeBytes(
+                                of: Float(value), toByteOffset: (i * format.channels + c) * 4, as: Float.self)
+                        case .s16:
+                            raw.storeBytes(
+                                of: Int16(value * 32767), toByteOffset: (i * format.channels + c) * 2, as: Int16.self)
                         }
                     }
                 }
@@ -202,8 +227,10 @@ private func chunks(_ source: SyntheticSource, until: UInt64) -> [SampleType: [A
         // Two live stretches, as around a pause.
         for start in [UInt64(3_000_000_007), 20_000_000_011] {
             try source.begin(at: start)
-            app.start = start; app.produced = 0
-            mic.start = start; mic.produced = 0
+            app.start = start
+            app.produced = 0
+            mic.start = start
+            mic.produced = 0
             for _ in 0..<700 {
                 let due = source.nextAudioDeadline()!
                 for (stream, expected) in [(SampleType.audioApp, app.next()), (.audioMic, mic.next())] {
