@@ -2,7 +2,8 @@
 # broadcastd's memory at its defaults (no --memory-budget), as users run it: the release build, PipeWire audio on
 # (a private PipeWire stack playing a tone into the default sink and another into the default source), the record
 # handler. For each screen:
-#   X11     Xvfb at 1920x1080, 2560x1440 and 3840x2160 with a ticking clock and a terminal scrolling text, 30 fps;
+#   X11     Xvfb at 1920x1080, 2560x1440 and 3840x2160 with a ticking clock and a terminal scrolling a log
+#           (five lines every 100 ms), 30 fps;
 #           and at 1920x1080 three broadcasts at once (record, replay, inspect) on the one capture;
 #   portal  the tests' stand-in portal (Tests/fixtures/portal) sharing the tests' video source, which offers its
 #           buffers as xdg-desktop-portal-wlr does (two BGRx buffers in shared memory) and stamps each frame, at the
@@ -61,10 +62,14 @@ measure() {
     done
     sleep "$(python3 -c "print($T / 2)")"
     status_json >"$WORK/$name.live.json"
-    local ctl; for ctl in "${ctls[@]}"; do wait "$ctl" || true; done
-    status_json >"$WORK/$name.after.json"
+    # Every broadcast's frames, read until its handler is gone (a finished broadcast leaves the status with it).
+    local ctl polls="$WORK/$name.polls" n=0
+    mkdir -p "$polls"
+    while pgrep -P "$BD" >/dev/null; do status_json >"$polls/$((n++)).json" 2>/dev/null || true; sleep 0.2; done
+    for ctl in "${ctls[@]}"; do wait "$ctl" || true; done
+    status_json >"$polls/$n.json"
     python3 "$ROOT/bench/memory_report.py" row "$name" "$kind" "$size" "$#" "$(status_kb "$BD" VmHWM)" \
-        "$WORK/$name.idle.json" "$WORK/$name.live.json" "$WORK/$name.after.json" >>"$RESULTS"
+        "$WORK/$name.idle.json" "$WORK/$name.live.json" "$polls" >>"$RESULTS"
     kill -TERM "$BD"; reap "$BD" || true
 }
 
@@ -73,7 +78,10 @@ for size in $SIZES; do
     n=$(free_display); start_xvfb "$n" "$size"; export DISPLAY=:$n
     PIDS+=("$XVFB_PID")
     spawn xclock -update 1 -geometry 300x300+100+100; clock=$LAST
-    spawn xterm -geometry 160x50+500+100 -e sh -c 'while :; do ls -l /usr/lib/x86_64-linux-gnu; done'; term=$LAST
+    # A terminal showing a log as it grows: five lines every 100 ms (as fast as xterm can print would be Xvfb and
+    # xterm taking a core of their own, measuring them rather than broadcastd and its handler).
+    spawn xterm -geometry 160x50+500+100 -e sh -c 'while :; do ls -l /usr/lib/x86_64-linux-gnu | head -n 5; sleep 0.1; done'
+    term=$LAST
     log "X11 $size"
     start_daemon "x11-$size" --source x11 --display ":$n" --fps 30
     measure "x11-$size" x11 "$size" record

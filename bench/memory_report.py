@@ -47,9 +47,18 @@ def broadcasts(status):
     return status.get("broadcasts") or ([status] if status.get("broadcast") else [])
 
 
-def row(name, kind, size, count, hwm, idle, live, after):
-    idle, live, after = (json.load(open(p)) for p in (idle, live, after))
-    video = [b.get("streams", {}).get("video", {}) for b in broadcasts(after)]
+def row(name, kind, size, count, hwm, idle, live, polls):
+    idle, live = (json.load(open(p)) for p in (idle, live))
+    # Each broadcast's video figures as last seen while it was in the status (by id, in the order they started).
+    last = {}
+    for poll in sorted(os.listdir(polls), key=lambda f: int(f.split(".")[0])):
+        try:
+            status = json.load(open(os.path.join(polls, poll)))
+        except ValueError:  # cut short as the daemon went on
+            continue
+        for b in broadcasts(status):
+            last[b.get("broadcast")] = b.get("streams", {}).get("video", {})
+    video = [last[k] for k in sorted(last, key=lambda k: (k is None, k))]
     return {"name": name, "kind": kind, "size": size, "broadcasts": int(count), "hwm_kib": int(hwm), "idle": idle,
             "planned": live.get("memoryPlanned"), "warning": live.get("memoryWarning"),
             "delivered": [v.get("delivered", 0) for v in video], "dropped": [v.get("dropped", 0) for v in video]}
@@ -67,7 +76,7 @@ def write(results, doc):
                f"{env('BENCH_CPU')}; measurements took {env('BENCH_ELAPSED')} s. broadcastd as `make` builds it, at its defaults "
                "(no `--memory-budget`: 50 MiB, a goal), PipeWire audio on (a tone into the default sink, another into the default "
                f"source), broadcasts of {env('BENCH_SECONDS')} s to the record handler. X11: Xvfb with a ticking clock and a terminal "
-               "scrolling text, 30 fps. Portal: the tests' stand-in portal sharing the tests' video source, which offers its buffers "
+               "scrolling a log (five lines every 100 ms), 30 fps. Portal: the tests' stand-in portal sharing the tests' video source, which offers its buffers "
                "as xdg-desktop-portal-wlr does (two BGRx buffers of the screen's size in shared memory), 10 new frames a second "
                "captured at 30 fps. The plan is what broadcastd planned for the capture (status `memoryPlanned`: itself as measured "
                "when the source opened, the source's shared buffers at full size, what a live broadcast adds, the slots used); "
