@@ -203,10 +203,11 @@ extension Integration {
             let (late, heap) = (try framesLate(controller), Self.anonymousKiB(daemon.pid))
             try during()
             let answered = Date()
-            // A flooder burns one of the machine's two cores by itself: a frame or three late in 3 s is the machine;
-            // a loop that the flood holds up misses them by the dozen (16 s of them before the JSON depth limit).
+            // A flooder burns one of the machine's two cores by itself: a few frames late in 3 s are the machine (4
+            // in one full run beside the rest of the suite, 0-3 alone); a loop that the flood holds up misses them by
+            // the dozen (16 s of them before the JSON depth limit). The bound, 0.2 s of frames, is set by that.
             let missed = try framesLate(controller) - late
-            #expect(missed <= 3, "\(what): \(missed) capture deadlines were missed")
+            #expect(missed <= 6, "\(what): \(missed) capture deadlines were missed")
             #expect(
                 Date().timeIntervalSince(answered) < 0.2, "\(what): status took \(Date().timeIntervalSince(answered)) s"
             )
