@@ -222,12 +222,15 @@ extension Integration {
 
         @Test func unfinishedMessagesAreBoundedInSizeAndTime() throws {
             let daemon = try DaemonHarness()
-            let before = Self.statusKiB(daemon.pid, "VmRSS")
-            // 40 controllers, each 1 MiB - 1 into a message it never finishes.
+            // Against the peak start-up reached, not the idle RSS: the idle daemon gives its code pages back
+            // (releaseIdleCode) and serving 40 peers pages them in again, which is not what is measured here.
+            let before = Self.statusKiB(daemon.pid, "VmHWM")
+            // 40 controllers, each 1 MiB - 1 into a message it never finishes: kept, 40 MiB; bounded, 4 MiB and the
+            // buffers around them.
             let result = try attack(["partial", daemon.socketPath, "40", "12"])
             #expect(result["connected"] as? Int == 40 && result["closedByDaemon"] as? Int == 40, "\(result)")
             let peak = Self.statusKiB(daemon.pid, "VmHWM")
-            #expect(peak - before < 16 << 10, "VmHWM \(peak) KiB, VmRSS \(before) KiB before")
+            #expect(peak - before < 8 << 10, "VmHWM \(peak) KiB, \(before) KiB before")
             #expect(daemon.log.contains("takes the unfinished input of all peers past 4 MiB"))
             #expect(daemon.log.contains("left a message unfinished for 10 s"))
             #expect(try daemon.controller().status().state == .idle)
