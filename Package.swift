@@ -126,7 +126,7 @@ let package = Package(
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
         .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
-        .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore"]),
+        .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore", "CFFmpeg"]),
         .target(
             name: "BroadcastUpload",
             dependencies: [

@@ -1,5 +1,6 @@
 import BroadcastCore
 import BroadcastMedia
+import CFFmpeg
 
 /// One audio track of a recording or a stream: its timeline (placement, drift, joins), its encoder,
 /// and the stream its packets go to.
@@ -19,13 +20,15 @@ public final class AudioTrack {
     /// off its packets' pts, for a container that also signals it to decoders (MP4's and Matroska's Opus
     /// pre-skip), which would otherwise skip it twice and play the track 6.5 ms early.
     private let priming: Int64
+    private let silence: OpusSilence
 
     /// `addStream` makes the output stream the track's packets go to and returns its index. `signalsPriming`:
-    /// the container tells decoders of the encoder's delay (see `priming`).
+    /// the container tells decoders of the encoder's delay (see `priming`). `repeatsSilence`: Opus frames of digital
+    /// silence repeat the settled encoder's packet instead of being encoded (`OpusSilence`; off only to compare).
     public init(
         name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings,
-        globalHeader: Bool,
-        signalsPriming: Bool = false, addStream: (Encoder) throws(MediaError) -> Int
+        globalHeader: Bool, signalsPriming: Bool = false, repeatsSilence: Bool = true,
+        addStream: (Encoder) throws(MediaError) -> Int
     ) throws(MediaError) {
         self.name = name
         inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
@@ -38,7 +41,11 @@ public final class AudioTrack {
             planar: settings.codec == "aac")
         stream = try addStream(encoder)
         priming = signalsPriming ? Int64(encoder.context.pointee.initial_padding) : 0
+        silence = try OpusSilence(encoder: encoder, enabled: repeatsSilence)
     }
+
+    /// Frames of silence repeated rather than encoded (`OpusSilence`).
+    public var silentFramesRepeated: Int { silence.repeated }
 
     /// What players call a track of `streams`: "App audio", "Microphone", or both mixed.
     public static func title(of streams: [SampleType]) -> String {
@@ -91,21 +98,37 @@ public final class AudioTrack {
         var used = 0
         while pending.count - used >= frameSize * channels || (final && pending.count > used) {
             let frames = min(frameSize, (pending.count - used) / channels)
+            let pts = encoded + priming
+            let silent = pending.withUnsafeBufferPointer { all in
+                frames == frameSize
+                    && OpusSilence.isSilent(UnsafeBufferPointer(rebasing: all[used..<used + frames * channels]))
+            }
+            let write = { (packet: UnsafeMutablePointer<AVPacket>) throws(MediaError) in
+                try sink.write(packet, stream: self.stream, timeBase: self.encoder.timeBase)
+            }
+            if try silence.repeatPacket(silent: silent, write) {
+                used += frames * channels
+                encoded += Int64(frames)
+                continue
+            }
             try pending.withUnsafeBufferPointer { all in
                 Result { () throws(MediaError) in
                     let samples = UnsafeBufferPointer(rebasing: all[used...])
-                    try frame.fillAudio(samples, frames: frames, pts: encoded + priming)
+                    try frame.fillAudio(samples, frames: frames, pts: pts)
                 }
             }.get()
             used += frames * channels
             encoded += Int64(frames)
             try encoder.encode(frame.frame) { packet throws(MediaError) in
-                try sink.write(packet, stream: stream, timeBase: encoder.timeBase)
+                silence.stamp(packet)
+                silence.encoded(packet, silent: silent)
+                try write(packet)
             }
         }
         pending.removeFirst(used)
         if final {
             try encoder.encode(nil) { packet throws(MediaError) in
+                silence.stamp(packet)
                 try sink.write(packet, stream: stream, timeBase: encoder.timeBase)
             }
         }
