@@ -113,6 +113,8 @@ public final class SenderGroup: PacketSink {
         var fill: Double
         var dropped: Bool
         var loss: Double
+        /// That destination's receiver's estimate of the link (WebRTC's REMB), kbit/s, when it sends one.
+        var receiverKbps: Int?
         /// Set when every destination has failed: the broadcast's error.
         var failure: String?
     }
@@ -136,7 +138,8 @@ public final class SenderGroup: PacketSink {
         var report = Report(
             figures: figures, bitRates: bitRates, fill: healthiest.map { fills[$0] } ?? 0,
             dropped: healthiest.map { figures[$0].gopDrops > last[$0].drops } ?? false,
-            loss: healthiest.map { losses[$0] } ?? 0)
+            loss: healthiest.map { losses[$0] } ?? 0,
+            receiverKbps: healthiest.flatMap { figures[$0].webrtc?.receiverKbps })
         if alive.isEmpty {
             report.failure =
                 figures.count == 1

@@ -176,13 +176,18 @@ public final class StreamHandler: BroadcastSampleHandler {
         let report = sender.report(seconds: Double(time - last) / 1e9)
         if let reason = report.failure { return fail(reason) }
         if var controller = rate {
-            let change = controller.update(fill: report.fill, dropped: report.dropped, loss: report.loss, now: time)
+            // The receiver's estimate covers every stream: the audio's rate is taken off for the video.
+            let estimate = report.receiverKbps.map { $0 - (options?.audioBitRate ?? 0) }
+            let change = controller.update(
+                fill: report.fill, dropped: report.dropped, loss: report.loss, estimate: estimate, now: time)
             rate = controller
             if let change, let video {
                 video.setVideoBitRate(change)
                 let loss = report.loss > 0 ? ", \(Int(report.loss * 100))% lost" : ""
                 let fill = Int(report.fill * 100)
-                logger.info("stream: video bit rate now \(change) kbit/s (send queue \(fill)% full\(loss))")
+                let estimated = estimate.map { ", the receiver estimates \($0) kbit/s for video" } ?? ""
+                logger.info(
+                    "stream: video bit rate now \(change) kbit/s (send queue \(fill)% full\(loss)\(estimated))")
             }
         }
         var info: [String: JSONValue] = [

@@ -84,6 +84,30 @@ import Testing
         #expect(rate.current == 4000)
     }
 
+    @Test func theBitRateStaysUnderTheReceiversEstimate() {
+        var rate = BitRateController(target: 4000)
+        let s: UInt64 = 1_000_000_000
+        // A REMB under the rate brings it down at once, however calm the queue; at most once a second.
+        #expect(rate.update(fill: 0, dropped: false, estimate: 2500, now: 10 * s) == 2500)
+        #expect(rate.update(fill: 0, dropped: false, estimate: 2000, now: 10 * s + s / 2) == nil)
+        #expect(rate.update(fill: 0, dropped: false, estimate: 2000, now: 11 * s) == 2000)
+        // No lower than the minimum, whatever the estimate.
+        #expect(rate.update(fill: 0, dropped: false, estimate: 300, now: 12 * s) == 1000)
+        // Calm, it climbs back a tenth every 5 s, but never past the estimate.
+        var t: UInt64 = 13
+        while t < 200 {
+            _ = rate.update(fill: 0, dropped: false, estimate: 1500, now: t * s)
+            t += 1
+        }
+        #expect(rate.current == 1500)
+        // The estimate gone (or raised), up to the target again.
+        while t < 400 {
+            _ = rate.update(fill: 0, dropped: false, now: t * s)
+            t += 1
+        }
+        #expect(rate.current == 4000)
+    }
+
     @Test func urlsKeysAndCodecs() throws {
         let srt = try StreamOptions(url: "srt://ingest.example:9000", setupInfo: ["key": "live/abc 1"])
         #expect(
