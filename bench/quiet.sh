@@ -2,8 +2,8 @@
 # What an always-on broadcast costs while nothing happens, measured (not a CI test). A private 1920x1080 Xvfb with a
 # quiet desktop (twm, xclock ticking once a second; nothing else moves, no pointer), another with the same desktop
 # standing still (the clock drawn once, an hour between ticks: the issue's "screen unchanged"), and a private
-# PipeWire stack whose default sink and microphone play silence (scripts/lib.sh start_pipewire DIR silence). broadcastd, the
-# release build as `make` builds it, captures the screen at 30 fps with both audio streams for the replay handler
+# PipeWire stack whose default sink and microphone play silence (scripts/lib.sh start_pipewire DIR silence).
+# broadcastd, the release build as `make` builds it, captures the screen at 30 fps with both audio streams for the replay handler
 # (length=30) and for the record handler, each for BENCH_QUIET_SECONDS (30) from 3 s after it went live; beside
 # each, the same broadcast of the moving pattern (--source synthetic, 1920x1080 at 30 fps, every frame new, with its
 # two tones). For each: broadcastd's and the handler's CPU as a share of one core over that window (utime+stime in
@@ -110,7 +110,8 @@ section = f"""<!-- quiet-begin -->
 Taken with `bash bench/quiet.sh` on {date} (commit {commit}, {build}; {cores} cores, load
 average at the end {load}). A 1920x1080 Xvfb desktop standing still (twm, an xclock drawn once: the
 issue's "screen unchanged") and a quiet one (the same, the clock ticking once a second) captured at
-30 fps with app audio and the microphone from a private PipeWire stack playing silence into both, to the replay handler (length=30) and to the record handler; beside
+30 fps with app audio and the microphone from a private PipeWire stack playing silence into both, to
+the replay handler (length=30) and to the record handler; beside
 each, the same broadcast of the moving pattern (`--source synthetic`, every frame new, two tones).
 CPU as a share of one core (utime+stime from /proc) over {seconds} s from 3 s after the broadcast
 went live, the median of {repeats} rounds, each on a fresh daemon; the last column lists each round's
