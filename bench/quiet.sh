@@ -3,12 +3,13 @@
 # quiet desktop (twm, xclock ticking once a second; nothing else moves, no pointer), another with the same desktop
 # standing still (the clock drawn once, an hour between ticks: the "screen unchanged"), and a private
 # PipeWire stack whose default sink and microphone play silence (scripts/lib.sh start_pipewire DIR silence).
-# broadcastd, the release build as `make` builds it, captures the screen at 30 fps with both audio streams for
-# the replay handler (length=30) and for the record handler, each for BENCH_QUIET_SECONDS (30) from 3 s after it
-# went live; beside each, the same broadcast of the moving pattern (--source synthetic, 1920x1080 at 30 fps, every frame new, with its
-# two tones). For each: broadcastd's and the handler's CPU as a share of one core over that window (utime+stime in
-# /proc), the median of BENCH_REPEATS (3) rounds, each on a fresh daemon. Writes the quiet-screen section of
-# docs/benchmarks.md. BENCH_BIN: binaries already built (a debug build's, say) instead of the release build.
+# broadcastd, the release build as `make` builds it, captures the screen at 30 fps with both audio streams for the
+# replay handler (length=30) and for the record handler, each for BENCH_QUIET_SECONDS (30) from 3 s after it went
+# live; beside each, the same broadcast of the moving pattern (--source synthetic, 1920x1080 at 30 fps, every frame
+# new, with its two tones). For each: broadcastd's and the handler's CPU as a share of one core over that window
+# (utime+stime in /proc), the median of BENCH_REPEATS (3) rounds, each on a fresh daemon. Writes the quiet-screen
+# section of docs/benchmarks.md. BENCH_BIN: binaries already built (a debug build's, say) instead of the release
+# build.
 # One command: bash bench/quiet.sh
 set -euo pipefail
 
