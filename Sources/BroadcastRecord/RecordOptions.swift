@@ -117,7 +117,7 @@ package struct RecordOptions: Equatable {
             video.tune = tune
         }
         if let text = take("keyframeInterval") {
-            guard let seconds = Double(text), seconds > 0, seconds <= 60 else {
+            guard let seconds = Double(text), seconds >= 0.1, seconds <= 60 else {
                 throw Invalid("keyframeInterval '\(text)': seconds between keyframes (0.1-60)")
             }
             video.keyframeInterval = seconds

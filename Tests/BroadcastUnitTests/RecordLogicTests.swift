@@ -340,6 +340,8 @@ private func largestStep(_ samples: ArraySlice<Float>) -> Float {
             ("/tmp/x.mp4", ["codec": "hevc", "crf": "52"], "crf '52': HEVC constant quality"),
             ("/tmp/x.mp4", ["codec": "av1", "tune": "film"], "tune 'film': for av1, one of none, zerolatency, psnr"),
             ("/tmp/x.mp4", ["crf": "99"], "crf '99'"),
+            ("/tmp/x.mp4", ["keyframeInterval": "0.05"], "keyframeInterval '0.05': seconds between keyframes (0.1-60)"),
+            ("/tmp/x.mp4", ["keyframeInterval": "nan"], "keyframeInterval 'nan'"),
             ("/tmp/x.mp4", ["colour": "red"], "unknown setup field 'colour'"),
             ("/tmp/x.mp4", ["upload": "ftp://h/x"], "upload 'ftp://h/x': an http:// or https:// URL"),
             ("/tmp/x.mp4", ["upload": "ftp://u:pw@h/"], "upload 'ftp://***@h/'"),
