@@ -59,6 +59,12 @@ public final class Descriptor: @unchecked Sendable, CustomStringConvertible {
         return buffer
     }
 
+    /// Reads up to `buffer.count` bytes into `buffer`; returns how many, 0 at end of file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        let fd = raw
+        return try syscallRetrying("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
     /// Writes all of `bytes` (blocking descriptors only).
     public func writeAll(_ bytes: some Collection<UInt8>) throws(SystemError) {
         let array = Array(bytes)

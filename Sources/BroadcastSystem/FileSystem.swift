@@ -91,6 +91,11 @@ public enum FileSystem {
     /// Reads the regular file at `path`, of at most `limit` bytes, without ever waiting: it is opened
     /// non-blocking and looked at (fstat) before anything is read, so a FIFO (which a plain open waits on
     /// for a writer), a device or a directory is refused at once, as is a larger file.
+    /// `path` opened for reading, close-on-exec.
+    public static func openForReading(_ path: String) throws(SystemError) -> Descriptor {
+        Descriptor(adopting: try syscallRetrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC) })
+    }
+
     public static func readRegularFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
         let fd = Descriptor(
             adopting: try syscallRetrying("open \(path)") {

@@ -1,8 +1,5 @@
+import BroadcastSystem
 import CCurl
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Requests to HTTP(S) servers through one libcurl handle, whose connections are kept for the next request: a PUT
 /// of a file or of bytes in memory, a DELETE without a body. What the server answers is read and dropped; its status
@@ -12,7 +9,7 @@ public final class HTTPClient {
     public enum Body {
         case none
         /// An open file, read from where it stands, `size` bytes.
-        case file(UnsafeMutablePointer<FILE>, size: Int64)
+        case file(Descriptor, size: Int64)
         /// Bytes in memory, valid for the request's time.
         case bytes(UnsafeRawBufferPointer)
     }
@@ -90,7 +87,12 @@ public final class HTTPClient {
                     if method != "GET" { _ = ccurl_setopt_string(curl, CURLOPT_CUSTOMREQUEST, method) }
                 case .file(let file, let size):
                     upload(curl, method: method, size: size)
-                    _ = ccurl_setopt_pointer(curl, CURLOPT_READDATA, UnsafeMutableRawPointer(file))  // libcurl's fread
+                    _ = ccurl_setopt_pointer(curl, CURLOPT_READDATA, Unmanaged.passUnretained(file).toOpaque())
+                    _ = ccurl_setopt_write(curl, CURLOPT_READFUNCTION) { target, size, count, context in
+                        let file = Unmanaged<Descriptor>.fromOpaque(context!).takeUnretainedValue()
+                        let buffer = UnsafeMutableRawBufferPointer(start: target, count: size * count)
+                        return (try? file.read(into: buffer)) ?? Int(CURL_READFUNC_ABORT)
+                    }
                 case .bytes(let bytes):
                     upload(curl, method: method, size: Int64(bytes.count))
                     cursor.pointee = MemoryCursor(bytes: bytes)

@@ -2,10 +2,6 @@ import BroadcastCore
 import BroadcastSystem
 import Logging
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The error type of BroadcastUpload: what failed, and why, in words a user can act on.
 public struct UploadError: Error, CustomStringConvertible, Equatable, Sendable {
     public var operation: String
@@ -148,10 +144,12 @@ public final class HTTPUpload {
         _ path: String, size: Int64, attempt: Int,
         progress: @escaping (UploadProgress) -> Void
     ) -> Result<Int, HTTPClient.Failure> {
-        guard let file = fopen(path, "rb") else {
-            return .failure(.init(reason: "cannot read it: \(String(cString: strerror(errno)))", retry: false))
+        let file: Descriptor
+        do {
+            file = try FileSystem.openForReading(path)
+        } catch {
+            return .failure(.init(reason: "cannot read it: \(error.reason)", retry: false))
         }
-        defer { fclose(file) }
         let client = HTTPClient()
         client.headers = settings.headers
         client.stallSeconds = settings.stallSeconds
