@@ -325,16 +325,7 @@ struct SegmentPins {
     func offsets(of player: BeepPlayer, in audio: [Float], glitches: [UInt64])
         -> (offsets: [Double], details: [String], skipped: Int)
     {
-        var onsets: [Double] = []
-        var i = 0
-        while i < audio.count {
-            if abs(audio[i]) > 0.25 {
-                onsets.append(Double(i) / 48_000)
-                i += 4_800
-            } else {
-                i += 1
-            }
-        }
+        let onsets = beepOnsets(audio, over: 0.25, holdOff: 4_800)
         var offsets: [Double] = []
         var details: [String] = []
         var skipped = 0

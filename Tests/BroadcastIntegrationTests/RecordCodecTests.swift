@@ -53,13 +53,8 @@ extension Integration {
             #expect(try file.longestKeyframeGap() <= 2 + 1.0 / 30 + 0.001, "keyframes at \(keyframes)")
 
             let frames = try file.lumaFrames(width: Self.width, height: Self.height)
-            let source = SyntheticSource(.init(video: VideoFormat(width: Self.width, height: Self.height)))
             func pattern(_ index: Int) throws -> [UInt8] {
-                var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
-                _ = try frame.withUnsafeMutableBytes {
-                    try source.captureFrame(index: UInt64(index), deadline: 0, into: $0.baseAddress!, previous: nil)
-                }
-                return Array(frame.prefix(Self.width * Self.height))
+                try syntheticLuma(index, width: Self.width, height: Self.height)
             }
             for index in [15, 45, 75] {
                 let scores = try (index - 5...index + 5).map { (index: $0, psnr: psnr(frames[index], try pattern($0))) }

@@ -97,6 +97,39 @@ struct Recording {
     }
 }
 
+extension Recording {
+    /// Times of the frames that are flashes (a mean luma over 200), s.
+    func flashTimes(_ times: [Double], _ frames: [[UInt8]]) -> [Double] {
+        zip(times, frames).filter { $0.1.reduce(0) { $0 + Int($1) } / $0.1.count > 200 }.map(\.0)
+    }
+}
+
+/// Where each beep of `audio` (48 kHz) begins, s: the first sample over `threshold`, then `holdOff` samples passed
+/// over (half a second).
+func beepOnsets(_ audio: [Float], over threshold: Float = 0.5, holdOff: Int = 24000) -> [Double] {
+    var onsets: [Double] = []
+    var i = 0
+    while i < audio.count {
+        if abs(audio[i]) > threshold {
+            onsets.append(Double(i) / 48000)
+            i += holdOff
+        } else {
+            i += 1
+        }
+    }
+    return onsets
+}
+
+/// The luma plane of the synthetic pattern's frame `index` at `width`x`height`, as the source draws it.
+func syntheticLuma(_ index: Int, width: Int, height: Int) throws -> [UInt8] {
+    let source = SyntheticSource(.init(video: VideoFormat(width: width, height: height)))
+    var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
+    _ = try frame.withUnsafeMutableBytes {
+        try source.captureFrame(index: UInt64(index), deadline: 0, into: $0.baseAddress!, previous: nil)
+    }
+    return Array(frame.prefix(width * height))
+}
+
 /// Zero crossings per second: twice the frequency of a pure tone.
 func dominantFrequency(_ samples: ArraySlice<Float>) -> Double {
     let crossings = zip(samples, samples.dropFirst()).filter { ($0 < 0) != ($1 < 0) }.count
@@ -192,13 +225,8 @@ extension Integration {
 
             // A decoded frame shows the synthetic pattern of its own frame number.
             let frames = try file.lumaFrames(width: Self.width, height: Self.height)
-            let source = SyntheticSource(.init(video: VideoFormat(width: Self.width, height: Self.height)))
             func pattern(_ index: Int) throws -> [UInt8] {
-                var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
-                _ = try frame.withUnsafeMutableBytes {
-                    try source.captureFrame(index: UInt64(index), deadline: 0, into: $0.baseAddress!, previous: nil)
-                }
-                return Array(frame.prefix(Self.width * Self.height))
+                try syntheticLuma(index, width: Self.width, height: Self.height)
             }
             let decoded = frames[45]
             let scores = try (40...50).map { (index: $0, psnr: psnr(decoded, try pattern($0))) }
@@ -279,18 +307,9 @@ extension Integration {
             let file = Recording(path: path, scratch: daemon.runtime)
             let times = try file.frameTimes()
             let frames = try file.lumaFrames(width: Self.width, height: Self.height)
-            let flashes = zip(times, frames).filter { $0.1.reduce(0) { $0 + Int($1) } / $0.1.count > 200 }.map(\.0)
+            let flashes = file.flashTimes(times, frames)
             let audio = try file.audio(track: 0)
-            var onsets: [Double] = []
-            var i = 0
-            while i < audio.count {
-                if abs(audio[i]) > 0.5 {
-                    onsets.append(Double(i) / 48000)
-                    i += 24000
-                } else {
-                    i += 1
-                }
-            }
+            let onsets = beepOnsets(audio)
             #expect(flashes.count >= 12, "flashes at \(flashes)")
             let pairs = flashes.dropFirst().map { flash in
                 (flash, onsets.min { abs($0 - flash) < abs($1 - flash) } ?? .infinity)

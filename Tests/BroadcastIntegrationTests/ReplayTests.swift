@@ -87,13 +87,8 @@ extension Integration {
             // Frame 0 of the file is a flash (keyframes and flashes both fall on whole seconds); frame 1 shows the pattern
             // of the frame captured one interval after the save's first keyframe.
             let frames = try file.lumaFrames(width: Self.width, height: Self.height)
-            let source = SyntheticSource(.init(video: VideoFormat(width: Self.width, height: Self.height)))
             func pattern(_ index: Int) throws -> [UInt8] {
-                var frame = [UInt8](repeating: 0, count: source.videoFormat.frameByteCount)
-                _ = try frame.withUnsafeMutableBytes {
-                    try source.captureFrame(index: UInt64(index), deadline: 0, into: $0.baseAddress!, previous: nil)
-                }
-                return Array(frame.prefix(Self.width * Self.height))
+                try syntheticLuma(index, width: Self.width, height: Self.height)
             }
             let expected = Int((start * 30).rounded()) + 1
             let scores = try (expected - 4...expected + 4).map { (index: $0, psnr: psnr(frames[1], try pattern($0))) }
@@ -106,19 +101,10 @@ extension Integration {
                 best.index >= savedAt - 22 * 30 - 3 && best.index <= savedAt - 20 * 30 + 3,
                 "45·30−600 (±GOP): \(best.index), saved at \(savedAt)")
             // Each flash's beep within 10 ms.
-            let flashes = zip(times, frames).filter { $0.1.reduce(0) { $0 + Int($1) } / $0.1.count > 200 }.map(\.0)
+            let flashes = file.flashTimes(times, frames)
             let audio = try file.audio(track: 0)
             #expect(abs(Double(audio.count) / 48000 - duration) < 0.1, "audio as long as the video")
-            var onsets: [Double] = []
-            var i = 0
-            while i < audio.count {
-                if abs(audio[i]) > 0.5 {
-                    onsets.append(Double(i) / 48000)
-                    i += 24000
-                } else {
-                    i += 1
-                }
-            }
+            let onsets = beepOnsets(audio)
             #expect(flashes.count >= 19, "flashes at \(flashes)")
             let offsets = flashes.dropFirst().map { flash in
                 ((onsets.min { abs($0 - flash) < abs($1 - flash) } ?? .infinity) - flash) * 1000

@@ -31,32 +31,20 @@ extension Integration {
                     "location /small/ { alias \($0)/; dav_methods PUT DELETE; create_full_put_path on; "
                         + "client_body_temp_path \($0)/.put; }"
                 } ?? ""
-            try """
-            daemon off;
-            master_process off;
-            worker_processes 1;
-            pid \(prefix)/nginx.pid;
-            error_log \(prefix)/error.log info;
-            events { worker_connections 512; }
-            http { log_format hls '$request $status'; access_log \(prefix)/access.log hls;
-                   client_body_temp_path \(prefix); proxy_temp_path \(prefix);
-                   fastcgi_temp_path \(prefix); uwsgi_temp_path \(prefix); scgi_temp_path \(prefix);
-                   types { application/vnd.apple.mpegurl m3u8; video/iso.segment m4s; video/mp4 mp4; }
-                   server { listen 127.0.0.1:\(port); root \(prefix)/www; client_max_body_size 0;
-                            location /live/ { add_header Cache-Control no-cache; }
-                            location /dav/ { dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw all:r; }
-                            location /refused/ { return 403; }
-                            \(small) } }
-            """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
-            let server = try Server(
-                "nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout",
-                log: prefix + "/stderr")
-            let deadline = Date().addingTimeInterval(5)
-            while !StreamTests.accepts(port: port) {
-                guard Date() < deadline else { throw HarnessError("nginx did not listen on \(port): \(server.log)") }
-                usleep(20_000)
-            }
-            return server
+            return try Server.nginx(
+                prefix: prefix, port: port,
+                """
+                events { worker_connections 512; }
+                http { log_format hls '$request $status'; access_log \(prefix)/access.log hls;
+                       \(Server.temporaries(prefix))
+                       types { application/vnd.apple.mpegurl m3u8; video/iso.segment m4s; video/mp4 mp4; }
+                       server { listen 127.0.0.1:\(port); root \(prefix)/www; client_max_body_size 0;
+                                location /live/ { add_header Cache-Control no-cache; }
+                                location /dav/ { dav_methods PUT DELETE; create_full_put_path on;
+                                                 dav_access user:rw all:r; }
+                                location /refused/ { return 403; }
+                                \(small) } }
+                """)
         }
 
         /// The durations a playlist gives its segments (#EXTINF), s.

@@ -40,6 +40,38 @@ extension Integration {
             }
 
             deinit { stop(crash: true) }
+
+            /// nginx in the foreground with everything it writes under `prefix`: `modules` loaded, then `config`
+            /// (its events and http/rtmp blocks; `temporaries(prefix)` for an http block's paths); returned once it
+            /// accepts connections on `port`.
+            static func nginx(prefix: String, port: Int, modules: [String] = [], _ config: String) throws -> Server {
+                let loads = modules.map { "load_module /usr/lib/nginx/modules/\($0).so;\n" }.joined()
+                try """
+                \(loads)daemon off;
+                master_process off;
+                worker_processes 1;
+                pid \(prefix)/nginx.pid;
+                error_log \(prefix)/error.log info;
+                \(config)
+                """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
+                let server = try Server(
+                    "nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout",
+                    log: prefix + "/stderr")
+                let deadline = Date().addingTimeInterval(5)
+                while !StreamTests.accepts(port: port) {
+                    guard Date() < deadline else {
+                        throw HarnessError("nginx did not listen on \(port): \(server.log)")
+                    }
+                    usleep(20_000)
+                }
+                return server
+            }
+
+            /// An http block's temporary files, under `prefix`.
+            static func temporaries(_ prefix: String) -> String {
+                ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map { "\($0)_temp_path \(prefix);" }.joined(
+                    separator: " ")
+            }
         }
 
         /// A UDP or TCP port on loopback that nothing is bound to now.
@@ -124,25 +156,16 @@ extension Integration {
         func nginx(port: Int, in runtime: String) throws -> Server {
             let prefix = runtime + "/nginx"
             try FileManager.default.createDirectory(atPath: prefix + "/logs", withIntermediateDirectories: true)
-            try """
-            load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
-            daemon off;
-            master_process off;
-            worker_processes 1;
-            pid \(prefix)/nginx.pid;
-            error_log \(prefix)/error.log info;
-            events { worker_connections 64; }
-            rtmp { server { listen 127.0.0.1:\(port); notify_method get;
-                   application live { live on; on_publish http://127.0.0.1:\(port + 1)/auth; } } }
-            http { access_log off; client_body_temp_path \(prefix); proxy_temp_path \(prefix); fastcgi_temp_path \(prefix);
-                   uwsgi_temp_path \(prefix); scgi_temp_path \(prefix);
-                   server { listen 127.0.0.1:\(port + 1); location = /auth { if ($arg_name ~ ^sekrit-) { return 204; } return 403; } } }
-            """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
-            let nginx = try Server(
-                "nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout",
-                log: prefix + "/stderr")
-            try waitForListening(nginx, port: port, tcp: true)
-            return nginx
+            return try Server.nginx(
+                prefix: prefix, port: port, modules: ["ngx_rtmp_module"],
+                """
+                events { worker_connections 64; }
+                rtmp { server { listen 127.0.0.1:\(port); notify_method get;
+                       application live { live on; on_publish http://127.0.0.1:\(port + 1)/auth; } } }
+                http { access_log off; \(Server.temporaries(prefix))
+                       server { listen 127.0.0.1:\(port + 1);
+                                location = /auth { if ($arg_name ~ ^sekrit-) { return 204; } return 403; } } }
+                """)
         }
 
         /// Pulls `seconds` of the live stream back from nginx with ffmpeg.

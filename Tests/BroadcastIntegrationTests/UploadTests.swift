@@ -19,29 +19,16 @@ extension Integration {
         /// nginx serving `prefix/www`: PUT under /up/, 403 for everything under /forbidden/.
         func nginx(port: Int, prefix: String) throws -> Server {
             try FileManager.default.createDirectory(atPath: prefix + "/www/up", withIntermediateDirectories: true)
-            try """
-            daemon off;
-            master_process off;
-            worker_processes 1;
-            pid \(prefix)/nginx.pid;
-            error_log \(prefix)/error.log info;
-            events { worker_connections 64; }
-            http { log_format put '$request $status auth=$http_authorization';
-                   access_log \(prefix)/access.log put; client_body_temp_path \(prefix); proxy_temp_path \(prefix);
-                   fastcgi_temp_path \(prefix); uwsgi_temp_path \(prefix); scgi_temp_path \(prefix);
-                   server { listen 127.0.0.1:\(port); root \(prefix)/www; client_max_body_size 0;
-                            location /up/ { dav_methods PUT; create_full_put_path on; dav_access user:rw; }
-                            location /forbidden/ { deny all; } } }
-            """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
-            let server = try Server(
-                "nginx", ["-p", prefix, "-c", prefix + "/nginx.conf"], output: prefix + "/stdout",
-                log: prefix + "/stderr")
-            let deadline = Date().addingTimeInterval(5)
-            while !StreamTests.accepts(port: port) {
-                guard Date() < deadline else { throw HarnessError("nginx did not listen on \(port): \(server.log)") }
-                usleep(20_000)
-            }
-            return server
+            return try Server.nginx(
+                prefix: prefix, port: port,
+                """
+                events { worker_connections 64; }
+                http { log_format put '$request $status auth=$http_authorization';
+                       access_log \(prefix)/access.log put; \(Server.temporaries(prefix))
+                       server { listen 127.0.0.1:\(port); root \(prefix)/www; client_max_body_size 0;
+                                location /up/ { dav_methods PUT; create_full_put_path on; dav_access user:rw; }
+                                location /forbidden/ { deny all; } } }
+                """)
         }
 
         /// What controllers saw of a recording with `setup`, finished after `seconds`; `during(info)` sees each
