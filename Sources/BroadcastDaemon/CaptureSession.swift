@@ -24,6 +24,8 @@ final class CaptureSession {
     private(set) var latestFramePTS: UInt64 = 0
     /// Frame deadlines since the session began, missed ones included.
     private(set) var frameCount: UInt64 = 0
+    /// The camera the first broadcast of the capture chose (its `--camera`), as it was when chosen.
+    let camera: CameraDescription?
 
     enum Opened {
         case planned(FramePoolPlan)
@@ -34,9 +36,10 @@ final class CaptureSession {
 
     init(
         source: CaptureSource, plan: FramePoolPlan, poolIDs: PoolIDs, wakes: WakeRegistry,
-        indicator: (any CaptureIndicator)? = nil
+        indicator: (any CaptureIndicator)? = nil, camera: CameraDescription? = nil
     ) {
         self.source = source
+        self.camera = camera
         self.plan = plan
         self.poolIDs = poolIDs
         self.wakes = wakes

@@ -316,6 +316,7 @@ extension DaemonCore {
         guard let broadcast else { return s }
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics
+        if broadcast.isActive { s.camera = capture?.camera?.title }
         let silent = source.silentAudio
         if !silent.isEmpty {
             s.silentAudio = Dictionary(uniqueKeysWithValues: silent.map { ($0.key.description, $0.value) })

@@ -24,9 +24,10 @@ public struct DaemonSetup {
     /// which the caller lets finish delivering before it exits.
     public func makeDaemon(logger: Logger) throws -> (daemon: Daemon, notifications: DesktopNotifications?) {
         let (source, _) = chosenSource()
-        let sources = CaptureSources(defaults: captureDefaults(source)) { choice throws(CaptureError) in
-            try captureSource(choosing: choice, of: source)
-        }
+        let sources = CaptureSources(
+            defaults: captureDefaults(source),
+            make: { choice throws(CaptureError) in try captureSource(choosing: choice, of: source) },
+            cameras: { () throws(CaptureError) in try PipeWireCameras.list() })
         let lock =
             settings.string("on-lock") == LockAction.ignore.rawValue
             ? nil
@@ -66,7 +67,8 @@ public struct DaemonSetup {
             display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
             output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
             app: settings.string("app"), frameRate: settings.integer("fps"),
-            cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings))
+            cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings),
+            camera: settings.string("camera"))
     }
 
     /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display

@@ -71,13 +71,14 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
     case excludeWindows = "exclude-windows"
     /// Reserved for a later revision: encoded samples (not offered yet).
     case encodedSamples = "encoded-samples"
-    /// Reserved for a later revision: the camera as a source (not offered yet).
+    /// 2.8: cameras: SOURCES lists PipeWire's video sources with their formats, START's `capture.camera` chooses
+    /// one, the status names it.
     case camera
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
         .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
-        .excludeWindows,
+        .excludeWindows, .camera,
     ]
 }
 
@@ -189,6 +190,9 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var pausedForLock: Bool?
     /// Revision 2.2: this live broadcast's handler gets the privacy frame instead of the screen (`--on-lock blank`).
     public var blankedForLock: Bool?
+    /// Revision 2.8: the camera this broadcast's capture takes ("testcam (Test Camera, serial 42)"), when one was
+    /// asked for.
+    public var camera: String?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state

@@ -30,7 +30,9 @@ final class CoreHarness {
         """
 
     /// A core with the synthetic source at `fps` (64x32, app and mic audio), and the stand-in handler installed.
-    init(fps: Int = 30, _ change: (inout DaemonConfiguration) -> Void = { _ in }) throws {
+    init(
+        fps: Int = 30, sources: CaptureSources? = nil, _ change: (inout DaemonConfiguration) -> Void = { _ in }
+    ) throws {
         folder =
             FileManager.default.temporaryDirectory.appendingPathComponent("core-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -43,7 +45,7 @@ final class CoreHarness {
         var logger = Logger(label: "broadcastd") { _ in RecordingLogHandler(recorder) }
         logger.logLevel = .debug
         core = DaemonCore(
-            configuration: configuration, source: source, sources: nil, socketPath: configuration.socketPath,
+            configuration: configuration, source: source, sources: sources, socketPath: configuration.socketPath,
             logger: logger, clock: clock, wakes: wakes, launcher: launcher, notifier: notifier)
         core.start()
     }

@@ -27,7 +27,8 @@ import Testing
     /// Every example has a test here: a new one without a test fails.
     @Test func everyGoldenExampleIsChecked() throws {
         let checked = [
-            "hello-controller", "start-capture", "start-exclude-window", "change-capture", "error-field-out-of-range",
+            "hello-controller", "start-capture", "start-exclude-window", "start-camera", "sources-camera",
+            "change-capture", "error-field-out-of-range",
             "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
             "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
             "command", "command-answer", "command-result", "welcome", "error-unsupported",
@@ -84,6 +85,25 @@ import Testing
         let bytes = Message.json(.start, seq: 7, request).encoded()
         #expect(Self.golden("start-exclude-window") == bytes)
         #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
+    /// Revision 2.8: a broadcast with the default camera.
+    @Test func startWithTheCamera() throws {
+        let request = StartRequest(handler: "record", capture: CaptureChoice(camera: "default"))
+        let bytes = Message.json(.start, seq: 8, request).encoded()
+        #expect(Self.golden("start-camera") == bytes)
+        #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
+    /// Revision 2.8: SOURCES lists the cameras with their formats.
+    @Test func sourcesListingACamera() throws {
+        let camera = CameraDescription(
+            name: "testcam", description: "Test Camera", serial: "42", role: "Camera",
+            formats: [CameraFormat(pixelFormat: "YUY2", width: 1280, height: 720, frameRates: [30, 15])])
+        let list = SourceList(kind: "pipewire", source: "PipeWire node screen", cameras: [camera])
+        let bytes = Message.json(.sources, seq: 9, list).encoded()
+        #expect(Self.golden("sources-camera") == bytes)
+        #expect(try Message(.sources, payload: Array(bytes.dropFirst(12))).decode(SourceList.self) == list)
     }
 
     @Test func changeOfTheRunningCapture() throws {

@@ -220,6 +220,7 @@ import Testing
         s.sessionLocked = true
         s.pausedForLock = true
         s.blankedForLock = true
+        s.camera = "c"
         return s
     }
 
@@ -233,7 +234,7 @@ import Testing
 
     static let capture = CaptureChoice(
         display: ":1", output: "o", region: "0,0,1x1", window: "w", app: "a", frameRate: 5, cursor: "hidden",
-        excludeWindows: ["x"])
+        excludeWindows: ["x"], camera: "default")
     static let objects: [String: Sample] = [
         "error": Sample(BroadcastError(.busy, "m")),
         "commandError": Sample(HandlerFailure(code: "c", message: "m"), HandlerFailure(message: "m")),
@@ -268,7 +269,12 @@ import Testing
                 id: 1, instance: "i", class: "c", title: "t", pid: 2, x: 0, y: 0, width: 1, height: 1, mapped: true),
             WindowDescription(
                 id: 1, instance: "i", class: "c", title: "t", pid: nil, x: 0, y: 0, width: 1, height: 1, mapped: true)),
+        "camera": Sample(
+            CameraDescription(name: "n", description: "d", serial: "1", role: "Camera", formats: [cameraFormat]),
+            CameraDescription(name: "n", serial: "1")),
+        "cameraFormat": Sample(cameraFormat),
     ]
+    static let cameraFormat = CameraFormat(pixelFormat: "NV12", width: 2, height: 2, frameRates: [30])
 
     /// The Swift type each message's JSON payload is encoded from, by the message's name.
     static let payloads: [String: Sample] = [
@@ -281,7 +287,8 @@ import Testing
         "RESUME": Sample(BroadcastReference(broadcast: 1), Empty()),
         "FINISH": Sample(FinishRequest(broadcast: 1, discard: true), FinishRequest()),
         "SOURCES": Sample(
-            SourceList(kind: "x11", source: "s", screenWidth: 1, screenHeight: 1, outputs: [], windows: []),
+            SourceList(
+                kind: "x11", source: "s", screenWidth: 1, screenHeight: 1, outputs: [], windows: [], cameras: []),
             SourceList(kind: "synthetic", source: "s")),
         "GET_SNAPSHOT": Sample(BroadcastReference(broadcast: 1), Empty()),
         "SNAPSHOT": Sample(
