@@ -12,9 +12,10 @@ public struct CameraDescription: Codable, Equatable, Sendable {
     /// The formats the node offers (its EnumFormat params), as it lists them.
     public var formats: [CameraFormat]
 
-    public init(name: String, description: String? = nil, serial: String, role: String? = nil,
-                formats: [CameraFormat] = [])
-    {
+    public init(
+        name: String, description: String? = nil, serial: String, role: String? = nil,
+        formats: [CameraFormat] = []
+    ) {
         self.name = name
         self.description = description
         self.serial = serial

@@ -10,14 +10,18 @@ public struct CaptureSources {
     public var make: (CaptureChoice) throws(CaptureError) -> CaptureSource
     /// The cameras there are now (PipeWire's video sources), for SOURCES and `--camera`; nil: none can be captured.
     public var cameras: (() throws(CaptureError) -> [CameraDescription])?
+    /// The source of a camera's frames (its PipeWire node), in broadcastd's pixel format and colour range.
+    public var makeCamera: ((CameraDescription) throws(CaptureError) -> CaptureSource)?
 
     public init(
         defaults: CaptureChoice, make: @escaping (CaptureChoice) throws(CaptureError) -> CaptureSource,
-        cameras: (() throws(CaptureError) -> [CameraDescription])? = nil
+        cameras: (() throws(CaptureError) -> [CameraDescription])? = nil,
+        makeCamera: ((CameraDescription) throws(CaptureError) -> CaptureSource)? = nil
     ) {
         self.defaults = defaults
         self.make = make
         self.cameras = cameras
+        self.makeCamera = makeCamera
     }
 }
 

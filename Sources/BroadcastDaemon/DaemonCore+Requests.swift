@@ -191,21 +191,32 @@ extension DaemonCore {
             do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
-            let camera: CameraDescription?
+            var camera: (CameraDescription, CaptureSource)?
             switch pickCamera(captureChoice) {
-            case .success(let picked): camera = picked
+            case .success(let picked?):
+                do throws(CaptureError) {
+                    guard let make = sources?.makeCamera else {
+                        throw CaptureError(source: "camera", operation: "capture \(picked.name)", reason: "no PipeWire")
+                    }
+                    camera = (picked, try make(picked))
+                } catch {
+                    restoreDefaultSource()
+                    return .failure(BroadcastError(.captureFailed, error.description))
+                }
+            case .success(nil): camera = nil
             case .failure(let error):
                 restoreDefaultSource()
                 return .failure(error)
             }
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
-            switch CaptureSession.open(source, budget: configuration.memoryBudget) {
+            switch CaptureSession.open(source, budget: configuration.memoryBudget, camera: camera?.0) {
             case .success(.waiting(let why)):
                 return .success(.waiting(why))
             case .success(.planned(let plan)):
                 capture = CaptureSession(
                     source: source, plan: plan, poolIDs: poolIDs, wakes: wakes, indicator: captureIndicator,
                     camera: camera)
+                capture?.cameraFeed?.connect()
             case .failure(let error):
                 restoreDefaultSource()
                 return .failure(error)

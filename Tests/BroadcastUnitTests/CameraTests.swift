@@ -46,8 +46,9 @@ import Testing
 
     @Test func aFormatReadsAsPixelFormatSizeAndRates() {
         #expect(Self.webcam.formats[0].description == "YUY2 1280x720 30/15 fps")
-        #expect(CameraFormat(pixelFormat: "NV12", width: 640, height: 480, frameRates: [7.5]).description
-            == "NV12 640x480 7.5 fps")
+        #expect(
+            CameraFormat(pixelFormat: "NV12", width: 640, height: 480, frameRates: [7.5]).description
+                == "NV12 640x480 7.5 fps")
     }
 
     @Test func aStartsCameraReplacesBroadcastdsAndIsCheckedLikeTheOtherStrings() {
@@ -61,20 +62,35 @@ import Testing
 
     // MARK: - In the core
 
-    /// A core whose PipeWire has `cameras`, counting how often it was asked; the screen's source never changes.
+    /// A core whose PipeWire has `cameras`, counting how often it was asked; the screen's source never changes. A
+    /// camera's frames come from a synthetic source of `size` (each frame new), which goes away when `gone` is set.
     final class Cameras {
         var list: [CameraDescription]
         var looks = 0
-        init(_ list: [CameraDescription]) { self.list = list }
+        var camera: String
+        let size: VideoFormat
+        var made: [VanishingCamera] = []
+        init(
+            _ list: [CameraDescription], camera: String = "none", size: VideoFormat = VideoFormat(width: 32, height: 16)
+        ) {
+            self.list = list
+            self.camera = camera
+            self.size = size
+        }
         var sources: CaptureSources {
             CaptureSources(
-                defaults: CaptureChoice(frameRate: 30, camera: "none"),
+                defaults: CaptureChoice(frameRate: 30, camera: camera),
                 make: { choice throws(CaptureError) in
                     throw CaptureError(source: "test", operation: "make", reason: "asked for a new screen: \(choice)")
                 },
                 cameras: { () throws(CaptureError) in
                     self.looks += 1
                     return self.list
+                },
+                makeCamera: { _ throws(CaptureError) in
+                    let source = VanishingCamera(SyntheticSource(.init(video: self.size, framesPerSecond: 30)))
+                    self.made.append(source)
+                    return source
                 })
         }
     }
@@ -123,4 +139,159 @@ import Testing
         let list = try harness.request(.listSources, from: controller).decode(SourceList.self)
         #expect(list.cameras == [Self.webcam])
     }
+
+    /// A broadcast whose handler takes the camera (setup `camera=on`) gets CAMERA_FORMAT, then a CAMERA_SAMPLE in a
+    /// slot of the camera's own pool at each frame deadline, stamped on the clock the screen's frames are; one
+    /// that does not take it gets none. The status counts the camera's frames as the stream `videoCamera`.
+    @Test func aHandlerThatTakesTheCameraGetsItsFramesInItsOwnPoolAndOthersDoNot() throws {
+        let cameras = Cameras([Self.webcam], camera: "default")
+        let harness = try CoreHarness(sources: cameras.sources)
+        let controller = try harness.peer(.controller)
+        let (id, taker) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
+        let (_, other) = try harness.startBroadcast(from: controller)
+        let cameraPool = try #require(taker.cameraPool)
+        #expect(cameraPool != taker.pool && other.cameraPool == nil)
+        try harness.advance(by: 200_000_000)
+        let messages = try taker.peer.received()
+        let notice = try #require(messages.first { $0.opcode == .cameraFormat }).decode(CameraFormatNotice.self)
+        #expect(notice.camera == Self.webcam.title && notice.video?.width == 32 && notice.lost == nil)
+        let samples = try messages.filter { $0.opcode == .cameraSample }.map {
+            try VideoSampleHeader(decoding: $0.payload)
+        }
+        #expect(samples.count >= 5, "\(messages.map(\.opcode))")
+        #expect(samples.allSatisfy { $0.pool == cameraPool && $0.width == 32 && $0.height == 16 })
+        #expect(samples.map(\.timing.sequence) == Array(0..<UInt64(samples.count)))
+        #expect(
+            samples.first?.timing.discontinuity == true && samples.dropFirst().allSatisfy { !$0.timing.discontinuity })
+        // Frames are stamped at their deadlines by the synthetic camera, as the screen's are: strictly increasing.
+        #expect(
+            zip(samples, samples.dropFirst()).allSatisfy { $0.timing.presentationTime < $1.timing.presentationTime })
+        for sample in samples {
+            try harness.send(SlotRelease(pool: sample.pool, slot: sample.slot).message, from: taker.peer)
+        }
+        #expect(try other.peer.received().allSatisfy { $0.opcode != .cameraSample && $0.opcode != .cameraFormat })
+        let statuses = try harness.status(controller).broadcasts ?? []
+        let status = try #require(statuses.first { $0.broadcast == id })
+        #expect(status.streams?["videoCamera"]?.delivered == UInt64(samples.count), "\(status.streams ?? [:])")
+        #expect(statuses.first { $0.broadcast != id }?.streams?["videoCamera"] == nil)
+    }
+
+    /// A handler that keeps the camera's slots loses camera frames (counted as dropped), never the screen's, and
+    /// the daemon never waits for it.
+    @Test func aHandlerThatKeepsTheCamerasSlotsLosesCameraFramesOnly() throws {
+        let cameras = Cameras([Self.webcam], camera: "default")
+        let harness = try CoreHarness(sources: cameras.sources)
+        let controller = try harness.peer(.controller)
+        let (id, taker) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
+        try harness.advance(by: 300_000_000, releasing: [taker])  // screen frames released, the camera's kept
+        let status = try harness.request(.getStatus, BroadcastReference(broadcast: id), from: controller)
+            .decode(BroadcastStatus.self)
+        let camera = try #require(status.streams?["videoCamera"])
+        #expect(camera.delivered == UInt64(FramePoolPlan.minimumSlots), "\(camera)")
+        #expect(camera.dropped > 0, "\(camera)")
+        #expect(status.streams?["video"]?.dropped == 0)
+    }
+
+    /// A camera that goes away: its handler gets CAMERA_FORMAT with why and no more camera frames, the status says
+    /// it in cameraLost, and the broadcast goes on with the screen.
+    @Test func aCameraThatGoesAwayIsSaidOnceAndTheBroadcastGoesOn() throws {
+        let cameras = Cameras([Self.webcam], camera: "default")
+        let harness = try CoreHarness(sources: cameras.sources)
+        let controller = try harness.peer(.controller)
+        let (id, taker) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
+        try harness.advance(by: 100_000_000, releasing: [taker])
+        let before = try taker.peer.received()
+        for sample in try before.filter({ $0.opcode == .cameraSample }).map({
+            try VideoSampleHeader(decoding: $0.payload)
+        }) {
+            try harness.send(SlotRelease(pool: sample.pool, slot: sample.slot).message, from: taker.peer)
+        }
+        let screenFrames = taker.framesTaken
+        try #require(cameras.made.last).gone = true
+        try harness.advance(by: 200_000_000, releasing: [taker])
+        let after = try taker.peer.received()
+        let notices = try after.filter { $0.opcode == .cameraFormat }.map { try $0.decode(CameraFormatNotice.self) }
+        #expect(notices.count == 1 && notices.first?.video == nil, "\(notices)")
+        #expect(notices.first?.lost?.contains("went away") == true)
+        #expect(!after.contains { $0.opcode == .cameraSample })
+        let status = try harness.request(.getStatus, BroadcastReference(broadcast: id), from: controller)
+            .decode(BroadcastStatus.self)
+        #expect(status.state == .live && status.cameraLost?.contains(Self.webcam.name) == true)
+        #expect(taker.framesTaken - screenFrames >= 5, "the screen's frames go on")
+    }
+
+    /// The plan counts the camera: its own slots (as many as the screen's, following the broadcasts), its picture
+    /// and PipeWire's buffers; an enforced budget refuses what does not fit, naming the camera.
+    @Test func thePlanCountsTheCamerasSlotsPictureAndBuffers() throws {
+        let screen = VideoFormat(width: 1920, height: 1080)
+        let camera = FramePoolPlan.CameraCost(width: 1280, height: 720, pixelFormat: .nv12)
+        let parts = [FramePoolPlan.Part("broadcastd itself", 8 << 20)]
+        let plan = FramePoolPlan(format: screen, parts: parts, budgetBytes: 50 << 20, enforced: false, camera: camera)
+        let slot = FramePoolPlan.slotSize(camera.format)
+        #expect(camera.format.frameByteCount == 1280 * 720 * 3 / 2)
+        let beside = camera.format.frameByteCount + 3 * 1280 * 720 * 4 + FramePoolPlan.CameraCost.connectionBytes
+        #expect(plan.cameraBytes == 2 * slot + beside)
+        #expect(plan.totalBytes == plan.baseBytes + plan.poolBytes + plan.cameraBytes)
+        let three = try plan.changing(broadcasts: 3)
+        #expect(three.cameraBytes == 7 * slot + beside)
+        #expect(plan.cameraPool?.slotCount == 2 && three.cameraPool?.slotCount == 7)
+        #expect("\(plan)".contains("the camera"))
+        #expect(throws: BroadcastError.self) {
+            try FramePoolPlan.plan(format: screen, parts: parts, budgetBytes: 25 << 20, enforced: true, camera: camera)
+        }
+        do {
+            _ = try FramePoolPlan.plan(
+                format: screen, parts: parts, budgetBytes: 25 << 20, enforced: true, camera: camera)
+        } catch {
+            #expect(error.message.contains("for the camera (1280x720"), "\(error.message)")
+        }
+        #expect((try? FramePoolPlan.plan(format: screen, parts: parts, budgetBytes: 25 << 20, enforced: true)) != nil)
+    }
+
+    /// The core's plan has the camera's part once a camera is chosen (from the first format the camera lists).
+    @Test func theCoresPlanHasTheCameraFromItsFirstFormat() throws {
+        let cameras = Cameras([Self.webcam], camera: "default")
+        let harness = try CoreHarness(sources: cameras.sources)
+        let controller = try harness.peer(.controller)
+        _ = try harness.startBroadcast(from: controller)
+        let plan = try #require(harness.core.capture?.plan)
+        #expect(plan.camera?.format == VideoFormat(width: 1280, height: 720))
+        let status = try harness.status(controller)
+        #expect(status.memoryPlanned == plan.totalBytes && plan.cameraBytes > 0)
+    }
+}
+
+/// A camera's source that goes away when told: a synthetic source whose stream then fails, as a PipeWire stream
+/// does when its node is removed.
+final class VanishingCamera: CaptureSource {
+    let inner: SyntheticSource
+    var gone = false
+    init(_ inner: SyntheticSource) { self.inner = inner }
+    var description: String { "vanishing " + inner.description }
+    var videoFormat: VideoFormat { inner.videoFormat }
+    var audioFormat: AudioFormat { inner.audioFormat }
+    var audioStreams: [SampleType] { [] }
+    var frameInterval: UInt64 { inner.frameInterval }
+    var orientation: Orientation { inner.orientation }
+    var colorRange: ColorRange { inner.colorRange }
+    var cursor: CursorState? { nil }
+    var statistics: [String: UInt64] { [:] }
+    func open() throws(CaptureError) -> VideoFormat { try inner.open() }
+    func outputs() throws(CaptureError) -> CaptureOutputs { try inner.outputs() }
+    func close() { inner.close() }
+    func begin(at time: UInt64) throws(CaptureError) { try inner.begin(at: time) }
+    func end() { inner.end() }
+    func checkForChanges() throws(CaptureError) -> FrameChange {
+        if gone {
+            throw CaptureError(source: "pipewire", operation: "capture node 'cam'", reason: "the stream is unconnected")
+        }
+        return try inner.checkForChanges()
+    }
+    func captureFrame(
+        index: UInt64, deadline: UInt64, into slot: UnsafeMutableRawPointer, previous: UnsafeRawPointer?
+    ) throws(CaptureError) -> UInt64 {
+        try inner.captureFrame(index: index, deadline: deadline, into: slot, previous: previous)
+    }
+    func nextAudioDeadline() -> UInt64? { nil }
+    func nextAudioChunk(_ stream: SampleType, now: UInt64) -> AudioChunk? { nil }
 }

@@ -31,7 +31,8 @@ import Testing
             "change-capture", "error-field-out-of-range",
             "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
             "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
-            "command", "command-answer", "command-result", "welcome", "error-unsupported",
+            "command", "command-answer", "command-result", "welcome", "error-unsupported", "camera-format",
+            "camera-sample",
         ]
         let described = try ProtocolDescription.load().golden
         #expect(Set(described.map(\.name)) == Set(checked))
@@ -141,6 +142,22 @@ import Testing
             format: VideoFormat(width: 1920, height: 1080, pixelFormat: .nv12)
         ).encode(into: &payload)
         #expect(Self.golden("video-sample") == Message(.videoSample, payload: payload).encoded())
+    }
+
+    /// Revision 2.8: the camera's format, and its first frame in a slot of its own pool.
+    @Test func cameraFormatAndSample() throws {
+        let format = VideoFormat(width: 1280, height: 720, pixelFormat: .nv12)
+        let notice = CameraFormatNotice(
+            camera: "testcam (Test Camera, serial 42)", video: VideoDescription(format, colorRange: "limited"))
+        let bytes = Message.json(.cameraFormat, notice).encoded()
+        #expect(Self.golden("camera-format") == bytes, "\(String(decoding: bytes.dropFirst(12), as: UTF8.self))")
+        #expect(
+            try Message(.cameraFormat, payload: Array(bytes.dropFirst(12))).decode(CameraFormatNotice.self) == notice)
+        let timing = SampleTiming(
+            presentationTime: 1_000_000_000, duration: 33_333_333, sequence: 0, discontinuity: true)
+        var payload: [UInt8] = []
+        VideoSampleHeader(timing: timing, orientation: .up, pool: 2, slot: 1, format: format).encode(into: &payload)
+        #expect(Self.golden("camera-sample") == Message(.cameraSample, payload: payload).encoded())
     }
 
     @Test func cursor() throws {

@@ -192,7 +192,10 @@ import Testing
         url: .init(prompt: "p", default: "u", required: true, file: true),
         setupFields: [.init(name: "f", prompt: "p", default: "d", required: true, secret: true, advanced: true)],
         frameRate: .variable, discard: true,
-        commands: [.init(name: "c", help: "h", arguments: [.init(name: "a", help: "h", type: .number, required: true)])]
+        commands: [
+            .init(name: "c", help: "h", arguments: [.init(name: "a", help: "h", type: .number, required: true)])
+        ],
+        camera: true
     )
 
     static var fullStatus: BroadcastStatus {
@@ -221,6 +224,7 @@ import Testing
         s.pausedForLock = true
         s.blankedForLock = true
         s.camera = "c"
+        s.cameraLost = "l"
         return s
     }
 
@@ -310,7 +314,11 @@ import Testing
             SetupCompletion(broadcast: 1, url: "u", setupInfo: [:]),
             SetupCompletion(broadcast: 1, url: nil, setupInfo: [:])),
         "CANCEL_SETUP": Sample(SetupCancellation(broadcast: 1, error: BroadcastError(.setupCancelled, "m"))),
-        "POOL": Sample(PoolAnnouncement(pool: 1, slots: 10, slotSize: 4096)),
+        "POOL": Sample(
+            PoolAnnouncement(pool: 1, slots: 10, slotSize: 4096, camera: true),
+            PoolAnnouncement(pool: 1, slots: 10, slotSize: 4096)),
+        "CAMERA_FORMAT": Sample(
+            CameraFormatNotice(camera: "c", video: video, lost: "l"), CameraFormatNotice(camera: "c")),
         "BROADCAST_STARTED": Sample(
             BroadcastStart(
                 broadcast: 1, url: "u", setupInfo: [:], video: video, audio: AudioDescription(AudioFormat()),
