@@ -117,6 +117,12 @@ final class CaptureSession {
         cameraFeed?.share(with: broadcasts)
     }
 
+    /// The camera's frames came larger than planned (it got a larger pool): the plan counts them at their size.
+    func cameraResized(to format: VideoFormat) {
+        plan.camera = FramePoolPlan.CameraCost(
+            width: format.width, height: format.height, pixelFormat: format.pixelFormat)
+    }
+
     /// The pool, made when the first handler is launched.
     @discardableResult
     func makePool() throws(BroadcastError) -> FramePool {

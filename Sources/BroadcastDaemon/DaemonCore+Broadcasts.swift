@@ -167,6 +167,10 @@ extension DaemonCore {
             for broadcast in takers { broadcast.skip(.videoCamera) }
         case .format(let video, let newPool):
             logger.info("camera \(feed.camera.title): \(video.width)x\(video.height) \(video.format)")
+            if newPool, let format = feed.format {
+                capture.cameraResized(to: format)
+                logger.info("memory plan: \(capture.plan)")
+            }
             for broadcast in broadcasts where broadcast.isActive && broadcast.takesCamera {
                 broadcast.cameraChanged(feed, newPool: newPool)
             }

@@ -248,6 +248,31 @@ import Testing
         #expect((try? FramePoolPlan.plan(format: screen, parts: parts, budgetBytes: 25 << 20, enforced: true)) != nil)
     }
 
+    /// Camera frames larger than the format the camera listed get a larger pool of their own (a new POOL to the
+    /// handlers that take them, before CAMERA_FORMAT), and the plan counts them at their size.
+    @Test func cameraFramesLargerThanListedGetALargerPoolAndThePlanFollows() throws {
+        let small = CameraDescription(
+            name: "small", serial: "7", role: "Camera",
+            formats: [CameraFormat(pixelFormat: "BGRx", width: 16, height: 8, frameRates: [30])])
+        let cameras = Cameras([small], camera: "default", size: VideoFormat(width: 320, height: 240))
+        let harness = try CoreHarness(sources: cameras.sources)
+        let controller = try harness.peer(.controller)
+        let (_, taker) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
+        #expect(harness.core.capture?.plan.camera?.format == VideoFormat(width: 16, height: 8))
+        try harness.advance(by: 100_000_000, releasing: [taker])
+        let messages = try taker.peer.received()
+        let pools = try messages.filter { $0.opcode == .pool }.map { try $0.decode(PoolAnnouncement.self) }
+        let pool = try #require(pools.first, "\(messages.map(\.opcode))")
+        #expect(pool.camera == true && pool.pool != taker.cameraPool && pool.slotSize >= 320 * 240 * 3 / 2)
+        let first = try #require(messages.firstIndex { $0.opcode == .pool })
+        #expect(messages[(first + 1)...].first { $0.opcode != .videoSample }?.opcode == .cameraFormat)
+        #expect(
+            try messages.filter { $0.opcode == .cameraSample }.allSatisfy {
+                try VideoSampleHeader(decoding: $0.payload).pool == pool.pool
+            })
+        #expect(harness.core.capture?.plan.camera?.format == VideoFormat(width: 320, height: 240))
+    }
+
     /// The core's plan has the camera's part once a camera is chosen (from the first format the camera lists).
     @Test func theCoresPlanHasTheCameraFromItsFirstFormat() throws {
         let cameras = Cameras([Self.webcam], camera: "default")
