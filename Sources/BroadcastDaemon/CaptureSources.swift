@@ -57,7 +57,10 @@ extension DaemonCore {
             return .failure(BroadcastError(.captureFailed, "--camera \(request): this broadcastd has no PipeWire"))
         }
         do {
-            return request.pick(from: try list())
+            let asked = clock.now()
+            let cameras = try list()
+            logger.debug("cameras listed in \((clock.now() - asked) / 1_000_000) ms: \(cameras.map(\.name))")
+            return request.pick(from: cameras)
         } catch {
             return .failure(BroadcastError(.captureFailed, "--camera \(request): \(error.description)"))
         }

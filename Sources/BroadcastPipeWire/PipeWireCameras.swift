@@ -92,6 +92,7 @@ public final class PipeWireCameras: @unchecked Sendable {
         pw_thread_loop_get_time(connection.loop, &deadline, Int64(Self.timeout))
         while phase != .done && pw_thread_loop_timed_wait_full(connection.loop, &deadline) == 0 {}
         let answered = phase == .done
+        let stage = phase == .registry ? "the registry" : "the formats of \(looks.count) node(s)"
         pw_thread_loop_unlock(connection.loop)
         connection.close {
             for look in looks { look.proxy.map { bd_pw_proxy_destroy(UnsafeMutableRawPointer($0)) } }
@@ -99,7 +100,8 @@ public final class PipeWireCameras: @unchecked Sendable {
         }
         guard answered else {
             throw CaptureError(
-                source: "pipewire", operation: "list the cameras", reason: "PipeWire did not answer within 2 s")
+                source: "pipewire", operation: "list the cameras",
+                reason: "PipeWire did not answer within 2 s (asked for \(stage))")
         }
         return order.compactMap { nodes[$0] }
     }
