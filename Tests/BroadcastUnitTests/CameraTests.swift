@@ -220,6 +220,32 @@ import Testing
         #expect(taker.framesTaken - screenFrames >= 5, "the screen's frames go on")
     }
 
+    /// `--on-lock blank`: while the session is locked the broadcast stays live with the privacy frame, and its handler
+    /// gets no camera frames; they come again once it is unlocked.
+    @Test func aLockedSessionWithBlankingStopsTheCamerasFramesUntilUnlocked() throws {
+        let cameras = Cameras([Self.webcam], camera: "default")
+        let harness = try CoreHarness(sources: cameras.sources) { $0.onLock = .blank }
+        let lock = try StandInLock()
+        harness.core.sessionLock = lock
+        let controller = try harness.peer(.controller)
+        let (id, taker) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
+        func cameraFrames(for nanoseconds: UInt64) throws -> Int {
+            try harness.advance(by: nanoseconds, releasing: [taker])
+            let samples = try taker.peer.received().filter { $0.opcode == .cameraSample }
+            for sample in try samples.map({ try VideoSampleHeader(decoding: $0.payload) }) {
+                try harness.send(SlotRelease(pool: sample.pool, slot: sample.slot).message, from: taker.peer)
+            }
+            return samples.count
+        }
+        // The camera's two slots are given back only after each stretch: two frames in each, at most.
+        #expect(try cameraFrames(for: 200_000_000) == 2)
+        lock.set(locked: true, harness)
+        #expect(harness.core.broadcast(id)?.phase == .live)
+        #expect(try cameraFrames(for: 300_000_000) == 0)
+        lock.set(locked: false, harness)
+        #expect(try cameraFrames(for: 200_000_000) == 2)
+    }
+
     /// The plan counts the camera: its own slots (as many as the screen's, following the broadcasts), its picture
     /// and PipeWire's buffers; an enforced budget refuses what does not fit, naming the camera.
     @Test func thePlanCountsTheCamerasSlotsPictureAndBuffers() throws {
