@@ -10,7 +10,10 @@ public final class PipeWireCameras: @unchecked Sendable {
     /// How long a look may take before it fails (a PipeWire that does not answer).
     public static let timeout: UInt64 = 2_000_000_000
 
-    private var connection: PipeWireConnection?
+    /// PipeWire's core and thread loop, kept by the connection's setUp: its thread may answer before the connection's
+    /// init returns (under load the registry's `done` came first, found no connection yet and was dropped: a stall).
+    private var core: OpaquePointer?
+    private var loop: OpaquePointer?
     private var registry: OpaquePointer?
     private var nodes: [UInt32: CameraDescription] = [:]
     private var order: [UInt32] = []
@@ -46,6 +49,10 @@ public final class PipeWireCameras: @unchecked Sendable {
         try PipeWireCameras().look()
     }
 
+    /// For tests: runs on the caller's thread once PipeWire's thread has started, before the look waits for it (a
+    /// delay here lets PipeWire answer first, as on a loaded machine).
+    nonisolated(unsafe) static var connected: (() -> Void)?
+
     private init() {
         coreEvents.initialize(to: pw_core_events())
         coreEvents.pointee.version = bd_pw_version_core_events()
@@ -79,14 +86,15 @@ public final class PipeWireCameras: @unchecked Sendable {
 
     private func look() throws(CaptureError) -> [CameraDescription] {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        let connection = try PipeWireConnection(threadName: "broadcastd-cameras") { core in
+        let connection = try PipeWireConnection(threadName: "broadcastd-cameras") { core, loop in
+            (self.core, self.loop) = (core, loop)
             bd_pw_core_add_listener(core, coreListener, coreEvents, me)
             let registry = bd_pw_core_get_registry(core)
             self.registry = registry
             bd_pw_registry_add_listener(registry, registryListener, registryEvents, me)
             waitingFor = bd_pw_core_sync(core)
         }
-        self.connection = connection
+        Self.connected?()
         var deadline = timespec()
         pw_thread_loop_lock(connection.loop)
         pw_thread_loop_get_time(connection.loop, &deadline, Int64(Self.timeout))
@@ -120,7 +128,7 @@ public final class PipeWireCameras: @unchecked Sendable {
     }
 
     private func done(_ id: UInt32, _ seq: Int32) {
-        guard id == PW_ID_CORE, seq == waitingFor, let connection else { return }
+        guard id == PW_ID_CORE, seq == waitingFor, let core, let loop else { return }
         switch phase {
         case .registry:
             phase = .formats
@@ -132,10 +140,10 @@ public final class PipeWireCameras: @unchecked Sendable {
                 bd_pw_node_add_listener(proxy, look.listener, nodeEvents, Unmanaged.passUnretained(look).toOpaque())
                 bd_pw_node_enum_formats(proxy)
             }
-            waitingFor = bd_pw_core_sync(connection.core)
+            waitingFor = bd_pw_core_sync(core)
         case .formats:
             phase = .done
-            pw_thread_loop_signal(connection.loop, false)
+            pw_thread_loop_signal(loop, false)
         case .done:
             return
         }

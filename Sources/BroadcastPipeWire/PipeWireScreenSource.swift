@@ -352,7 +352,7 @@ public final class PipeWireScreenSource: CaptureSource {
         // Through the portal, only when it granted the metadata mode (it may offer only embedded).
         readsCursor = configuration.cursor == .metadata && (portal?.cast?.cursor ?? .metadata) == .metadata
         connection = try PipeWireConnection(threadName: "broadcastd-video", remote: remote) {
-            core throws(CaptureError) in
+            core, _ throws(CaptureError) in
             let properties = bd_pw_properties_new()
             pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
             pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")

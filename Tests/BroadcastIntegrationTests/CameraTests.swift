@@ -4,6 +4,8 @@ import BroadcastProtocol
 import Foundation
 import Testing
 
+@testable import BroadcastPipeWire
+
 extension Integration {
     /// A camera on a private PipeWire: the tests' video source as a node of media.role Camera.
     @Suite(.serialized) struct CameraTests {
@@ -99,6 +101,22 @@ extension Integration {
             // The screen went on after the camera went away (0.3 s of it before the finish).
             let screenLast = try #require(summary.streams["video"]?.lastPts)
             #expect(screenLast > (frames.lastPts ?? 0) + 150_000_000)
+        }
+
+        /// PipeWire may answer the listing before the connection's init has returned (a loaded machine, the caller
+        /// descheduled): the answer must not be lost. Before the fix the registry's `done` found no connection yet and
+        /// was dropped, and the listing waited 2 s and failed; the delay here makes that happen every time.
+        @Test func theListingHoldsWhenPipeWireAnswersBeforeItWaits() throws {
+            let pipewire = try PipeWireHarness(tones: false)
+            try pipewire.testVideoSource("testcam", ["--size", "320x180", "--fps", "15", "--role", "Camera"])
+            setenv("PIPEWIRE_REMOTE", pipewire.socketPath, 1)
+            PipeWireCameras.connected = { usleep(200_000) }
+            defer {
+                PipeWireCameras.connected = nil
+                unsetenv("PIPEWIRE_REMOTE")
+            }
+            let cameras = try PipeWireCameras.list()
+            #expect(cameras.map(\.name) == ["testcam"] && cameras.first?.formats.count == 1, "\(cameras)")
         }
     }
 }
