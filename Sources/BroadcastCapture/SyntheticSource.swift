@@ -154,7 +154,7 @@ public final class SyntheticSource: CaptureSource {
         switch stream {
         case .audioApp: appTone.next(now: now)
         case .audioMic: micTone.next(now: now)
-        case .video: nil
+        case .video, .videoCamera: nil
         }
     }
 }

@@ -48,6 +48,8 @@ public final class ControllerClient {
         if capture?.excludeWindows?.isEmpty == false {
             try require(.excludeWindows, for: "leaving windows out of one broadcast")
         }
+        // An older daemon ignores camera: the broadcast would run without the camera asked for.
+        if let camera = capture?.camera, camera != "none" { try require(.camera, for: "a camera") }
         let reply = try connection.request(
             .start, StartRequest(handler: handler, maxDuration: maxDuration, capture: capture))
         let answer = try reply.decode(BroadcastReference.self)

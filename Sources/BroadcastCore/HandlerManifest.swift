@@ -23,11 +23,13 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     /// Revision 2.3: the commands it accepts from controllers while its broadcast runs (`broadcastctl send`);
     /// broadcastd forwards no other.
     public var commands: [Command]?
+    /// Revision 2.8: it takes the camera's frames (CAMERA_FORMAT, CAMERA_SAMPLE) when the broadcast has a camera.
+    public var camera: Bool?
 
     public init(
         name: String, displayName: String, description: String? = nil, exec: String, arguments: [String]? = nil,
         url: URLField? = nil, setupFields: [SetupField]? = nil, frameRate: FrameRateMode? = nil, discard: Bool? = nil,
-        commands: [Command]? = nil
+        commands: [Command]? = nil, camera: Bool? = nil
     ) {
         self.name = name
         self.displayName = displayName
@@ -39,6 +41,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         self.frameRate = frameRate
         self.discard = discard
         self.commands = commands
+        self.camera = camera
     }
 
     public enum FrameRateMode: String, Codable, Sendable {
@@ -46,7 +49,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, displayName, description, exec, arguments, url, setupFields, frameRate, discard, commands
+        case name, displayName, description, exec, arguments, url, setupFields, frameRate, discard, commands, camera
     }
 
     public init(from decoder: Decoder) throws {
@@ -60,6 +63,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         setupFields = try c.decodeIfPresent([SetupField].self, forKey: .setupFields)
         discard = try c.decodeIfPresent(Bool.self, forKey: .discard)
         commands = try c.decodeIfPresent([Command].self, forKey: .commands)
+        camera = try c.decodeIfPresent(Bool.self, forKey: .camera)
         if let rate = try? c.decodeIfPresent(Double.self, forKey: .frameRate) {
             guard rate >= 1 && rate <= 240 else {
                 throw DecodingError.dataCorruptedError(
@@ -83,6 +87,7 @@ public struct HandlerManifest: Equatable, Codable, Sendable {
         try c.encodeIfPresent(setupFields, forKey: .setupFields)
         try c.encodeIfPresent(discard, forKey: .discard)
         try c.encodeIfPresent(commands, forKey: .commands)
+        try c.encodeIfPresent(camera, forKey: .camera)
         if let maxFrameRate {
             try c.encode(maxFrameRate, forKey: .frameRate)
         } else {

@@ -45,12 +45,39 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     /// Everything but the pool: the daemon as measured, the source's buffers, the live reserve.
     public var parts: [Part]
     public var budgetBytes: Int
+    /// Revision 2.8: the camera's frames, when the capture has a camera: its own slots (as many as the screen's) of
+    /// its format, its picture (the last frame converted, kept by its source) and PipeWire's buffers.
+    public var camera: CameraCost?
+    public struct CameraCost: Equatable, Sendable {
+        public var format: VideoFormat
+        /// The camera's buffers PipeWire maps into broadcastd.
+        public var buffersBytes: Int
+        public init(format: VideoFormat, buffersBytes: Int) {
+            self.format = format
+            self.buffersBytes = buffersBytes
+        }
+
+        /// What a camera that offers `width`x`height` costs beside its slots, delivered as `pixelFormat`: three
+        /// buffers of 32-bit pixels at most (its stream asks for two or three), and its PipeWire connection (a thread
+        /// and its context, as much as an audio stream's: `connectionBytes`).
+        public init(width: Int, height: Int, pixelFormat: PixelFormat) {
+            format = VideoFormat(width: width, height: height, pixelFormat: pixelFormat)
+            buffersBytes = 3 * width * height * 4 + Self.connectionBytes
+        }
+
+        /// A PipeWire connection's thread, context and stream, as the audio streams are counted (`liveGrowth`).
+        public static let connectionBytes = 3 << 19
+    }
     /// The budget was set by the user (`--memory-budget`, the configuration file): a plan over it is refused.
     /// The built-in budget is a goal: a capture that cannot fit it runs at its minimum, saying by how much it is over.
     public var enforced: Bool
 
-    public init(format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int, enforced: Bool) {
+    public init(
+        format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int, enforced: Bool,
+        camera: CameraCost? = nil
+    ) {
         self.format = format
+        self.camera = camera
         slotSize = Self.slotSize(format)
         self.broadcasts = max(1, broadcasts)
         self.parts = parts
@@ -69,24 +96,37 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     public var capacityBytes: Int { Self.maximumSlots * slotSize }
     public var poolBytes: Int { slotCount * slotSize }
     public var baseBytes: Int { parts.reduce(0) { $0 + $1.bytes } }
+    /// The camera's slots (as many as the screen's), its picture and its buffers; 0 without a camera.
+    public var cameraBytes: Int {
+        camera.map { slotCount * Self.slotSize($0.format) + $0.format.frameByteCount + $0.buffersBytes } ?? 0
+    }
+    /// The camera's own pool, beside the screen's.
+    public var cameraPool: FramePoolPlan? {
+        camera.map {
+            FramePoolPlan(
+                format: $0.format, broadcasts: broadcasts, parts: [], budgetBytes: budgetBytes, enforced: false)
+        }
+    }
     /// Everything the daemon should have resident at most with this plan.
-    public var totalBytes: Int { baseBytes + poolBytes }
+    public var totalBytes: Int { baseBytes + poolBytes + cameraBytes }
     /// How far the plan is over the budget (0 when within it).
     public var excessBytes: Int { max(0, totalBytes - budgetBytes) }
 
     public var description: String {
         "\(slotCount) slots of \(megabytes(slotSize)) (\(megabytes(poolBytes))) + "
-            + parts.map { "\($0.name) \(megabytes($0.bytes))" }.joined(separator: " + ") + " = \(megabytes(totalBytes))"
+            + parts.map { "\($0.name) \(megabytes($0.bytes))" }.joined(separator: " + ")
+            + (camera == nil ? "" : " + the camera \(megabytes(cameraBytes))") + " = \(megabytes(totalBytes))"
     }
 
     /// The plan for `format` shared by `broadcasts`, beside `parts`. Within an enforced budget it fits, or an error
     /// says what would; over the built-in one it runs anyway (`overBudgetWarning` says so).
     public static func plan(
         format: VideoFormat, broadcasts: Int = 1, parts: [Part], budgetBytes: Int,
-        enforced: Bool
+        enforced: Bool, camera: CameraCost? = nil
     ) throws(BroadcastError) -> FramePoolPlan {
         let plan = FramePoolPlan(
-            format: format, broadcasts: broadcasts, parts: parts, budgetBytes: budgetBytes, enforced: enforced)
+            format: format, broadcasts: broadcasts, parts: parts, budgetBytes: budgetBytes, enforced: enforced,
+            camera: camera)
         if enforced && plan.excessBytes > 0 { throw plan.refusal() }
         return plan
     }
@@ -97,13 +137,14 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
         try Self.plan(
             format: format ?? self.format, broadcasts: broadcasts ?? self.broadcasts, parts: parts,
             budgetBytes: budgetBytes,
-            enforced: enforced)
+            enforced: enforced, camera: camera)
     }
 
     /// What the plan needs, said as the parts it is made of.
     var need: String {
         "\(format) needs \(slotCount) frame slots of \(megabytes(slotSize)) plus "
             + parts.map { "\(megabytes($0.bytes)) for \($0.name)" }.joined(separator: ", ")
+            + (camera.map { ", \(megabytes(cameraBytes)) for the camera (\($0.format))" } ?? "")
             + ": \(megabytes(totalBytes)) in all"
     }
 
@@ -117,7 +158,7 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     private static func advisedMegabytes(_ bytes: Int) -> Int { (bytes + (2 << 20) + (1 << 20) - 1) >> 20 }
 
     private func refusal() -> BroadcastError {
-        let available = budgetBytes - baseBytes
+        let available = budgetBytes - baseBytes - cameraBytes
         var alternatives = ["use --memory-budget \(Self.advisedMegabytes(totalBytes))"]
         func fits(_ f: VideoFormat) -> Bool { slotCount * Self.slotSize(f) <= available }
         if let size = Self.commonSizes.first(where: {
@@ -133,8 +174,10 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
         }
         if broadcasts > 1 {
             let fitting = (1..<broadcasts).last {
-                FramePoolPlan(format: format, broadcasts: $0, parts: parts, budgetBytes: budgetBytes, enforced: true)
-                    .excessBytes == 0
+                FramePoolPlan(
+                    format: format, broadcasts: $0, parts: parts, budgetBytes: budgetBytes, enforced: true,
+                    camera: camera
+                ).excessBytes == 0
             }
             alternatives.append(
                 fitting.map { "at most \($0) broadcast(s) at once at this size" } ?? "a smaller capture")

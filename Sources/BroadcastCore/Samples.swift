@@ -1,14 +1,17 @@
-/// The three sample streams, numbered as ReplayKit's RPSampleBufferType.
+/// The sample streams, numbered as ReplayKit's RPSampleBufferType, and (revision 2.8) the camera.
 public enum SampleType: UInt8, CaseIterable, Codable, Sendable, CustomStringConvertible {
     case video = 1
     case audioApp = 2
     case audioMic = 3
+    /// The camera's frames (CAMERA_SAMPLE), for handlers that ask for them.
+    case videoCamera = 4
 
     public var description: String {
         switch self {
         case .video: "video"
         case .audioApp: "audioApp"
         case .audioMic: "audioMic"
+        case .videoCamera: "videoCamera"
         }
     }
 }

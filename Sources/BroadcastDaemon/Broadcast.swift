@@ -232,29 +232,67 @@ final class Broadcast {
         header.timing = SampleTiming(
             presentationTime: pts, duration: interval, sequence: ledger.takeSequence(.video),
             discontinuity: ledger.isDiscontinuous(.video))
+        send(.videoSample, header, of: .video, pool: pool, link: link)
+    }
+
+    /// Sends VIDEO_SAMPLE or CAMERA_SAMPLE, whose slot its handler holds; when the handler's queue is full, the frame
+    /// is dropped for it and the slot given back.
+    private func send(
+        _ opcode: Opcode, _ header: VideoSampleHeader, of type: SampleType, pool: FramePool, link: HandlerLink
+    ) {
         var payload: [UInt8] = []
         payload.reserveCapacity(VideoSampleHeader.size)
         header.encode(into: &payload)
-        if link.queue(Message(.videoSample, payload: payload), droppable: true) {
-            ledger.delivered(.video, until: pts + interval)
+        if link.queue(Message(opcode, payload: payload), droppable: true) {
+            ledger.delivered(type, until: header.timing.presentationTime + header.timing.duration)
             link.flush()
         } else {
-            pool.release(slot, by: link.holder)
-            ledger.dropTaken(.video)
+            pool.release(Int(header.slot), by: link.holder)
+            ledger.dropTaken(type)
         }
     }
 
     /// The capture's frames are `format` from the next on (in `pool` when a new one replaced the old).
     func formatChanged(_ format: VideoDescription, pool: FramePool?) {
         guard let link, link.connection != nil else { return }
-        if let pool {
-            link.send(
-                .json(
-                    .pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
-                    descriptors: [pool.handlerDescriptor]))
-        }
+        if let pool { link.send(Self.announcement(of: pool)) }
         link.send(.json(.videoFormatChanged, format))
         ledger.markDiscontinuous(.video)
+    }
+
+    // MARK: - The camera
+
+    /// Its handler takes the camera's frames: its manifest says `camera`, or its setup `camera=on`.
+    var takesCamera: Bool {
+        manifest.camera == true || ["on", "true", "yes", "1"].contains(setupInfo["camera"]?.lowercased() ?? "")
+    }
+
+    /// The camera's pool (when `newPool`) and CAMERA_FORMAT: its frames' format, or that it went away.
+    func cameraChanged(_ feed: CameraFeed, newPool: Bool) {
+        guard let link, link.connection != nil else { return }
+        if newPool, let pool = feed.pool { link.send(Self.announcement(of: pool, camera: true)) }
+        if let notice = feed.notice { link.send(.json(.cameraFormat, notice)) }
+        ledger.markDiscontinuous(.videoCamera)
+    }
+
+    /// POOL for `pool`, with its memfd.
+    static func announcement(of pool: FramePool, camera: Bool? = nil) -> Message {
+        .json(
+            .pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize, camera: camera),
+            descriptors: [pool.handlerDescriptor])
+    }
+
+    /// Holds `slot` of the camera's pool for its handler and sends CAMERA_SAMPLE, or drops the frame when the
+    /// handler's queue is full.
+    func deliverCamera(slot: Int, pts: UInt64, duration: UInt64, format: VideoFormat, pool: FramePool) {
+        guard let link else { return }
+        pool.hold(slot, for: link.holder)
+        let timing = SampleTiming(
+            presentationTime: pts, duration: duration, sequence: ledger.takeSequence(.videoCamera),
+            discontinuity: ledger.isDiscontinuous(.videoCamera))
+        let header = VideoSampleHeader(
+            timing: timing, orientation: .up, pool: pool.id, slot: UInt32(slot), format: format)
+        send(.cameraSample, header, of: .videoCamera, pool: pool, link: link)
     }
 
     /// Where the pointer is (the metadata cursor mode).

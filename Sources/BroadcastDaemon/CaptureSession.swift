@@ -24,6 +24,9 @@ final class CaptureSession {
     private(set) var latestFramePTS: UInt64 = 0
     /// Frame deadlines since the session began, missed ones included.
     private(set) var frameCount: UInt64 = 0
+    /// The camera the first broadcast of the capture chose (its `--camera`), with its own pool.
+    let cameraFeed: CameraFeed?
+    var camera: CameraDescription? { cameraFeed?.camera }
 
     enum Opened {
         case planned(FramePoolPlan)
@@ -34,9 +37,12 @@ final class CaptureSession {
 
     init(
         source: CaptureSource, plan: FramePoolPlan, poolIDs: PoolIDs, wakes: WakeRegistry,
-        indicator: (any CaptureIndicator)? = nil
+        indicator: (any CaptureIndicator)? = nil, camera: (CameraDescription, CaptureSource)? = nil
     ) {
         self.source = source
+        cameraFeed = camera.flatMap { camera, source in
+            plan.cameraPool.map { CameraFeed(camera: camera, source: source, plan: $0, poolIDs: poolIDs) }
+        }
         self.plan = plan
         self.poolIDs = poolIDs
         self.wakes = wakes
@@ -45,7 +51,9 @@ final class CaptureSession {
 
     /// Opens `source` and plans the memory for its frames; the source is left closed when either fails.
     /// `waiting`: waits here while the source waits for its first frame (where no START can be kept pending).
-    static func open(_ source: CaptureSource, budget: MemoryBudget, waiting: Bool = false) -> Result<
+    static func open(
+        _ source: CaptureSource, budget: MemoryBudget, waiting: Bool = false, camera: CameraDescription? = nil
+    ) -> Result<
         Opened, BroadcastError
     > {
         let format: VideoFormat
@@ -58,7 +66,7 @@ final class CaptureSession {
                 .planned(
                     try FramePoolPlan.plan(
                         format: format, parts: parts(of: source), budgetBytes: budget.bytes,
-                        enforced: budget.enforced)))
+                        enforced: budget.enforced, camera: camera.map { cost(of: $0, as: format.pixelFormat) })))
         } catch {
             source.close()
             return .failure(error)
@@ -75,6 +83,15 @@ final class CaptureSession {
             - ProcessMemory.residentBytes(in: shared.flatMap(\.regions))
         return [FramePoolPlan.Part("broadcastd itself", itself)] + shared.map { FramePoolPlan.Part($0.name, $0.bytes) }
             + [FramePoolPlan.Part("what a live broadcast adds", FramePoolPlan.liveReserve + source.liveGrowth)]
+    }
+
+    /// What `camera` is planned to cost, from the first format it offers (what PipeWire picks when it can), delivered
+    /// in the screen's pixel format; 1280x720 when it lists none. A camera whose frames turn out larger gets a larger
+    /// pool when they come.
+    static func cost(of camera: CameraDescription, as pixelFormat: PixelFormat) -> FramePoolPlan.CameraCost {
+        let first = camera.formats.first { $0.width > 0 && $0.height > 0 }
+        return FramePoolPlan.CameraCost(
+            width: (first?.width ?? 1280) & ~1, height: (first?.height ?? 720) & ~1, pixelFormat: pixelFormat)
     }
 
     /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for a snapshot while
@@ -97,6 +114,13 @@ final class CaptureSession {
         guard max(1, broadcasts) != plan.broadcasts else { return }
         plan = try plan.changing(broadcasts: broadcasts)
         pool?.use(plan)
+        cameraFeed?.share(with: broadcasts)
+    }
+
+    /// The camera's frames came larger than planned (it got a larger pool): the plan counts them at their size.
+    func cameraResized(to format: VideoFormat) {
+        plan.camera = FramePoolPlan.CameraCost(
+            width: format.width, height: format.height, pixelFormat: format.pixelFormat)
     }
 
     /// The pool, made when the first handler is launched.
@@ -106,6 +130,7 @@ final class CaptureSession {
         do {
             let made = try FramePool(id: poolIDs.take(), plan: plan)
             pool = made
+            try cameraFeed?.makePool()
             return made
         } catch {
             throw BroadcastError(.budget, "cannot allocate the frame pool (\(plan)): \(error)")
@@ -116,6 +141,7 @@ final class CaptureSession {
     /// resize are expected and ignored.
     func release(pool id: UInt32, slot: Int, by holder: Int) -> Bool {
         if retiredPools.contains(id) { return true }
+        if let released = cameraFeed?.release(pool: id, slot: slot, by: holder) { return released }
         guard let pool, pool.id == id else { return false }
         return pool.release(slot, by: holder)
     }
@@ -123,6 +149,7 @@ final class CaptureSession {
     /// A handler is gone: every slot it held is free of it.
     func releaseAll(heldBy holder: Int) {
         pool?.releaseAll(heldBy: holder)
+        cameraFeed?.releaseAll(heldBy: holder)
     }
 
     // MARK: - Capture
@@ -178,6 +205,7 @@ final class CaptureSession {
 
     func close() {
         endLive()
+        cameraFeed?.close()
         pool = nil
         retiredPools = []
         source.close()

@@ -8,10 +8,20 @@ public struct CaptureSources {
     /// What broadcastd's options capture, said as a choice (its display, output or region, frame rate, cursor).
     public var defaults: CaptureChoice
     public var make: (CaptureChoice) throws(CaptureError) -> CaptureSource
+    /// The cameras there are now (PipeWire's video sources), for SOURCES and `--camera`; nil: none can be captured.
+    public var cameras: (() throws(CaptureError) -> [CameraDescription])?
+    /// The source of a camera's frames (its PipeWire node), in broadcastd's pixel format and colour range.
+    public var makeCamera: ((CameraDescription) throws(CaptureError) -> CaptureSource)?
 
-    public init(defaults: CaptureChoice, make: @escaping (CaptureChoice) throws(CaptureError) -> CaptureSource) {
+    public init(
+        defaults: CaptureChoice, make: @escaping (CaptureChoice) throws(CaptureError) -> CaptureSource,
+        cameras: (() throws(CaptureError) -> [CameraDescription])? = nil,
+        makeCamera: ((CameraDescription) throws(CaptureError) -> CaptureSource)? = nil
+    ) {
         self.defaults = defaults
         self.make = make
+        self.cameras = cameras
+        self.makeCamera = makeCamera
     }
 }
 
@@ -25,11 +35,35 @@ extension DaemonCore {
                 ? nil : BroadcastError(.invalidRequest, "this broadcastd captures what its own options say only")
         }
         let wanted = sources.defaults.choosing(asked)
-        guard wanted != captureChoice else { return nil }
+        // The camera is not the screen's: another camera keeps the source.
+        var screen = wanted
+        screen.camera = captureChoice.camera
+        guard screen != captureChoice else {
+            captureChoice = wanted
+            return nil
+        }
         do { source = try sources.make(wanted) } catch { return BroadcastError(.captureFailed, error.description) }
         captureChoice = wanted
         logger.info("capture chosen by START (\(asked)): \(source.description)")
         return nil
+    }
+
+    /// The camera `choice` asks for (broadcastd's `--camera` unless the START said another), looked up now; nil for
+    /// none. A name that matches no camera is refused with the list of those there are.
+    func pickCamera(_ choice: CaptureChoice) -> Result<CameraDescription?, BroadcastError> {
+        let request = CameraRequest(choice.camera ?? "none")
+        guard request != .none else { return .success(nil) }
+        guard let list = sources?.cameras else {
+            return .failure(BroadcastError(.captureFailed, "--camera \(request): this broadcastd has no PipeWire"))
+        }
+        do {
+            let asked = clock.now()
+            let cameras = try list()
+            logger.debug("cameras listed in \((clock.now() - asked) / 1_000_000) ms: \(cameras.map(\.name))")
+            return request.pick(from: cameras)
+        } catch {
+            return .failure(BroadcastError(.captureFailed, "--camera \(request): \(error.description)"))
+        }
     }
 
     /// Back to broadcastd's own source, once no capture is open (nothing to do when it is the one).
@@ -72,6 +106,13 @@ extension DaemonCore {
         }
         if wanted.cursor != running.cursor, let cursor = asked.cursor { differs.append("--cursor \(cursor)") }
         if let fps = asked.frameRate, Double(fps) > rate + 0.5 { differs.append("--fps \(fps)") }
+        if let camera = asked.camera, camera != "none" {
+            switch pickCamera(asked) {
+            case .success(let wanted) where wanted?.serial == capture?.camera?.serial: break
+            case .success: differs.append("--camera \(camera)")
+            case .failure(let error): return .failure(error)
+            }
+        }
         let excluded = running.excludeWindows ?? []
         if let more = asked.excludeWindows, CaptureChoice.union(excluded, more).count > excluded.count {
             differs.append(more.map { "--exclude-window \($0)" }.joined(separator: " "))

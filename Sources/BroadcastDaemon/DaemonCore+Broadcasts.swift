@@ -150,6 +150,43 @@ extension DaemonCore {
         {
             for broadcast in broadcasts where broadcast.isLive { transition(broadcast, .fail(failure)) }
         }
+        captureCamera(now: now)
+    }
+
+    /// The camera's news at a frame deadline, for the live broadcasts whose handlers take it (a paused one gets no
+    /// camera frames either, nor does any while the session is locked and the screen blanked: `--on-lock blank`);
+    /// a camera that went away is said once to each and in their status, and they go on.
+    func captureCamera(now: UInt64) {
+        guard let capture, let feed = capture.cameraFeed else { return }
+        let blanked = lockState.isLocked && configuration.onLock == .blank
+        let takers = blanked ? [] : broadcasts.filter { $0.isLive && $0.takesCamera && $0.isConnected }
+        switch feed.update(now: now, takers: !takers.isEmpty) {
+        case .nothing:
+            return
+        case .dropped:
+            for broadcast in takers { broadcast.skip(.videoCamera) }
+        case .format(let video, let newPool):
+            logger.info("camera \(feed.camera.title): \(video.width)x\(video.height) \(video.format)")
+            if newPool, let format = feed.format {
+                capture.cameraResized(to: format)
+                logger.info("memory plan: \(capture.plan)")
+            }
+            for broadcast in broadcasts where broadcast.isActive && broadcast.takesCamera {
+                broadcast.cameraChanged(feed, newPool: newPool)
+            }
+        case .frame(let slot, let pts):
+            guard let pool = feed.pool, let format = feed.format else { return }
+            for broadcast in takers {
+                broadcast.deliverCamera(
+                    slot: slot, pts: pts, duration: source.frameInterval, format: format, pool: pool)
+            }
+        case .lost(let why):
+            logger.warning("\(why); the broadcasts go on without it")
+            for broadcast in broadcasts where broadcast.isActive {
+                if broadcast.takesCamera { broadcast.cameraChanged(feed, newPool: false) }
+                peers.publish(.json(.stateChanged, status(of: broadcast)))
+            }
+        }
     }
 
     func captureAudio(now: UInt64) {
@@ -218,10 +255,9 @@ extension DaemonCore {
         guard let broadcast = broadcast(ofHandler: session), let current = broadcast.machine.current,
             let pool = capture?.pool
         else { return }
-        session.enqueue(
-            .json(
-                .pool, PoolAnnouncement(pool: pool.id, slots: pool.capacity, slotSize: pool.slotSize),
-                descriptors: [pool.handlerDescriptor]))
+        session.enqueue(Broadcast.announcement(of: pool))
+        let feed = broadcast.takesCamera ? capture?.cameraFeed : nil
+        if let cameraPool = feed?.pool { session.enqueue(Broadcast.announcement(of: cameraPool, camera: true)) }
         let rate = broadcast.chooseFrameRate(captureRate: 1e9 / Double(source.frameInterval))
         session.enqueue(
             .json(
@@ -232,6 +268,7 @@ extension DaemonCore {
                     audio: AudioDescription(source.audioFormat),
                     frameRate: Int(rate.rounded()),
                     audioStreams: source.audioStreams.map(\.description))))
+        if let notice = feed?.notice { session.enqueue(.json(.cameraFormat, notice)) }
         logger.debug("handler '\(broadcast.manifest.name)' connected; broadcast \(current.id) started")
     }
 
@@ -316,6 +353,10 @@ extension DaemonCore {
         guard let broadcast else { return s }
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics
+        if broadcast.isActive, let feed = capture?.cameraFeed {
+            s.camera = feed.camera.title
+            s.cameraLost = feed.lost
+        }
         let silent = source.silentAudio
         if !silent.isEmpty {
             s.silentAudio = Dictionary(uniqueKeysWithValues: silent.map { ($0.key.description, $0.value) })

@@ -191,13 +191,32 @@ extension DaemonCore {
             do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
+            var camera: (CameraDescription, CaptureSource)?
+            switch pickCamera(captureChoice) {
+            case .success(let picked?):
+                do throws(CaptureError) {
+                    guard let make = sources?.makeCamera else {
+                        throw CaptureError(source: "camera", operation: "capture \(picked.name)", reason: "no PipeWire")
+                    }
+                    camera = (picked, try make(picked))
+                } catch {
+                    restoreDefaultSource()
+                    return .failure(BroadcastError(.captureFailed, error.description))
+                }
+            case .success(nil): camera = nil
+            case .failure(let error):
+                restoreDefaultSource()
+                return .failure(error)
+            }
             // Opened now, so that a screen that cannot be captured refuses the broadcast before it starts.
-            switch CaptureSession.open(source, budget: configuration.memoryBudget) {
+            switch CaptureSession.open(source, budget: configuration.memoryBudget, camera: camera?.0) {
             case .success(.waiting(let why)):
                 return .success(.waiting(why))
             case .success(.planned(let plan)):
                 capture = CaptureSession(
-                    source: source, plan: plan, poolIDs: poolIDs, wakes: wakes, indicator: captureIndicator)
+                    source: source, plan: plan, poolIDs: poolIDs, wakes: wakes, indicator: captureIndicator,
+                    camera: camera)
+                capture?.cameraFeed?.connect()
             case .failure(let error):
                 restoreDefaultSource()
                 return .failure(error)
@@ -326,7 +345,8 @@ extension DaemonCore {
                                 id: $0.id, instance: $0.instance, class: $0.className, title: $0.title, pid: $0.pid,
                                 x: $0.rect.x, y: $0.rect.y, width: $0.rect.width, height: $0.rect.height,
                                 mapped: $0.mapped)
-                        } : nil))
+                        } : nil,
+                    cameras: try? sources?.cameras?()))
         } catch {
             return .failure(BroadcastError(.captureFailed, error.description))
         }

@@ -59,6 +59,8 @@ struct StreamLedger {
 
     /// The counters as status and SERVICE_INFO carry them, every stream present.
     var streams: [String: StreamCounters] {
-        Dictionary(uniqueKeysWithValues: SampleType.allCases.map { ($0.description, counters[$0] ?? StreamCounters()) })
+        // The camera's only for a broadcast that takes it.
+        let types = SampleType.allCases.filter { $0 != .videoCamera || counters[$0] != nil }
+        return Dictionary(uniqueKeysWithValues: types.map { ($0.description, counters[$0] ?? StreamCounters()) })
     }
 }

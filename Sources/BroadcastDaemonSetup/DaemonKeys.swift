@@ -59,6 +59,13 @@ public enum DaemonKeys {
     public static let cursor = ConfigKey.choice(
         "cursor", CursorMode.allCases.map(\.rawValue), default: "embedded",
         help: "The pointer: drawn into frames, sent as CURSOR messages (metadata), or hidden.")
+    public static let camera = ConfigKey(
+        "camera", .string, default: .string("none"),
+        help:
+            "A camera beside the screen, delivered to handlers that ask for it: none, default (the first PipeWire video source whose media.role is Camera, else the first), or one by node name, description or serial (see `broadcastctl sources`)."
+    ) {
+        $0.string!.isEmpty || $0.string!.utf8.count > 256 ? "takes none, default, or a camera's name" : nil
+    }
     public static let colorRange = ConfigKey.choice(
         "color-range", ColorRange.allCases.map(\.rawValue), default: "limited",
         help: "BT.709 range of converted frames: limited (16-235) or full (0-255).")
@@ -134,7 +141,7 @@ public enum DaemonKeys {
 
     public static let all = [
         source, pipewireNode, portalSource, display, output, region, window, app, excludeWindow, onLock, cursor,
-        colorRange, x11Grab, damage, size, fps, pixelFormat,
+        camera, colorRange, x11Grab, damage, size, fps, pixelFormat,
         audioChannels, audioFormat, appAudio, mic, syncMarks, audioClockPPM, memoryBudget, maxBroadcasts, socket,
         handlersDir,
         startTimeout, finishTimeout, handlerTimeout, notify, logLevel,

@@ -24,9 +24,11 @@ public struct DaemonSetup {
     /// which the caller lets finish delivering before it exits.
     public func makeDaemon(logger: Logger) throws -> (daemon: Daemon, notifications: DesktopNotifications?) {
         let (source, _) = chosenSource()
-        let sources = CaptureSources(defaults: captureDefaults(source)) { choice throws(CaptureError) in
-            try captureSource(choosing: choice, of: source)
-        }
+        let sources = CaptureSources(
+            defaults: captureDefaults(source),
+            make: { choice throws(CaptureError) in try captureSource(choosing: choice, of: source) },
+            cameras: { () throws(CaptureError) in try PipeWireCameras.list() },
+            makeCamera: { camera throws(CaptureError) in try cameraSource(camera, logger: logger) })
         let lock =
             settings.string("on-lock") == LockAction.ignore.rawValue
             ? nil
@@ -66,7 +68,8 @@ public struct DaemonSetup {
             display: source == "x11" ? settings.string("display") ?? Environment.get("DISPLAY") : nil,
             output: settings.string("output"), region: settings.string("region"), window: settings.string("window"),
             app: settings.string("app"), frameRate: settings.integer("fps"),
-            cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings))
+            cursor: settings.string("cursor"), excludeWindows: Self.excludedWindows(settings),
+            camera: settings.string("camera"))
     }
 
     /// The source a broadcast's START chooses: broadcastd's options with the choice's in their place. A display
@@ -95,6 +98,17 @@ public struct DaemonSetup {
             throw CaptureError(source: kind, operation: "choose what to capture", reason: error.description)
         }
         return try DaemonSetup(settings: chosen).captureSource(kind)
+    }
+
+    /// The source of `camera`'s frames: its PipeWire node, by serial, in broadcastd's pixel format and colour range.
+    func cameraSource(_ camera: CameraDescription, logger: Logger) throws(CaptureError) -> CaptureSource {
+        var configuration = PipeWireScreenSource.Configuration(target: .node(camera.serial))
+        configuration.framesPerSecond = camera.formats.first?.frameRates.max().map { Int($0.rounded()) } ?? 30
+        configuration.pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
+        configuration.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
+        configuration.cursor = .hidden
+        configuration.camera = true
+        return try PipeWireScreenSource(configuration, logger: logger)
     }
 
     public func captureSource(_ source: String) throws(CaptureError) -> CaptureSource {

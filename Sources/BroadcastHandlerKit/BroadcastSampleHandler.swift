@@ -31,6 +31,8 @@ open class BroadcastSampleHandler {
     public internal(set) var framesPerSecond = 30
     /// The audio streams the capture source delivers (none for a source without audio).
     public internal(set) var audioStreams: [SampleType] = [.audioApp, .audioMic]
+    /// Revision 2.8: the camera's frame format, while its frames come (nil before the first and once it is lost).
+    public internal(set) var cameraFormat: VideoFormat?
     /// Revision 2.6: the daemon's protocol revision ("2.6") and the features it offers, as its WELCOME announced them
     /// (set before `broadcastStarted`); nil from a daemon older than 2.6, which announces nothing.
     public internal(set) var daemonRevision: String?
@@ -64,6 +66,10 @@ open class BroadcastSampleHandler {
     open func broadcastFinished() {}
     /// The frame size or format changed; following video samples use `format`.
     open func broadcastVideoFormatChanged(_ format: VideoFormat) {}
+    /// Revision 2.8, for a handler whose manifest says `"camera": true` (or whose setup says `camera=on`) when the
+    /// broadcast has a camera: its frames come as `videoCamera` samples in `format` from now on, or (`lost`, format
+    /// nil) the camera went away and none come any more; the broadcast goes on. `camera` names it.
+    open func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {}
     /// The pointer, when broadcastd runs with `--cursor metadata`: its position every frame,
     /// its image (`cursor.sprite`) only when it changed. Draw it, or not.
     open func processCursor(_ cursor: CursorSample) {}

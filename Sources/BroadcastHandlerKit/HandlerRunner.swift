@@ -73,22 +73,25 @@ struct HandlerRunner {
 
     /// `owesFinish` is true from `broadcastStarted` until `broadcastFinished` is called.
     private func dispatch(_ connection: PeerConnection, owesFinish: inout Bool) throws(ProtocolError) {
-        var pool: (id: UInt32, memory: SharedMemory, slotSize: Int)?
+        var pool: MappedPool?
+        /// Revision 2.8: the camera's pool, beside the screen's.
+        var cameraPool: MappedPool?
         while true {
             let message = try connection.receive()
             switch message.opcode {
             case .pool:
                 let announcement = try message.decode(PoolAnnouncement.self)
                 guard let fd = message.descriptors.first else { throw .malformed(.pool, "no descriptor attached") }
+                let mapped: MappedPool
                 do {
-                    pool = (
-                        announcement.pool,
-                        try SharedMemory(mapping: fd, size: announcement.slots * announcement.slotSize),
-                        announcement.slotSize
-                    )
+                    mapped = MappedPool(
+                        id: announcement.pool,
+                        memory: try SharedMemory(mapping: fd, size: announcement.slots * announcement.slotSize),
+                        slotSize: announcement.slotSize)
                 } catch {
                     throw .transport(error)
                 }
+                if announcement.camera == true { cameraPool = mapped } else { pool = mapped }
             case .broadcastStarted:
                 let start = try message.decode(BroadcastStart.self)
                 guard let video = start.video.videoFormat else {
@@ -105,37 +108,54 @@ struct HandlerRunner {
                 if let rate = start.frameRate, rate > 0 { handler.framesPerSecond = rate }
                 if let streams = start.audioStreams {
                     handler.audioStreams = SampleType.allCases.filter {
-                        streams.contains($0.description) && $0 != .video
+                        streams.contains($0.description) && $0 != .video && $0 != .videoCamera
                     }
                 }
                 owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))
-            case .videoSample:
+            case .videoSample, .cameraSample:
+                let camera = message.opcode == .cameraSample
                 let header = try VideoSampleHeader(decoding: message.payload)
-                guard let pool, pool.id == header.pool,
+                guard let pool = camera ? cameraPool : pool, pool.id == header.pool,
                     Int(header.slot) * pool.slotSize + Int(header.byteCount) <= pool.memory.size
                 else {
                     throw .malformed(
-                        .videoSample, "slot \(header.slot) of pool \(header.pool) is outside the mapped pool")
+                        message.opcode, "slot \(header.slot) of pool \(header.pool) is outside the mapped pool")
                 }
-                var format = handler.videoFormat
+                var format = camera ? handler.cameraFormat : handler.videoFormat
                 if let pixelFormat = PixelFormat(rawValue: header.fourcc) {
                     format = VideoFormat(width: Int(header.width), height: Int(header.height), pixelFormat: pixelFormat)
                 }
+                guard let format, format.frameByteCount <= Int(header.byteCount) else {
+                    throw .malformed(message.opcode, "a frame of \(header.byteCount) bytes in an unknown format")
+                }
+                let type: SampleType = camera ? .videoCamera : .video
                 let data = UnsafeRawBufferPointer(
                     start: pool.memory.base + Int(header.slot) * pool.slotSize, count: Int(header.byteCount))
                 var sample = SampleBuffer(
-                    type: .video, timing: header.timing, data: data, videoFormat: format,
+                    type: type, timing: header.timing, data: data, videoFormat: format,
                     orientation: header.orientation, audioFormat: nil, frameCount: 1)
                 sample.isRepeat = header.repeated
                 let release = FrameRelease {
                     try connection.send(SlotRelease(pool: header.pool, slot: header.slot).message)
                 }
                 sample.frameRelease = release
-                handler.processSampleBuffer(sample, with: .video)
+                handler.processSampleBuffer(sample, with: type)
                 release()
                 if let failure = release.failure { throw failure as? ProtocolError ?? .closed }
+            case .cameraFormat:
+                let notice = try message.decode(CameraFormatNotice.self)
+                if let video = notice.video {
+                    guard let format = video.videoFormat else {
+                        throw .malformed(.cameraFormat, "unknown pixel format \(video.format)")
+                    }
+                    handler.cameraFormat = format
+                    handler.cameraChanged(format: format, camera: notice.camera, lost: nil)
+                } else {
+                    handler.cameraFormat = nil
+                    handler.cameraChanged(format: nil, camera: notice.camera, lost: notice.lost ?? "the camera is gone")
+                }
             case .audioSample:
                 let header = try AudioSampleHeader(decoding: message.payload)
                 message.payload.withUnsafeBytes { raw in
@@ -181,4 +201,11 @@ struct HandlerRunner {
             }
         }
     }
+}
+
+/// A pool of frame slots the handler mapped (POOL): the screen's, or (revision 2.8) the camera's.
+struct MappedPool {
+    var id: UInt32
+    var memory: SharedMemory
+    var slotSize: Int
 }

@@ -31,6 +31,18 @@ public final class InspectHandler: BroadcastSampleHandler {
         public var lastFrame: FrameDump?
         /// The frames per second broadcastd said this handler gets.
         public var frameRate: Int?
+        /// Revision 2.8: the camera (its frames are the `videoCamera` stream), when the broadcast has one.
+        public var camera: CameraSummary?
+    }
+
+    public struct CameraSummary: Codable, Equatable, Sendable {
+        public var name: String
+        /// The formats of its frames, in the order CAMERA_FORMAT announced them.
+        public var formats: [VideoFormat] = []
+        /// Why its frames stopped, when they did.
+        public var lost: String?
+        /// The last camera frame's Y plane's first byte (to tell what it showed).
+        public var lastLuma: UInt8?
     }
 
     public struct CursorSummary: Codable, Equatable, Sendable {
@@ -99,6 +111,7 @@ public final class InspectHandler: BroadcastSampleHandler {
         note("processSampleBuffer")
         statistics[sampleBufferType, default: StreamStatistics()].record(
             timing: sampleBuffer.timing, data: sampleBuffer.data, receivedAt: now)
+        if sampleBufferType == .videoCamera { summary.camera?.lastLuma = sampleBuffer.data.first }
         guard sampleBufferType == .video, let format = sampleBuffer.videoFormat else { return }
         if sampleBuffer.isRepeat { summary.repeatedFrames += 1 }
         if let framePath {
@@ -111,6 +124,14 @@ public final class InspectHandler: BroadcastSampleHandler {
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
         note("broadcastVideoFormatChanged")
         summary.formatChanges.append(format)
+    }
+
+    public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
+        note("cameraChanged")
+        var c = summary.camera ?? CameraSummary(name: camera)
+        if let format { c.formats.append(format) }
+        c.lost = lost
+        summary.camera = c
     }
 
     public override func processCursor(_ cursor: CursorSample) {

@@ -5,14 +5,18 @@ import Glibc
 /// A connection to PipeWire with a thread of its own (`pw_thread_loop`): over `remote` (a socket the
 /// portal opened, which the connection then owns) or to `$PIPEWIRE_REMOTE`, else `pipewire-0` in
 /// `$PIPEWIRE_RUNTIME_DIR` or `$XDG_RUNTIME_DIR`. `setUp` runs with the loop locked
-/// before the thread starts, to create what lives on it; `close` stops the thread first, so what it
+/// before the thread starts, to create what lives on it and keep what its callbacks need (the core, the
+/// loop: the thread may call them before this init returns); `close` stops the thread first, so what it
 /// created can then be destroyed from any thread.
 final class PipeWireConnection {
     let loop: OpaquePointer
     private let context: OpaquePointer
     let core: OpaquePointer
 
-    init(threadName: String, remote: Int32? = nil, setUp: (OpaquePointer) throws(CaptureError) -> Void)
+    init(
+        threadName: String, remote: Int32? = nil,
+        setUp: (_ core: OpaquePointer, _ loop: OpaquePointer) throws(CaptureError) -> Void
+    )
         throws(CaptureError)
     {
         PipeWireLibrary.initialize()
@@ -46,7 +50,7 @@ final class PipeWireConnection {
         }
         (self.loop, self.context, self.core) = (loop, context, core)
         do {
-            try setUp(core)
+            try setUp(core, loop)
         } catch {
             pw_thread_loop_unlock(loop)
             close()

@@ -44,6 +44,8 @@ public final class PipeWireScreenSource: CaptureSource {
         public var audio = AudioFormat()
         /// How long `open` waits for the node's first frame.
         public var startTimeout: UInt64 = 5_000_000_000
+        /// A camera's node, beside the screen (revision 2.8): the stream says media.role Camera.
+        public var camera = false
         public init(target: Target) { self.target = target }
     }
 
@@ -350,12 +352,13 @@ public final class PipeWireScreenSource: CaptureSource {
         // Through the portal, only when it granted the metadata mode (it may offer only embedded).
         readsCursor = configuration.cursor == .metadata && (portal?.cast?.cursor ?? .metadata) == .metadata
         connection = try PipeWireConnection(threadName: "broadcastd-video", remote: remote) {
-            core throws(CaptureError) in
+            core, _ throws(CaptureError) in
             let properties = bd_pw_properties_new()
             pw_properties_set(properties, PW_KEY_MEDIA_TYPE, "Video")
             pw_properties_set(properties, PW_KEY_MEDIA_CATEGORY, "Capture")
-            pw_properties_set(properties, PW_KEY_MEDIA_ROLE, "Screen")
-            pw_properties_set(properties, PW_KEY_NODE_NAME, "broadcastd-screen")
+            pw_properties_set(properties, PW_KEY_MEDIA_ROLE, configuration.camera ? "Camera" : "Screen")
+            pw_properties_set(
+                properties, PW_KEY_NODE_NAME, configuration.camera ? "broadcastd-camera" : "broadcastd-screen")
             // The portal's node is known by its id (what pw_stream_connect's deprecated target id sets), a direct one by name or serial.
             pw_properties_set(properties, portal == nil ? "target.object" : "node.target", node)
             pw_properties_set(properties, "node.dont-reconnect", "true")

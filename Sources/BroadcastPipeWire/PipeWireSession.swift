@@ -110,7 +110,7 @@ public final class PipeWireSession: @unchecked Sendable {
             stream.reset()
             if let time { stream.goLive(at: time) }
         }
-        connection = try PipeWireConnection(threadName: "broadcastd-audio") { core in
+        connection = try PipeWireConnection(threadName: "broadcastd-audio") { core, _ in
             self.core = core
             let registry = bd_pw_core_get_registry(core)
             self.registry = registry

@@ -19,10 +19,13 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
     public var cursor: String?
     /// Revision 2.6: window classes never captured (X11), beside broadcastd's own `--exclude-window` list.
     public var excludeWindows: [String]?
+    /// Revision 2.8: the camera, delivered as `videoCamera` to handlers that ask for it: "none", "default" (the first
+    /// PipeWire video source whose media.role is Camera, else the first), or one by node name, description or serial.
+    public var camera: String?
 
     public init(
         display: String? = nil, output: String? = nil, region: String? = nil, window: String? = nil, app: String? = nil,
-        frameRate: Int? = nil, cursor: String? = nil, excludeWindows: [String]? = nil
+        frameRate: Int? = nil, cursor: String? = nil, excludeWindows: [String]? = nil, camera: String? = nil
     ) {
         self.display = display
         self.output = output
@@ -32,6 +35,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         self.frameRate = frameRate
         self.cursor = cursor
         self.excludeWindows = excludeWindows
+        self.camera = camera
     }
 
     public static let cursorModes = ["embedded", "metadata", "hidden"]
@@ -48,7 +52,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         }
         for (name, value) in [
             ("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
-            ("cursor", cursor),
+            ("cursor", cursor), ("camera", camera),
         ] + (excludeWindows ?? []).map({ ("exclude-window", $0) }) {
             guard let value else { continue }
             if value.isEmpty || value.utf8.count > 256
@@ -83,6 +87,7 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         if let app = request.app { chosen.target = (nil, nil, nil, app) }
         if let frameRate = request.frameRate { chosen.frameRate = frameRate }
         if let cursor = request.cursor { chosen.cursor = cursor }
+        if let camera = request.camera { chosen.camera = camera }
         if let excluded = request.excludeWindows {
             chosen.excludeWindows = Self.union(self.excludeWindows ?? [], excluded)
         }
@@ -102,11 +107,11 @@ public struct CaptureChoice: Codable, Equatable, Sendable, CustomStringConvertib
         set { (output, region, window, app) = newValue }
     }
 
-    /// As broadcastctl options: "--display :1 --region 0,0,640x360 --fps 30 --cursor embedded".
+    /// As broadcastctl options: "--display :1 --region 0,0,640x360 --fps 30 --cursor embedded --camera default".
     public var description: String {
         let parts = [
             ("display", display), ("output", output), ("region", region), ("window", window), ("app", app),
-            ("fps", frameRate.map(String.init)), ("cursor", cursor),
+            ("fps", frameRate.map(String.init)), ("cursor", cursor), ("camera", camera),
         ]
         let given =
             parts.compactMap { name, value in value.map { "--\(name) \($0)" } }

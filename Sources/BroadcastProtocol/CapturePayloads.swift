@@ -35,11 +35,14 @@ public struct SourceList: Codable, Equatable, Sendable {
     public var outputs: [OutputDescription]
     /// The top-level windows `broadcastd --window ID|CLASS|TITLE` can capture, bottom to top (X11; since 2.2).
     public var windows: [WindowDescription]?
+    /// The cameras `--camera NAME` can capture: PipeWire's video sources (since 2.8); absent when PipeWire cannot
+    /// be asked.
+    public var cameras: [CameraDescription]?
 
     public init(
         kind: String, source: String, screenWidth: Int? = nil, screenHeight: Int? = nil,
         outputs: [OutputDescription] = [],
-        windows: [WindowDescription]? = nil
+        windows: [WindowDescription]? = nil, cameras: [CameraDescription]? = nil
     ) {
         self.kind = kind
         self.source = source
@@ -47,6 +50,7 @@ public struct SourceList: Codable, Equatable, Sendable {
         self.screenHeight = screenHeight
         self.outputs = outputs
         self.windows = windows
+        self.cameras = cameras
     }
 }
 

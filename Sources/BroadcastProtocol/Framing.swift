@@ -45,9 +45,13 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case videoFormatChanged = 0x0305
     /// Revision 2.3: a controller's command, forwarded to the handler.
     case command = 0x0306
+    /// Revision 2.8: the camera's format, or that it went away.
+    case cameraFormat = 0x0307
     case videoSample = 0x0310
     case audioSample = 0x0311
     case cursor = 0x0312
+    /// Revision 2.8: one camera frame, in a slot of the camera's pool (VIDEO_SAMPLE's layout).
+    case cameraSample = 0x0313
     case ready = 0x0380
     case releaseSlot = 0x0381
     case finishWithError = 0x0382
@@ -95,6 +99,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .broadcastResumed: "BROADCAST_RESUMED"
         case .broadcastFinished: "BROADCAST_FINISHED"
         case .videoFormatChanged: "VIDEO_FORMAT_CHANGED"
+        case .cameraFormat: "CAMERA_FORMAT"
+        case .cameraSample: "CAMERA_SAMPLE"
         case .command: "COMMAND"
         case .videoSample: "VIDEO_SAMPLE"
         case .audioSample: "AUDIO_SAMPLE"
@@ -115,7 +121,7 @@ public enum ProtocolLimits {
     /// The version this side speaks: 2 (several broadcasts at once, addressed by id).
     public static let version = 2
     /// The revision of version 2 this side implements, which WELCOME announces (since revision 2.6).
-    public static let revision = "2.7"
+    public static let revision = "2.8"
     /// The oldest version broadcastd still serves: version-1 peers keep working where they can (docs/protocol.md §7).
     public static let oldestVersion = 1
     public static let headerSize = 12

@@ -71,13 +71,14 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
     case excludeWindows = "exclude-windows"
     /// Reserved for a later revision: encoded samples (not offered yet).
     case encodedSamples = "encoded-samples"
-    /// Reserved for a later revision: the camera as a source (not offered yet).
+    /// 2.8: cameras: SOURCES lists PipeWire's video sources with their formats, START's `capture.camera` chooses
+    /// one, the status names it.
     case camera
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
         .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
-        .excludeWindows,
+        .excludeWindows, .camera,
     ]
 }
 
@@ -189,6 +190,11 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var pausedForLock: Bool?
     /// Revision 2.2: this live broadcast's handler gets the privacy frame instead of the screen (`--on-lock blank`).
     public var blankedForLock: Bool?
+    /// Revision 2.8: the camera this broadcast's capture takes ("testcam (Test Camera, serial 42)"), when one was
+    /// asked for.
+    public var camera: String?
+    /// Revision 2.8: why the camera's frames stopped (it went away); the broadcast goes on without them.
+    public var cameraLost: String?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state
@@ -273,10 +279,29 @@ public struct PoolAnnouncement: Codable, Equatable, Sendable {
     public var pool: UInt32
     public var slots: Int
     public var slotSize: Int
-    public init(pool: UInt32, slots: Int, slotSize: Int) {
+    /// Revision 2.8: this is the camera's pool, beside the screen's (which it does not replace).
+    public var camera: Bool?
+    public init(pool: UInt32, slots: Int, slotSize: Int, camera: Bool? = nil) {
         self.pool = pool
         self.slots = slots
         self.slotSize = slotSize
+        self.camera = camera
+    }
+}
+
+/// CAMERA_FORMAT (revision 2.8): the camera's frames are `video` from the next CAMERA_SAMPLE on, or (`lost`) the
+/// camera went away and no more come until a CAMERA_FORMAT with `video` again.
+public struct CameraFormatNotice: Codable, Equatable, Sendable {
+    /// Which camera, as SOURCES names it: "testcam (Test Camera, serial 42)".
+    public var camera: String
+    public var video: VideoDescription?
+    /// Why no frames come any more.
+    public var lost: String?
+
+    public init(camera: String, video: VideoDescription? = nil, lost: String? = nil) {
+        self.camera = camera
+        self.video = video
+        self.lost = lost
     }
 }
 

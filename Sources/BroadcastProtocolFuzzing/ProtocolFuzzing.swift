@@ -94,6 +94,7 @@ public enum ProtocolFuzzing {
         _ = try? message.decode(HandlerResult.self)
         _ = try? message.decode(URLUpdate.self)
         _ = try? message.decode(BroadcastStatus.self)
+        _ = try? message.decode(CameraFormatNotice.self)
     }
 
     private static func devNull() -> Descriptor? {

@@ -346,3 +346,83 @@ static inline struct spa_source *bd_pw_loop_add_periodic_timer(struct pw_loop *l
     if (timer != NULL) pw_loop_update_timer(loop, timer, &first, &every, false);
     return timer;
 }
+
+// Listing cameras: the video sources' nodes and the formats they offer (their EnumFormat params).
+#include <spa/debug/types.h>
+#include <spa/param/video/type-info.h>
+
+static inline uint32_t bd_pw_version_core_events(void) { return PW_VERSION_CORE_EVENTS; }
+static inline uint32_t bd_pw_version_node_events(void) { return PW_VERSION_NODE_EVENTS; }
+
+static inline int bd_pw_core_add_listener(struct pw_core *core, struct spa_hook *hook,
+                                          const struct pw_core_events *events, void *data) {
+    return pw_core_add_listener(core, hook, events, data);
+}
+
+/// A round trip: the core's `done` event with the returned seq comes once the server has handled what was sent.
+static inline int bd_pw_core_sync(struct pw_core *core) { return pw_core_sync(core, PW_ID_CORE, 0); }
+
+static inline struct pw_node *bd_pw_registry_bind_node(struct pw_registry *registry, uint32_t id) {
+    return (struct pw_node *)pw_registry_bind(registry, id, PW_TYPE_INTERFACE_Node, PW_VERSION_NODE, 0);
+}
+
+static inline int bd_pw_node_add_listener(struct pw_node *node, struct spa_hook *hook,
+                                          const struct pw_node_events *events, void *data) {
+    return pw_node_add_listener(node, hook, events, data);
+}
+
+/// Asks for every EnumFormat param of `node`; they come as `param` events.
+static inline int bd_pw_node_enum_formats(struct pw_node *node) {
+    return pw_node_enum_params(node, 0, SPA_PARAM_EnumFormat, 0, UINT32_MAX, NULL);
+}
+
+/// One video format a node offers: the pixel format's short name ("YUY2", "NV12"; "MJPG", "H264" for
+/// compressed video), its size (the preferred one of a range) and its frame rates (each of an enumeration,
+/// the lowest and highest of a range, or the one fixed).
+struct bd_camera_format {
+    char name[16];
+    uint32_t width, height;
+    uint32_t n_rates;
+    struct spa_fraction rates[16];
+};
+
+/// The values of property `key` of `object`: a pointer to the first, their count and the choice they are of.
+static inline const void *bd_spa_prop_values(const struct spa_pod *object, uint32_t key, uint32_t type,
+                                             uint32_t *count, uint32_t *choice) {
+    const struct spa_pod_prop *prop = spa_pod_find_prop(object, NULL, key);
+    if (prop == NULL) return NULL;
+    const struct spa_pod *values = spa_pod_get_values(&prop->value, count, choice);
+    if (values == NULL || SPA_POD_TYPE(values) != type || *count == 0) return NULL;
+    return SPA_POD_BODY_CONST(values);
+}
+
+/// Reads an EnumFormat param of a video node into `out`; -1 when it is not video or has no size.
+static inline int bd_pw_parse_camera_format(const struct spa_pod *param, struct bd_camera_format *out) {
+    uint32_t media_type, media_subtype, count, choice;
+    memset(out, 0, sizeof(*out));
+    if (param == NULL || !spa_pod_is_object(param)) return -1;
+    if (spa_format_parse(param, &media_type, &media_subtype) < 0) return -1;
+    if (media_type != SPA_MEDIA_TYPE_video) return -1;
+    const char *name = NULL;
+    if (media_subtype == SPA_MEDIA_SUBTYPE_raw) {
+        const uint32_t *format = bd_spa_prop_values(param, SPA_FORMAT_VIDEO_format, SPA_TYPE_Id, &count, &choice);
+        if (format != NULL) name = spa_debug_type_find_short_name(spa_type_video_format, format[0]);
+    } else if (media_subtype == SPA_MEDIA_SUBTYPE_mjpg) {
+        name = "MJPG";
+    } else if (media_subtype == SPA_MEDIA_SUBTYPE_h264) {
+        name = "H264";
+    }
+    snprintf(out->name, sizeof(out->name), "%s", name != NULL ? name : "unknown");
+    const struct spa_rectangle *size =
+        bd_spa_prop_values(param, SPA_FORMAT_VIDEO_size, SPA_TYPE_Rectangle, &count, &choice);
+    if (size == NULL) return -1;
+    out->width = size[0].width;
+    out->height = size[0].height;
+    const struct spa_fraction *rates =
+        bd_spa_prop_values(param, SPA_FORMAT_VIDEO_framerate, SPA_TYPE_Fraction, &count, &choice);
+    if (rates == NULL) return 0;
+    // An enumeration's and a range's first value is the preferred one, which the others repeat.
+    uint32_t first = (choice == SPA_CHOICE_None || count == 1) ? 0 : 1;
+    for (uint32_t i = first; i < count && out->n_rates < 16; i++) out->rates[out->n_rates++] = rates[i];
+    return 0;
+}

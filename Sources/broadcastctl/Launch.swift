@@ -22,11 +22,17 @@ struct CaptureOptions: ParsableArguments {
             "Never capture windows of this class, besides broadcastd's list; repeatable (X11).",
             valueName: "CLASS"))
     var excludeWindows: [String] = []
+    @Option(
+        help: ArgumentHelp(
+            "A camera for handlers that take one: default, none, or a name, description or serial "
+                + "(see `broadcastctl sources`).",
+            valueName: "NAME|default|none"))
+    var camera: String?
 
     var choice: CaptureChoice? {
         let choice = CaptureChoice(
             display: display, output: output, region: region, window: window, app: app, frameRate: fps,
-            cursor: cursor, excludeWindows: excludeWindows.isEmpty ? nil : excludeWindows)
+            cursor: cursor, excludeWindows: excludeWindows.isEmpty ? nil : excludeWindows, camera: camera)
         return choice.isEmpty ? nil : choice
     }
 

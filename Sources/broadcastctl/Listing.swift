@@ -52,7 +52,7 @@ struct Handlers: ParsableCommand {
 struct Sources: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Show what broadcastd captures, and the RandR monitors and outputs (broadcastd --output NAME) and top-level windows (broadcastd --window ID|CLASS|TITLE) it could capture."
+            "Show what broadcastd captures, and the RandR monitors and outputs (broadcastd --output NAME), top-level windows (broadcastd --window ID|CLASS|TITLE) and cameras with their formats (--camera NAME) it could capture."
     )
     @OptionGroup var connection: ConnectionOptions
     @Flag(help: "Print JSON.") var json = false
@@ -79,6 +79,14 @@ struct Sources: ParsableCommand {
                     print(
                         "  0x\(String(w.id, radix: 16))  \(w.class.isEmpty ? w.instance : w.class)  \"\(w.title)\"  \(pid)  \(w.width)x\(w.height)+\(w.x)+\(w.y)\(w.mapped ? "" : "  (hidden)")"
                     )
+                }
+            }
+            if let cameras = list.cameras {
+                print(cameras.isEmpty ? "no cameras (no PipeWire Video/Source node)" : "cameras:")
+                for camera in cameras {
+                    let role = camera.role.map { "  role \($0)" } ?? ""
+                    print("  \(camera.title)\(role)")
+                    for format in camera.formats { print("    \(format)") }
                 }
             }
         }

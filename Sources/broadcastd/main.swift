@@ -44,6 +44,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
     var excludedWindows: [String] = []
     @Option(help: ArgumentHelp(DaemonKeys.onLock.help)) var onLock: String?
     @Option(help: ArgumentHelp(DaemonKeys.cursor.help)) var cursor: String?
+    @Option(help: ArgumentHelp(DaemonKeys.camera.help, valueName: "NAME|default|none")) var camera: String?
     @Option(help: ArgumentHelp(DaemonKeys.colorRange.help)) var colorRange: String?
     @Option(help: ArgumentHelp(DaemonKeys.x11Grab.help)) var x11Grab: String?
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(DaemonKeys.damage.help)) var damage: Bool?
@@ -86,7 +87,7 @@ struct BroadcastDaemonCommand: ParsableCommand {
         for (key, value) in [
             ("source", source), ("pipewire-node", pipewireNode), ("portal-source", portalSource), ("display", display),
             ("output", output), ("region", region), ("window", window), ("app", app), ("on-lock", onLock),
-            ("cursor", cursor),
+            ("cursor", cursor), ("camera", camera),
             ("color-range", colorRange), ("x11-grab", x11Grab), ("size", size), ("pixel-format", pixelFormat),
             ("audio-format", audioFormat), ("app-audio", appAudio), ("mic", mic), ("socket", socket),
             ("log-level", logLevel),

@@ -11,9 +11,10 @@
 // With --hold S, no buffer for S seconds each time the stream starts streaming (a consumer connects), as a
 // compositor before its first frame. Each buffer's header carries its capture time (CLOCK_MONOTONIC), --latency MS
 // before it is queued, as xdg-desktop-portal-wlr stamps the compositor's frame time before copying it; buffers
-// are offered as it offers them (two by default, up to 32).
+// are offered as it offers them (two by default, up to 32). With --role ROLE (Camera) and --description TEXT the node
+// says them (media.role, node.description), as a camera's node does.
 //   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
-//                              [--cursor] [--hold S] [--latency MS]
+//                              [--cursor] [--hold S] [--latency MS] [--role ROLE] [--description TEXT]
 import CPipeWire
 import Glibc
 
@@ -34,6 +35,8 @@ struct Options {
     var cursor = false
     var hold = 0.0
     var latency = 0.0
+    var role: String?
+    var description: String?
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -58,6 +61,8 @@ struct Options {
             case "--cursor": cursor = true
             case "--hold": hold = Double(it.next() ?? "") ?? hold
             case "--latency": latency = Double(it.next() ?? "") ?? latency
+            case "--role": role = it.next()
+            case "--description": description = it.next()
             default:
                 fail("unknown argument \(argument)", status: 64)
             }
@@ -95,6 +100,8 @@ final class Source {
         let properties = bd_pw_properties_new()
         pw_properties_set(properties, PW_KEY_MEDIA_CLASS, "Video/Source")
         pw_properties_set(properties, PW_KEY_NODE_NAME, options.name)
+        if let role = options.role { pw_properties_set(properties, PW_KEY_MEDIA_ROLE, role) }
+        if let description = options.description { pw_properties_set(properties, PW_KEY_NODE_DESCRIPTION, description) }
         stream = pw_stream_new(core, options.name, properties)
         events.version = bd_pw_version_stream_events()
         events.param_changed = { data, id, param in

@@ -235,9 +235,11 @@ final class PipeWireHarness {
 
     /// The tests' own video source (pipewire-test-video-source, built with the package): a node named
     /// `name` that drives the graph like a compositor and writes crop and damage metadata as `arguments` say.
-    func testVideoSource(_ name: String, _ arguments: [String]) throws {
-        try spawn(Paths.binary("pipewire-test-video-source"), ["--name", name] + arguments)
+    @discardableResult
+    func testVideoSource(_ name: String, _ arguments: [String]) throws -> Process {
+        let process = try spawn(Paths.binary("pipewire-test-video-source"), ["--name", name] + arguments)
         try waitForNode(name)
+        return process
     }
 
     private func waitForNode(_ name: String) throws {

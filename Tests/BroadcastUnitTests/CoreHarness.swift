@@ -22,15 +22,19 @@ final class CoreHarness {
     let core: DaemonCore
     let folder: String
 
-    /// The manifest of the stand-in handler the tests start: commands `count` and `hang`, and it can discard.
+    /// The manifest of the stand-in handler the tests start: commands `count` and `hang`, and it can discard; its setup
+    /// field `camera` (on) asks for the camera.
     static let standIn = """
         {"name": "stand-in", "displayName": "Stand-in", "exec": "/bin/true", "discard": true,
-         "url": {"prompt": "Where"}, "setupFields": [{"name": "frameRate", "prompt": "Frames per second"}],
+         "url": {"prompt": "Where"}, "setupFields": [{"name": "frameRate", "prompt": "Frames per second"},
+           {"name": "camera", "prompt": "The camera too", "choices": ["on", "off"]}],
          "commands": [{"name": "count", "help": "Counts"}, {"name": "hang", "help": "Never answers"}]}
         """
 
     /// A core with the synthetic source at `fps` (64x32, app and mic audio), and the stand-in handler installed.
-    init(fps: Int = 30, _ change: (inout DaemonConfiguration) -> Void = { _ in }) throws {
+    init(
+        fps: Int = 30, sources: CaptureSources? = nil, _ change: (inout DaemonConfiguration) -> Void = { _ in }
+    ) throws {
         folder =
             FileManager.default.temporaryDirectory.appendingPathComponent("core-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -43,7 +47,7 @@ final class CoreHarness {
         var logger = Logger(label: "broadcastd") { _ in RecordingLogHandler(recorder) }
         logger.logLevel = .debug
         core = DaemonCore(
-            configuration: configuration, source: source, sources: nil, socketPath: configuration.socketPath,
+            configuration: configuration, source: source, sources: sources, socketPath: configuration.socketPath,
             logger: logger, clock: clock, wakes: wakes, launcher: launcher, notifier: notifier)
         core.start()
     }
@@ -183,6 +187,7 @@ final class CoreHarness {
         let peer: Peer
         let process: StandInProcess
         var pool: UInt32 = 0
+        var cameraPool: UInt32?
         var started: BroadcastStart?
         /// Frames it took (and gave back) while the clock moved.
         var taken: [VideoSampleHeader] = []
@@ -215,9 +220,16 @@ final class CoreHarness {
             process: launched.process)
         try send(.json(.hello, seq: 1, Hello(role: .handler, client: "stand-in")), from: handler.peer)
         let opening = try handler.peer.received()
-        #expect(opening.map(\.opcode) == [.welcome, .pool, .broadcastStarted], "\(opening.map(\.opcode))")
-        handler.pool = try opening[1].decode(PoolAnnouncement.self).pool
-        handler.started = try opening[2].decode(BroadcastStart.self)
+        // The camera's POOL (revision 2.8) may follow the screen's, and its CAMERA_FORMAT the start.
+        let pools = try opening.filter { $0.opcode == .pool }.map { try $0.decode(PoolAnnouncement.self) }
+        #expect(
+            opening.map(\.opcode).filter { $0 != .pool && $0 != .cameraFormat } == [.welcome, .broadcastStarted]
+                && pools.count(where: { $0.camera != true }) == 1,
+            "\(opening.map(\.opcode))")
+        handler.pool = try #require(pools.first { $0.camera != true }).pool
+        handler.cameraPool = pools.first { $0.camera == true }?.pool
+        handler.started = try #require(opening.first { $0.opcode == .broadcastStarted }).decode(BroadcastStart.self)
+        handler.peer.inbox = opening.filter { $0.opcode == .cameraFormat } + handler.peer.inbox
         if ready {
             try send(.json(.ready, seq: 2, Empty()), from: handler.peer)
             #expect(core.broadcast(id)?.phase == .live)

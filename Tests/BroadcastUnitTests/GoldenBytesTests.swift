@@ -27,10 +27,12 @@ import Testing
     /// Every example has a test here: a new one without a test fails.
     @Test func everyGoldenExampleIsChecked() throws {
         let checked = [
-            "hello-controller", "start-capture", "start-exclude-window", "change-capture", "error-field-out-of-range",
+            "hello-controller", "start-capture", "start-exclude-window", "start-camera", "sources-camera",
+            "change-capture", "error-field-out-of-range",
             "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
             "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
-            "command", "command-answer", "command-result", "welcome", "error-unsupported",
+            "command", "command-answer", "command-result", "welcome", "error-unsupported", "camera-format",
+            "camera-sample",
         ]
         let described = try ProtocolDescription.load().golden
         #expect(Set(described.map(\.name)) == Set(checked))
@@ -86,6 +88,25 @@ import Testing
         #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
     }
 
+    /// Revision 2.8: a broadcast with the default camera.
+    @Test func startWithTheCamera() throws {
+        let request = StartRequest(handler: "record", capture: CaptureChoice(camera: "default"))
+        let bytes = Message.json(.start, seq: 8, request).encoded()
+        #expect(Self.golden("start-camera") == bytes)
+        #expect(try Message(.start, payload: Array(bytes.dropFirst(12))).decode(StartRequest.self) == request)
+    }
+
+    /// Revision 2.8: SOURCES lists the cameras with their formats.
+    @Test func sourcesListingACamera() throws {
+        let camera = CameraDescription(
+            name: "testcam", description: "Test Camera", serial: "42", role: "Camera",
+            formats: [CameraFormat(pixelFormat: "YUY2", width: 1280, height: 720, frameRates: [30, 15])])
+        let list = SourceList(kind: "pipewire", source: "PipeWire node screen", cameras: [camera])
+        let bytes = Message.json(.sources, seq: 9, list).encoded()
+        #expect(Self.golden("sources-camera") == bytes)
+        #expect(try Message(.sources, payload: Array(bytes.dropFirst(12))).decode(SourceList.self) == list)
+    }
+
     @Test func changeOfTheRunningCapture() throws {
         let bytes = Message.json(.changeCapture, seq: 6, CaptureChoice(region: "0,0,1280x720")).encoded()
         #expect(Self.golden("change-capture") == bytes)
@@ -121,6 +142,22 @@ import Testing
             format: VideoFormat(width: 1920, height: 1080, pixelFormat: .nv12)
         ).encode(into: &payload)
         #expect(Self.golden("video-sample") == Message(.videoSample, payload: payload).encoded())
+    }
+
+    /// Revision 2.8: the camera's format, and its first frame in a slot of its own pool.
+    @Test func cameraFormatAndSample() throws {
+        let format = VideoFormat(width: 1280, height: 720, pixelFormat: .nv12)
+        let notice = CameraFormatNotice(
+            camera: "testcam (Test Camera, serial 42)", video: VideoDescription(format, colorRange: "limited"))
+        let bytes = Message.json(.cameraFormat, notice).encoded()
+        #expect(Self.golden("camera-format") == bytes, "\(String(decoding: bytes.dropFirst(12), as: UTF8.self))")
+        #expect(
+            try Message(.cameraFormat, payload: Array(bytes.dropFirst(12))).decode(CameraFormatNotice.self) == notice)
+        let timing = SampleTiming(
+            presentationTime: 1_000_000_000, duration: 33_333_333, sequence: 0, discontinuity: true)
+        var payload: [UInt8] = []
+        VideoSampleHeader(timing: timing, orientation: .up, pool: 2, slot: 1, format: format).encode(into: &payload)
+        #expect(Self.golden("camera-sample") == Message(.cameraSample, payload: payload).encoded())
     }
 
     @Test func cursor() throws {

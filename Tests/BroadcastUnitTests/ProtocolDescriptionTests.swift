@@ -192,7 +192,10 @@ import Testing
         url: .init(prompt: "p", default: "u", required: true, file: true),
         setupFields: [.init(name: "f", prompt: "p", default: "d", required: true, secret: true, advanced: true)],
         frameRate: .variable, discard: true,
-        commands: [.init(name: "c", help: "h", arguments: [.init(name: "a", help: "h", type: .number, required: true)])]
+        commands: [
+            .init(name: "c", help: "h", arguments: [.init(name: "a", help: "h", type: .number, required: true)])
+        ],
+        camera: true
     )
 
     static var fullStatus: BroadcastStatus {
@@ -220,6 +223,8 @@ import Testing
         s.sessionLocked = true
         s.pausedForLock = true
         s.blankedForLock = true
+        s.camera = "c"
+        s.cameraLost = "l"
         return s
     }
 
@@ -233,7 +238,7 @@ import Testing
 
     static let capture = CaptureChoice(
         display: ":1", output: "o", region: "0,0,1x1", window: "w", app: "a", frameRate: 5, cursor: "hidden",
-        excludeWindows: ["x"])
+        excludeWindows: ["x"], camera: "default")
     static let objects: [String: Sample] = [
         "error": Sample(BroadcastError(.busy, "m")),
         "commandError": Sample(HandlerFailure(code: "c", message: "m"), HandlerFailure(message: "m")),
@@ -268,7 +273,12 @@ import Testing
                 id: 1, instance: "i", class: "c", title: "t", pid: 2, x: 0, y: 0, width: 1, height: 1, mapped: true),
             WindowDescription(
                 id: 1, instance: "i", class: "c", title: "t", pid: nil, x: 0, y: 0, width: 1, height: 1, mapped: true)),
+        "camera": Sample(
+            CameraDescription(name: "n", description: "d", serial: "1", role: "Camera", formats: [cameraFormat]),
+            CameraDescription(name: "n", serial: "1")),
+        "cameraFormat": Sample(cameraFormat),
     ]
+    static let cameraFormat = CameraFormat(pixelFormat: "NV12", width: 2, height: 2, frameRates: [30])
 
     /// The Swift type each message's JSON payload is encoded from, by the message's name.
     static let payloads: [String: Sample] = [
@@ -281,7 +291,8 @@ import Testing
         "RESUME": Sample(BroadcastReference(broadcast: 1), Empty()),
         "FINISH": Sample(FinishRequest(broadcast: 1, discard: true), FinishRequest()),
         "SOURCES": Sample(
-            SourceList(kind: "x11", source: "s", screenWidth: 1, screenHeight: 1, outputs: [], windows: []),
+            SourceList(
+                kind: "x11", source: "s", screenWidth: 1, screenHeight: 1, outputs: [], windows: [], cameras: []),
             SourceList(kind: "synthetic", source: "s")),
         "GET_SNAPSHOT": Sample(BroadcastReference(broadcast: 1), Empty()),
         "SNAPSHOT": Sample(
@@ -303,7 +314,11 @@ import Testing
             SetupCompletion(broadcast: 1, url: "u", setupInfo: [:]),
             SetupCompletion(broadcast: 1, url: nil, setupInfo: [:])),
         "CANCEL_SETUP": Sample(SetupCancellation(broadcast: 1, error: BroadcastError(.setupCancelled, "m"))),
-        "POOL": Sample(PoolAnnouncement(pool: 1, slots: 10, slotSize: 4096)),
+        "POOL": Sample(
+            PoolAnnouncement(pool: 1, slots: 10, slotSize: 4096, camera: true),
+            PoolAnnouncement(pool: 1, slots: 10, slotSize: 4096)),
+        "CAMERA_FORMAT": Sample(
+            CameraFormatNotice(camera: "c", video: video, lost: "l"), CameraFormatNotice(camera: "c")),
         "BROADCAST_STARTED": Sample(
             BroadcastStart(
                 broadcast: 1, url: "u", setupInfo: [:], video: video, audio: AudioDescription(AudioFormat()),

@@ -58,14 +58,14 @@ import Testing
         let server = try Server()
         try server.send(Message.json(.hello, seq: 1, Hello(role: .controller, client: "t")).encoded())
         let welcome = try server.reply().decode(Welcome.self)
-        #expect(welcome.revision == "2.7" && welcome.protocol == 2)
+        #expect(welcome.revision == "2.8" && welcome.protocol == 2)
         #expect(
             welcome.features == [
                 "several-broadcasts", "capture-choice", "capture-change", "windows", "session-lock", "commands",
-                "memory-plan", "exclude-windows",
+                "memory-plan", "exclude-windows", "camera",
             ])
         #expect(
-            welcome.offers(.commands) == true && welcome.offers(.camera) == false
+            welcome.offers(.commands) == true && welcome.offers(.camera) == true
                 && welcome.offers(.encodedSamples) == false)
         // A daemon older than 2.6 announces nothing: a client cannot tell, and tries.
         let older = try Message(
@@ -88,7 +88,7 @@ import Testing
         let error = try refusal.decode(BroadcastError.self)
         #expect(error.code == .unsupported, "\(error)")
         #expect(
-            error.message.contains("has no message 0x0400") && error.message.contains("revision 2.7"),
+            error.message.contains("has no message 0x0400") && error.message.contains("revision 2.8"),
             "\(error.message)")
         let ok = try server.reply()
         #expect(ok.opcode == .ok && ok.seq == 6)

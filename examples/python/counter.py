@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 
 import broadcastd as bd  # pip install ./python (docs/protocol.md section 19)
 
-STREAMS = ("video", "audioApp", "audioMic")
+STREAMS = ("video", "audioApp", "audioMic", "videoCamera")  # videoCamera: revision 2.8, with setup camera=on
 
 
 def summary_path(url):
@@ -54,6 +54,7 @@ class Counter(bd.SampleHandler):
         self.last_pts = {s: None for s in STREAMS}
         self.video_checksum = 0
         self.setup_info = {}
+        self.camera = None  # revision 2.8: {"name", "formats", "lost"} once CAMERA_FORMAT came
         self.fail_after = None
         self.crash_after = None
         self.failed = False
@@ -89,6 +90,14 @@ class Counter(bd.SampleHandler):
             self.failed = True
             self.finish_with_error(f"counter: failing on request after {self.fail_after} video samples")
 
+    def camera_changed(self, camera, video, lost):
+        self.record("cameraChanged")
+        if self.camera is None:
+            self.camera = {"name": camera, "formats": [], "lost": None}
+        if video is not None:
+            self.camera["formats"].append(f"{video['width']}x{video['height']} {video['format']}")
+        self.camera["lost"] = lost
+
     def handle_command(self, name, arguments):
         """count [stream=NAME]: the samples so far; fail: answers with an error; hang: never answers."""
         self.record("command " + name)
@@ -119,6 +128,7 @@ class Counter(bd.SampleHandler):
             "lastPts": self.last_pts,
             "videoChecksum": self.video_checksum,
             "setupInfo": self.setup_info,
+            "camera": self.camera,
             "error": error,
         }
         text = json.dumps(summary, indent=2, sort_keys=True) + "\n"

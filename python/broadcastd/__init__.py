@@ -26,7 +26,7 @@ from .wire import (
 )
 
 #: The protocol revision this package speaks.
-REVISION = "2.7"
+REVISION = "2.8"
 
 __all__ = [
     "Client",

@@ -31,6 +31,8 @@ from .wire import (
     BROADCAST_PAUSED,
     BROADCAST_RESUMED,
     BROADCAST_STARTED,
+    CAMERA_FORMAT,
+    CAMERA_SAMPLE,
     COMMAND,
     COMMAND_ANSWER,
     CURSOR,
@@ -114,6 +116,13 @@ class SampleHandler(Announcements):
 
     def video_format_changed(self, video: Dict) -> None:
         pass
+
+    # Protocol revision 2.8: the camera, for a handler whose manifest says "camera": true (or whose setup field
+    # `camera` is "on") when the broadcast has one. Its frames come to `process_sample` as "videoCamera".
+
+    def camera_changed(self, camera: str, video: Optional[Dict], lost: Optional[str]) -> None:
+        """`video` (a video description): the camera's frames' format from now on; or `lost` (video None):
+        why no more camera frames come. The broadcast goes on either way."""
 
     def cursor(self, pts: int, x: int, y: int, visible: bool, sprite: Optional[Dict]) -> None:
         """With `broadcastd --cursor metadata`: the hotspot in frame coordinates, every frame; `sprite`
@@ -203,6 +212,8 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
     handler.connection = connection
     pool: Optional[FramePool] = None
     planes: List[Plane] = []
+    camera_pool: Optional[FramePool] = None  # revision 2.8: the camera's, beside the screen's
+    camera_planes: List[Plane] = []
     started = False  # broadcast_started was called and broadcast_finished not yet
     reason: Optional[Dict[str, str]] = None  # why the broadcast ends here, when the connection does first
     try:
@@ -213,17 +224,27 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
         while True:
             message = connection.receive()
             op = message.opcode
-            if op == VIDEO_SAMPLE:
+            if op in (VIDEO_SAMPLE, CAMERA_SAMPLE):
+                camera = op == CAMERA_SAMPLE  # revision 2.8: the camera's frame, in the camera's pool
                 header = VideoHeader.decode(message.payload)
-                header.planes = planes
-                if pool is None or header.pool != pool.id:
-                    raise ProtocolError(f"VIDEO_SAMPLE names pool {header.pool}, which was not announced")
-                frame = pool.frame(header.slot, header.byte_count)
+                header.planes = camera_planes if camera else planes
+                frames = camera_pool if camera else pool
+                if frames is None or header.pool != frames.id:
+                    name = "CAMERA_SAMPLE" if camera else "VIDEO_SAMPLE"
+                    raise ProtocolError(f"{name} names pool {header.pool}, which was not announced")
+                frame = frames.frame(header.slot, header.byte_count)
                 try:
-                    _callback(handler, handler.process_sample, "video", header, frame)
+                    _callback(handler, handler.process_sample, "videoCamera" if camera else "video", header, frame)
                 finally:
                     frame.release()
                     connection.send(RELEASE_SLOT, release_slot_payload(header.pool, header.slot))
+            elif op == CAMERA_FORMAT:
+                notice = message.json()
+                video = notice.get("video")
+                camera_planes = [
+                    Plane(int(p["offset"]), int(p["stride"]), int(p["height"])) for p in (video or {}).get("planes", [])
+                ]
+                _callback(handler, handler.camera_changed, str(notice.get("camera", "")), video, notice.get("lost"))
             elif op == AUDIO_SAMPLE:
                 header = AudioHeader.decode(message.payload)
                 data = memoryview(message.payload)[_AUDIO.size :]
@@ -252,9 +273,15 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                     raise ProtocolError(f"POOL carries {len(message.fds)} descriptors, expected 1")
                 fd = message.fds[0]
                 try:
-                    if pool is not None:
-                        pool.close()
-                    pool = FramePool(fd, int(info["pool"]), int(info["slots"]), int(info["slotSize"]))
+                    mapped = FramePool(fd, int(info["pool"]), int(info["slots"]), int(info["slotSize"]))
+                    if info.get("camera") is True:
+                        if camera_pool is not None:
+                            camera_pool.close()
+                        camera_pool = mapped
+                    else:
+                        if pool is not None:
+                            pool.close()
+                        pool = mapped
                 finally:
                     os.close(fd)  # the mapping keeps the memory
             elif op == BROADCAST_STARTED:
@@ -324,8 +351,9 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
         if started:
             _finish_abruptly(handler, reason or {"code": "shutdown", "message": GONE})
         handler.connection = None
-        if pool is not None:
-            pool.close()
+        for frames in (pool, camera_pool):
+            if frames is not None:
+                frames.close()
 
 
 GONE = "broadcastd went away (the connection closed) before the broadcast finished"

@@ -1,0 +1,107 @@
+/// A camera broadcastd can capture: a PipeWire video source (media.class `Video/Source`), as SOURCES lists it
+/// (revision 2.8).
+public struct CameraDescription: Codable, Equatable, Sendable {
+    /// `node.name`: what `--camera` takes, as it takes the description or the serial.
+    public var name: String
+    /// `node.description` (or `node.nick`), what a user sees in a mixer; absent when the node has none.
+    public var description: String?
+    /// `object.serial`: unique while PipeWire runs.
+    public var serial: String
+    /// `media.role`, "Camera" for a camera's node (WirePlumber's libcamera and V4L2 monitors set it).
+    public var role: String?
+    /// The formats the node offers (its EnumFormat params), as it lists them.
+    public var formats: [CameraFormat]
+
+    public init(
+        name: String, description: String? = nil, serial: String, role: String? = nil,
+        formats: [CameraFormat] = []
+    ) {
+        self.name = name
+        self.description = description
+        self.serial = serial
+        self.role = role
+        self.formats = formats
+    }
+
+    /// Whether `--camera asked` names this camera: by node name, description or serial (the description in any
+    /// case).
+    public func isNamed(_ asked: String) -> Bool {
+        name == asked || serial == asked || description?.lowercased() == asked.lowercased()
+    }
+
+    /// "testcam (Test Camera, serial 42)".
+    public var title: String {
+        "\(name) (" + ([description].compactMap { $0 } + ["serial \(serial)"]).joined(separator: ", ") + ")"
+    }
+}
+
+/// One format a camera offers: a pixel format, a size and the frame rates it has at that size.
+public struct CameraFormat: Codable, Equatable, Sendable, CustomStringConvertible {
+    /// The pixel format's short name, as PipeWire says it ("YUY2", "NV12", "BGRx"), or "MJPG" / "H264" for
+    /// compressed video.
+    public var pixelFormat: String
+    /// The size, or the preferred size of a range.
+    public var width: Int
+    public var height: Int
+    /// Frames per second: each of an enumeration, or the lowest and highest of a range; one when fixed.
+    public var frameRates: [Double]
+
+    public init(pixelFormat: String, width: Int, height: Int, frameRates: [Double]) {
+        self.pixelFormat = pixelFormat
+        self.width = width
+        self.height = height
+        self.frameRates = frameRates
+    }
+
+    /// "YUY2 1280x720 30/15 fps".
+    public var description: String {
+        let rates = frameRates.map { $0 == $0.rounded() ? "\(Int($0))" : "\($0)" }.joined(separator: "/")
+        return "\(pixelFormat) \(width)x\(height)" + (rates.isEmpty ? "" : " \(rates) fps")
+    }
+}
+
+/// What `--camera` asks for: none, the default camera, or one by name, description or serial.
+public enum CameraRequest: Equatable, Sendable, CustomStringConvertible {
+    case none
+    case defaultCamera
+    case named(String)
+
+    public init(_ text: String) {
+        switch text {
+        case "none": self = .none
+        case "default": self = .defaultCamera
+        default: self = .named(text)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .none: "none"
+        case .defaultCamera: "default"
+        case .named(let name): name
+        }
+    }
+
+    /// The camera this request picks from `cameras` (in PipeWire's order): none for `none`; for `default` the
+    /// first whose media.role is Camera, else the first video source; else the one named. Fails, listing what
+    /// there is, when nothing matches.
+    public func pick(from cameras: [CameraDescription]) -> Result<CameraDescription?, BroadcastError> {
+        switch self {
+        case .none:
+            return .success(nil)
+        case .defaultCamera:
+            if let camera = cameras.first(where: { $0.role == "Camera" }) ?? cameras.first { return .success(camera) }
+            return .failure(BroadcastError(.captureFailed, "--camera default: " + Self.noCamera(in: cameras)))
+        case .named(let name):
+            if let camera = cameras.first(where: { $0.isNamed(name) }) { return .success(camera) }
+            return .failure(BroadcastError(.captureFailed, "--camera \(name): " + Self.noCamera(in: cameras)))
+        }
+    }
+
+    /// "no such camera; PipeWire has: ..." or "PipeWire has no camera (no Video/Source node)".
+    static func noCamera(in cameras: [CameraDescription]) -> String {
+        guard !cameras.isEmpty else { return "PipeWire has no camera (no node of media.class Video/Source)" }
+        return "no camera of that name, description or serial; PipeWire has "
+            + cameras.map(\.title).joined(separator: ", ")
+    }
+}
