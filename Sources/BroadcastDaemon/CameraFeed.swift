@@ -77,7 +77,7 @@ final class CameraFeed {
     /// went away. `takers` is whether any handler would get a frame (none: nothing is grabbed).
     func update(now: UInt64, takers: Bool) -> Update {
         guard lost == nil, let pool else { return .nothing }
-        guard let format else {
+        guard format != nil else {
             do {
                 let opened = try source.open()
                 try source.begin(at: now)
