@@ -16,7 +16,9 @@ import PackageDescription
 //   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
 //   BroadcastInspect     the built-in `inspect` handler
-//   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
+//   BroadcastEncoding    encoders (libavcodec: x264/x265/SVT-AV1, Opus, AAC; libswscale), keyframes by time, audio
+//                        tracks, the encoding settings and `RecordingEncoder` that record, replay and stream share
+//   BroadcastMedia       muxing through libavformat (files, network outputs, the replay ring's), paths, chapters
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
 //   BroadcastWebRTC      WebRTC out for the stream handler: GStreamer's webrtcbin (libnice, DTLS-SRTP, RTP/RTCP) fed with
@@ -124,9 +126,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
-        .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
+        .target(name: "BroadcastTimeline", dependencies: ["BroadcastCore"]),
+        .target(
+            name: "BroadcastEncoding",
+            dependencies: ["CFFmpeg", "BroadcastCore", "BroadcastTimeline", "BroadcastHandlerKit"]),
+        .target(
+            name: "BroadcastMedia",
+            dependencies: [
+                "CFFmpeg", "BroadcastEncoding", "BroadcastCore", "BroadcastHandlerKit", "BroadcastProtocol",
+                "BroadcastSystem",
+            ]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
-        .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore", "CFFmpeg"]),
         .target(
             name: "BroadcastUpload",
             dependencies: [
@@ -135,8 +145,8 @@ let package = Package(
         .target(
             name: "BroadcastRecord",
             dependencies: [
-                "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore",
-                "BroadcastProtocol", "BroadcastSystem",
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline",
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // What broadcastd's settings build: its keys, the daemon's configuration, its capture sources, the watchers.
@@ -179,8 +189,8 @@ let package = Package(
         .target(
             name: "BroadcastStream",
             dependencies: [
-                "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol",
-                "BroadcastSystem", "CSRT", "CFFmpeg",
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore",
+                "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
                 "BroadcastWebRTC", "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -196,7 +206,7 @@ let package = Package(
         .target(
             name: "BroadcastReplay",
             dependencies: [
-                "BroadcastRecord", "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol",
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol",
                 "BroadcastSystem", "CFFmpeg",
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -210,7 +220,8 @@ let package = Package(
             dependencies: [
                 "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
                 "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-                "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage",
+                "BroadcastHandlerKit", "BroadcastRecord", "BroadcastEncoding", "BroadcastMedia", "BroadcastConfig",
+                "BroadcastImage",
                 "BroadcastTimeline", "BroadcastStream",
                 "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload",
                 "BroadcastReplay",

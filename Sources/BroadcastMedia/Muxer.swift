@@ -1,14 +1,10 @@
+import BroadcastCore
+import BroadcastEncoding
 import CFFmpeg
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// Where encoded packets go: a muxer, or a queue in front of one.
-public protocol PacketSink: AnyObject {
-    /// Takes one packet of `stream`, its timestamps in `timeBase` (the packet's data may be moved out).
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError)
-}
 
 /// Writes encoded streams into a file or a network URL through libavformat.
 public final class Muxer: PacketSink {
@@ -297,6 +293,14 @@ public final class Muxer: PacketSink {
         } else {
             avio_closep(&context.pointee.pb)
         }
+    }
+}
+
+extension Muxer: EncodedOutput {
+    package func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
+        guard !started else { return }
+        setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
+        try start()
     }
 }
 

@@ -1,6 +1,6 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastMedia
-import BroadcastRecord
 import BroadcastSystem
 import CFFmpeg
 

@@ -1,6 +1,6 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastMedia
-import BroadcastRecord
 import CFFmpeg
 
 /// A part of the replay buffer written into a file as it is, without re-encoding (libavformat): fragmented MP4 or

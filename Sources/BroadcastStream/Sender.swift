@@ -1,3 +1,4 @@
+import BroadcastEncoding
 import BroadcastMedia
 import BroadcastSystem
 import BroadcastWebRTC

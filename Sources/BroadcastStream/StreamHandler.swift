@@ -1,4 +1,5 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastHandlerKit
 import BroadcastMedia
 import BroadcastProtocol

@@ -2,7 +2,7 @@ import BroadcastCore
 import CFFmpeg
 import Testing
 
-@testable import BroadcastMedia
+@testable import BroadcastEncoding
 
 /// Keyframes by stream time, whatever the screen does, and forced keyframes each encoder makes IDRs of.
 @Suite struct KeyframeTests {

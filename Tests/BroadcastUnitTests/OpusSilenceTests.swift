@@ -1,6 +1,5 @@
 import BroadcastCore
-import BroadcastMedia
-import BroadcastTimeline
+import BroadcastEncoding
 import CFFmpeg
 import Foundation
 import Testing

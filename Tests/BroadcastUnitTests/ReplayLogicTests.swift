@@ -1,9 +1,9 @@
 import BroadcastCore
-import BroadcastRecord
 import CFFmpeg
 import Foundation
 import Testing
 
+@testable import BroadcastEncoding
 @testable import BroadcastHandlerKit
 @testable import BroadcastMedia
 @testable import BroadcastReplay
@@ -101,7 +101,7 @@ import Testing
         handler.videoFormat = VideoFormat(width: 160, height: 96)
         handler.audioStreams = []
         let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory)
-        let encoder = try RecordingEncoder(options.record, for: handler, output: buffer)
+        let encoder = try RecordingEncoder(options.encoding, for: handler, output: buffer)
         let picture = [UInt8](repeating: 100, count: handler.videoFormat.frameByteCount)
         let interval: UInt64 = 1_000_000_000 / 30
         var lastStart: Int64 = 0

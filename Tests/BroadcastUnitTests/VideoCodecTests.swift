@@ -2,6 +2,7 @@ import BroadcastCore
 import CFFmpeg
 import Testing
 
+@testable import BroadcastEncoding
 @testable import BroadcastMedia
 
 /// Each video encoder as libavcodec runs it: the settings reach it, and its packets come the way the muxer takes them.

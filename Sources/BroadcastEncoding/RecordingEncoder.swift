@@ -1,6 +1,5 @@
 import BroadcastCore
 import BroadcastHandlerKit
-import BroadcastMedia
 import BroadcastTimeline
 import CFFmpeg
 
@@ -18,14 +17,6 @@ package protocol EncodedOutput: PacketSink {
     func endStream(_ stream: Int, at end: Int64) throws(MediaError)
 }
 
-extension Muxer: EncodedOutput {
-    package func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
-        guard !started else { return }
-        setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
-        try start()
-    }
-}
-
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
 /// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
 /// and the repeated frames not encoded but for keyframes, which come by time. Packets go to an `EncodedOutput`.
@@ -33,7 +24,7 @@ package final class RecordingEncoder {
     /// A still screen still gets an encoded frame this often (ns), so fragments keep coming.
     static let maxFrameGap: UInt64 = 1_000_000_000
 
-    let options: RecordOptions
+    let options: EncodingOptions
     let output: EncodedOutput
     package let video: Encoder
     package let videoStream: Int
@@ -52,7 +43,7 @@ package final class RecordingEncoder {
     package private(set) var skippedRepeats = 0
 
     /// The encoders for `handler`'s formats and `options`, their streams added to `output`.
-    package init(_ options: RecordOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
+    package init(_ options: EncodingOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
         throws(MediaError)
     {
         self.options = options

@@ -64,6 +64,12 @@ public struct AudioEncoderSettings: Equatable, Sendable {
     }
 }
 
+/// Where encoded packets go: a muxer, or a queue in front of one.
+public protocol PacketSink: AnyObject {
+    /// Takes one packet of `stream`, its timestamps in `timeBase` (the packet's data may be moved out).
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError)
+}
+
 /// One libavcodec encoder: libx264, libx265 or SVT-AV1 (libaom) for video (`VideoEncoderImplementation`),
 /// libopus or AAC for audio (interleaved float in). Frames go in with `encode`, packets come out of it.
 public final class Encoder {

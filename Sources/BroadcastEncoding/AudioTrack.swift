@@ -1,5 +1,5 @@
 import BroadcastCore
-import BroadcastMedia
+import BroadcastTimeline
 import CFFmpeg
 
 /// One audio track of a recording or a stream: its timeline (placement, drift, joins), its encoder,

@@ -1,4 +1,3 @@
-import BroadcastMedia
 import CFFmpeg
 
 /// Opus frames of digital silence, repeated instead of encoded. libopus codes a frame of zeros as one short packet,
