@@ -62,7 +62,8 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process.
+        // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process
+        // (BroadcastMedia's SRTConnection, for the stream handler).
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .systemLibrary(
             name: "CGStreamer",
@@ -133,7 +134,7 @@ let package = Package(
         .target(
             name: "BroadcastMedia",
             dependencies: [
-                "CFFmpeg", "BroadcastEncoding", "BroadcastCore", "BroadcastHandlerKit", "BroadcastProtocol",
+                "CFFmpeg", "CSRT", "BroadcastEncoding", "BroadcastCore", "BroadcastHandlerKit", "BroadcastProtocol",
                 "BroadcastSystem",
             ]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
@@ -190,7 +191,7 @@ let package = Package(
             name: "BroadcastStream",
             dependencies: [
                 "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore",
-                "BroadcastProtocol", "BroadcastSystem", "CSRT", "CFFmpeg",
+                "BroadcastProtocol", "BroadcastSystem",
                 "BroadcastWebRTC", "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(

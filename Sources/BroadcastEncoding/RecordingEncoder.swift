@@ -1,18 +1,16 @@
 import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastTimeline
-import CFFmpeg
 
 /// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
 package protocol EncodedOutput: PacketSink {
     /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
     var wantsGlobalHeader: Bool { get }
-    func addStream(for encoder: Encoder) throws(MediaError) -> Int
+    func addStream(_ parameters: StreamParameters) throws(MediaError) -> Int
     /// The first frame is coming, shown upright after `orientation`.
     func begin(videoStream: Int, orientation: Orientation) throws(MediaError)
     /// A frame that lasts until the next one of its stream (see `Muxer.writeHoldingBack`).
-    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
-        throws(MediaError)
+    func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError)
     /// The last frame of `stream` ends at `end` (its time base).
     func endStream(_ stream: Int, at end: Int64) throws(MediaError)
 }
@@ -64,7 +62,7 @@ package final class RecordingEncoder {
         input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
         video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
-        videoStream = try output.addStream(for: video)
+        videoStream = try output.addStream(video.parameters)
         let audioFormat = handler.audioFormat
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(
@@ -130,7 +128,7 @@ package final class RecordingEncoder {
         let frame = try input.frame(sample.data, layout: format, time: time)
         sample.releaseFrame()
         try video.encodeVideo(frame) { packet throws(MediaError) in
-            try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+            try output.writeHoldingBack(packet, stream: videoStream)
         }
         lastEncoded = time
         encodedFrames += 1
@@ -191,9 +189,7 @@ package final class RecordingEncoder {
     package func finish() throws(MediaError) -> UInt64 {
         _ = clock.close()
         let end = clock.duration
-        try video.encode(nil) { packet throws(MediaError) in
-            try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
-        }
+        try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream) }
         try output.endStream(videoStream, at: Encoder.videoPTS(end))
         for track in tracks { try track.finish(at: end, sink: output) }
         return end

@@ -5,7 +5,6 @@ import BroadcastMedia
 import BroadcastProtocol
 import BroadcastSystem
 import BroadcastTimeline
-import CFFmpeg
 
 #if canImport(Glibc)
     import Glibc
