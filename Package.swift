@@ -28,6 +28,7 @@ import PackageDescription
 //   BroadcastUpload      HTTP through libcurl: PUT of a finished file (progress, retries with backoff); PUT and DELETE for HLS
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 //   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
+//                        (record, replay and stream import no C module: libav stays in BroadcastEncoding and Media)
 let package = Package(
     name: "broadcastd",
     platforms: [.macOS(.v13)],
@@ -208,7 +209,7 @@ let package = Package(
             name: "BroadcastReplay",
             dependencies: [
                 "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol",
-                "BroadcastSystem", "CFFmpeg",
+                "BroadcastSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(

@@ -33,14 +33,15 @@ public enum MediaKind: String, Sendable {
 /// One encoded packet as a muxer takes it, owning its bytes: what came out of an encoder, kept in the replay buffer,
 /// queued for a destination, or (later) read from shared memory. Its times are in `timeBase`, the encoder's (video:
 /// 90 kHz, `TimeBase.video`; audio: 1/sample rate), the encoder's own clock, from 0 at the first frame of the file.
-/// Its data is an array: copies of a packet share their bytes until one is changed.
+/// Copies of a packet share its bytes (`PacketBytes`). A gap (frames the capture lost, a pause) shows in the times:
+/// libavcodec's encoders mark no discontinuity of their own.
 public struct EncodedPacket: Sendable {
     public var kind: MediaKind
-    /// The coded bytes as the encoder made them (H.264 and HEVC: Annex B NAL units; their parameter sets are in the
-    /// stream's `extradata` when the container keeps them in its header).
-    public var data: [UInt8]
-    /// Presentation and decoding time, in `timeBase`; the same, as the encoders make no B-frames (`max_b_frames` 0),
-    /// but for the delay some encoders put before the first dts.
+    /// The coded bytes as the encoder made them, shared by the packet's copies (H.264 and HEVC: Annex B NAL units;
+    /// their parameter sets are in the stream's `extradata` when the container keeps them in its header).
+    public var data: PacketBytes
+    /// Presentation and decoding time, in `timeBase`: the encoders make no B-frames (`max_b_frames` 0), so a packet
+    /// is decoded in the order it is shown.
     public var pts: Int64
     public var dts: Int64
     /// How long it lasts, in `timeBase`; 0: not known (a video frame lasts until the next one:
@@ -55,7 +56,7 @@ public struct EncodedPacket: Sendable {
     public var skipSamples: (start: UInt32, end: UInt32) = (0, 0)
 
     public init(
-        kind: MediaKind, data: [UInt8], pts: Int64, dts: Int64? = nil, duration: Int64 = 0, timeBase: TimeBase,
+        kind: MediaKind, data: PacketBytes, pts: Int64, dts: Int64? = nil, duration: Int64 = 0, timeBase: TimeBase,
         isKeyframe: Bool
     ) {
         self.kind = kind
@@ -88,13 +89,12 @@ public struct EncodedPacket: Sendable {
 }
 
 extension EncodedPacket {
-    /// A copy of what `packet` holds, its times in `timeBase`.
-    package init(_ packet: UnsafePointer<AVPacket>, kind: MediaKind, timeBase: TimeBase) {
+    /// What `packet` holds (its bytes by reference, not copied), its times in `timeBase`.
+    package init(_ packet: UnsafeMutablePointer<AVPacket>, kind: MediaKind, timeBase: TimeBase) throws(MediaError) {
         let p = packet.pointee
         self.init(
-            kind: kind, data: p.data.map { Array(UnsafeBufferPointer(start: $0, count: Int(p.size))) } ?? [],
-            pts: p.pts, dts: p.dts, duration: p.duration, timeBase: timeBase,
-            isKeyframe: p.flags & AV_PKT_FLAG_KEY != 0)
+            kind: kind, data: try PacketBytes(referencing: packet), pts: p.pts, dts: p.dts, duration: p.duration,
+            timeBase: timeBase, isKeyframe: p.flags & AV_PKT_FLAG_KEY != 0)
         isDisposable = p.flags & AV_PKT_FLAG_DISPOSABLE != 0
         var size = 0
         if let skip = av_packet_get_side_data(packet, AV_PKT_DATA_SKIP_SAMPLES, &size), size >= 8 {
@@ -106,7 +106,8 @@ extension EncodedPacket {
         }
     }
 
-    /// Hands `body` an AVPacket of this packet's bytes and times (in `timeBase`), freed after it returns.
+    /// Hands `body` an AVPacket of this packet's bytes (a reference to them) and times (in `timeBase`), freed after it
+    /// returns.
     package func withAVPacket<Result>(
         _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Result
     ) throws(MediaError) -> Result {
@@ -115,8 +116,11 @@ extension EncodedPacket {
             var owned: UnsafeMutablePointer<AVPacket>? = packet
             av_packet_free(&owned)
         }
-        try check(av_new_packet(packet, Int32(data.count)), "write a packet")
-        if !data.isEmpty { packet.pointee.data.update(from: data, count: data.count) }
+        if let (buffer, start) = try data.reference() {
+            packet.pointee.buf = buffer
+            packet.pointee.data = start
+            packet.pointee.size = Int32(data.count)
+        }
         packet.pointee.pts = pts
         packet.pointee.dts = dts
         packet.pointee.duration = duration

@@ -262,7 +262,7 @@ public final class Encoder {
             if received == cff_error_eagain() || received == cff_error_eof() { return }
             try check(received, "encode \(kind)")
             defer { av_packet_unref(packet) }
-            try body(EncodedPacket(packet, kind: mediaKind, timeBase: timeBase))
+            try body(try EncodedPacket(packet, kind: mediaKind, timeBase: timeBase))
         }
     }
 }

@@ -307,7 +307,7 @@ public final class PacketReader {
         try check(read, "read \(path)")
         let stream = context.pointee.streams[Int(packet.pointee.stream_index)]!.pointee
         let kind: MediaKind = stream.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? .video : .audio
-        var stored = EncodedPacket(packet, kind: kind, timeBase: TimeBase(stream.time_base))
+        var stored = try EncodedPacket(packet, kind: kind, timeBase: TimeBase(stream.time_base))
         if packet.pointee.dts == cff_nopts() { stored.dts = stored.pts }
         return (stored, Int(packet.pointee.stream_index))
     }

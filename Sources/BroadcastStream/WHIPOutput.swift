@@ -86,11 +86,15 @@ final class WHIPOutput: StreamOutput {
             let withParameterSets =
                 stream == 0 && keyframe && !parameterSets.isEmpty
                 && !packet.data.withUnsafeBytes { AnnexB.hasParameterSets($0) }
-            try (withParameterSets ? parameterSets + packet.data : packet.data).withUnsafeBytes { bytes in
-                Result { () throws(WebRTCError) in
+            if withParameterSets {
+                try (parameterSets + packet.data).withUnsafeBytes { bytes in
+                    Result { () throws(WebRTCError) in try peer.send(bytes, time: time, video: true, keyframe: true) }
+                }.get()
+            } else {
+                try packet.data.withUnsafeBytes { bytes throws(WebRTCError) in
                     try peer.send(bytes, time: time, video: stream == 0, keyframe: keyframe)
                 }
-            }.get()
+            }
         } catch {
             throw MediaError("send to \(displayURL)", error.reason)
         }

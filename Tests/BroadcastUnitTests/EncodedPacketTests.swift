@@ -45,7 +45,9 @@ import Testing
             isKeyframe: true)
         packet.isDisposable = true
         packet.skipSamples = (0, 123)
-        let back = try packet.withAVPacket { EncodedPacket($0, kind: .audio, timeBase: TimeBase(1, 48000)) }
+        let back = try packet.withAVPacket { avPacket throws(MediaError) in
+            try EncodedPacket(avPacket, kind: .audio, timeBase: TimeBase(1, 48000))
+        }
         #expect(back.data == packet.data && back.pts == 960 && back.dts == 940 && back.duration == 960)
         #expect(back.isKeyframe && back.isDisposable && back.skipSamples == (0, 123))
         let rescaled = packet.rescaled(to: .video)
