@@ -16,7 +16,9 @@ import PackageDescription
 //   BroadcastClient      what controllers and setup UIs call (broadcastctl, broadcast-setup)
 //   BroadcastHandlerKit  the handler SDK (BroadcastSampleHandler)
 //   BroadcastInspect     the built-in `inspect` handler
-//   BroadcastMedia       encoders and muxers: libx264, libopus and AAC through libavcodec, libavformat, libswscale
+//   BroadcastEncoding    encoders (libavcodec: x264/x265/SVT-AV1, Opus, AAC; libswscale), keyframes by time, audio
+//                        tracks, the encoding settings and `RecordingEncoder` that record, replay and stream share
+//   BroadcastMedia       muxing through libavformat (files, network outputs, the replay ring's), paths, chapters
 //   BroadcastImage       frames as 8-bit RGB (BT.709) and PNG files (libpng), for `broadcastctl snapshot`
 //   BroadcastTimeline    samples onto a media timeline: segments across pauses, audio placement, drift and joins
 //   BroadcastWebRTC      WebRTC out for the stream handler: GStreamer's webrtcbin (libnice, DTLS-SRTP, RTP/RTCP) fed with
@@ -26,6 +28,7 @@ import PackageDescription
 //   BroadcastUpload      HTTP through libcurl: PUT of a finished file (progress, retries with backoff); PUT and DELETE for HLS
 //   BroadcastRecord      the built-in `record` handler: segments, audio timelines, A/V sync, upload when done
 //   BroadcastReplay      the built-in `replay` handler: the last minutes encoded in a ring of GOPs, saved without re-encoding
+//                        (record, replay and stream import no C module: libav stays in BroadcastEncoding and Media)
 let package = Package(
     name: "broadcastd",
     platforms: [.macOS(.v13)],
@@ -60,7 +63,8 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process.
+        // The GnuTLS flavour: the libsrt Debian's libavformat links, so that one libsrt is in the process
+        // (BroadcastMedia's SRTConnection, for the stream handler).
         .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .systemLibrary(
             name: "CGStreamer",
@@ -124,9 +128,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(name: "BroadcastInspect", dependencies: ["BroadcastHandlerKit"]),
-        .target(name: "BroadcastMedia", dependencies: ["CFFmpeg", "BroadcastCore"]),
+        .target(name: "BroadcastTimeline", dependencies: ["BroadcastCore"]),
+        .target(
+            name: "BroadcastEncoding",
+            dependencies: ["CFFmpeg", "BroadcastCore", "BroadcastTimeline", "BroadcastHandlerKit"]),
+        .target(
+            name: "BroadcastMedia",
+            dependencies: [
+                "CFFmpeg", "CSRT", "BroadcastEncoding", "BroadcastCore", "BroadcastHandlerKit", "BroadcastProtocol",
+                "BroadcastSystem",
+            ]),
         .target(name: "BroadcastImage", dependencies: ["CPNG", "BroadcastCore"]),
-        .target(name: "BroadcastTimeline", dependencies: ["BroadcastMedia", "BroadcastCore", "CFFmpeg"]),
         .target(
             name: "BroadcastUpload",
             dependencies: [
@@ -135,8 +147,8 @@ let package = Package(
         .target(
             name: "BroadcastRecord",
             dependencies: [
-                "BroadcastHandlerKit", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline", "BroadcastCore",
-                "BroadcastProtocol", "BroadcastSystem",
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastUpload", "BroadcastTimeline",
+                "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // What broadcastd's settings build: its keys, the daemon's configuration, its capture sources, the watchers.
@@ -179,8 +191,8 @@ let package = Package(
         .target(
             name: "BroadcastStream",
             dependencies: [
-                "BroadcastHandlerKit", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore", "BroadcastProtocol",
-                "BroadcastSystem", "CSRT", "CFFmpeg",
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastTimeline", "BroadcastCore",
+                "BroadcastProtocol", "BroadcastSystem",
                 "BroadcastWebRTC", "BroadcastUpload", .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -196,8 +208,8 @@ let package = Package(
         .target(
             name: "BroadcastReplay",
             dependencies: [
-                "BroadcastRecord", "BroadcastHandlerKit", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol",
-                "BroadcastSystem", "CFFmpeg",
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastMedia", "BroadcastCore", "BroadcastProtocol",
+                "BroadcastSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -210,7 +222,8 @@ let package = Package(
             dependencies: [
                 "BroadcastCore", "BroadcastProtocol", "BroadcastSystem", "BroadcastCapture",
                 "BroadcastClient", "BroadcastDaemon", "BroadcastInspect", "BroadcastX11",
-                "BroadcastHandlerKit", "BroadcastRecord", "BroadcastMedia", "BroadcastConfig", "BroadcastImage",
+                "BroadcastHandlerKit", "BroadcastRecord", "BroadcastEncoding", "BroadcastMedia", "BroadcastConfig",
+                "BroadcastImage",
                 "BroadcastTimeline", "BroadcastStream",
                 "BroadcastProtocolFuzzing", "BroadcastPipeWire", "BroadcastPortal", "BroadcastUpload",
                 "BroadcastReplay",

@@ -1,14 +1,10 @@
+import BroadcastCore
+import BroadcastEncoding
 import CFFmpeg
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// Where encoded packets go: a muxer, or a queue in front of one.
-public protocol PacketSink: AnyObject {
-    /// Takes one packet of `stream`, its timestamps in `timeBase` (the packet's data may be moved out).
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError)
-}
 
 /// Writes encoded streams into a file or a network URL through libavformat.
 public final class Muxer: PacketSink {
@@ -55,15 +51,18 @@ public final class Muxer: PacketSink {
     /// Options for the muxer itself (avformat_write_header), after the container's own.
     public var formatOptions: [String: String] = [:]
 
-    /// An output the caller opened and owns (e.g. over a socket of its own), instead of `url` opened
-    /// through libavformat's protocols; it must outlive the muxer, which never closes it. Before `start`.
-    public var customIO: UnsafeMutablePointer<AVIOContext>?
+    /// An output the caller writes itself (e.g. over a socket of its own), instead of `url` opened
+    /// through libavformat's protocols; the muxer flushes it but never closes it. Before `start`.
+    public var customOutput: CustomOutput?
 
-    /// The outputs the muxer opens itself (HLS: the playlist, init file and segments) go through `watch`, which
-    /// must outlive the muxer (see CFFOutputWatch). Before `start`.
-    public func watchOutputs(_ watch: UnsafeMutablePointer<CFFOutputWatch>) {
-        if let context { cff_watch_outputs(context, watch) }
+    /// The outputs the muxer opens itself (HLS: the playlist, init file and segments) go through `watch`. Before
+    /// `start`.
+    public func watchOutputs(_ watch: OutputWatch) {
+        guard let context else { return }
+        watched = watch
+        cff_watch_outputs(context, watch.watch)
     }
+    private var watched: OutputWatch?
     /// How long (µs) packets may wait to be interleaved with the other streams' when one of them
     /// pauses (a still screen); a live stream keeps this short.
     public var maxInterleaveDelta: Int64 = 1_000_000
@@ -92,10 +91,6 @@ public final class Muxer: PacketSink {
     }
 
     deinit {
-        for (packet, _) in held.values {
-            var owned: UnsafeMutablePointer<AVPacket>? = packet
-            av_packet_free(&owned)
-        }
         if let context {
             if started { closeOutput(context) }
             avformat_free_context(context)
@@ -104,25 +99,6 @@ public final class Muxer: PacketSink {
 
     /// Whether encoders must put their parameter sets in the header (`Encoder` `globalHeader`).
     public var wantsGlobalHeader: Bool { (context!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 }
-
-    /// Adds a stream carrying what `encoder` produces; returns its index.
-    @discardableResult
-    public func addStream(for encoder: Encoder) throws(MediaError) -> Int {
-        guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
-        try check(
-            avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "add a \(encoder.kind) stream")
-        // HEVC in MP4 as `hvc1` (parameter sets in the header only), which Apple's players require and
-        // every other takes; libavformat's default, `hev1`, QuickTime and Safari refuse.
-        if container == .fragmentedMP4 && encoder.context.pointee.codec_id == AV_CODEC_ID_HEVC {
-            stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
-        }
-        stream.pointee.time_base = encoder.timeBase
-        describe(
-            stream, title: encoder.title,
-            frameRate: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO
-                ? encoder.context.pointee.framerate : nil)
-        return Int(stream.pointee.index)
-    }
 
     /// A track as players show it: its title, and in MP4 its handler's name, which is what they read there; a video
     /// track's frame rate, the capture's, for players that take it from the container (Matroska's default duration):
@@ -140,19 +116,19 @@ public final class Muxer: PacketSink {
         }
     }
 
-    /// Adds a stream carrying packets described by `parameters` (an encoder's, kept: the replay buffer's); returns its index.
+    /// Adds a stream carrying packets described by `parameters` (an encoder's, or kept: the replay buffer's); returns
+    /// its index.
     @discardableResult
-    public func addStream(
-        parameters: CodecParameters, timeBase: AVRational, title: String? = nil,
-        frameRate: AVRational? = nil
-    ) throws(MediaError) -> Int {
+    public func addStream(_ parameters: StreamParameters) throws(MediaError) -> Int {
         guard let stream = avformat_new_stream(context, nil) else { throw MediaError("add a stream", "out of memory") }
-        try check(avcodec_parameters_copy(stream.pointee.codecpar, parameters.pointer), "add a stream")
-        if container == .fragmentedMP4 && parameters.pointer.pointee.codec_id == AV_CODEC_ID_HEVC {
+        try parameters.fill(stream.pointee.codecpar)
+        // HEVC in MP4 as `hvc1` (parameter sets in the header only), which Apple's players require and
+        // every other takes; libavformat's default, `hev1`, QuickTime and Safari refuse.
+        if container == .fragmentedMP4 && parameters.isHEVC {
             stream.pointee.codecpar.pointee.codec_tag = Self.tag("hvc1")
         }
-        stream.pointee.time_base = timeBase
-        describe(stream, title: title, frameRate: frameRate)
+        stream.pointee.time_base = parameters.timeBase.av
+        describe(stream, title: parameters.title, frameRate: parameters.frameRate?.av)
         return Int(stream.pointee.index)
     }
 
@@ -193,8 +169,8 @@ public final class Muxer: PacketSink {
             break
         }
         for (key, value) in formatOptions { av_dict_set(&options, key, value, 0) }
-        if let customIO {
-            context.pointee.pb = customIO
+        if let customOutput {
+            context.pointee.pb = customOutput.io
             context.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
         } else if (context.pointee.oformat.pointee.flags & AVFMT_NOFILE) == 0 {
             var io: OpaquePointer?
@@ -211,39 +187,33 @@ public final class Muxer: PacketSink {
         try check(avformat_write_header(context, &options), "write the \(container.formatName) header to \(displayURL)")
     }
 
-    /// Writes one packet of `stream`, its timestamps in `timeBase`.
-    public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+    /// Writes one packet of `stream`.
+    public func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
         guard let context else { return }
-        packet.pointee.stream_index = Int32(stream)
-        av_packet_rescale_ts(packet, timeBase, context.pointee.streams[stream]!.pointee.time_base)
-        try check(
-            interleaved ? av_interleaved_write_frame(context, packet) : av_write_frame(context, packet),
-            "write to \(displayURL)")
+        try packet.withAVPacket { avPacket throws(MediaError) in
+            avPacket.pointee.stream_index = Int32(stream)
+            av_packet_rescale_ts(avPacket, packet.timeBase.av, context.pointee.streams[stream]!.pointee.time_base)
+            try check(
+                interleaved ? av_interleaved_write_frame(context, avPacket) : av_write_frame(context, avPacket),
+                "write to \(displayURL)")
+        }
     }
 
     /// Packets held back until the next one of their stream says how long they last.
-    private var held: [Int: (packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational)] = [:]
+    private var held: [Int: EncodedPacket] = [:]
 
     /// Like `write`, for a stream whose frames last until the next one (variable frame rate, no
     /// B-frames): the packet is written when the next one comes, or at `finish`, with its duration.
-    public func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
-        throws(MediaError)
-    {
-        try release(stream, until: packet.pointee.dts)
-        guard let copy = av_packet_alloc() else { throw MediaError("write to \(displayURL)", "out of memory") }
-        av_packet_move_ref(copy, packet)
-        held[stream] = (copy, timeBase)
+    public func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        try release(stream, until: packet.dts)
+        held[stream] = packet
     }
 
     /// Writes the held packet of `stream`, lasting until `end` (in its time base).
     private func release(_ stream: Int, until end: Int64) throws(MediaError) {
-        guard let (packet, timeBase) = held.removeValue(forKey: stream) else { return }
-        defer {
-            var owned: UnsafeMutablePointer<AVPacket>? = packet
-            av_packet_free(&owned)
-        }
-        packet.pointee.duration = max(1, end - packet.pointee.pts)
-        try write(packet, stream: stream, timeBase: timeBase)
+        guard var packet = held.removeValue(forKey: stream) else { return }
+        packet.duration = max(1, end - packet.pts)
+        try write(packet, stream: stream)
     }
 
     /// Writes the packet `stream` holds back, ending at `end` (a time in the time base it was written with).
@@ -291,7 +261,7 @@ public final class Muxer: PacketSink {
 
     /// Closes the output libavformat opened; a custom one is flushed and left to its owner.
     private func closeOutput(_ context: UnsafeMutablePointer<AVFormatContext>) {
-        if customIO != nil {
+        if customOutput != nil {
             if let pb = context.pointee.pb { avio_flush(pb) }
             context.pointee.pb = nil
         } else {
@@ -300,43 +270,11 @@ public final class Muxer: PacketSink {
     }
 }
 
-/// An encoder's stream description (codec, size, parameter sets), kept apart from the encoder so that a file can be
-/// written on another thread while the encoder goes on.
-public final class CodecParameters: @unchecked Sendable {
-    public let pointer: UnsafeMutablePointer<AVCodecParameters>
-
-    public init(copying encoder: Encoder) throws(MediaError) {
-        guard let pointer = avcodec_parameters_alloc() else {
-            throw MediaError("describe the \(encoder.kind) stream", "out of memory")
-        }
-        self.pointer = pointer
-        try check(avcodec_parameters_from_context(pointer, encoder.context), "describe the \(encoder.kind) stream")
-    }
-
-    /// A copy of `other`, to change without changing it.
-    public init(copying other: CodecParameters) throws(MediaError) {
-        guard let pointer = avcodec_parameters_alloc() else { throw MediaError("describe a stream", "out of memory") }
-        self.pointer = pointer
-        try check(avcodec_parameters_copy(pointer, other.pointer), "describe a stream")
-    }
-
-    deinit {
-        var owned: UnsafeMutablePointer<AVCodecParameters>? = pointer
-        avcodec_parameters_free(&owned)
-    }
-
-    /// Samples the decoder drops at the start of the stream (Opus's pre-skip); 0 for video.
-    public var priming: Int64 { Int64(pointer.pointee.initial_padding) }
-
-    /// Says how many samples decoders drop at the start of the stream: for a stream cut out of a longer one, what its
-    /// first packet holds from before the cut (Opus's pre-skip is in OpusHead, bytes 10-11, as well).
-    public func setPriming(_ samples: Int) {
-        pointer.pointee.initial_padding = Int32(samples)
-        let size = Int(pointer.pointee.extradata_size)
-        if let extradata = pointer.pointee.extradata, size >= 19, memcmp(extradata, "OpusHead", 8) == 0 {
-            extradata[10] = UInt8(samples & 0xff)
-            extradata[11] = UInt8((samples >> 8) & 0xff)
-        }
+extension Muxer: EncodedOutput {
+    package func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
+        guard !started else { return }
+        setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
+        try start()
     }
 }
 
@@ -359,17 +297,18 @@ public final class PacketReader {
         av_packet_free(&owned)
     }
 
-    /// The next packet (valid until the next call; its data may be moved out) and its stream's index and time base,
-    /// or nil at the end.
-    public func next() throws(MediaError) -> (
-        packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational
-    )? {
+    /// The next packet and its stream's index, or nil at the end. Its times are in its stream's time base in the file;
+    /// a packet NUT stored without a dts (where it equals the pts: no B-frames here) gets its pts.
+    public func next() throws(MediaError) -> (packet: EncodedPacket, stream: Int)? {
         guard let context else { return nil }
         av_packet_unref(packet)
         let read = av_read_frame(context, packet)
         if read == cff_error_eof() { return nil }
         try check(read, "read \(path)")
-        let stream = Int(packet.pointee.stream_index)
-        return (packet, stream, context.pointee.streams[stream]!.pointee.time_base)
+        let stream = context.pointee.streams[Int(packet.pointee.stream_index)]!.pointee
+        let kind: MediaKind = stream.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? .video : .audio
+        var stored = try EncodedPacket(packet, kind: kind, timeBase: TimeBase(stream.time_base))
+        if packet.pointee.dts == cff_nopts() { stored.dts = stored.pts }
+        return (stored, Int(packet.pointee.stream_index))
     }
 }

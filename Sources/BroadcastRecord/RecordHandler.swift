@@ -1,10 +1,10 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastHandlerKit
 import BroadcastMedia
 import BroadcastProtocol
 import BroadcastSystem
 import BroadcastTimeline
-import CFFmpeg
 
 #if canImport(Glibc)
     import Glibc
@@ -38,7 +38,7 @@ public final class RecordHandler: BroadcastSampleHandler {
             if !options.overwrite { try OutputPath.claim(options.path) }
             ownsFile = true
             let muxer = try Muxer(url: options.path, container: options.container)
-            encoder = try RecordingEncoder(options, for: self, output: muxer)
+            encoder = try RecordingEncoder(options.encoding, for: self, output: muxer)
             self.muxer = muxer
             // Said at once, so that broadcastd knows the file if this process dies and the broadcast is discarded.
             setBroadcastResult(["file": .string(options.path)])

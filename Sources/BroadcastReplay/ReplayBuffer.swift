@@ -1,44 +1,17 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastMedia
-import BroadcastRecord
 import BroadcastSystem
-import CFFmpeg
 
-/// One encoded packet kept in the buffer (owned: freed with it).
-final class BufferedPacket: @unchecked Sendable {
-    let packet: UnsafeMutablePointer<AVPacket>
+/// One encoded packet kept in the buffer, its stream and where its content starts in file time, ns (its pts less its
+/// stream's priming). Copies share its bytes.
+struct BufferedPacket: Sendable {
+    var packet: EncodedPacket
     let stream: Int
-    /// Where its content starts in file time, ns (its pts less its stream's priming).
     let time: Int64
-    /// What it costs: its bytes and libavcodec's packet and buffer structures.
-    var cost: Int { Int(packet.pointee.size) + Self.overhead }
+    /// What it costs: its bytes and what keeping them takes.
+    var cost: Int { packet.data.count + Self.overhead }
     static let overhead = 256
-
-    init(taking packet: UnsafeMutablePointer<AVPacket>, stream: Int, time: Int64) throws(MediaError) {
-        guard let owned = av_packet_alloc() else { throw MediaError("buffer a packet", "out of memory") }
-        av_packet_move_ref(owned, packet)
-        self.packet = owned
-        self.stream = stream
-        self.time = time
-    }
-
-    /// A reference to `packet`'s data (no copy), which keeps it as it is.
-    init(referencing packet: UnsafeMutablePointer<AVPacket>, stream: Int, time: Int64) throws(MediaError) {
-        guard let clone = av_packet_clone(packet) else { throw MediaError("record the buffer", "out of memory") }
-        self.packet = clone
-        self.stream = stream
-        self.time = time
-    }
-
-    /// Another reference to the same data (no copy), for a save.
-    convenience init(sharing other: BufferedPacket) throws(MediaError) {
-        try self.init(referencing: other.packet, stream: other.stream, time: other.time)
-    }
-
-    deinit {
-        var owned: UnsafeMutablePointer<AVPacket>? = packet
-        av_packet_free(&owned)
-    }
 }
 
 /// The `replay` handler's buffer: the encoded streams, whole GOPs (a keyframe and what follows it, audio included),
@@ -47,15 +20,6 @@ final class BufferedPacket: @unchecked Sendable {
 /// ring (`buffer=disk`), each GOP goes into a NUT file of its own as it is encoded, and only the open one stays in
 /// memory too; `maxBytes` then bounds the files.
 final class ReplayBuffer: EncodedOutput {
-    struct Stream {
-        let parameters: CodecParameters
-        let timeBase: AVRational
-        let isVideo: Bool
-        /// The track's title (see `Encoder.title`), and a video track's frame rate (the capture's).
-        var title: String?
-        var frameRate: AVRational?
-    }
-
     final class GOP {
         /// File time of its keyframe, ns.
         let start: Int64
@@ -73,7 +37,7 @@ final class ReplayBuffer: EncodedOutput {
     /// The folder of the disk ring's files; nil: the buffer is in memory.
     let directory: String?
     private var filesMade = 0
-    private(set) var streams: [Stream] = []
+    private(set) var streams: [StreamParameters] = []
     private(set) var gops: [GOP] = []
     private(set) var bytes = 0
     /// Every GOP dropped so far for either bound.
@@ -98,12 +62,8 @@ final class ReplayBuffer: EncodedOutput {
 
     var wantsGlobalHeader: Bool { true }
 
-    func addStream(for encoder: Encoder) throws(MediaError) -> Int {
-        streams.append(
-            Stream(
-                parameters: try CodecParameters(copying: encoder), timeBase: encoder.timeBase,
-                isVideo: encoder.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO, title: encoder.title,
-                frameRate: encoder.context.pointee.framerate))
+    func addStream(_ parameters: StreamParameters) throws(MediaError) -> Int {
+        streams.append(parameters)
         return streams.count - 1
     }
 
@@ -111,17 +71,17 @@ final class ReplayBuffer: EncodedOutput {
         if gops.isEmpty { self.orientation = orientation }
     }
 
-    /// File time (ns) of `pts` in `timeBase`, less the stream's priming.
-    func time(_ pts: Int64, stream: Int, timeBase: AVRational) -> Int64 {
-        av_rescale_q(pts - streams[stream].parameters.priming, timeBase, AVRational(num: 1, den: 1_000_000_000))
+    /// File time (ns) of `packet`, less its stream's priming.
+    func time(of packet: EncodedPacket, stream: Int) -> Int64 {
+        packet.timeBase.rescale(packet.pts - streams[stream].priming, to: .nanoseconds)
     }
 
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
-        let isKey = (packet.pointee.flags & AV_PKT_FLAG_KEY) != 0
-        let time = time(packet.pointee.pts, stream: stream, timeBase: timeBase)
-        if let recording { try recording.append(try BufferedPacket(referencing: packet, stream: stream, time: time)) }
+    func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        let time = time(of: packet, stream: stream)
+        let kept = BufferedPacket(packet: packet, stream: stream, time: time)
+        if let recording { try recording.append(kept) }
         if streams[stream].isVideo {
-            if isKey { try openGOP(at: time) }
+            if packet.isKeyframe { try openGOP(at: time) }
             // After the memory bound took every GOP, the next keyframe starts the buffer anew.
             if gops.isEmpty { return }
             newest = max(newest, time)
@@ -129,15 +89,11 @@ final class ReplayBuffer: EncodedOutput {
         } else if gops.isEmpty {
             return  // audio before the first keyframe: nothing to play it with
         } else {
-            let duration = av_rescale_q(packet.pointee.duration, timeBase, AVRational(num: 1, den: 1_000_000_000))
+            let duration = packet.timeBase.rescale(packet.duration, to: .nanoseconds)
             audioEnds[stream] = time + max(0, duration)
         }
-        let kept = try BufferedPacket(taking: packet, stream: stream, time: time)
         let gop = gops[gops.count - 1]
-        if let writer = gop.writer {
-            let copy = try BufferedPacket(sharing: kept)
-            try writer.write(copy.packet, stream: stream, timeBase: streams[stream].timeBase)
-        }
+        if let writer = gop.writer { try writer.write(packet, stream: stream) }
         gop.packets.append(kept)
         gop.bytes += kept.cost
         bytes += kept.cost
@@ -145,10 +101,8 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     /// Video frames are kept as they come: a save gives each its duration (`Muxer.writeHoldingBack`).
-    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
-        throws(MediaError)
-    {
-        try write(packet, stream: stream, timeBase: timeBase)
+    func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        try write(packet, stream: stream)
     }
 
     func endStream(_ stream: Int, at end: Int64) throws(MediaError) {}
@@ -161,7 +115,11 @@ final class ReplayBuffer: EncodedOutput {
             filesMade += 1
             let path = directory + "/gop-\(filesMade).nut"
             let writer = try Muxer(url: path, container: .nut)
-            for stream in streams { try writer.addStream(parameters: stream.parameters, timeBase: stream.timeBase) }
+            for stream in streams {
+                var described = stream
+                (described.title, described.frameRate) = (nil, nil)
+                try writer.addStream(described)
+            }
             try writer.start()
             (gop.file, gop.writer) = (path, writer)
         }
@@ -244,8 +202,7 @@ final class ReplayBuffer: EncodedOutput {
                 }
                 sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: name, packets: []))
             } else {
-                let shared = try gop.packets.map { packet throws(MediaError) in try BufferedPacket(sharing: packet) }
-                sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: nil, packets: shared))
+                sources.append(Snapshot.Source(gopOnOrAfterOrigin: opening, file: nil, packets: gop.packets))
             }
         }
         let chapters = marks.filter { $0.time >= origin }.map { (time: $0.time - origin, title: $0.title) }
@@ -255,7 +212,7 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     /// A save's part of the buffer.
-    struct Snapshot: @unchecked Sendable {
+    struct Snapshot: Sendable {
         struct Source {
             /// The keyframe's GOP or a later one: its video is saved (of the GOP before, only audio is).
             let gopOnOrAfterOrigin: Bool
@@ -263,7 +220,7 @@ final class ReplayBuffer: EncodedOutput {
             let file: String?
             let packets: [BufferedPacket]
         }
-        let streams: [Stream]
+        let streams: [StreamParameters]
         let orientation: Orientation
         /// File time of its first keyframe, ns: time 0 of the saved file.
         let origin: Int64
@@ -317,17 +274,11 @@ final class SnapshotPackets {
             if source >= 0 {
                 let current = snapshot.sources[source]
                 if let reader {
-                    if let (packet, stream, timeBase) = try reader.next() {
-                        let original = snapshot.streams[stream].timeBase
-                        av_packet_rescale_ts(packet, timeBase, original)
-                        // NUT stores no dts where it equals the pts (no B-frames here).
-                        if packet.pointee.dts == cff_nopts() { packet.pointee.dts = packet.pointee.pts }
-                        let priming = snapshot.streams[stream].parameters.priming
-                        let time = av_rescale_q(
-                            packet.pointee.pts - priming, original, AVRational(num: 1, den: 1_000_000_000))
-                        return (
-                            try BufferedPacket(taking: packet, stream: stream, time: time), current.gopOnOrAfterOrigin
-                        )
+                    if let (stored, stream) = try reader.next() {
+                        let parameters = snapshot.streams[stream]
+                        let packet = stored.rescaled(to: parameters.timeBase)
+                        let time = packet.timeBase.rescale(packet.pts - parameters.priming, to: .nanoseconds)
+                        return (BufferedPacket(packet: packet, stream: stream, time: time), current.gopOnOrAfterOrigin)
                     }
                     self.reader = nil
                     if let file = current.file { FileSystem.remove(file) }

@@ -1,8 +1,8 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastHandlerKit
 import BroadcastMedia
 import BroadcastProtocol
-import BroadcastRecord
 import BroadcastSystem
 import Dispatch
 import Synchronization
@@ -48,7 +48,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 }
             }
             let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory)
-            encoder = try RecordingEncoder(options.record, for: self, output: buffer)
+            encoder = try RecordingEncoder(options.encoding, for: self, output: buffer)
             self.buffer = buffer
             let place = directory.map { "in files in \($0)" } ?? "in memory"
             logger.info(
@@ -130,7 +130,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         } catch {
             return reply.fail(error)
         }
-        let frameDuration = Int64(1_000_000_000 / max(1, options.record.framesPerSecond ?? framesPerSecond))
+        let frameDuration = Int64(1_000_000_000 / max(1, options.encoding.framesPerSecond ?? framesPerSecond))
         let asked = MonotonicClock.now()
         saveQueue.async { [saved, logger, path] in
             do {
@@ -230,7 +230,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
         _ path: String, createDirectory: Bool, overwrite asked: Bool,
         _ take: () throws -> T
     ) throws -> T {
-        let overwrite = asked || (options?.record.overwrite ?? false)
+        let overwrite = asked || (options?.overwrite ?? false)
         try OutputPath.prepare(
             path, overwrite: overwrite, createDirectory: createDirectory,
             remedy: Self.overwriteRemedy)

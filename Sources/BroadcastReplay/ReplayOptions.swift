@@ -1,7 +1,7 @@
-import BroadcastRecord
+import BroadcastEncoding
 
 /// The `replay` handler's settings: how much it keeps (`length`, `maxMemory`) and, for the rest, the `record`
-/// handler's (codec, quality, audio tracks: share/broadcastd/handlers/replay.json lists them).
+/// handler's (codec, quality, audio tracks, overwrite: share/broadcastd/handlers/replay.json lists them).
 struct ReplayOptions {
     static let defaultLength: UInt64 = 30_000_000_000
     static let defaultMaxMemory = 256 << 20
@@ -12,22 +12,24 @@ struct ReplayOptions {
     var maxMemory = Self.defaultMaxMemory
     /// `buffer=disk`: GOPs in a ring of files in $XDG_CACHE_HOME (bounded by `maxMemory` as well), not in memory.
     var onDisk = false
-    var record: RecordOptions
+    /// Whether a save may replace a file that exists.
+    var overwrite = false
+    var encoding: EncodingOptions
 
     /// The longest buffer, in seconds.
     static let maxLength = 3600.0
 
-    init(setupInfo: [String: String]) throws(RecordOptions.Invalid) {
+    init(setupInfo: [String: String]) throws(SetupFieldError) {
         var rest = setupInfo.filter { !$0.value.isEmpty }
         if let text = rest.removeValue(forKey: "length") {
             guard let seconds = Double(text), seconds >= 1, seconds <= Self.maxLength else {
-                throw RecordOptions.Invalid("length '\(text)': seconds to keep, 1-3600")
+                throw SetupFieldError("length '\(text)': seconds to keep, 1-3600")
             }
             length = UInt64(seconds * 1e9)
         }
         if let text = rest.removeValue(forKey: "maxMemory") {
             guard let bytes = Self.bytes(text), bytes >= 64 << 10, bytes <= 64 << 30 else {
-                throw RecordOptions.Invalid(
+                throw SetupFieldError(
                     "maxMemory '\(text)': bytes of encoded video and audio kept, e.g. 256M or 2G (64K-64G)")
             }
             maxMemory = bytes
@@ -36,15 +38,20 @@ struct ReplayOptions {
         case nil, "memory": onDisk = false
         case "disk": onDisk = true
         case let other?:
-            throw RecordOptions.Invalid(
+            throw SetupFieldError(
                 "buffer '\(other)': memory, or disk (a ring of files in $XDG_CACHE_HOME/broadcastd)")
         }
         // Where saves go is said with each save; the broadcast has no file of its own.
-        record = try RecordOptions(url: nil, setupInfo: rest, defaultPath: { "/replay.mp4" })
-        if record.upload != nil {
-            throw RecordOptions.Invalid("replay does not upload; upload a saved file with the record handler's tools")
+        overwrite = try EncodingOptions.flag(rest.removeValue(forKey: "overwrite"), "overwrite")
+        encoding = try EncodingOptions(taking: &rest)
+        if Self.uploadFields.contains(where: { rest[$0] != nil }) {
+            throw SetupFieldError("replay does not upload; upload a saved file with the record handler's tools")
         }
+        if let key = rest.keys.sorted().first { throw SetupFieldError("unknown setup field '\(key)'") }
     }
+
+    /// The `record` handler's fields for uploading its file.
+    static let uploadFields = ["upload", "uploadHeaders", "uploadMaxRate", "uploadAttempts"]
 
     /// `256M`, `2G`, `512K` or a number of bytes.
     static func bytes(_ text: String) -> Int? {

@@ -1,7 +1,6 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastMedia
-import BroadcastRecord
-import CFFmpeg
 
 /// A part of the replay buffer written into a file as it is, without re-encoding (libavformat): fragmented MP4 or
 /// Matroska, starting at time 0 on a keyframe, audio on the same clock: each track starts with the packet its content
@@ -11,7 +10,7 @@ import CFFmpeg
 final class ReplayFile {
     let path: String
     private let muxer: Muxer
-    private let streams: [ReplayBuffer.Stream]
+    private let streams: [StreamParameters]
     private var indices: [Int] = []
     /// What each stream's pts less: the keyframe's time for video; for audio its first packet's pts, whose samples
     /// before the keyframe the decoder skips.
@@ -20,7 +19,6 @@ final class ReplayFile {
     let origin: Int64
     private(set) var videoFrames = 0
     private(set) var audioPackets = 0
-    static let nanoseconds = AVRational(num: 1, den: 1_000_000_000)
 
     /// Opens `path` and writes `snapshot` into it, without the packets that start at `until` (file time, ns) or later;
     /// `chapters`: those of the snapshot, in the header (Matroska; an MP4 save has none, see below).
@@ -42,23 +40,20 @@ final class ReplayFile {
         while firstAudio.count < audioStreams.count, let packet = try packets.next() {
             ahead.append(packet)
             if !snapshot.streams[packet.stream].isVideo, firstAudio[packet.stream] == nil {
-                firstAudio[packet.stream] = packet.packet.pointee.pts
+                firstAudio[packet.stream] = packet.packet.pts
             }
             if snapshot.streams[packet.stream].isVideo, packet.time > snapshot.origin + 5_000_000_000 { break }
         }
         for (index, stream) in snapshot.streams.enumerated() {
-            let parameters = try CodecParameters(copying: stream.parameters)
-            let origin = av_rescale_q(snapshot.origin, Self.nanoseconds, stream.timeBase)
+            var parameters = stream
+            let origin = TimeBase.nanoseconds.rescale(snapshot.origin, to: stream.timeBase)
             var shift = origin
             if !stream.isVideo, let first = firstAudio[index] {
                 shift = first
-                parameters.setPriming(Int(max(0, origin + stream.parameters.priming - shift)))
+                parameters.setPriming(Int(max(0, origin + stream.priming - shift)))
             }
             shifts.append(shift)
-            indices.append(
-                try muxer.addStream(
-                    parameters: parameters, timeBase: stream.timeBase, title: stream.title,
-                    frameRate: stream.isVideo ? stream.frameRate : nil))
+            indices.append(try muxer.addStream(parameters))
         }
         muxer.setOrientation(
             stream: indices[video], degrees: Int(snapshot.orientation.degrees), mirrored: snapshot.orientation.mirrored)
@@ -72,22 +67,20 @@ final class ReplayFile {
 
     /// Writes one packet of the buffer (whose data it may take).
     func append(_ buffered: BufferedPacket) throws(MediaError) {
-        let stream = streams[buffered.stream]
-        let packet = buffered.packet
-        packet.pointee.pts -= shifts[buffered.stream]
-        packet.pointee.dts -= shifts[buffered.stream]
-        if stream.isVideo {
-            try muxer.writeHoldingBack(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
+        var packet = buffered.packet
+        packet.shift(by: shifts[buffered.stream])
+        if streams[buffered.stream].isVideo {
+            try muxer.writeHoldingBack(packet, stream: indices[buffered.stream])
             videoFrames += 1
         } else {
-            try muxer.write(packet, stream: indices[buffered.stream], timeBase: stream.timeBase)
+            try muxer.write(packet, stream: indices[buffered.stream])
             audioPackets += 1
         }
     }
 
     /// The last frame ends at file time `end` (ns, the broadcast's); chapters added now go into the trailer (Matroska).
     func finish(end: Int64, chapters: [(start: Int64, end: Int64, title: String)] = []) throws(MediaError) {
-        try muxer.endStream(indices[video], at: av_rescale_q(end - origin, Self.nanoseconds, streams[video].timeBase))
+        try muxer.endStream(indices[video], at: TimeBase.nanoseconds.rescale(end - origin, to: streams[video].timeBase))
         try muxer.addChapters(chapters)
         try muxer.finish()
     }

@@ -1,7 +1,7 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastMedia
 import BroadcastSystem
-import CFFmpeg
 import Foundation
 import Logging
 
@@ -10,7 +10,7 @@ import Logging
 #endif
 
 /// What an HLS destination writes, watched (revision 2.5) through the hls muxer's own io_open and io_close2
-/// (`CFFOutputWatch`):
+/// (`OutputWatch`):
 /// - a write that fails (a full disk) is kept as the destination's error, which the sender reports and retries on,
 ///   and the temporary file it was (`NAME.tmp`) is removed, so that the rename the muxer makes next fails and the
 ///   playlist or segment it would replace stays whole: never an empty or cut playlist;
@@ -25,7 +25,9 @@ import Logging
 final class HLSOutput {
     /// The playlist's path, for a folder; nil for an HTTP origin.
     let playlist: String?
-    let watch: UnsafeMutablePointer<CFFOutputWatch>
+    private(set) var watch: OutputWatch!
+    /// Most bytes of a file for an HTTP origin, held in memory until it is stored.
+    private let fileLimit: Int64
     /// Where an HTTP origin's files go.
     private let origin: HLSOrigin?
     private let lock = NSLock()
@@ -38,30 +40,17 @@ final class HLSOutput {
     init(_ destination: StreamDestination, reconnectFor: Double, fileLimit: Int64, logger: Logger) {
         playlist = destination.scheme == .hls ? destination.url : nil
         origin = playlist == nil ? HLSOrigin(reconnectFor: reconnectFor, logger: logger) : nil
-        watch = .allocate(capacity: 1)
-        watch.initialize(to: CFFOutputWatch())
-        watch.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        watch.pointee.opening = { owner, url in
-            Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().opening(String(cString: url!))
+        self.fileLimit = fileLimit
+        let memory = origin.map { origin in
+            OutputWatch.Memory(
+                limit: fileLimit, store: { [unowned self] in store($0, $1) }, remove: { origin.remove($0) })
         }
-        watch.pointee.closed = { owner, url, error in
-            Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().closed(String(cString: url!), error)
-        }
-        guard origin != nil else { return }
-        watch.pointee.memory_limit = fileLimit
-        watch.pointee.store = { owner, url, data, size in
-            let bytes = UnsafeRawBufferPointer(start: data, count: Int(size))
-            return Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().store(String(cString: url!), bytes)
-        }
-        watch.pointee.remove = { owner, url in
-            Unmanaged<HLSOutput>.fromOpaque(owner!).takeUnretainedValue().origin?.remove(String(cString: url!))
-        }
+        watch = OutputWatch(
+            opening: { [unowned self] in opening($0) }, closed: { [unowned self] in closed($0, $1) }, memory: memory)
     }
 
     deinit {
         unlockPlaylist()
-        watch.deinitialize(count: 1)
-        watch.deallocate()
     }
 
     var lockPath: String? { playlist.map { $0 + ".lock" } }
@@ -159,7 +148,7 @@ final class HLSOutput {
             ?? (origin != nil && error == -EFBIG
                 ? MediaError(
                     "write \(shown)",
-                    "larger than \(watch.pointee.memory_limit >> 20) MiB, more than "
+                    "larger than \(fileLimit >> 20) MiB, more than "
                         + "videoBitRate and segmentDuration let a file be: lower them")
                 : MediaError("write \(shown)", code: error))
         if playlist != nil && url.hasSuffix(".tmp") { FileSystem.remove(url) }

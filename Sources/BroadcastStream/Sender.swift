@@ -1,28 +1,14 @@
+import BroadcastEncoding
 import BroadcastMedia
 import BroadcastSystem
 import BroadcastWebRTC
-import CFFmpeg
 import Foundation
 import Logging
 
-/// An encoded packet on its way to the network; freed with the box.
-final class QueuedPacket {
-    let packet: UnsafeMutablePointer<AVPacket>
+/// An encoded packet on its way to the network, and the stream it belongs to.
+struct QueuedPacket {
+    let packet: EncodedPacket
     let stream: Int
-    let timeBase: AVRational
-
-    init?(moving source: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) {
-        guard let packet = av_packet_alloc() else { return nil }
-        av_packet_move_ref(packet, source)
-        self.packet = packet
-        self.stream = stream
-        self.timeBase = timeBase
-    }
-
-    deinit {
-        var owned: UnsafeMutablePointer<AVPacket>? = packet
-        av_packet_free(&owned)
-    }
 }
 
 /// The network side of one destination of the `stream` handler, on a thread of its own so that a slow or
@@ -51,7 +37,7 @@ final class Sender: PacketSink, @unchecked Sendable {
 
     let destination: StreamDestination
     private let options: StreamOptions
-    private let encoders: [Encoder]
+    private let streams: [StreamParameters]
     private let logger: Logger
     private let condition = NSCondition()
     // Guarded by `condition`.
@@ -71,16 +57,16 @@ final class Sender: PacketSink, @unchecked Sendable {
     /// The time, for how long sending has failed (monotonic ns).
     private let clock: @Sendable () -> UInt64
 
-    /// `encoders` in stream order: stream i of every connection carries encoder i's packets.
+    /// `streams` in order: stream i of every connection carries the packets `write` is given for stream i.
     init(
-        destination: StreamDestination, options: StreamOptions, encoders: [Encoder], bytesPerSecond: Int,
+        destination: StreamDestination, options: StreamOptions, streams: [StreamParameters], bytesPerSecond: Int,
         logger: Logger,
         clock: @escaping @Sendable () -> UInt64 = MonotonicClock.now
     ) {
         self.clock = clock
         self.destination = destination
         self.options = options
-        self.encoders = encoders
+        self.streams = streams
         self.logger = logger
         let seconds = options.maxQueueSeconds
         queue = SendQueue(
@@ -109,15 +95,13 @@ final class Sender: PacketSink, @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues a packet (its data is moved out of `packet`).
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+    /// Queues a packet.
+    func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
         let isVideo = stream == 0
-        let isKeyframe = (packet.pointee.flags & AV_PKT_FLAG_KEY) != 0
-        let time = av_rescale_q(packet.pointee.pts, timeBase, AVRational(num: 1, den: 1_000_000_000))
-        let bytes = Int(packet.pointee.size)
-        guard let box = QueuedPacket(moving: packet, stream: stream, timeBase: timeBase) else {
-            throw MediaError("queue a packet", "out of memory")
-        }
+        let isKeyframe = packet.isKeyframe
+        let time = packet.time
+        let bytes = packet.data.count
+        let box = QueuedPacket(packet: packet, stream: stream)
         condition.lock()
         // A destination given up on takes nothing more.
         guard figures.failure == nil else { return condition.unlock() }
@@ -252,7 +236,7 @@ final class Sender: PacketSink, @unchecked Sendable {
             condition.unlock()
             guard let entry else { break }  // finishing, and everything is sent
             do {
-                try muxer!.write(entry.payload.packet, stream: entry.payload.stream, timeBase: entry.payload.timeBase)
+                try muxer!.write(entry.payload.packet, stream: entry.payload.stream)
                 if let failure = hls?.takeFailure() { throw failure }
                 // Sending works again once a write went through (for HLS, once a file was written whole).
                 let progressed = hls?.takeCompleted() ?? true
@@ -345,7 +329,7 @@ final class Sender: PacketSink, @unchecked Sendable {
     private func connect(connectedBefore: Bool) throws -> (muxer: StreamOutput, srt: SRTConnection?) {
         guard let container = destination.container else {
             let output = try WHIPOutput(
-                destination, encoders: encoders, iceServers: options.iceServers,
+                destination, streams: streams, iceServers: options.iceServers,
                 learned: &learnedICEServers, connectedBefore: connectedBefore,
                 keyframeRequested: { [weak self] in
                     self?.keyframeRequestedByReceiver()
@@ -360,7 +344,7 @@ final class Sender: PacketSink, @unchecked Sendable {
         // libsrt's own connection, for its statistics; a dead peer is noticed within 5 s.
         case .srt:
             let connection = try SRTConnection(url: destination.url, displayURL: destination.displayURL, sendTimeout: 5)
-            muxer.customIO = connection.io
+            muxer.customOutput = connection.output
             // Each packet as it comes: video is not held back until the audio of its time is encoded
             // (audio is placed on its timeline later than frames arrive; MPEG-TS needs no interleaving).
             muxer.interleaved = false
@@ -372,7 +356,7 @@ final class Sender: PacketSink, @unchecked Sendable {
             muxer.watchOutputs(hls!.watch)
         case .whip, .whips: break  // WHIPOutput, above
         }
-        for encoder in encoders { try muxer.addStream(for: encoder) }
+        for stream in streams { try muxer.addStream(stream) }
         try muxer.start()
         return (muxer, srt)
     }

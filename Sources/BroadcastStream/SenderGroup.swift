@@ -1,11 +1,11 @@
+import BroadcastEncoding
 import BroadcastMedia
 import BroadcastProtocol
-import CFFmpeg
 import Foundation
 import Logging
 
 /// The destinations of one stream broadcast, fed by one encode: each packet goes to every `Sender`
-/// (its data shared by reference counting, not copied), each with its own connection, queue, GOP
+/// (its data shared, not copied: `EncodedPacket`), each with its own connection, queue, GOP
 /// dropping and reconnection, so that a slow or dead destination never holds up the others.
 ///
 /// Bit rate: the encoder follows the healthiest destination (the connected one least congested: the emptiest
@@ -20,7 +20,7 @@ public final class SenderGroup: PacketSink {
     /// The newest video keyframe, held for the HLS destinations until the next video packet: a stream that ends on one
     /// (its last frame falling on a keyframe's time) does not send it, so that HLS does not end on a segment of one
     /// frame. The others get it at once (a WebRTC receiver that asked for it waits for nothing more).
-    private var heldKeyframe: (packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational)?
+    private var heldKeyframe: EncodedPacket?
     private let holding: [Sender]
     private let notHolding: [Sender]
 
@@ -44,24 +44,13 @@ public final class SenderGroup: PacketSink {
         for sender in senders { sender.start() }
     }
 
-    public func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
-        try write(packet, stream: stream, timeBase: timeBase, to: senders)
+    public func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        try write(packet, stream: stream, to: senders)
     }
 
-    /// Hands `packet` to `senders`, the last one taking its data.
-    private func write(
-        _ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational,
-        to senders: [Sender]
-    ) throws(MediaError) {
-        for sender in senders.dropLast() {
-            guard let copy = av_packet_clone(packet) else { throw MediaError("queue a packet", "out of memory") }
-            defer {
-                var owned: UnsafeMutablePointer<AVPacket>? = copy
-                av_packet_free(&owned)
-            }
-            try sender.write(copy, stream: stream, timeBase: timeBase)
-        }
-        try senders.last?.write(packet, stream: stream, timeBase: timeBase)
+    /// Hands `packet` to `senders`.
+    private func write(_ packet: EncodedPacket, stream: Int, to senders: [Sender]) throws(MediaError) {
+        for sender in senders { try sender.write(packet, stream: stream) }
     }
 
     /// Whether the next video frame should be a keyframe: some connected destination needs one (after a
@@ -72,36 +61,22 @@ public final class SenderGroup: PacketSink {
 
     /// Sends what is queued everywhere (at most `timeout` seconds for all of them together).
     /// A video packet (stream 0): a keyframe waits for the next packet (see `heldKeyframe`).
-    func writeVideo(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) throws(MediaError) {
+    func writeVideo(_ packet: EncodedPacket) throws(MediaError) {
         if let held = heldKeyframe {
-            defer { dropHeldKeyframe() }
-            try write(held.packet, stream: 0, timeBase: held.timeBase, to: holding)
+            heldKeyframe = nil
+            try write(held, stream: 0, to: holding)
         }
-        guard packet.pointee.flags & AV_PKT_FLAG_KEY != 0, !holding.isEmpty else {
-            return try write(packet, stream: 0, timeBase: timeBase)
-        }
-        guard let copy = av_packet_alloc() else { throw MediaError("queue a packet", "out of memory") }
-        if notHolding.isEmpty {
-            av_packet_move_ref(copy, packet)
-        } else {
-            guard av_packet_ref(copy, packet) >= 0 else { throw MediaError("queue a packet", "out of memory") }
-            try write(packet, stream: 0, timeBase: timeBase, to: notHolding)
-        }
-        heldKeyframe = (copy, timeBase)
+        guard packet.isKeyframe, !holding.isEmpty else { return try write(packet, stream: 0) }
+        try write(packet, stream: 0, to: notHolding)
+        heldKeyframe = packet
     }
 
     /// Sends what is queued, without a keyframe still held: the stream's last frame (see `heldKeyframe`).
     func finish(timeout: Double) {
-        dropHeldKeyframe()
+        heldKeyframe = nil
         for sender in senders { sender.requestFinish() }
         let deadline = DispatchTime.now() + timeout
         for sender in senders { sender.finish(deadline: deadline) }
-    }
-
-    private func dropHeldKeyframe() {
-        var owned = heldKeyframe?.packet
-        heldKeyframe = nil
-        av_packet_free(&owned)
     }
 
     struct Report {

@@ -1,9 +1,9 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastHandlerKit
 import BroadcastMedia
 import BroadcastProtocol
 import BroadcastTimeline
-import CFFmpeg
 
 /// The built-in `stream` handler: H.264 (libx264, bit rate driven; or HEVC over SRT) and one audio track (app and mic
 /// mixed; Opus or AAC) to SRT (MPEG-TS) or RTMP (FLV) media servers, or as HLS to a directory or an HTTP origin.
@@ -54,18 +54,18 @@ public final class StreamHandler: BroadcastSampleHandler {
         let globalHeader = options.globalHeader
         let video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: globalHeader, implementation: implementation)
-        var encoders = [video]
-        let streams = options.audio.filter(audioStreams.contains)
-        if !streams.isEmpty {
+        var streams = [try video.parameters]
+        let audioStreams = options.audio.filter(audioStreams.contains)
+        if !audioStreams.isEmpty {
             let settings = AudioEncoderSettings(
                 codec: options.audioCodec, sampleRate: audioFormat.sampleRate, channels: 2,
                 bitRate: options.audioBitRate)
             audio = try AudioTrack(
-                name: streams.map(\.description).joined(separator: "+"), streams: streams, gains: [:],
+                name: audioStreams.map(\.description).joined(separator: "+"), streams: audioStreams, gains: [:],
                 settings: settings,
                 globalHeader: globalHeader
-            ) { encoder throws(MediaError) in
-                encoders.append(encoder)
+            ) { parameters throws(MediaError) in
+                streams.append(parameters)
                 return 1
             }
         }
@@ -73,7 +73,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         let sender = SenderGroup(
             options.destinations.map {
                 Sender(
-                    destination: $0, options: options, encoders: encoders, bytesPerSecond: bytesPerSecond,
+                    destination: $0, options: options, streams: streams, bytesPerSecond: bytesPerSecond,
                     logger: logger)
             }, logger: logger)
         self.video = video
@@ -112,7 +112,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         sample.releaseFrame()  // copied: broadcastd keeps two slots for a broadcast
         // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
         try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
-            try sender.writeVideo(packet, timeBase: video.timeBase)
+            try sender.writeVideo(packet)
         }
         frames += 1
         report(at: time, sender: sender)
@@ -139,9 +139,7 @@ public final class StreamHandler: BroadcastSampleHandler {
         if failure == nil {
             do {
                 try audio?.finish(at: clock.duration, sink: sender)
-                try video?.encode(nil) { packet throws(MediaError) in
-                    try sender.writeVideo(packet, timeBase: video!.timeBase)
-                }
+                try video?.encode(nil) { packet throws(MediaError) in try sender.writeVideo(packet) }
             } catch {
                 logger.warning("stream: \(error)")
             }

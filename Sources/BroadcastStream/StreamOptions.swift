@@ -1,4 +1,5 @@
 import BroadcastCore
+import BroadcastEncoding
 import BroadcastMedia
 import BroadcastWebRTC
 import Foundation

@@ -1,6 +1,6 @@
+import BroadcastEncoding
 import BroadcastMedia
 import BroadcastWebRTC
-import CFFmpeg
 import Foundation
 import Logging
 
@@ -34,23 +34,22 @@ final class WHIPOutput: StreamOutput {
     private let displayURL: String
     private let logger: Logger
 
-    /// Publishes to `destination`: `encoders` are the video encoder, then the audio one if any; `iceServers` those of
+    /// Publishes to `destination`: `streams` are the video stream, then the audio one if any; `iceServers` those of
     /// the setup fields; `learned` those the endpoint named in earlier answers, updated with this one's.
     init(
-        _ destination: StreamDestination, encoders: [Encoder], iceServers: [ICEServer], learned: inout [ICEServer],
+        _ destination: StreamDestination, streams: [StreamParameters], iceServers: [ICEServer],
+        learned: inout [ICEServer],
         connectedBefore: Bool, keyframeRequested: @escaping @Sendable () -> Void, logger: Logger
     ) throws(WebRTCError) {
         displayURL = destination.displayURL
         self.logger = logger
         client = WHIPClient(url: destination.url, displayURL: destination.displayURL, token: destination.token)
-        let video = encoders[0].context.pointee
-        let extradata =
-            video.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(video.extradata_size))) } ?? []
+        let extradata = streams[0].extradata
         parameterSets = extradata
         let servers = iceServers + learned.filter { !iceServers.contains($0) }
         peer = try WebRTCPeer(
             .init(
-                profileLevelID: AnnexB.profileLevelID(extradata) ?? "42e01f", audio: encoders.count > 1,
+                profileLevelID: AnnexB.profileLevelID(extradata) ?? "42e01f", audio: streams.count > 1,
                 iceServers: servers))
         peer.keyframeRequested = keyframeRequested
         do throws(WebRTCError) {
@@ -79,18 +78,22 @@ final class WHIPOutput: StreamOutput {
         }
     }
 
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
+    func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
         if let reason = peer.failure(silence: Self.silence) { throw MediaError("send to \(displayURL)", reason) }
-        let time = av_rescale_q(packet.pointee.pts, timeBase, AVRational(num: 1, den: 1_000_000_000))
-        let data = UnsafeRawBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size))
-        let keyframe = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
+        let time = packet.time
+        let keyframe = packet.isKeyframe
         do throws(WebRTCError) {
-            if stream == 0 && keyframe && !AnnexB.hasParameterSets(data) && !parameterSets.isEmpty {
-                try (parameterSets + data).withUnsafeBytes { bytes in
+            let withParameterSets =
+                stream == 0 && keyframe && !parameterSets.isEmpty
+                && !packet.data.withUnsafeBytes { AnnexB.hasParameterSets($0) }
+            if withParameterSets {
+                try (parameterSets + packet.data).withUnsafeBytes { bytes in
                     Result { () throws(WebRTCError) in try peer.send(bytes, time: time, video: true, keyframe: true) }
                 }.get()
             } else {
-                try peer.send(data, time: time, video: stream == 0, keyframe: keyframe)
+                try packet.data.withUnsafeBytes { bytes throws(WebRTCError) in
+                    try peer.send(bytes, time: time, video: stream == 0, keyframe: keyframe)
+                }
             }
         } catch {
             throw MediaError("send to \(displayURL)", error.reason)

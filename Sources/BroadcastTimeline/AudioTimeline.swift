@@ -11,8 +11,8 @@
 /// nobody hears) for drift and errors up to 0.4 ms, at most `maxRate`, 4 %, for a shift, which is
 /// within 10 ms a quarter of a second after it and within 1 ms in under a second. Errors under `deadband` are left
 /// alone, so a source with exact timestamps passes through bit for bit.
-struct DriftController {
-    var smoothedError = 0.0
+package struct DriftController {
+    package var smoothedError = 0.0
     /// Samples of error that are left alone (0.5 ms at 48 kHz).
     let deadband: Double
     /// The error whose stretch closes it at its own size a second: 0.2 s of samples.
@@ -99,12 +99,12 @@ struct Stretcher {
 /// samples and in over its first ones, on equal-power (sine/cosine) curves, so where the two sides overlap
 /// the join is a crossfade and no join ever clicks. Between joins an input's samples follow on from each other
 /// and shifts of its timestamps are followed by stretching, never by cutting or padding.
-struct AudioTimeline {
-    struct Input {
+package struct AudioTimeline {
+    package struct Input {
         var gain: Float
         /// File position of this input's next sample; nil between segments, and at a join within one.
         var position: Int64?
-        var drift: DriftController
+        package var drift: DriftController
         var stretcher: Stretcher
         /// Samples of fade-in still to apply.
         var fadeIn = 0
@@ -119,32 +119,32 @@ struct AudioTimeline {
         var buffer: [Float] = []
     }
 
-    struct Counters: Equatable {
+    package struct Counters: Equatable {
         /// Frames of silence standing in for audio that never came (gaps, segment ends).
-        var missingFrames: Int64 = 0
+        package var missingFrames: Int64 = 0
         /// Frames dropped because they came too late or overlapped what was already placed.
-        var droppedFrames: Int64 = 0
+        package var droppedFrames: Int64 = 0
         /// Largest smoothed clock error seen, in frames.
-        var maxDriftFrames = 0.0
+        package var maxDriftFrames = 0.0
     }
 
-    let channels: Int
-    let sampleRate: Int
+    package let channels: Int
+    package let sampleRate: Int
     let fadeFrames: Int
     /// How far an input may fall behind the leading one before the track goes on without it.
     let latencyFrames: Int64
     /// A jump this large between timestamps and placement is no shift of a source's timing but a join, even when the
     /// source does not say it lost samples.
     let jumpFrames: Int64
-    private(set) var inputs: [Input]
+    package private(set) var inputs: [Input]
     /// File position up to which the track was handed to the encoder.
     private(set) var emitted: Int64 = 0
     /// Where the current segment starts (the audio before it belongs to the previous one).
     private var segmentStart: Int64 = 0
-    private(set) var counters = Counters()
+    package private(set) var counters = Counters()
     private var scratch: [Float] = []
 
-    init(channels: Int, sampleRate: Int, gains: [Float], fadeMilliseconds: Int = 10) {
+    package init(channels: Int, sampleRate: Int, gains: [Float], fadeMilliseconds: Int = 10) {
         self.channels = channels
         self.sampleRate = sampleRate
         fadeFrames = sampleRate * fadeMilliseconds / 1000
@@ -157,7 +157,7 @@ struct AudioTimeline {
 
     /// Places a chunk of `input` (interleaved, `channels` wide) whose first sample belongs at file position `position`;
     /// `discontinuity`: the source lost samples before it.
-    mutating func place(
+    package mutating func place(
         _ input: Int, _ samples: UnsafeBufferPointer<Float>, at position: Int64,
         discontinuity: Bool = false
     ) {
@@ -232,7 +232,7 @@ struct AudioTimeline {
 
     /// Ends the current segment at file position `end`: what lies beyond is cut, each input fades
     /// out over its last real samples, and what no input reached is counted as missing.
-    mutating func endSegment(at end: Int64) {
+    package mutating func endSegment(at end: Int64) {
         for index in inputs.indices {
             let reached = inputs[index].position ?? inputs[index].joinEnd
             if let reached, reached < end { counters.missingFrames += end - max(reached, emitted) }
@@ -270,14 +270,14 @@ struct AudioTimeline {
     /// How far the track can be handed on now: the slowest input that keeps up, and no further
     /// than `limit` (the end of the video so far), less the fade length, since a segment that
     /// ends there fades out those samples.
-    func ready(limit: Int64) -> Int64 {
+    package func ready(limit: Int64) -> Int64 {
         let positions = inputs.compactMap(\.position)
         guard let leader = positions.max(), let slowest = positions.min() else { return emitted }
         return max(emitted, min(limit, max(slowest, leader - latencyFrames)) - Int64(fadeFrames))
     }
 
     /// Mixes and hands on the frames from `emitted` up to `end`, silence where no input reached.
-    mutating func drain(upTo end: Int64, into output: inout [Float]) {
+    package mutating func drain(upTo end: Int64, into output: inout [Float]) {
         let frames = Int(max(0, end - emitted))
         guard frames > 0 else { return }
         let count = frames * channels

@@ -14,6 +14,13 @@
 static inline int cff_error_eof(void) { return AVERROR_EOF; }
 static inline int cff_error_eagain(void) { return AVERROR(EAGAIN); }
 static inline int64_t cff_nopts(void) { return AV_NOPTS_VALUE; }
+// FFmpeg 5.1 still reads the deprecated channel fields beside ch_layout; set as avcodec_parameters_from_context does.
+static inline void cff_set_old_channel_fields(AVCodecParameters *p) {
+#if FF_API_OLD_CHANNEL_LAYOUT
+    p->channels = p->ch_layout.nb_channels;
+    p->channel_layout = p->ch_layout.order == AV_CHANNEL_ORDER_NATIVE ? p->ch_layout.u.mask : 0;
+#endif
+}
 
 // The outputs a muxer opens itself (the hls muxer's playlist, init file and segments, to files or to an HTTP origin),
 // watched through its io_open and io_close2, which it hands on to its inner muxer together with `opaque` (the watch):

@@ -1,7 +1,7 @@
 import BroadcastCapture
 import BroadcastCore
+import BroadcastMedia
 import BroadcastProtocol
-import BroadcastRecord
 import Logging
 import Testing
 

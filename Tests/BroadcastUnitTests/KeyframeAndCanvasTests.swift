@@ -2,7 +2,7 @@ import BroadcastCore
 import CFFmpeg
 import Testing
 
-@testable import BroadcastMedia
+@testable import BroadcastEncoding
 
 /// Keyframes by stream time, whatever the screen does, and forced keyframes each encoder makes IDRs of.
 @Suite struct KeyframeTests {
@@ -46,7 +46,7 @@ import Testing
     }
 
     /// Encodes frames at `times` (s) with a 2 s keyframe interval: the packets (owned) and their times.
-    static func encode(_ c: Case, times: [Double]) throws -> (encoder: Encoder, packets: [Packet]) {
+    static func encode(_ c: Case, times: [Double]) throws -> (encoder: Encoder, packets: [EncodedPacket]) {
         var settings = VideoEncoderSettings(
             codec: c.implementation.codec, width: 160, height: 96, framesPerSecond: 30,
             tune: c.tune)
@@ -56,11 +56,8 @@ import Testing
             settings, pixelFormat: format, globalHeader: true,
             implementation: c.implementation)
         let frame = try MediaFrame.video(width: 160, height: 96, pixelFormat: format)
-        var packets: [Packet] = []
-        func keep(_ packet: Packet) throws(MediaError) {
-            guard let copy = av_packet_clone(packet) else { throw MediaError("keep a packet", "out of memory") }
-            packets.append(copy)
-        }
+        var packets: [EncodedPacket] = []
+        func keep(_ packet: EncodedPacket) { packets.append(packet) }
         for (index, time) in times.enumerated() {
             try paint(frame, index)
             frame.frame.pointee.pts = Int64((time * 90000).rounded())
@@ -70,11 +67,11 @@ import Testing
         return (encoder, packets)
     }
 
-    typealias Packet = UnsafeMutablePointer<AVPacket>
-
     /// How many frames a decoder of its own decodes from `packets` (the first a keyframe), and whether it said an
     /// error.
-    static func decode(_ packets: ArraySlice<Packet>, like encoder: Encoder) throws -> (frames: Int, failed: Bool) {
+    static func decode(_ packets: ArraySlice<EncodedPacket>, like encoder: Encoder) throws -> (
+        frames: Int, failed: Bool
+    ) {
         let codec = try #require(avcodec_find_decoder(encoder.context.pointee.codec_id))
         var context = avcodec_alloc_context3(codec)
         var parameters = avcodec_parameters_alloc()
@@ -89,10 +86,12 @@ import Testing
         defer { av_frame_free(&frame) }
         var frames = 0
         var failed = false
-        for packet in Array(packets) + [nil] {
+        func send(_ packet: UnsafeMutablePointer<AVPacket>?) {
             if avcodec_send_packet(context, packet) < 0 { failed = true }
             while avcodec_receive_frame(context, frame) == 0 { frames += 1 }
         }
+        for packet in packets { try packet.withAVPacket { send($0) } }
+        send(nil)
         return (frames, failed)
     }
 
@@ -109,14 +108,13 @@ import Testing
     func keyframesComeByTimeOnAQuietScreenAndDecodeOnTheirOwn(_ c: Case) throws {
         let times = [0, 0.5, 1, 2, 2.2, 3.9, 4.3, 5, 6, 6.5, 7, 8.4, 9]
         let (encoder, packets) = try Self.encode(c, times: times)
-        defer { for var packet in packets as [Packet?] { av_packet_free(&packet) } }
         #expect(
             encoder.keyframes != nil && encoder.context.pointee.gop_size == 120,
             "forced, the encoder's own count a backstop")
         #expect(packets.count == times.count)
-        let keys = packets.filter { $0.pointee.flags & AV_PKT_FLAG_KEY != 0 }.map { Double($0.pointee.pts) / 90000 }
+        let keys = packets.filter(\.isKeyframe).map { Double($0.pts) / 90000 }
         #expect(keys == [0, 2, 4.3, 6, 8.4], "keyframes at \(keys)")
-        let second = try #require(packets.firstIndex { $0.pointee.pts == 4 * 90000 + 27000 })
+        let second = try #require(packets.firstIndex { $0.pts == 4 * 90000 + 27000 })
         let decoded = try Self.decode(packets[second...], like: encoder)
         #expect(decoded.frames == packets.count - second && !decoded.failed, "from the keyframe at 4.3 s: \(decoded)")
     }
@@ -126,9 +124,8 @@ import Testing
     @Test func svtAV1InLowDelayCountsTheIntervalInFrames() throws {
         let lowDelay = Case(implementation: .libsvtav1, tune: "zerolatency")
         let (encoder, packets) = try Self.encode(lowDelay, times: (0..<65).map { Double($0) / 30 })
-        defer { for var packet in packets as [Packet?] { av_packet_free(&packet) } }
         #expect(encoder.keyframes == nil && encoder.context.pointee.gop_size == 60)
-        let keys = packets.filter { $0.pointee.flags & AV_PKT_FLAG_KEY != 0 }.map(\.pointee.pts)
+        let keys = packets.filter(\.isKeyframe).map(\.pts)
         #expect(keys == [0, 180_000], "\(keys)")
     }
 }

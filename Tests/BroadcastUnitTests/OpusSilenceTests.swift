@@ -1,7 +1,5 @@
 import BroadcastCore
-import BroadcastMedia
-import BroadcastTimeline
-import CFFmpeg
+import BroadcastEncoding
 import Foundation
 import Testing
 
@@ -10,11 +8,10 @@ import Testing
 @Suite struct OpusSilenceTests {
     private final class PacketLog: PacketSink {
         var packets: [String] = []
-        func write(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational) throws(MediaError) {
-            let bytes = UnsafeBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size))
+        func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
             packets.append(
-                "\(packet.pointee.pts) \(packet.pointee.dts) \(packet.pointee.duration) \(packet.pointee.flags) "
-                    + bytes.map { String($0, radix: 16) }.joined())
+                "\(packet.pts) \(packet.dts) \(packet.duration) \(packet.isKeyframe) \(packet.isDisposable) "
+                    + "\(packet.skipSamples) " + packet.data.map { String($0, radix: 16) }.joined())
         }
     }
 

@@ -1,4 +1,5 @@
 import BroadcastCore
+import BroadcastMedia
 import BroadcastSystem
 import BroadcastUpload
 import Testing

@@ -1,9 +1,9 @@
 import BroadcastCore
-import BroadcastRecord
 import CFFmpeg
 import Foundation
 import Testing
 
+@testable import BroadcastEncoding
 @testable import BroadcastHandlerKit
 @testable import BroadcastMedia
 @testable import BroadcastReplay
@@ -49,31 +49,27 @@ import Testing
             videoSettings, pixelFormat: pixelFormat, globalHeader: true, implementation: implementation)
         let audio = try Encoder.audio(AudioEncoderSettings(channels: 2, bitRate: 96), globalHeader: true)
         let buffer = ReplayBuffer(length: 10_000_000_000, maxBytes: 64 << 20)
-        let videoStream = try buffer.addStream(for: video)
-        let audioStream = try buffer.addStream(for: audio)
+        let videoStream = try buffer.addStream(video.parameters)
+        let audioStream = try buffer.addStream(audio.parameters)
         // 2 s of video, 1.9 s of audio (as the audio track's frames carry the encoder's priming).
         let picture = try MediaFrame.video(width: 160, height: 96, pixelFormat: pixelFormat)
         for index in 0..<2 * fps {
             try check(av_frame_make_writable(picture.frame), "writable")
             picture.frame.pointee.pts = Int64(index * 90_000 / fps)
-            try video.encode(picture.frame) { packet throws(MediaError) in
-                try buffer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+            try video.encode(picture) { packet throws(MediaError) in
+                try buffer.writeHoldingBack(packet, stream: videoStream)
             }
         }
-        try video.encode(nil) { packet throws(MediaError) in
-            try buffer.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
-        }
+        try video.encode(nil) { packet throws(MediaError) in try buffer.writeHoldingBack(packet, stream: videoStream) }
         let size = audio.frameSize
         let sound = try MediaFrame.audio(samples: size, channels: 2, sampleRate: 48000, planar: false)
         let silence = [Float](repeating: 0, count: size * 2)
-        let priming = Int64(audio.context.pointee.initial_padding)
+        let priming = try audio.parameters.priming
         for index in 0..<(48000 * 19 / 10 / size) {
             try silence.withUnsafeBufferPointer { samples throws(MediaError) in
                 try sound.fillAudio(samples, frames: size, pts: Int64(index * size) + priming)
             }
-            try audio.encode(sound.frame) { packet throws(MediaError) in
-                try buffer.write(packet, stream: audioStream, timeBase: audio.timeBase)
-            }
+            try audio.encode(sound) { packet throws(MediaError) in try buffer.write(packet, stream: audioStream) }
         }
         let path = FileManager.default.temporaryDirectory.path + "/replay-end-\(getpid())-\(last ?? 0).\(ext)"
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -101,7 +97,7 @@ import Testing
         handler.videoFormat = VideoFormat(width: 160, height: 96)
         handler.audioStreams = []
         let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory)
-        let encoder = try RecordingEncoder(options.record, for: handler, output: buffer)
+        let encoder = try RecordingEncoder(options.encoding, for: handler, output: buffer)
         let picture = [UInt8](repeating: 100, count: handler.videoFormat.frameByteCount)
         let interval: UInt64 = 1_000_000_000 / 30
         var lastStart: Int64 = 0

@@ -2,6 +2,7 @@ import BroadcastCore
 import CFFmpeg
 import Testing
 
+@testable import BroadcastEncoding
 @testable import BroadcastMedia
 
 /// Each video encoder as libavcodec runs it: the settings reach it, and its packets come the way the muxer takes them.
@@ -28,11 +29,11 @@ import Testing
         let frame = try MediaFrame.video(width: 320, height: 180, pixelFormat: format)
         var out = Encoded()
         var seed: UInt32 = 1
-        func collect(_ packet: UnsafeMutablePointer<AVPacket>) {
-            out.bytes += Int(packet.pointee.size)
-            if !out.pts.isEmpty { out.laterBytes += Int(packet.pointee.size) }
-            out.pts.append(packet.pointee.pts)
-            out.dts.append(packet.pointee.dts)
+        func collect(_ packet: EncodedPacket) {
+            out.bytes += packet.data.count
+            if !out.pts.isEmpty { out.laterBytes += packet.data.count }
+            out.pts.append(packet.pts)
+            out.dts.append(packet.dts)
         }
         for index in 0..<20 {
             try check(av_frame_make_writable(frame.frame), "writable")
@@ -53,7 +54,7 @@ import Testing
                 }
             }
             frame.frame.pointee.pts = Int64(index * 3000)
-            try encoder.encode(frame.frame, collect)
+            try encoder.encode(frame, collect)
         }
         try encoder.encode(nil, collect)
         return out

@@ -1,4 +1,4 @@
-import BroadcastMedia
+import BroadcastEncoding
 import BroadcastSystem
 
 /// Where recordings go, and the checks made before the first byte is written, so that a wrong
@@ -45,12 +45,5 @@ package enum OutputPath {
 
     private static func existing(_ path: String, _ remedy: String) -> MediaError {
         MediaError("cannot write \(path)", "the file exists and is kept: choose another name, or \(remedy)")
-    }
-
-}
-
-extension Substring {
-    func trimming(_ character: Character) -> String {
-        String(drop(while: { $0 == character }).reversed().drop(while: { $0 == character }).reversed())
     }
 }

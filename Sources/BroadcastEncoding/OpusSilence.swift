@@ -1,6 +1,3 @@
-import BroadcastMedia
-import CFFmpeg
-
 /// Opus frames of digital silence, repeated instead of encoded. libopus codes a frame of zeros as one short packet,
 /// and once its look-ahead and history hold nothing but zeros its state no longer changes: every further silent
 /// frame gives the same bytes, and the sound after the silence the same packets whether 3 or 3,000 seconds of it
@@ -9,16 +6,9 @@ import CFFmpeg
 /// same bytes, the next silent frames repeat them, each at its own time, without waking the encoder. Only libopus,
 /// whose every frame in gives one packet out (AAC's do not); only whole frames.
 final class OpusSilence {
-    private struct Coded {
-        var bytes: [UInt8]
-        var duration: Int64
-        var flags: Int32
-    }
-
     private let enabled: Bool
-    private let packet: UnsafeMutablePointer<AVPacket>
     /// The packet of the last frame encoded, when that frame was silent.
-    private var last: Coded?
+    private var last: EncodedPacket?
     /// Silent frames in a row that gave `last`'s bytes.
     private var same = 0
     /// Identical silent packets in a row before they are repeated: the packets settle first (~0.6 s after sound),
@@ -31,15 +21,8 @@ final class OpusSilence {
     /// encoder's packets from the frames it queued, which would put the first after a repeated stretch back in time.
     private var next: Int64?
 
-    init(encoder: Encoder, enabled: Bool) throws(MediaError) {
+    init(encoder: Encoder, enabled: Bool) {
         self.enabled = enabled && encoder.kind == "Opus"
-        guard let packet = av_packet_alloc() else { throw MediaError("prepare the Opus encoder", "out of memory") }
-        self.packet = packet
-    }
-
-    deinit {
-        var packet: UnsafeMutablePointer<AVPacket>? = self.packet
-        av_packet_free(&packet)
     }
 
     /// Whether `samples` (one whole frame) is digital silence.
@@ -49,41 +32,31 @@ final class OpusSilence {
 
     /// Hands the settled silence packet, stamped for its place, to `body` and returns true; false when the frame must
     /// be encoded (it is not silent, or the encoder has not settled).
-    func repeatPacket(
-        silent: Bool, _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void
-    ) throws(MediaError) -> Bool {
-        guard enabled, silent, same >= Self.settleFrames, let last else { return false }
-        guard av_new_packet(packet, Int32(last.bytes.count)) == 0 else {
-            throw MediaError("repeat a packet of silence", "out of memory")
-        }
-        defer { av_packet_unref(packet) }
-        packet.pointee.data.update(from: last.bytes, count: last.bytes.count)
-        packet.pointee.duration = last.duration
-        packet.pointee.flags = last.flags
-        stamp(packet)
+    func repeatPacket(silent: Bool, _ body: (EncodedPacket) throws(MediaError) -> Void) throws(MediaError) -> Bool {
+        guard enabled, silent, same >= Self.settleFrames, var packet = last else { return false }
+        stamp(&packet)
         try body(packet)
         repeated += 1
         return true
     }
 
     /// Stamps a packet the encoder gave (for a frame, or when flushed at the end) for its place in the track.
-    func stamp(_ packet: UnsafeMutablePointer<AVPacket>) {
+    func stamp(_ packet: inout EncodedPacket) {
         guard enabled else { return }
-        let pts = next ?? packet.pointee.pts
-        packet.pointee.pts = pts
-        packet.pointee.dts = pts
-        next = pts + packet.pointee.duration
+        let pts = next ?? packet.pts
+        packet.pts = pts
+        packet.dts = pts
+        next = pts + packet.duration
     }
 
     /// Notes the packet the encoder gave for a frame (`silent`: that frame was), stamped.
-    func encoded(_ packet: UnsafeMutablePointer<AVPacket>, silent: Bool) {
-        guard enabled, silent, packet.pointee.side_data_elems == 0 else {
+    func encoded(_ packet: EncodedPacket, silent: Bool) {
+        guard enabled, silent, packet.skipSamples == (0, 0) else {
             last = nil
             same = 0
             return
         }
-        let bytes = Array(UnsafeBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size)))
-        same = last?.bytes == bytes && last?.duration == packet.pointee.duration ? same + 1 : 0
-        last = Coded(bytes: bytes, duration: packet.pointee.duration, flags: packet.pointee.flags)
+        same = last?.data == packet.data && last?.duration == packet.duration ? same + 1 : 0
+        last = packet
     }
 }

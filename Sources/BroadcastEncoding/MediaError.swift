@@ -39,6 +39,6 @@ public struct MediaError: Error, CustomStringConvertible, Sendable {
 }
 
 @inline(__always)
-func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(MediaError) {
+package func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(MediaError) {
     if result < 0 { throw MediaError(operation(), code: result) }
 }

@@ -1,29 +1,18 @@
 import BroadcastCore
 import BroadcastHandlerKit
-import BroadcastMedia
 import BroadcastTimeline
-import CFFmpeg
 
 /// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
 package protocol EncodedOutput: PacketSink {
     /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
     var wantsGlobalHeader: Bool { get }
-    func addStream(for encoder: Encoder) throws(MediaError) -> Int
+    func addStream(_ parameters: StreamParameters) throws(MediaError) -> Int
     /// The first frame is coming, shown upright after `orientation`.
     func begin(videoStream: Int, orientation: Orientation) throws(MediaError)
     /// A frame that lasts until the next one of its stream (see `Muxer.writeHoldingBack`).
-    func writeHoldingBack(_ packet: UnsafeMutablePointer<AVPacket>, stream: Int, timeBase: AVRational)
-        throws(MediaError)
+    func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError)
     /// The last frame of `stream` ends at `end` (its time base).
     func endStream(_ stream: Int, at end: Int64) throws(MediaError)
-}
-
-extension Muxer: EncodedOutput {
-    package func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
-        guard !started else { return }
-        setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
-        try start()
-    }
 }
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
@@ -33,7 +22,7 @@ package final class RecordingEncoder {
     /// A still screen still gets an encoded frame this often (ns), so fragments keep coming.
     static let maxFrameGap: UInt64 = 1_000_000_000
 
-    let options: RecordOptions
+    let options: EncodingOptions
     let output: EncodedOutput
     package let video: Encoder
     package let videoStream: Int
@@ -52,7 +41,7 @@ package final class RecordingEncoder {
     package private(set) var skippedRepeats = 0
 
     /// The encoders for `handler`'s formats and `options`, their streams added to `output`.
-    package init(_ options: RecordOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
+    package init(_ options: EncodingOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
         throws(MediaError)
     {
         self.options = options
@@ -73,7 +62,7 @@ package final class RecordingEncoder {
         input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
         video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
-        videoStream = try output.addStream(for: video)
+        videoStream = try output.addStream(video.parameters)
         let audioFormat = handler.audioFormat
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(
@@ -139,7 +128,7 @@ package final class RecordingEncoder {
         let frame = try input.frame(sample.data, layout: format, time: time)
         sample.releaseFrame()
         try video.encodeVideo(frame) { packet throws(MediaError) in
-            try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
+            try output.writeHoldingBack(packet, stream: videoStream)
         }
         lastEncoded = time
         encodedFrames += 1
@@ -200,9 +189,7 @@ package final class RecordingEncoder {
     package func finish() throws(MediaError) -> UInt64 {
         _ = clock.close()
         let end = clock.duration
-        try video.encode(nil) { packet throws(MediaError) in
-            try output.writeHoldingBack(packet, stream: videoStream, timeBase: video.timeBase)
-        }
+        try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream) }
         try output.endStream(videoStream, at: Encoder.videoPTS(end))
         for track in tracks { try track.finish(at: end, sink: output) }
         return end

@@ -64,10 +64,16 @@ public struct AudioEncoderSettings: Equatable, Sendable {
     }
 }
 
+/// Where encoded packets go: a muxer, or a queue in front of one.
+public protocol PacketSink: AnyObject {
+    /// Takes one packet of `stream`.
+    func write(_ packet: EncodedPacket, stream: Int) throws(MediaError)
+}
+
 /// One libavcodec encoder: libx264, libx265 or SVT-AV1 (libaom) for video (`VideoEncoderImplementation`),
 /// libopus or AAC for audio (interleaved float in). Frames go in with `encode`, packets come out of it.
 public final class Encoder {
-    public let context: UnsafeMutablePointer<AVCodecContext>
+    package let context: UnsafeMutablePointer<AVCodecContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     public let kind: String
     /// For video, which encoder this is.
@@ -79,7 +85,7 @@ public final class Encoder {
     public var title: String?
 
     /// Video time base: 90 kHz, the usual one for H.264 in MP4 and Matroska.
-    public static let videoTimeBase = AVRational(num: 1, den: 90000)
+    public static let videoTimeBase = TimeBase.video
 
     /// A time in ns in `videoTimeBase`.
     public static func videoPTS(_ nanoseconds: UInt64) -> Int64 { Int64((nanoseconds * 9 + 50_000) / 100_000) }
@@ -127,7 +133,7 @@ public final class Encoder {
             context.pointee.width = Int32(settings.width)
             context.pointee.height = Int32(settings.height)
             context.pointee.pix_fmt = pixelFormat == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
-            context.pointee.time_base = videoTimeBase
+            context.pointee.time_base = videoTimeBase.av
             context.pointee.framerate = AVRational(num: Int32(settings.framesPerSecond), den: 1)
             // Keyframes come by time, forced (`encodeVideo`). The encoder's own count of frames stays as a backstop
             // at twice the interval's: each forced keyframe starts it again, so it never comes while they do, nor
@@ -207,27 +213,47 @@ public final class Encoder {
 
     /// Samples per audio frame the encoder wants (the last may be shorter); 0 for video.
     public var frameSize: Int { Int(context.pointee.frame_size) }
-    public var timeBase: AVRational { context.pointee.time_base }
+    public var timeBase: TimeBase { TimeBase(context.pointee.time_base) }
+    public var mediaKind: MediaKind { context.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? .video : .audio }
+
+    /// What a muxer needs to add a stream of this encoder's packets (its parameter sets once it is open).
+    public var parameters: StreamParameters {
+        get throws(MediaError) {
+            guard let target = avcodec_parameters_alloc() else {
+                throw MediaError("describe the \(kind) stream", "out of memory")
+            }
+            var owned: UnsafeMutablePointer<AVCodecParameters>? = target
+            defer { avcodec_parameters_free(&owned) }
+            try check(avcodec_parameters_from_context(target, context), "describe the \(kind) stream")
+            var parameters = StreamParameters(target, timeBase: timeBase)
+            parameters.title = title
+            if mediaKind == .video { parameters.frameRate = TimeBase(context.pointee.framerate) }
+            return parameters
+        }
+    }
 
     /// Whether a video frame at `pts` would be a keyframe by time.
     public func keyframeDue(at pts: Int64) -> Bool { keyframes?.isDue(at: pts) ?? false }
 
     /// Encodes a video frame as `encode` does: a keyframe (an IDR) when one is due by time or `keyframe` asks for one.
     public func encodeVideo(
-        _ frame: MediaFrame, keyframe asked: Bool = false,
-        _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void
+        _ frame: MediaFrame, keyframe asked: Bool = false, _ body: (EncodedPacket) throws(MediaError) -> Void
     ) throws(MediaError) {
         let pts = frame.frame.pointee.pts
         let key = asked || keyframeDue(at: pts)
         if key { keyframes?.made(at: pts) }
         frame.frame.pointee.pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
-        try encode(frame.frame, body)
+        try encode(frame, body)
     }
 
     /// Encodes `frame` (nil: flush), then hands every packet that is ready to `body`. The frame's
     /// memory is not used after this returns.
-    public func encode(
-        _ frame: UnsafeMutablePointer<AVFrame>?, _ body: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void
+    public func encode(_ frame: MediaFrame?, _ body: (EncodedPacket) throws(MediaError) -> Void) throws(MediaError) {
+        try encode(frame?.frame, body)
+    }
+
+    private func encode(
+        _ frame: UnsafeMutablePointer<AVFrame>?, _ body: (EncodedPacket) throws(MediaError) -> Void
     ) throws(MediaError) {
         let sent = avcodec_send_frame(context, frame)
         if sent < 0 && !(frame == nil && sent == cff_error_eof()) { throw MediaError("encode \(kind)", code: sent) }
@@ -236,7 +262,7 @@ public final class Encoder {
             if received == cff_error_eagain() || received == cff_error_eof() { return }
             try check(received, "encode \(kind)")
             defer { av_packet_unref(packet) }
-            try body(packet)
+            try body(try EncodedPacket(packet, kind: mediaKind, timeBase: timeBase))
         }
     }
 }

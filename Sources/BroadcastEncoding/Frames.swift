@@ -4,7 +4,7 @@ import CFFmpeg
 /// An AVFrame for the encoders, with buffers of its own: video frames are copied or scaled from a sample (whose
 /// slot goes back to broadcastd before the frame is encoded); audio frames own interleaved float samples.
 public final class MediaFrame {
-    public let frame: UnsafeMutablePointer<AVFrame>
+    package let frame: UnsafeMutablePointer<AVFrame>
 
     private init() throws(MediaError) {
         guard let frame = av_frame_alloc() else { throw MediaError("allocate a frame", "out of memory") }

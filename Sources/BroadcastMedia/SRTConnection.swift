@@ -1,6 +1,5 @@
-import BroadcastMedia
+import BroadcastEncoding
 import BroadcastSystem
-import CFFmpeg
 import CSRT
 import Foundation
 
@@ -18,13 +17,13 @@ public struct SRTStatistics: Equatable, Sendable {
 }
 
 /// An SRT caller connection opened with libsrt itself (live mode, as libavformat's `srt` protocol opens it) and an
-/// AVIOContext over it for the MPEG-TS muxer, so that libsrt's statistics can be read: libavformat does not
+/// output over it for the MPEG-TS muxer (`CustomOutput`), so that libsrt's statistics can be read: libavformat does not
 /// expose them. Each write is one SRT message of at most 1316 bytes (seven TS packets).
 ///
 /// The URL takes the options of libavformat's srt:// URLs that make sense for a caller that sends: `streamid`,
 /// `passphrase`, `pbkeylen`, `latency`, `rcvlatency`, `peerlatency` (µs), `connect_timeout` (ms), `maxbw`
 /// (bytes/s), `oheadbw` (%), `mode=caller`; others are refused with their name.
-final class SRTConnection {
+package final class SRTConnection {
     static let payloadSize: Int32 = 1316
     static let supportedOptions = [
         "streamid", "passphrase", "pbkeylen", "latency", "rcvlatency", "peerlatency", "connect_timeout",
@@ -32,13 +31,13 @@ final class SRTConnection {
     ]
 
     private let socket: SRTSOCKET
-    private(set) var io: UnsafeMutablePointer<AVIOContext>?
+    package private(set) var output: CustomOutput?
     /// libsrt's message for the last failed send.
-    private(set) var lastError: String?
+    package private(set) var lastError: String?
 
     /// Connects to `url` (srt://HOST:PORT[?options]); `displayURL` names it in errors. `sendTimeout`: seconds a
     /// send may block (a dead peer is an error then, as libavformat's rw_timeout).
-    init(url: String, displayURL: String, sendTimeout: Double = 5) throws(MediaError) {
+    package init(url: String, displayURL: String, sendTimeout: Double = 5) throws(MediaError) {
         let options = try Self.options(of: url, displayURL: displayURL)
         guard let components = URLComponents(string: url), let host = components.host, let port = components.port else {
             throw MediaError("open \(displayURL)", "an SRT URL is srt://HOST:PORT")
@@ -53,7 +52,7 @@ final class SRTConnection {
             try configure(options, sendTimeout: sendTimeout, displayURL: displayURL)
             try connect(
                 host: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port, displayURL: displayURL)
-            try makeIO(displayURL: displayURL)
+            output = try CustomOutput(packetSize: Int(Self.payloadSize)) { [unowned self] in send($0) }
         } catch {
             srt_close(socket)
             srt_cleanup()
@@ -62,11 +61,6 @@ final class SRTConnection {
     }
 
     deinit {
-        if let io {
-            av_freep(&io.pointee.buffer)
-            var owned: UnsafeMutablePointer<AVIOContext>? = io
-            avio_context_free(&owned)
-        }
         srt_close(socket)
         srt_cleanup()
     }
@@ -147,46 +141,24 @@ final class SRTConnection {
         throw MediaError("open \(displayURL)", problem)
     }
 
-    private func makeIO(displayURL: String) throws(MediaError) {
-        guard let buffer = av_malloc(Int(Self.payloadSize))?.assumingMemoryBound(to: UInt8.self) else {
-            throw MediaError("open \(displayURL)", "out of memory")
-        }
-        let opaque = Unmanaged.passUnretained(self).toOpaque()
-        guard
-            let io = avio_alloc_context(
-                buffer, Self.payloadSize, 1, opaque, nil,
-                { opaque, data, size in
-                    let connection = Unmanaged<SRTConnection>.fromOpaque(opaque!).takeUnretainedValue()
-                    return connection.send(data, size)
-                }, nil)
-        else {
-            var owned: UnsafeMutableRawPointer? = UnsafeMutableRawPointer(buffer)
-            av_freep(&owned)
-            throw MediaError("open \(displayURL)", "out of memory")
-        }
-        io.pointee.max_packet_size = Self.payloadSize
-        self.io = io
-    }
-
-    private func send(_ data: UnsafeMutablePointer<UInt8>?, _ size: Int32) -> Int32 {
-        guard let data else { return 0 }
-        var offset: Int32 = 0
-        while offset < size {
-            let chunk = min(size - offset, Self.payloadSize)
-            let sent = data.advanced(by: Int(offset)).withMemoryRebound(to: CChar.self, capacity: Int(chunk)) {
-                srt_sendmsg2(socket, $0, chunk, nil)
-            }
+    /// Sends `data` in messages of at most `payloadSize`; false when one could not be (`lastError` says why).
+    private func send(_ data: UnsafeRawBufferPointer) -> Bool {
+        guard let base = data.baseAddress else { return true }
+        var offset = 0
+        while offset < data.count {
+            let chunk = min(data.count - offset, Int(Self.payloadSize))
+            let sent = srt_sendmsg2(socket, (base + offset).assumingMemoryBound(to: CChar.self), Int32(chunk), nil)
             guard sent != SRT_ERROR else {
                 lastError = Self.lastLibraryError()
-                return -5  // AVERROR(EIO)
+                return false
             }
             offset += chunk
         }
-        return size
+        return true
     }
 
     /// libsrt's figures for this connection (thread-safe: libsrt locks them).
-    var statistics: SRTStatistics? {
+    package var statistics: SRTStatistics? {
         var perf = SRT_TRACEBSTATS()
         guard srt_bstats(socket, &perf, 0) == 0 else { return nil }
         return SRTStatistics(

@@ -1,6 +1,5 @@
 import BroadcastCore
-import BroadcastMedia
-import CFFmpeg
+import BroadcastTimeline
 
 /// One audio track of a recording or a stream: its timeline (placement, drift, joins), its encoder,
 /// and the stream its packets go to.
@@ -28,7 +27,7 @@ public final class AudioTrack {
     public init(
         name: String, streams: [SampleType], gains: [SampleType: Float], settings: AudioEncoderSettings,
         globalHeader: Bool, signalsPriming: Bool = false, repeatsSilence: Bool = true,
-        addStream: (Encoder) throws(MediaError) -> Int
+        addStream: (StreamParameters) throws(MediaError) -> Int
     ) throws(MediaError) {
         self.name = name
         inputs = Dictionary(uniqueKeysWithValues: streams.enumerated().map { ($1, $0) })
@@ -39,9 +38,10 @@ public final class AudioTrack {
         frame = try MediaFrame.audio(
             samples: encoder.frameSize, channels: settings.channels, sampleRate: settings.sampleRate,
             planar: settings.codec == "aac")
-        stream = try addStream(encoder)
-        priming = signalsPriming ? Int64(encoder.context.pointee.initial_padding) : 0
-        silence = try OpusSilence(encoder: encoder, enabled: repeatsSilence)
+        let parameters = try encoder.parameters
+        stream = try addStream(parameters)
+        priming = signalsPriming ? parameters.priming : 0
+        silence = OpusSilence(encoder: encoder, enabled: repeatsSilence)
     }
 
     /// Frames of silence repeated rather than encoded (`OpusSilence`).
@@ -103,10 +103,12 @@ public final class AudioTrack {
                 frames == frameSize
                     && OpusSilence.isSilent(UnsafeBufferPointer(rebasing: all[used..<used + frames * channels]))
             }
-            let write = { (packet: UnsafeMutablePointer<AVPacket>) throws(MediaError) in
-                try sink.write(packet, stream: self.stream, timeBase: self.encoder.timeBase)
-            }
-            if try silence.repeatPacket(silent: silent, write) {
+            if try silence.repeatPacket(
+                silent: silent,
+                { packet throws(MediaError) in
+                    try sink.write(packet, stream: stream)
+                })
+            {
                 used += frames * channels
                 encoded += Int64(frames)
                 continue
@@ -119,17 +121,19 @@ public final class AudioTrack {
             }.get()
             used += frames * channels
             encoded += Int64(frames)
-            try encoder.encode(frame.frame) { packet throws(MediaError) in
-                silence.stamp(packet)
+            try encoder.encode(frame) { packet throws(MediaError) in
+                var packet = packet
+                silence.stamp(&packet)
                 silence.encoded(packet, silent: silent)
-                try write(packet)
+                try sink.write(packet, stream: stream)
             }
         }
         pending.removeFirst(used)
         if final {
             try encoder.encode(nil) { packet throws(MediaError) in
-                silence.stamp(packet)
-                try sink.write(packet, stream: stream, timeBase: encoder.timeBase)
+                var packet = packet
+                silence.stamp(&packet)
+                try sink.write(packet, stream: stream)
             }
         }
     }
