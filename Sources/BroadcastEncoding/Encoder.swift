@@ -26,10 +26,10 @@ public struct VideoEncoderSettings: Equatable, Sendable {
     /// An H.264 profile libx264 keeps to (`baseline` is constrained baseline, as WebRTC wants it); nil: its choice.
     public var profile: String?
 
-    /// `crf` nil: the codec's default.
+    /// `crf` and `preset` nil: the codec's defaults.
     public init(
         codec: VideoCodec = .h264, width: Int, height: Int, framesPerSecond: Int, bitRate: Int? = nil, crf: Int? = nil,
-        preset: String = "veryfast", tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0
+        preset: String? = nil, tune: String? = "zerolatency", keyframeInterval: Double = 2, threads: Int = 0
     ) {
         self.codec = codec
         self.width = width
@@ -37,7 +37,7 @@ public struct VideoEncoderSettings: Equatable, Sendable {
         self.framesPerSecond = framesPerSecond
         self.bitRate = bitRate
         self.crf = crf ?? codec.defaultCRF
-        self.preset = preset
+        self.preset = preset ?? codec.defaultPreset
         self.tune = tune
         self.keyframeInterval = keyframeInterval
         self.threads = threads

@@ -26,6 +26,11 @@ public enum VideoCodec: String, CaseIterable, Sendable {
 
     public var crfRange: ClosedRange<Int> { self == .av1 ? 0...63 : 0...51 }
 
+    /// The preset when none is given: the fastest that keeps a 1080p30 screen live on two cores with the rest of a
+    /// broadcast beside it (docs/benchmarks.md, "Recording codecs"): x264's `veryfast`; x265's `ultrafast` and
+    /// SVT-AV1's 12 (`ultrafast`), whose `veryfast` took a core and more and lost 13-16 % of the frames.
+    public var defaultPreset: String { self == .h264 ? "veryfast" : "ultrafast" }
+
     /// The tunes this codec's encoders take (`none`: the encoder's own default).
     public var tunes: [String] {
         switch self {

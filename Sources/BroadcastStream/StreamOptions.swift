@@ -180,7 +180,7 @@ public struct StreamOptions: Equatable, Sendable {
         let videoKbps = Int(try number("videoBitRate", 4500, 100...100_000))
         video = VideoEncoderSettings(
             codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
-            preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 } ?? "veryfast", tune: "zerolatency",
+            preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 }, tune: "zerolatency",
             keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
         switch setupInfo["audio"].flatMap({ $0.isEmpty ? nil : $0 }) ?? "app,mic" {
         case "app,mic", "mic,app": audio = [.audioApp, .audioMic]

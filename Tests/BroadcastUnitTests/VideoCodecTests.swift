@@ -80,10 +80,13 @@ import Testing
     }
 
     @Test func presetsAndTunesMapToEachEncodersOwn() {
+        // Each codec's own default preset: x265's and SVT-AV1's fastest keep 1080p30 live on two cores.
+        #expect(VideoCodec.allCases.map(\.defaultPreset) == ["veryfast", "ultrafast", "ultrafast"])
+        #expect(VideoEncoderSettings(codec: .hevc, width: 64, height: 64, framesPerSecond: 30).preset == "ultrafast")
         var settings = VideoEncoderSettings(codec: .av1, width: 64, height: 64, framesPerSecond: 30)
         #expect(
             VideoEncoderImplementation.libsvtav1.options(settings) == [
-                "preset": "10", "crf": "35", "svtav1-params": "pred-struct=1:tune=0",
+                "preset": "12", "crf": "35", "svtav1-params": "pred-struct=1:tune=0",
             ])
         #expect(
             VideoEncoderImplementation.libaom.options(settings) == [
