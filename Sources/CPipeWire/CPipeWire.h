@@ -231,8 +231,9 @@ static inline int bd_pw_buffer_cursor(struct spa_buffer *buffer, struct bd_pw_cu
 
 // The producer's side, for the tests' video source (pipewire-test-video-source).
 
-/// Connects `stream` as a driving BGRx video source of `width`x`height` at `fps`.
-static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps) {
+/// Connects `stream` as a driving video source of `width`x`height` at `fps`: BGRx, or YUY2 with `yuy2` (a webcam's).
+static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps,
+                                                    bool yuy2) {
     uint8_t buffer[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     struct spa_rectangle size = SPA_RECTANGLE(width, height);
@@ -241,7 +242,7 @@ static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, ui
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat,
         SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
         SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
-        SPA_FORMAT_VIDEO_format, SPA_POD_Id(SPA_VIDEO_FORMAT_BGRx),
+        SPA_FORMAT_VIDEO_format, SPA_POD_Id(yuy2 ? SPA_VIDEO_FORMAT_YUY2 : SPA_VIDEO_FORMAT_BGRx),
         SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size),
         SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&rate));
     return pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,

@@ -16,14 +16,18 @@ extension Integration {
             try pipewire.testVideoSource("screen-node", ["--size", "320x180", "--fps", "30"])
             let testcam = try pipewire.testVideoSource(
                 "testcam", ["--size", "640x360", "--fps", "15", "--role", "Camera", "--description", "Test Camera"])
+            // A webcam's own format (packed 4:2:2).
+            try pipewire.testVideoSource("webcam", ["--size", "320x240", "--fps", "10", "--format", "YUY2"])
             let daemon = try DaemonHarness(
                 ["--source", "synthetic"],
                 environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
             defer { _ = try? daemon.stop() }
 
             let cameras = try #require(try daemon.controller().sources().cameras)
-            #expect(cameras.map(\.name) == ["screen-node", "testcam"], "\(cameras)")
-            let camera = try #require(cameras.last)
+            #expect(cameras.map(\.name) == ["screen-node", "testcam", "webcam"], "\(cameras)")
+            #expect(
+                cameras.last?.formats == [CameraFormat(pixelFormat: "YUY2", width: 320, height: 240, frameRates: [10])])
+            let camera = try #require(cameras.first { $0.name == "testcam" })
             #expect(camera.description == "Test Camera" && camera.role == "Camera" && !camera.serial.isEmpty)
             #expect(camera.formats == [CameraFormat(pixelFormat: "BGRx", width: 640, height: 360, frameRates: [15])])
 
@@ -33,7 +37,9 @@ extension Integration {
                 listed.stdout.contains("cameras:\n  screen-node (serial ")
                     && listed.stdout.contains(
                         "testcam (Test Camera, serial \(camera.serial))  role Camera\n"
-                            + "    BGRx 640x360 15 fps\n"),
+                            + "    BGRx 640x360 15 fps\n")
+                    && listed.stdout.contains("webcam (serial ")
+                    && listed.stdout.contains("    YUY2 320x240 10 fps\n"),
                 "\(listed.stdout)\n\(daemon.log)")
 
             let refused = try daemon.tool(
