@@ -107,7 +107,7 @@ let package = Package(
         .target(
             name: "BroadcastPipeWire",
             dependencies: [
-                "CPipeWire", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem",
+                "CPipeWire", "CFFmpeg", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(

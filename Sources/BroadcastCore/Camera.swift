@@ -84,19 +84,38 @@ public enum CameraRequest: Equatable, Sendable, CustomStringConvertible {
 
     /// The camera this request picks from `cameras` (in PipeWire's order): none for `none`; for `default` the
     /// first whose media.role is Camera, else the first video source; else the one named. Fails, listing what
-    /// there is, when nothing matches.
+    /// there is, when nothing matches, and when the camera lists only compressed formats (MJPG, H264), which broadcastd
+    /// cannot take yet: its stream could not be negotiated, and no frame would ever come. (A raw format is not judged
+    /// here: a param whose format is a choice is listed by its default only.)
     public func pick(from cameras: [CameraDescription]) -> Result<CameraDescription?, BroadcastError> {
+        let camera: CameraDescription
         switch self {
         case .none:
             return .success(nil)
         case .defaultCamera:
-            if let camera = cameras.first(where: { $0.role == "Camera" }) ?? cameras.first { return .success(camera) }
-            return .failure(BroadcastError(.captureFailed, "--camera default: " + Self.noCamera(in: cameras)))
+            guard let first = cameras.first(where: { $0.role == "Camera" }) ?? cameras.first else {
+                return .failure(BroadcastError(.captureFailed, "--camera default: " + Self.noCamera(in: cameras)))
+            }
+            camera = first
         case .named(let name):
-            if let camera = cameras.first(where: { $0.isNamed(name) }) { return .success(camera) }
-            return .failure(BroadcastError(.captureFailed, "--camera \(name): " + Self.noCamera(in: cameras)))
+            guard let named = cameras.first(where: { $0.isNamed(name) }) else {
+                return .failure(BroadcastError(.captureFailed, "--camera \(name): " + Self.noCamera(in: cameras)))
+            }
+            camera = named
         }
+        let offered = Set(camera.formats.map(\.pixelFormat))
+        guard offered.isEmpty || !offered.isSubset(of: Self.compressed) else {
+            return .failure(
+                BroadcastError(
+                    .captureFailed,
+                    "--camera \(self): \(camera.title) offers only \(offered.sorted().joined(separator: ", ")); "
+                        + "broadcastd takes BGRx, BGRA or YUY2"))
+        }
+        return .success(camera)
     }
+
+    /// The compressed formats a camera may list (bd_pw_parse_camera_format's names), none of which can be taken yet.
+    static let compressed: Set = ["MJPG", "H264"]
 
     /// "no such camera; PipeWire has: ..." or "PipeWire has no camera (no Video/Source node)".
     static func noCamera(in cameras: [CameraDescription]) -> String {

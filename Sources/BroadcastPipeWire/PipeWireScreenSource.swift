@@ -59,6 +59,9 @@ public final class PipeWireScreenSource: CaptureSource {
     struct Latest {
         var width = 0
         var height = 0
+        /// The frames are YUY2 (a camera's), converted by `yuy2Converter`; else BGRx or BGRA.
+        var yuy2 = false
+        var yuy2Converter: YUY2Converter?
         /// The newest picture, converted, in `pictureFormat`.
         var picture: Picture?
         /// Frames received so far (a new one changes it).
@@ -368,7 +371,8 @@ public final class PipeWireScreenSource: CaptureSource {
             }
             self.stream = stream
             pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
-            let result = bd_pw_stream_connect_video_capture(stream, 1920, 1080, UInt32(configuration.framesPerSecond))
+            let result = bd_pw_stream_connect_video_capture(
+                stream, 1920, 1080, UInt32(configuration.framesPerSecond), configuration.camera)
             guard result >= 0 else {
                 pw_stream_destroy(stream)
                 self.stream = nil
@@ -449,11 +453,13 @@ public final class PipeWireScreenSource: CaptureSource {
     private func formatChanged(_ param: UnsafePointer<spa_pod>?) {
         var width: UInt32 = 0
         var height: UInt32 = 0
-        guard let stream, bd_pw_parse_video_format(param, &width, &height) == 0 else { return }
+        var yuy2 = false
+        guard let stream, bd_pw_parse_video_format(param, &width, &height, &yuy2) == 0 else { return }
         bd_pw_stream_request_video_buffers(stream, readsCursor)
         latest.withLock {
             $0.width = Int(width)
             $0.height = Int(height)
+            $0.yuy2 = yuy2
         }
     }
 
@@ -498,13 +504,21 @@ public final class PipeWireScreenSource: CaptureSource {
                 return
             }
             guard frame.width > 1, frame.height > 1 else { return }
-            let stride = stride > 0 ? stride : frame.width * 4
+            let pixelBytes = frame.yuy2 ? 2 : 4
+            let stride = stride > 0 ? stride : frame.width * pixelBytes
             if !hasPicture {
                 frame.cursorOnly += 1
-            } else if offset + stride * (frame.height - 1) + frame.width * 4 <= size {
-                frame.convert(
-                    UnsafeRawPointer(base + offset), stride: stride, crop: crop, damage: damage, capturedAt: capturedAt,
-                    pixelFormat: configuration.pixelFormat, range: configuration.colorRange)
+            } else if offset + stride * (frame.height - 1) + frame.width * pixelBytes <= size {
+                let picture = UnsafeRawPointer(base + offset)
+                let (pixelFormat, range) = (configuration.pixelFormat, configuration.colorRange)
+                if frame.yuy2 {
+                    frame.convertYUY2(
+                        picture, stride: stride, capturedAt: capturedAt, pixelFormat: pixelFormat, range: range)
+                } else {
+                    frame.convert(
+                        picture, stride: stride, crop: crop, damage: damage, capturedAt: capturedAt,
+                        pixelFormat: pixelFormat, range: range)
+                }
             }
             guard hasCursor >= 0 else { return }
             frame.cursorSeen = true

@@ -96,25 +96,34 @@ static inline void bd_pw_proxy_destroy(void *proxy) { pw_proxy_destroy((struct p
 #include <spa/buffer/meta.h>
 
 /// Connects `stream` for capture of raw video in shared memory (MemFd or MemPtr, mapped): BGRx or
-/// BGRA, any size, any rate up to 240 fps, preferring `width`x`height` at `fps`.
-static inline int bd_pw_stream_connect_video_capture(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps) {
+/// BGRA, and with `yuy2` (a camera) also YUY2, a webcam's own; any size, any rate up to 240 fps,
+/// preferring `width`x`height` at `fps`.
+static inline int bd_pw_stream_connect_video_capture(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps,
+                                                     bool yuy2) {
     uint8_t buffer[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     struct spa_rectangle size = SPA_RECTANGLE(width, height), least = SPA_RECTANGLE(1, 1), most = SPA_RECTANGLE(16384, 16384);
     struct spa_fraction rate = SPA_FRACTION(fps, 1), slowest = SPA_FRACTION(0, 1), fastest = SPA_FRACTION(240, 1);
-    const struct spa_pod *params[1];
-    params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat,
-        SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
-        SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
-        SPA_FORMAT_VIDEO_format, SPA_POD_CHOICE_ENUM_Id(3, SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRA),
-        SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&size, &least, &most),
-        SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &slowest, &fastest));
+    struct spa_pod_frame frame;
+    spa_pod_builder_push_object(&builder, &frame, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat);
+    spa_pod_builder_add(&builder, SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
+        SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw), 0);
+    // (The choice's count is the macro's first argument: each list of values is spelled out.)
+    if (yuy2)
+        spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_format, SPA_POD_CHOICE_ENUM_Id(4, SPA_VIDEO_FORMAT_BGRx,
+            SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRA, SPA_VIDEO_FORMAT_YUY2), 0);
+    else
+        spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_format, SPA_POD_CHOICE_ENUM_Id(3, SPA_VIDEO_FORMAT_BGRx,
+            SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRA), 0);
+    spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&size, &least, &most),
+        SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &slowest, &fastest), 0);
+    const struct spa_pod *params[1] = { spa_pod_builder_pop(&builder, &frame) };
     return pw_stream_connect(stream, PW_DIRECTION_INPUT, PW_ID_ANY,
                              PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
 }
 
-/// The size of a negotiated raw video format; -1 when `param` is not one.
-static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t *width, uint32_t *height) {
+/// The size of a negotiated raw video format, and whether it is YUY2; -1 when `param` is not one.
+static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t *width, uint32_t *height, bool *yuy2) {
     uint32_t media_type, media_subtype;
     if (param == NULL || spa_format_parse(param, &media_type, &media_subtype) < 0) return -1;
     if (media_type != SPA_MEDIA_TYPE_video || media_subtype != SPA_MEDIA_SUBTYPE_raw) return -1;
@@ -122,6 +131,7 @@ static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t
     if (spa_format_video_raw_parse(param, &info) < 0) return -1;
     *width = info.size.width;
     *height = info.size.height;
+    *yuy2 = info.format == SPA_VIDEO_FORMAT_YUY2;
     return 0;
 }
 
@@ -231,8 +241,9 @@ static inline int bd_pw_buffer_cursor(struct spa_buffer *buffer, struct bd_pw_cu
 
 // The producer's side, for the tests' video source (pipewire-test-video-source).
 
-/// Connects `stream` as a driving BGRx video source of `width`x`height` at `fps`.
-static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps) {
+/// Connects `stream` as a driving video source of `width`x`height` at `fps`: BGRx, or YUY2 with `yuy2` (a webcam's).
+static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps,
+                                                    bool yuy2) {
     uint8_t buffer[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     struct spa_rectangle size = SPA_RECTANGLE(width, height);
@@ -241,7 +252,7 @@ static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, ui
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat,
         SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
         SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
-        SPA_FORMAT_VIDEO_format, SPA_POD_Id(SPA_VIDEO_FORMAT_BGRx),
+        SPA_FORMAT_VIDEO_format, SPA_POD_Id(yuy2 ? SPA_VIDEO_FORMAT_YUY2 : SPA_VIDEO_FORMAT_BGRx),
         SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size),
         SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&rate));
     return pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,

@@ -12,9 +12,11 @@
 // compositor before its first frame. Each buffer's header carries its capture time (CLOCK_MONOTONIC), --latency MS
 // before it is queued, as xdg-desktop-portal-wlr stamps the compositor's frame time before copying it; buffers
 // are offered as it offers them (two by default, up to 32). With --role ROLE (Camera) and --description TEXT the node
-// says them (media.role, node.description), as a camera's node does.
+// says them (media.role, node.description), as a camera's node does. With --format YUY2 the frames are YUY2 (a
+// webcam's packed 4:2:2, BT.601 limited range), the base colour and the band only (no --crop or --cursor).
 //   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
 //                              [--cursor] [--hold S] [--latency MS] [--role ROLE] [--description TEXT]
+//                              [--format BGRx|YUY2]
 import CPipeWire
 import Glibc
 
@@ -37,6 +39,7 @@ struct Options {
     var latency = 0.0
     var role: String?
     var description: String?
+    var yuy2 = false
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -63,11 +66,32 @@ struct Options {
             case "--latency": latency = Double(it.next() ?? "") ?? latency
             case "--role": role = it.next()
             case "--description": description = it.next()
+            case "--format":
+                switch it.next() {
+                case "BGRx": yuy2 = false
+                case "YUY2": yuy2 = true
+                default: fail("--format takes BGRx or YUY2", status: 64)
+                }
             default:
                 fail("unknown argument \(argument)", status: 64)
             }
         }
+        if yuy2 && (crop != nil || cursor || width % 2 != 0) {
+            fail("--format YUY2 takes an even width, without --crop or --cursor", status: 64)
+        }
     }
+
+    /// Bytes per row.
+    var stride: Int32 { width * (yuy2 ? 2 : 4) }
+}
+
+/// Two pixels of `rgb` in YUY2 (Y0 U Y1 V in memory), BT.601 limited range.
+func yuy2Pair(_ rgb: UInt32) -> UInt32 {
+    let (r, g, b) = (Int(rgb >> 16 & 0xff), Int(rgb >> 8 & 0xff), Int(rgb & 0xff))
+    let y = UInt32(((66 * r + 129 * g + 25 * b + 128) >> 8) + 16)
+    let u = UInt32(((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128)
+    let v = UInt32(((112 * r - 94 * g - 18 * b + 128) >> 8) + 128)
+    return UInt32(littleEndian: y | u << 8 | y << 16 | v << 24)
 }
 
 final class Source {
@@ -107,7 +131,7 @@ final class Source {
         events.param_changed = { data, id, param in
             let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
             guard id == SPA_PARAM_Format.rawValue, param != nil, let stream = me.stream else { return }
-            bd_pw_stream_offer_video_buffers(stream, me.options.width * 4, me.options.height, me.options.cursor)
+            bd_pw_stream_offer_video_buffers(stream, me.options.stride, me.options.height, me.options.cursor)
         }
         events.state_changed = { data, _, state, _ in
             let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
@@ -116,7 +140,10 @@ final class Source {
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
         pw_stream_add_listener(stream, &listener, &events, me)
-        guard bd_pw_stream_connect_video_source(stream, UInt32(options.width), UInt32(options.height), options.fps) >= 0
+        guard
+            bd_pw_stream_connect_video_source(
+                stream, UInt32(options.width), UInt32(options.height), options.fps, options.yuy2)
+                >= 0
         else {
             fail("cannot connect the stream")
         }
@@ -143,7 +170,7 @@ final class Source {
         guard let spaBuffer = buffer.pointee.buffer, let data = spaBuffer.pointee.datas, let base = data.pointee.data
         else { return }
         bd_pw_buffer_set_header(spaBuffer, Int64((Source.now() - options.latency / 1000) * 1e9), frame)
-        let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.width) * 4)
+        let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.stride))
         let crop =
             options.crop
             ?? spa_region(
@@ -168,7 +195,11 @@ final class Source {
                 return
             }
         }
-        for y in 0..<height {
+        for y in 0..<height where options.yuy2 {
+            let color = y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color
+            (pixels + y * width / 2).update(repeating: yuy2Pair(color), count: width / 2)
+        }
+        for y in 0..<height where !options.yuy2 {
             let row = pixels + y * width
             let inside = y >= cy && y < cy + ch
             let color =

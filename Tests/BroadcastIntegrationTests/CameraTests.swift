@@ -14,6 +14,9 @@ extension Integration {
         @Test func camerasAreListedWithTheirFormatsAndAnUnknownOneIsRefused() throws {
             let pipewire = try PipeWireHarness(tones: false)
             try pipewire.testVideoSource("screen-node", ["--size", "320x180", "--fps", "30"])
+            // A webcam's own format (packed 4:2:2), the default camera (the first of role Camera).
+            try pipewire.testVideoSource(
+                "webcam", ["--size", "320x240", "--fps", "15", "--format", "YUY2", "--role", "Camera"])
             let testcam = try pipewire.testVideoSource(
                 "testcam", ["--size", "640x360", "--fps", "15", "--role", "Camera", "--description", "Test Camera"])
             let daemon = try DaemonHarness(
@@ -22,8 +25,12 @@ extension Integration {
             defer { _ = try? daemon.stop() }
 
             let cameras = try #require(try daemon.controller().sources().cameras)
-            #expect(cameras.map(\.name) == ["screen-node", "testcam"], "\(cameras)")
-            let camera = try #require(cameras.last)
+            #expect(cameras.map(\.name) == ["screen-node", "webcam", "testcam"], "\(cameras)")
+            #expect(
+                cameras.dropFirst().first?.formats == [
+                    CameraFormat(pixelFormat: "YUY2", width: 320, height: 240, frameRates: [15])
+                ])
+            let camera = try #require(cameras.first { $0.name == "testcam" })
             #expect(camera.description == "Test Camera" && camera.role == "Camera" && !camera.serial.isEmpty)
             #expect(camera.formats == [CameraFormat(pixelFormat: "BGRx", width: 640, height: 360, frameRates: [15])])
 
@@ -33,7 +40,9 @@ extension Integration {
                 listed.stdout.contains("cameras:\n  screen-node (serial ")
                     && listed.stdout.contains(
                         "testcam (Test Camera, serial \(camera.serial))  role Camera\n"
-                            + "    BGRx 640x360 15 fps\n"),
+                            + "    BGRx 640x360 15 fps\n")
+                    && listed.stdout.contains("webcam (serial ")
+                    && listed.stdout.contains("    YUY2 320x240 15 fps\n"),
                 "\(listed.stdout)\n\(daemon.log)")
 
             let refused = try daemon.tool(
@@ -46,7 +55,8 @@ extension Integration {
                 "\(refused.stderr)")
             #expect(try daemon.controller().status().state == .idle)
 
-            // The Python example takes the camera when its setup says camera=on (the daemon's own default camera).
+            // The Python example takes the camera when its setup says camera=on (the daemon's own default camera: the
+            // webcam, its YUY2 converted into the camera's slots).
             let controller = try daemon.subscribedController()
             let counted = daemon.summaryPath("counter")
             let counter = try controller.start(
@@ -64,7 +74,7 @@ extension Integration {
             #expect((perStream["videoCamera"] ?? 0) >= 3, "\(counts)")
             #expect((counts["nonMonotonic"] as? [String: Int])?["videoCamera"] == 0)
             let cameraSeen = counts["camera"] as? [String: Any]
-            #expect(cameraSeen?["formats"] as? [String] == ["640x360 nv12"], "\(String(describing: cameraSeen))")
+            #expect(cameraSeen?["formats"] as? [String] == ["320x240 nv12"], "\(String(describing: cameraSeen))")
 
             // The camera by its description, to inspect (its manifest takes the camera): 1.5 s of it, then it goes
             // away.

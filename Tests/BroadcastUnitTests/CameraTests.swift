@@ -13,6 +13,24 @@ import Testing
         formats: [CameraFormat(pixelFormat: "YUY2", width: 1280, height: 720, frameRates: [30, 15])])
     static let other = CameraDescription(name: "testcam", description: "Test Camera", serial: "61", role: "Camera")
 
+    /// A camera that offers only formats broadcastd cannot take (MJPG) is refused at START, saying what it offers,
+    /// rather than a broadcast whose camera never sends a frame.
+    @Test func aCameraOfOnlyFormatsBroadcastdCannotTakeIsRefused() throws {
+        var mjpg = Self.other
+        mjpg.formats = [CameraFormat(pixelFormat: "MJPG", width: 1280, height: 720, frameRates: [30])]
+        let refused = CameraRequest("default").pick(from: [mjpg])
+        #expect(throws: BroadcastError.self) { try refused.get() }
+        guard case .failure(let error) = refused else { return }
+        #expect(
+            "\(error)".contains(
+                "--camera default: testcam (Test Camera, serial 61) offers only MJPG; "
+                    + "broadcastd takes BGRx, BGRA or YUY2"
+            ),
+            "\(error)")
+        mjpg.formats.append(CameraFormat(pixelFormat: "YUY2", width: 640, height: 480, frameRates: [30]))
+        #expect(try CameraRequest("testcam").pick(from: [mjpg]).get() == mjpg)
+    }
+
     @Test func aCameraIsMatchedByNodeNameDescriptionInAnyCaseOrSerial() throws {
         let cameras = [Self.screen, Self.webcam, Self.other]
         #expect(try CameraRequest("testcam").pick(from: cameras).get() == Self.other)
