@@ -59,6 +59,8 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg", pkgConfig: "libavformat libavcodec libswscale libavutil",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
+        .systemLibrary(
+            name: "CSwscale", pkgConfig: "libswscale libavutil", providers: [.apt(["libswscale-dev", "libavutil-dev"])]),
         .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
@@ -107,7 +109,7 @@ let package = Package(
         .target(
             name: "BroadcastPipeWire",
             dependencies: [
-                "CPipeWire", "CFFmpeg", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem",
+                "CPipeWire", "CSwscale", "BroadcastPortal", "BroadcastCore", "BroadcastCapture", "BroadcastSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(

@@ -1,6 +1,6 @@
 import BroadcastCapture
 import BroadcastCore
-import CFFmpeg
+import CSwscale
 
 /// A webcam's YUY2 (packed 4:2:2, its Y'CbCr of limited range as cameras send it) into a picture of `format`, with
 /// libswscale: once a frame, on PipeWire's thread, into the picture the frame's slot is then filled from.
