@@ -204,10 +204,24 @@ public final class Muxer: PacketSink {
 
     /// Like `write`, for a stream whose frames last until the next one (variable frame rate, no
     /// B-frames): the packet is written when the next one comes, or at `finish`, with its duration.
+    /// A frame stamped no later than the one before it (SVT-AV1 at a variable frame rate gave two frames the same
+    /// time now and then: the MP4 muxer refused the second, and the recording ended) is taken a tick after it, as
+    /// ffmpeg's own tool does; counted in `retimedFrames`.
     public func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        var packet = packet
+        if let before = held[stream]?.dts ?? lastHeldDTS[stream], packet.dts <= before {
+            packet.dts = before + 1
+            packet.pts = max(packet.pts, packet.dts)
+            retimedFrames += 1
+        }
+        lastHeldDTS[stream] = packet.dts
         try release(stream, until: packet.dts)
         held[stream] = packet
     }
+
+    private var lastHeldDTS: [Int: Int64] = [:]
+    /// Frames `writeHoldingBack` moved a tick later than their encoder stamped them.
+    public private(set) var retimedFrames = 0
 
     /// Writes the held packet of `stream`, lasting until `end` (in its time base).
     private func release(_ stream: Int, until end: Int64) throws(MediaError) {

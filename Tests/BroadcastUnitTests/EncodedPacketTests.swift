@@ -1,5 +1,7 @@
 import BroadcastCore
+import BroadcastMedia
 import CFFmpeg
+import Foundation
 import Testing
 
 @testable import BroadcastEncoding
@@ -35,6 +37,37 @@ import Testing
             parameters.isVideo && parameters.width == 64 && parameters.height == 48 && parameters.timeBase == .video)
         #expect(parameters.extradata.count > 8, "the parameter sets, for a container's header")
         #expect(parameters.frameRate == TimeBase(30, 1))
+    }
+
+    /// Two frames an encoder stamped alike (SVT-AV1 did, at a variable frame rate) no longer end an MP4 recording
+    /// with "non monotonically increasing dts": the second is taken a tick later, and every frame is in the file.
+    @Test func framesStampedAlikeAreAllWrittenATickApart() throws {
+        let settings = VideoEncoderSettings(codec: .h264, width: 64, height: 48, framesPerSecond: 30)
+        let encoder = try Encoder.video(settings, pixelFormat: .nv12, globalHeader: true, implementation: .libx264)
+        let frame = try MediaFrame.video(width: 64, height: 48, pixelFormat: .nv12)
+        var packets: [EncodedPacket] = []
+        for index in 0..<4 {
+            try check(av_frame_make_writable(frame.frame), "writable")
+            frame.frame.pointee.pts = Int64(index * 3000)
+            try encoder.encodeVideo(frame) { packets.append($0) }
+        }
+        try encoder.encode(nil) { packets.append($0) }
+        packets[2].pts = packets[1].pts
+        packets[2].dts = packets[1].dts
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("alike-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let muxer = try Muxer(url: folder + "/alike.mp4", container: .fragmentedMP4)
+        let stream = try muxer.addStream(try encoder.parameters)
+        try muxer.start()
+        for packet in packets { try muxer.writeHoldingBack(packet, stream: stream) }
+        try muxer.endStream(stream, at: 12000)
+        try muxer.finish()
+        #expect(muxer.retimedFrames == 1)
+        let reader = try PacketReader(path: folder + "/alike.mp4")
+        var times: [Int64] = []
+        while let (packet, _) = try reader.next() { times.append(packet.dts) }
+        #expect(times.count == 4 && zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "\(times)")
     }
 
     /// A packet through libavcodec's AVPacket and back (a muxer's way in, a reader's way out) is the same packet:
