@@ -148,11 +148,11 @@ PY
 }
 
 # --- codecs: each encoder on what a handler received -------------------------------------------------
-# The options VideoEncoderImplementation.options gives each encoder at the handler's defaults (preset veryfast,
+# The options VideoEncoderImplementation.options gives each encoder at the handler's defaults (H.264 veryfast, HEVC ultrafast, AV1 12,
 # tune zerolatency, each codec's default crf, a keyframe every 2 s at 30 fps, no B-frames).
 CODEC_FFMPEG_h264=(-c:v libx264 -preset veryfast -tune zerolatency -crf 23)
-CODEC_FFMPEG_hevc=(-c:v libx265 -preset veryfast -tune zerolatency -crf 28 -x265-params log-level=error)
-CODEC_FFMPEG_av1=(-c:v libsvtav1 -preset 10 -crf 35 -svtav1-params pred-struct=1:tune=0)
+CODEC_FFMPEG_hevc=(-c:v libx265 -preset ultrafast -tune zerolatency -crf 28 -x265-params log-level=error)
+CODEC_FFMPEG_av1=(-c:v libsvtav1 -preset 12 -crf 35 -svtav1-params pred-struct=1:tune=0)
 # quality CODEC REFERENCE REP: encodes REFERENCE frame for frame as the handler would, then PSNR and SSIM (luma and
 # all planes) of the decoded result against REFERENCE, and the encoder's CPU seconds, as a results line.
 quality() {
