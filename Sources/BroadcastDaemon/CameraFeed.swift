@@ -57,13 +57,9 @@ final class CameraFeed {
     @discardableResult
     func makePool() throws(BroadcastError) -> FramePool {
         if let pool { return pool }
-        do {
-            let made = try FramePool(id: poolIDs.take(), plan: plan)
-            pool = made
-            return made
-        } catch {
-            throw BroadcastError(.budget, "cannot allocate the camera's pool (\(plan)): \(error)")
-        }
+        let made = try poolIDs.pool(plan, for: "the camera's pool")
+        pool = made
+        return made
     }
 
     /// The slots used follow the broadcasts sharing the capture, as the screen's do.

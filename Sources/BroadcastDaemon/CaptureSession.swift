@@ -127,14 +127,10 @@ final class CaptureSession {
     @discardableResult
     func makePool() throws(BroadcastError) -> FramePool {
         if let pool { return pool }
-        do {
-            let made = try FramePool(id: poolIDs.take(), plan: plan)
-            pool = made
-            try cameraFeed?.makePool()
-            return made
-        } catch {
-            throw BroadcastError(.budget, "cannot allocate the frame pool (\(plan)): \(error)")
-        }
+        let made = try poolIDs.pool(plan, for: "the frame pool")
+        pool = made
+        try cameraFeed?.makePool()
+        return made
     }
 
     /// A handler gave back `slot` of pool `id`: false when it did not hold it. Releases of a pool replaced after a
@@ -259,5 +255,14 @@ final class PoolIDs {
     func take() -> UInt32 {
         defer { next &+= 1 }
         return next
+    }
+
+    /// A pool of `plan` with the next id, or a budget error naming `what`.
+    func pool(_ plan: FramePoolPlan, for what: String) throws(BroadcastError) -> FramePool {
+        do {
+            return try FramePool(id: take(), plan: plan)
+        } catch {
+            throw BroadcastError(.budget, "cannot allocate \(what) (\(plan)): \(error)")
+        }
     }
 }

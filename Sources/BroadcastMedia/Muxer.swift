@@ -209,17 +209,18 @@ public final class Muxer: PacketSink {
     /// ffmpeg's own tool does; counted in `retimedFrames`.
     public func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
         var packet = packet
-        if let before = held[stream]?.dts ?? lastHeldDTS[stream], packet.dts <= before {
+        if let before = lastDTS[stream], packet.dts <= before {
             packet.dts = before + 1
             packet.pts = max(packet.pts, packet.dts)
             retimedFrames += 1
         }
-        lastHeldDTS[stream] = packet.dts
+        lastDTS[stream] = packet.dts
         try release(stream, until: packet.dts)
         held[stream] = packet
     }
 
-    private var lastHeldDTS: [Int: Int64] = [:]
+    /// The dts of the last packet each stream held back.
+    private var lastDTS: [Int: Int64] = [:]
     /// Frames `writeHoldingBack` moved a tick later than their encoder stamped them.
     public private(set) var retimedFrames = 0
 
