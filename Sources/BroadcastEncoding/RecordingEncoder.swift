@@ -13,14 +13,21 @@ package protocol EncodedOutput: PacketSink {
     func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError)
     /// The last frame of `stream` ends at `end` (its time base).
     func endStream(_ stream: Int, at end: Int64) throws(MediaError)
+    /// The picture has not changed from the last frame encoded through file time `time` (ns): a repeat not encoded.
+    func pictureUnchanged(through time: Int64) throws(MediaError)
+}
+
+extension EncodedOutput {
+    package func pictureUnchanged(through time: Int64) throws(MediaError) {}
 }
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
 /// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
 /// and the repeated frames not encoded but for keyframes, which come by time. Packets go to an `EncodedOutput`.
 package final class RecordingEncoder {
-    /// A still screen still gets an encoded frame this often (ns), so fragments keep coming.
-    static let maxFrameGap: UInt64 = 1_000_000_000
+    /// A still screen still gets an encoded frame this often (ns), so fragments keep coming; with keyframes by time
+    /// at most this far apart (`keyframeInterval` 2 s, the default), they are the frames.
+    static let maxFrameGap: UInt64 = 2_000_000_000
 
     let options: EncodingOptions
     let output: EncodedOutput
@@ -35,6 +42,12 @@ package final class RecordingEncoder {
         var type: SampleType, pts: UInt64, sample: [UInt8], format: AudioFormat, frames: Int, discontinuity: Bool
     }
     private var lastEncoded: UInt64?
+    /// Whether a frame that is no keyframe was encoded since the last keyframe (see `keyframeOnceWhenStill`).
+    private var changedSinceKeyframe = false
+    /// On a still screen, one keyframe after the last change and then none by time, nor repeats: the output (the
+    /// replay buffer) stands that keyframe for the still stretch (`pictureUnchanged`). A file needs its keyframes by
+    /// time (seeking, joining), so `record` keeps them.
+    package var keyframeOnceWhenStill = false
     private var nextDue: UInt64 = 0
     package private(set) var frameCount = 0
     package private(set) var encodedFrames = 0
@@ -116,13 +129,18 @@ package final class RecordingEncoder {
             if time + sample.duration / 2 < nextDue { return nil }
             nextDue = max(nextDue + interval, time)
         }
-        // A repeat is encoded once a second, and when a keyframe is due (by time, so on a still screen too); an
+        // A repeat is encoded every 2 s, and when a keyframe is due (by time, so on a still screen too); an
         // encoder that takes no forced keyframes counts frames for them, so it is given every one.
-        if sample.isRepeat, video.keyframes != nil, !video.keyframeDue(at: Encoder.videoPTS(time)),
-            let last = lastEncoded, time < last + Self.maxFrameGap
-        {
-            skippedRepeats += 1
-            return nil
+        let keyframeDue = video.keyframeDue(at: Encoder.videoPTS(time))
+        if sample.isRepeat, video.keyframes != nil, let last = lastEncoded {
+            let encode =
+                keyframeOnceWhenStill
+                ? keyframeDue && changedSinceKeyframe : keyframeDue || time >= last + Self.maxFrameGap
+            if !encode {
+                skippedRepeats += 1
+                try output.pictureUnchanged(through: Int64(time))
+                return nil
+            }
         }
         // Copied (or scaled) first, and the slot given back at once: broadcastd keeps two slots for a broadcast.
         let frame = try input.frame(sample.data, layout: format, time: time)
@@ -132,6 +150,7 @@ package final class RecordingEncoder {
         }
         lastEncoded = time
         encodedFrames += 1
+        changedSinceKeyframe = !keyframeDue
         return time
     }
 

@@ -60,7 +60,8 @@ public final class RecordHandler: BroadcastSampleHandler {
         guard failure == nil, let muxer, let encoder else { return }
         do {
             if type == .video {
-                if let time = try encoder.addVideo(sampleBuffer) { reportProgress(at: time, muxer: muxer) }
+                try encoder.addVideo(sampleBuffer)
+                reportProgress(at: encoder.clock.duration, muxer: muxer)
             } else {
                 try encoder.addAudio(sampleBuffer, type)
             }

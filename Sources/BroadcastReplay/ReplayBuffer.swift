@@ -33,6 +33,8 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     let length: UInt64
+    /// The encoder's keyframe interval, ns: how often a still picture's keyframe opens a GOP again.
+    let keyframeInterval: Int64
     let maxBytes: Int
     /// The folder of the disk ring's files; nil: the buffer is in memory.
     let directory: String?
@@ -53,9 +55,12 @@ final class ReplayBuffer: EncodedOutput {
     private(set) var newest: Int64 = 0
     /// Where each audio stream's newest packet ends, file time ns: the audio encoder works a packet behind the video.
     private var audioEnds: [Int: Int64] = [:]
+    /// The newest GOP's keyframe while no other frame followed it: the picture while the screen stands still.
+    private var stillKeyframe: BufferedPacket?
 
-    init(length: UInt64, maxBytes: Int, directory: String? = nil) {
+    init(length: UInt64, keyframeInterval: Int64, maxBytes: Int, directory: String? = nil) {
         self.length = length
+        self.keyframeInterval = keyframeInterval
         self.maxBytes = maxBytes
         self.directory = directory
     }
@@ -84,6 +89,7 @@ final class ReplayBuffer: EncodedOutput {
             if packet.isKeyframe { try openGOP(at: time) }
             // After the memory bound took every GOP, the next keyframe starts the buffer anew.
             if gops.isEmpty { return }
+            stillKeyframe = packet.isKeyframe ? kept : nil
             newest = max(newest, time)
             trimForLength()
         } else if gops.isEmpty {
@@ -92,12 +98,39 @@ final class ReplayBuffer: EncodedOutput {
             let duration = packet.timeBase.rescale(packet.duration, to: .nanoseconds)
             audioEnds[stream] = time + max(0, duration)
         }
+        try keep(kept, cost: kept.cost)
+    }
+
+    private func keep(_ kept: BufferedPacket, cost: Int) throws(MediaError) {
         let gop = gops[gops.count - 1]
-        if let writer = gop.writer { try writer.write(packet, stream: stream) }
+        if let writer = gop.writer { try writer.write(kept.packet, stream: kept.stream) }
         gop.packets.append(kept)
-        gop.bytes += kept.cost
-        bytes += kept.cost
+        gop.bytes += cost
+        bytes += cost
         trimForMemory()
+    }
+
+    /// The screen stood still through `time`: the buffer's video reaches it, and once its newest keyframe is the
+    /// picture (no frame followed it) and a keyframe interval old, a copy of it is a keyframe at `time` (the same
+    /// bytes: in memory it costs nothing more; no encode), which opens a GOP. So a still screen, on which the encoder
+    /// makes one keyframe after the last change and no more (`RecordingEncoder.keyframeOnceWhenStill`), is held
+    /// `length` rounded up to a keyframe interval as a moving one is, what is older goes, and saves have a keyframe
+    /// every interval as recordings of a still screen do.
+    func pictureUnchanged(through time: Int64) throws(MediaError) {
+        guard !gops.isEmpty else { return }
+        newest = max(newest, time)
+        if let keyframe = stillKeyframe, time - gops[gops.count - 1].start >= keyframeInterval {
+            var copy = keyframe.packet
+            copy.shift(by: -TimeBase.nanoseconds.rescale(time - keyframe.time, to: copy.timeBase))
+            let kept = BufferedPacket(
+                packet: copy, stream: keyframe.stream, time: self.time(of: copy, stream: keyframe.stream))
+            if let recording { try recording.append(kept) }
+            try openGOP(at: kept.time)
+            stillKeyframe = kept
+            // In memory the copy shares the keyframe's bytes; a disk ring writes them again.
+            try keep(kept, cost: directory == nil ? BufferedPacket.overhead : kept.cost)
+        }
+        trimForLength()
     }
 
     /// Video frames are kept as they come: a save gives each its duration (`Muxer.writeHoldingBack`).

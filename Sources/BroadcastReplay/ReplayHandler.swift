@@ -47,8 +47,11 @@ public final class ReplayHandler: BroadcastSampleHandler {
                     throw HandlerError("replay", "cannot make the disk buffer's folder: \(error)")
                 }
             }
-            let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory)
+            let buffer = ReplayBuffer(
+                length: options.length, keyframeInterval: Int64(options.encoding.video.keyframeInterval * 1e9),
+                maxBytes: options.maxMemory, directory: directory)
             encoder = try RecordingEncoder(options.encoding, for: self, output: buffer)
+            encoder?.keyframeOnceWhenStill = true
             self.buffer = buffer
             let place = directory.map { "in files in \($0)" } ?? "in memory"
             logger.info(
@@ -68,7 +71,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
         guard failure == nil, let encoder else { return }
         do {
             if type == .video {
-                if let time = try encoder.addVideo(sampleBuffer) { report(at: time) }
+                try encoder.addVideo(sampleBuffer)
+                report(at: encoder.clock.duration)
             } else {
                 try encoder.addAudio(sampleBuffer, type)
             }

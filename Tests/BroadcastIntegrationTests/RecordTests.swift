@@ -426,8 +426,8 @@ extension Integration {
             #expect(abs(rms(audio[12000..<60000]) - (0.25 * 0.25 / 2 + 0.125 * 0.125 / 2).squareRoot()) < 0.02)
         }
 
-        /// An unchanging X11 screen: the repeats the daemon flags are not encoded (one frame a second
-        /// still is, so fragments keep coming), the file stays the right length, and with no audio
+        /// An unchanging X11 screen: the repeats the daemon flags are not encoded (the keyframes by time,
+        /// every 2 s, still are, so fragments keep coming), the file stays the right length, and with no audio
         /// (--app-audio none --mic none) the file has no audio track.
         @Test func aStillScreenCostsAlmostNothing() throws {
             let x = try XServer(.xvfb, width: 640, height: 480)

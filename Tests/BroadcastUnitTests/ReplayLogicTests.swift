@@ -48,7 +48,7 @@ import Testing
         let video = try Encoder.video(
             videoSettings, pixelFormat: pixelFormat, globalHeader: true, implementation: implementation)
         let audio = try Encoder.audio(AudioEncoderSettings(channels: 2, bitRate: 96), globalHeader: true)
-        let buffer = ReplayBuffer(length: 10_000_000_000, maxBytes: 64 << 20)
+        let buffer = ReplayBuffer(length: 10_000_000_000, keyframeInterval: 1_000_000_000, maxBytes: 64 << 20)
         let videoStream = try buffer.addStream(video.parameters)
         let audioStream = try buffer.addStream(audio.parameters)
         // 2 s of video, 1.9 s of audio (as the audio track's frames carry the encoder's priming).
@@ -87,46 +87,116 @@ import Testing
 
 /// The record and replay handlers' encoding (`RecordingEncoder`) on a still screen: one frame, then 20 s of repeats.
 @Suite struct StillScreenTests {
-    /// Keyframes still come every `keyframeInterval` of file time, so that `length=5` holds 5 to 7 s and `--last 3`
-    /// saves 3 to 5 (it held and saved all 20 s: one GOP, from the only keyframe). With H.264 the repeats are encoded
-    /// only once a second and for a keyframe; SVT-AV1 in low delay, which counts frames for keyframes, is given every
-    /// one.
+    /// `record`: keyframes still come every `keyframeInterval` of file time, so that `length=5` holds 5 to 7 s and
+    /// `--last 3` saves 3 to 5 (it held and saved all 20 s: one GOP, from the only keyframe). With H.264 the repeats
+    /// are encoded only for a keyframe (every 2 s); SVT-AV1 in low delay, which counts frames for keyframes, is
+    /// given every one.
     @Test(arguments: ["h264", "av1"]) func keyframesComeByTimeSoTheBufferHoldsItsLength(_ codec: String) throws {
-        let options = try ReplayOptions(setupInfo: ["length": "5", "codec": codec, "audio": "none"])
-        let handler = BroadcastSampleHandler()
-        handler.videoFormat = VideoFormat(width: 160, height: 96)
-        handler.audioStreams = []
-        let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory)
-        let encoder = try RecordingEncoder(options.encoding, for: handler, output: buffer)
-        let picture = [UInt8](repeating: 100, count: handler.videoFormat.frameByteCount)
-        let interval: UInt64 = 1_000_000_000 / 30
+        let still = try StillScreen(codec: codec, keyframeOnceWhenStill: false)
+        let encoded = still.encoder.encodedFrames
+        #expect(codec == "av1" ? encoded == 600 : encoded <= 11, "\(encoded) of 600 frames encoded")
+        try still.expectLengthHeld()
+    }
+
+    /// `replay`: on a still screen the encoder makes one keyframe after the last change and then nothing, and the
+    /// buffer opens a GOP every keyframe interval with a copy of that keyframe (its bytes, not encoded again), so the
+    /// buffer still holds its length, and a save decodes to the still picture (an always-on replay buffer encoded a
+    /// 1080p keyframe every 2 s and a repeat every second on a screen where nothing changed, most of its CPU).
+    @Test(arguments: [false, true]) func aStillScreenIsOneKeyframeCopiedNotEncodedAgain(onDisk: Bool) throws {
+        let ring = onDisk ? FileManager.default.temporaryDirectory.path + "/replay-ring-\(getpid())" : nil
+        if let ring { try FileManager.default.createDirectory(atPath: ring, withIntermediateDirectories: true) }
+        defer { if let ring { try? FileManager.default.removeItem(atPath: ring) } }
+        let still = try StillScreen(codec: "h264", keyframeOnceWhenStill: true, changeAt: 30, directory: ring)
+        #expect(still.encoder.encodedFrames == 3, "the first frame, the change at 1 s, the keyframe after it at 2 s")
+        try still.expectLengthHeld()
+        let snapshot = try #require(try still.buffer.snapshot(last: 3, id: 2))
+        let ext = onDisk ? "mkv" : "mp4"  // both containers, one each
+        let path = FileManager.default.temporaryDirectory.path + "/replay-still-\(getpid()).\(ext)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let saved = try ReplayFile.save(
+            snapshot, frameDuration: Int64(StillScreen.interval), to: path,
+            container: try #require(Muxer.Container(fileExtension: ext)))
+        // Copies of the keyframe every 2 s, as a recording of a still screen has keyframes; ffmpeg decodes each
+        // without a word, to the picture after the change (luma 150).
+        #expect(saved.videoFrames >= 2 && saved.videoFrames <= 3, "\(saved.videoFrames) frames")
+        let decoded = try StillScreen.decode(path)
+        #expect(decoded.errors.isEmpty, "\(decoded.errors)")
+        #expect(
+            decoded.luma.count == saved.videoFrames && decoded.luma.allSatisfy { abs(Int($0) - 150) <= 2 },
+            "\(decoded.luma)")
+        #expect(saved.duration >= 3 && saved.duration <= 5.1, "--last 3 saves \(saved.duration) s")
+    }
+
+    /// A 160x96 screen through `RecordingEncoder` into a replay buffer of length 5 s: a grey frame, repeats (and from
+    /// frame `changeAt` on, a lighter picture) for 20 s at 30 fps.
+    struct StillScreen {
+        static let interval: UInt64 = 1_000_000_000 / 30
+        let encoder: RecordingEncoder
+        let buffer: ReplayBuffer
         var lastStart: Int64 = 0
         var longestGOP: Int64 = 0
-        for index in 0..<(20 * 30) {
-            try picture.withUnsafeBytes { data in
-                let timing = SampleTiming(
-                    presentationTime: 7_000_000_000 + UInt64(index) * interval,
-                    duration: interval, sequence: UInt64(index), discontinuity: false)
-                var sample = SampleBuffer(
-                    type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
-                    orientation: nil, audioFormat: nil, frameCount: 0)
-                sample.isRepeat = index > 0
-                try encoder.addVideo(sample)
-            }
-            if let start = buffer.gops.last?.start, start != lastStart {
-                longestGOP = max(longestGOP, start - lastStart)
-                lastStart = start
+
+        init(codec: String, keyframeOnceWhenStill: Bool, changeAt: Int? = nil, directory: String? = nil) throws {
+            let options = try ReplayOptions(setupInfo: ["length": "5", "codec": codec, "audio": "none"])
+            let handler = BroadcastSampleHandler()
+            handler.videoFormat = VideoFormat(width: 160, height: 96)
+            handler.audioStreams = []
+            buffer = ReplayBuffer(
+                length: options.length, keyframeInterval: Int64(options.encoding.video.keyframeInterval * 1e9),
+                maxBytes: options.maxMemory, directory: directory)
+            encoder = try RecordingEncoder(options.encoding, for: handler, output: buffer)
+            encoder.keyframeOnceWhenStill = keyframeOnceWhenStill
+            let size = handler.videoFormat.frameByteCount
+            let pictures = [[UInt8](repeating: 100, count: size), [UInt8](repeating: 150, count: size)]
+            for index in 0..<(20 * 30) {
+                let changed = index == changeAt
+                try pictures[index >= changeAt ?? .max ? 1 : 0].withUnsafeBytes { data in
+                    let timing = SampleTiming(
+                        presentationTime: 7_000_000_000 + UInt64(index) * Self.interval,
+                        duration: Self.interval, sequence: UInt64(index), discontinuity: false)
+                    var sample = SampleBuffer(
+                        type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
+                        orientation: nil, audioFormat: nil, frameCount: 0)
+                    sample.isRepeat = index > 0 && !changed
+                    try encoder.addVideo(sample)
+                }
+                if let start = buffer.gops.last?.start, start != lastStart {
+                    longestGOP = max(longestGOP, start - lastStart)
+                    lastStart = start
+                }
             }
         }
-        let encoded = encoder.encodedFrames
-        #expect(codec == "av1" ? encoded == 600 : encoded <= 21, "\(encoded) of 600 frames encoded")
-        #expect(
-            lastStart >= 18_000_000_000 && longestGOP <= 2_000_000_000 + Int64(interval),
-            "GOPs up to \(longestGOP) ns")
-        let held = Double(buffer.duration) / 1e9
-        #expect(held >= 5 && held <= 7.1, "length=5 holds \(held) s in \(buffer.gops.count) GOPs")
-        let snapshot = try #require(try buffer.snapshot(last: 3, id: 1))
-        let saved = Double(snapshot.end - snapshot.origin + Int64(interval)) / 1e9
-        #expect(saved >= 3 && saved <= 5.1, "--last 3 saves \(saved) s")
+
+        /// GOPs to the end, none longer than the keyframe interval and a frame (and a tick of 90 kHz); `length=5`
+        /// holds 5 to 7 s; `--last 3` takes 3–5.
+        func expectLengthHeld() throws {
+            #expect(
+                lastStart >= 18_000_000_000 && longestGOP <= 2_000_000_000 + Int64(Self.interval) + 11112,
+                "GOPs up to \(longestGOP) ns")
+            let held = Double(buffer.duration) / 1e9
+            #expect(held >= 5 && held <= 7.1, "length=5 holds \(held) s in \(buffer.gops.count) GOPs")
+            let snapshot = try #require(try buffer.snapshot(last: 3, id: 1))
+            let saved = Double(snapshot.end - snapshot.origin + Int64(Self.interval)) / 1e9
+            #expect(saved >= 3 && saved <= 5.1, "--last 3 saves \(saved) s")
+        }
+
+        /// ffmpeg's errors decoding `path`, and the mean luma of each frame it shows.
+        static func decode(_ path: String) throws -> (errors: String, luma: [UInt8]) {
+            let ffmpeg = Process()
+            ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+            ffmpeg.arguments = [
+                "-v", "error", "-i", path, "-map", "0:v", "-vf", "scale=1:1:flags=area", "-fps_mode", "passthrough",
+                "-f", "rawvideo", "-pix_fmt", "yuv420p", "-",
+            ]
+            let (output, errors) = (Pipe(), Pipe())
+            (ffmpeg.standardOutput, ffmpeg.standardError) = (output, errors)
+            try ffmpeg.run()
+            let luma = output.fileHandleForReading.readDataToEndOfFile()
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            ffmpeg.waitUntilExit()
+            // A 1x1 yuv420p frame is 3 bytes, Y first.
+            let frames = stride(from: 0, to: luma.count - 2, by: 3).map { luma[$0] }
+            return (ffmpeg.terminationStatus == 0 ? text : "exit \(ffmpeg.terminationStatus): " + text, frames)
+        }
     }
 }
