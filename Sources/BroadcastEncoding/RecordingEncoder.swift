@@ -42,12 +42,13 @@ package final class RecordingEncoder {
         var type: SampleType, pts: UInt64, sample: [UInt8], format: AudioFormat, frames: Int, discontinuity: Bool
     }
     private var lastEncoded: UInt64?
-    /// Whether a frame that is no keyframe was encoded since the last keyframe (see `keyframeOnceWhenStill`).
-    private var changedSinceKeyframe = false
-    /// On a still screen, one keyframe after the last change and then none by time, nor repeats: the output (the
-    /// replay buffer) stands that keyframe for the still stretch (`pictureUnchanged`). A file needs its keyframes by
-    /// time (seeking, joining), so `record` keeps them.
-    package var keyframeOnceWhenStill = false
+    /// Keyframes encoded since the last frame that was none (see `keyframesStopWhenStill`).
+    private var keyframesSinceChange = 0
+    /// On a still screen, two keyframes by time after the last change and then none, nor repeats: the output (the
+    /// replay buffer) repeats them, in turn, for the still stretch (`pictureUnchanged`; two, because two H.264 IDR
+    /// pictures in a row must differ in `idr_pic_id`, which libx264 alternates). A file needs its keyframes by time
+    /// (seeking, joining), so `record` keeps them.
+    package var keyframesStopWhenStill = false
     private var nextDue: UInt64 = 0
     package private(set) var frameCount = 0
     package private(set) var encodedFrames = 0
@@ -134,8 +135,8 @@ package final class RecordingEncoder {
         let keyframeDue = video.keyframeDue(at: Encoder.videoPTS(time))
         if sample.isRepeat, video.keyframes != nil, let last = lastEncoded {
             let encode =
-                keyframeOnceWhenStill
-                ? keyframeDue && changedSinceKeyframe : keyframeDue || time >= last + Self.maxFrameGap
+                keyframesStopWhenStill
+                ? keyframeDue && keyframesSinceChange < 2 : keyframeDue || time >= last + Self.maxFrameGap
             if !encode {
                 skippedRepeats += 1
                 try output.pictureUnchanged(through: Int64(time))
@@ -150,7 +151,7 @@ package final class RecordingEncoder {
         }
         lastEncoded = time
         encodedFrames += 1
-        changedSinceKeyframe = !keyframeDue
+        keyframesSinceChange = keyframeDue ? keyframesSinceChange + 1 : 0
         return time
     }
 

@@ -51,7 +51,7 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 length: options.length, keyframeInterval: Int64(options.encoding.video.keyframeInterval * 1e9),
                 maxBytes: options.maxMemory, directory: directory)
             encoder = try RecordingEncoder(options.encoding, for: self, output: buffer)
-            encoder?.keyframeOnceWhenStill = true
+            encoder?.keyframesStopWhenStill = true
             self.buffer = buffer
             let place = directory.map { "in files in \($0)" } ?? "in memory"
             logger.info(

@@ -92,22 +92,22 @@ import Testing
     /// are encoded only for a keyframe (every 2 s); SVT-AV1 in low delay, which counts frames for keyframes, is
     /// given every one.
     @Test(arguments: ["h264", "av1"]) func keyframesComeByTimeSoTheBufferHoldsItsLength(_ codec: String) throws {
-        let still = try StillScreen(codec: codec, keyframeOnceWhenStill: false)
+        let still = try StillScreen(codec: codec, keyframesStopWhenStill: false)
         let encoded = still.encoder.encodedFrames
         #expect(codec == "av1" ? encoded == 600 : encoded <= 11, "\(encoded) of 600 frames encoded")
         try still.expectLengthHeld()
     }
 
-    /// `replay`: on a still screen the encoder makes one keyframe after the last change and then nothing, and the
-    /// buffer opens a GOP every keyframe interval with a copy of that keyframe (its bytes, not encoded again), so the
-    /// buffer still holds its length, and a save decodes to the still picture (an always-on replay buffer encoded a
-    /// 1080p keyframe every 2 s and a repeat every second on a screen where nothing changed, most of its CPU).
-    @Test(arguments: [false, true]) func aStillScreenIsOneKeyframeCopiedNotEncodedAgain(onDisk: Bool) throws {
+    /// `replay`: on a still screen the encoder makes two keyframes after the last change and then nothing, and the
+    /// buffer opens a GOP every keyframe interval with a copy of one of them in turn (its bytes, not encoded again), so
+    /// the buffer still holds its length, and a save decodes to the still picture (an always-on replay buffer encoded
+    /// a 1080p keyframe every 2 s and a repeat every second on a screen where nothing changed, most of its CPU).
+    @Test(arguments: [false, true]) func aStillScreenIsTwoKeyframesCopiedNotEncodedAgain(onDisk: Bool) throws {
         let ring = onDisk ? FileManager.default.temporaryDirectory.path + "/replay-ring-\(getpid())" : nil
         if let ring { try FileManager.default.createDirectory(atPath: ring, withIntermediateDirectories: true) }
         defer { if let ring { try? FileManager.default.removeItem(atPath: ring) } }
-        let still = try StillScreen(codec: "h264", keyframeOnceWhenStill: true, changeAt: 30, directory: ring)
-        #expect(still.encoder.encodedFrames == 3, "the first frame, the change at 1 s, the keyframe after it at 2 s")
+        let still = try StillScreen(codec: "h264", keyframesStopWhenStill: true, changes: [30], directory: ring)
+        #expect(still.encoder.encodedFrames == 4, "the first frame, the change at 1 s, keyframes at 2 and 4 s")
         try still.expectLengthHeld()
         let snapshot = try #require(try still.buffer.snapshot(last: 3, id: 2))
         let ext = onDisk ? "mkv" : "mp4"  // both containers, one each
@@ -127,8 +127,30 @@ import Testing
         #expect(saved.duration >= 3 && saved.duration <= 5.1, "--last 3 saves \(saved.duration) s")
     }
 
-    /// A 160x96 screen through `RecordingEncoder` into a replay buffer of length 5 s: a grey frame, repeats (and from
-    /// frame `changeAt` on, a lighter picture) for 20 s at 30 fps.
+    /// Two H.264 IDR pictures in a row must differ in `idr_pic_id` (7.4.3), which libx264 alternates between 0 and 1:
+    /// the copies alternate between the encoder's last two keyframes, and when a copy of the one before its newest is
+    /// the newest frame as the screen changes (libx264's next IDR has that one's id), a copy of its newest comes a tick
+    /// before. ffmpeg's trace_headers reads the ids from a save of everything: changes at 1 s, after three copies
+    /// (11 s: a copy between) and after four (19.5 s).
+    @Test func copiedKeyframesInARowDifferInTheirIDs() throws {
+        let still = try StillScreen(
+            codec: "h264", keyframesStopWhenStill: true, changes: [30, 330, 585], length: 30)
+        let snapshot = try #require(try still.buffer.snapshot(last: nil, id: 1))
+        let path = FileManager.default.temporaryDirectory.path + "/replay-ids-\(getpid()).mp4"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        _ = try ReplayFile.save(
+            snapshot, frameDuration: Int64(StillScreen.interval), to: path, container: .fragmentedMP4)
+        let pictures = try StillScreen.pictures(path)
+        #expect(pictures.filter { $0 == nil }.count == 1, "the P frame of the change at 1 s: \(pictures)")
+        #expect(pictures.count >= 13, "\(pictures)")
+        for (first, second) in zip(pictures, pictures.dropFirst()) {
+            guard let first, let second else { continue }
+            #expect(first != second, "two IDR pictures in a row with idr_pic_id \(first): \(pictures)")
+        }
+    }
+
+    /// A 160x96 screen through `RecordingEncoder` into a replay buffer of `length` (5 s): a grey frame, then repeats
+    /// but at each of `changes` (frame numbers), where the picture turns lighter, for 20 s at 30 fps.
     struct StillScreen {
         static let interval: UInt64 = 1_000_000_000 / 30
         let encoder: RecordingEncoder
@@ -136,8 +158,11 @@ import Testing
         var lastStart: Int64 = 0
         var longestGOP: Int64 = 0
 
-        init(codec: String, keyframeOnceWhenStill: Bool, changeAt: Int? = nil, directory: String? = nil) throws {
-            let options = try ReplayOptions(setupInfo: ["length": "5", "codec": codec, "audio": "none"])
+        init(
+            codec: String, keyframesStopWhenStill: Bool, changes: [Int] = [], length: Int = 5,
+            directory: String? = nil
+        ) throws {
+            let options = try ReplayOptions(setupInfo: ["length": "\(length)", "codec": codec, "audio": "none"])
             let handler = BroadcastSampleHandler()
             handler.videoFormat = VideoFormat(width: 160, height: 96)
             handler.audioStreams = []
@@ -145,12 +170,14 @@ import Testing
                 length: options.length, keyframeInterval: Int64(options.encoding.video.keyframeInterval * 1e9),
                 maxBytes: options.maxMemory, directory: directory)
             encoder = try RecordingEncoder(options.encoding, for: handler, output: buffer)
-            encoder.keyframeOnceWhenStill = keyframeOnceWhenStill
+            encoder.keyframesStopWhenStill = keyframesStopWhenStill
             let size = handler.videoFormat.frameByteCount
-            let pictures = [[UInt8](repeating: 100, count: size), [UInt8](repeating: 150, count: size)]
+            let pictures = (0...changes.count).map {
+                [UInt8](repeating: UInt8(100 + 50 * min(1, $0) + $0), count: size)
+            }
             for index in 0..<(20 * 30) {
-                let changed = index == changeAt
-                try pictures[index >= changeAt ?? .max ? 1 : 0].withUnsafeBytes { data in
+                let changed = changes.contains(index)
+                try pictures[changes.filter { $0 <= index }.count].withUnsafeBytes { data in
                     let timing = SampleTiming(
                         presentationTime: 7_000_000_000 + UInt64(index) * Self.interval,
                         duration: Self.interval, sequence: UInt64(index), discontinuity: false)
@@ -178,6 +205,38 @@ import Testing
             let snapshot = try #require(try buffer.snapshot(last: 3, id: 1))
             let saved = Double(snapshot.end - snapshot.origin + Int64(Self.interval)) / 1e9
             #expect(saved >= 3 && saved <= 5.1, "--last 3 saves \(saved) s")
+        }
+
+        /// Each picture of `path`'s video, as ffmpeg's trace_headers reads its slices: an IDR picture's `idr_pic_id`, or
+        /// nil for another.
+        static func pictures(_ path: String) throws -> [Int?] {
+            let ffmpeg = Process()
+            ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+            ffmpeg.arguments = [
+                "-v", "verbose", "-i", path, "-c", "copy", "-bsf:v", "trace_headers", "-f", "null", "-",
+            ]
+            let errors = Pipe()
+            (ffmpeg.standardOutput, ffmpeg.standardError) = (FileHandle.nullDevice, errors)
+            try ffmpeg.run()
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            ffmpeg.waitUntilExit()
+            var pictures: [Int?] = []
+            var (nalType, firstMB) = (0, 0)
+            for line in text.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                // "[trace_headers @ 0x…] BIT NAME BITS = VALUE"
+                guard fields.count >= 8, let value = Int(fields[fields.count - 1]) else { continue }
+                switch fields[4] {
+                case "nal_unit_type": nalType = value
+                case "first_mb_in_slice":
+                    firstMB = value
+                    // A picture starts with its first slice; an IDR picture's is counted at its id.
+                    if value == 0 && nalType == 1 { pictures.append(nil) }
+                case "idr_pic_id" where nalType == 5 && firstMB == 0: pictures.append(value)
+                default: break
+                }
+            }
+            return pictures
         }
 
         /// ffmpeg's errors decoding `path`, and the mean luma of each frame it shows.
