@@ -2,7 +2,7 @@ import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastTimeline
 
-/// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
+/// Where a recording's encoded streams go: a file (`RecordingFile`), or the `replay` handler's buffer.
 package protocol EncodedOutput: PacketSink {
     /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
     var wantsGlobalHeader: Bool { get }
@@ -13,22 +13,16 @@ package protocol EncodedOutput: PacketSink {
     func writeHoldingBack(_ packet: EncodedPacket, stream: Int) throws(MediaError)
     /// The last frame of `stream` ends at `end` (its time base).
     func endStream(_ stream: Int, at end: Int64) throws(MediaError)
+    /// A keyframe encoded before, copied at a later time: a still screen's keyframe by time (`KeyframeRepeater`).
+    func writeCopy(_ packet: EncodedPacket, stream: Int) throws(MediaError)
     /// The picture has not changed from the last frame encoded through file time `time` (ns): a repeat not encoded.
     func pictureUnchanged(through time: Int64) throws(MediaError)
-}
-
-extension EncodedOutput {
-    package func pictureUnchanged(through time: Int64) throws(MediaError) {}
 }
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
 /// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
 /// and the repeated frames not encoded but for keyframes, which come by time. Packets go to an `EncodedOutput`.
 package final class RecordingEncoder {
-    /// A still screen still gets an encoded frame this often (ns), so fragments keep coming; with keyframes by time
-    /// at most this far apart (`keyframeInterval` 2 s, the default), they are the frames.
-    static let maxFrameGap: UInt64 = 2_000_000_000
-
     let options: EncodingOptions
     let output: EncodedOutput
     package let video: Encoder
@@ -42,13 +36,11 @@ package final class RecordingEncoder {
         var type: SampleType, pts: UInt64, sample: [UInt8], format: AudioFormat, frames: Int, discontinuity: Bool
     }
     private var lastEncoded: UInt64?
-    /// Keyframes encoded since the last frame that was none (see `keyframesStopWhenStill`).
+    /// Keyframes encoded since the last frame that changed: a still screen gets two after its last change, then copies.
     private var keyframesSinceChange = 0
-    /// On a still screen, two keyframes by time after the last change and then none, nor repeats: the output (the
-    /// replay buffer) repeats them, in turn, for the still stretch (`pictureUnchanged`; two, because two H.264 IDR
-    /// pictures in a row must differ in `idr_pic_id`, which libx264 alternates). A file needs its keyframes by time
-    /// (seeking, joining), so `record` keeps them.
-    package var keyframesStopWhenStill = false
+    private var repeater: KeyframeRepeater
+    /// The pts of changed frames given to the video encoder whose packets have not come out yet.
+    private var changedPTS: Set<Int64> = []
     private var nextDue: UInt64 = 0
     package private(set) var frameCount = 0
     package private(set) var encodedFrames = 0
@@ -60,6 +52,7 @@ package final class RecordingEncoder {
     {
         self.options = options
         self.output = output
+        repeater = KeyframeRepeater(interval: Int64(options.video.keyframeInterval * 1e9))
         let videoFormat = handler.videoFormat
         var settings = options.video
         settings.width = options.size?.width ?? videoFormat.width
@@ -130,28 +123,32 @@ package final class RecordingEncoder {
             if time + sample.duration / 2 < nextDue { return nil }
             nextDue = max(nextDue + interval, time)
         }
-        // A repeat is encoded every 2 s, and when a keyframe is due (by time, so on a still screen too); an
-        // encoder that takes no forced keyframes counts frames for them, so it is given every one.
+        // A repeat is encoded when a keyframe is due (by time), for the first two after the last change; later ones
+        // are copies of those two, in turn (`KeyframeRepeater`: two H.264 IDR pictures in a row must differ in
+        // `idr_pic_id`, which libx264 alternates). An encoder that takes no forced keyframes counts frames for them,
+        // so it is given every one.
         let keyframeDue = video.keyframeDue(at: Encoder.videoPTS(time))
-        if sample.isRepeat, video.keyframes != nil, let last = lastEncoded {
-            let encode =
-                keyframesStopWhenStill
-                ? keyframeDue && keyframesSinceChange < 2 : keyframeDue || time >= last + Self.maxFrameGap
-            if !encode {
-                skippedRepeats += 1
-                try output.pictureUnchanged(through: Int64(time))
-                return nil
-            }
+        if sample.isRepeat, video.keyframes != nil, lastEncoded != nil, !(keyframeDue && keyframesSinceChange < 2) {
+            skippedRepeats += 1
+            if let copy = repeater.unchanged(through: Int64(time)) { try output.writeCopy(copy, stream: videoStream) }
+            try output.pictureUnchanged(through: Int64(time))
+            return nil
         }
         // Copied (or scaled) first, and the slot given back at once: broadcastd keeps two slots for a broadcast.
         let frame = try input.frame(sample.data, layout: format, time: time)
         sample.releaseFrame()
+        if !sample.isRepeat {
+            if changedPTS.count > 64 { changedPTS.removeAll() }  // packets an encoder never gave
+            changedPTS.insert(Encoder.videoPTS(time))
+        }
         try video.encodeVideo(frame) { packet throws(MediaError) in
+            if let copy = repeater.before(packet) { try output.writeCopy(copy, stream: videoStream) }
+            repeater.wrote(packet, newPicture: changedPTS.remove(packet.pts) != nil)
             try output.writeHoldingBack(packet, stream: videoStream)
         }
         lastEncoded = time
         encodedFrames += 1
-        keyframesSinceChange = keyframeDue ? keyframesSinceChange + 1 : 0
+        keyframesSinceChange = (sample.isRepeat ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
         return time
     }
 

@@ -286,11 +286,18 @@ public final class Muxer: PacketSink {
 }
 
 extension Muxer: EncodedOutput {
+    /// The header goes out with the first frame, whose orientation it records.
     package func begin(videoStream: Int, orientation: Orientation) throws(MediaError) {
         guard !started else { return }
         setOrientation(stream: videoStream, degrees: Int(orientation.degrees), mirrored: orientation.mirrored)
         try start()
     }
+
+    package func writeCopy(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        try writeHoldingBack(packet, stream: stream)
+    }
+
+    package func pictureUnchanged(through time: Int64) throws(MediaError) {}
 }
 
 /// Reads the packets of a file libavformat wrote (the replay handler's fragment files), in the order they are stored.

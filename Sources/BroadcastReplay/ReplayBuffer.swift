@@ -33,8 +33,6 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     let length: UInt64
-    /// The encoder's keyframe interval, ns: how often a still picture's keyframe opens a GOP again.
-    let keyframeInterval: Int64
     let maxBytes: Int
     /// The folder of the disk ring's files; nil: the buffer is in memory.
     let directory: String?
@@ -55,15 +53,8 @@ final class ReplayBuffer: EncodedOutput {
     private(set) var newest: Int64 = 0
     /// Where each audio stream's newest packet ends, file time ns: the audio encoder works a packet behind the video.
     private var audioEnds: [Int: Int64] = [:]
-    /// The newest two video frames while both are keyframes, the newest last: on a still screen the encoder's last
-    /// two (`RecordingEncoder.keyframesStopWhenStill`), then copies of them in turn.
-    private var stillKeyframes: [BufferedPacket] = []
-    /// Whether the newest of them is the encoder's newest keyframe or a copy of it (not of the one before).
-    private var newestIsEncoders = true
-
-    init(length: UInt64, keyframeInterval: Int64, maxBytes: Int, directory: String? = nil) {
+    init(length: UInt64, maxBytes: Int, directory: String? = nil) {
         self.length = length
-        self.keyframeInterval = keyframeInterval
         self.maxBytes = maxBytes
         self.directory = directory
     }
@@ -85,13 +76,6 @@ final class ReplayBuffer: EncodedOutput {
     }
 
     func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
-        // The encoder's next IDR picture has the `idr_pic_id` of the one before its newest: when a copy of that one
-        // is the newest frame, a copy of the encoder's newest goes between them, a tick before.
-        if packet.isKeyframe, streams[stream].isVideo, !newestIsEncoders, stillKeyframes.count == 2,
-            packet.pts - 1 > stillKeyframes[1].packet.pts
-        {
-            try appendCopy(at: packet.pts - 1)
-        }
         let time = time(of: packet, stream: stream)
         let kept = BufferedPacket(packet: packet, stream: stream, time: time)
         if let recording { try recording.append(kept) }
@@ -99,8 +83,6 @@ final class ReplayBuffer: EncodedOutput {
             if packet.isKeyframe { try openGOP(at: time) }
             // After the memory bound took every GOP, the next keyframe starts the buffer anew.
             if gops.isEmpty { return }
-            stillKeyframes = packet.isKeyframe ? stillKeyframes.suffix(1) + [kept] : []
-            newestIsEncoders = true
             newest = max(newest, time)
             trimForLength()
         } else if gops.isEmpty {
@@ -121,33 +103,22 @@ final class ReplayBuffer: EncodedOutput {
         trimForMemory()
     }
 
-    /// The screen stood still through `time`: the buffer's video reaches it, and once its newest two frames are
-    /// keyframes (the encoder makes two after the last change and then none: `RecordingEncoder.keyframesStopWhenStill`)
-    /// and the newest a keyframe interval old, a copy of the one before is a keyframe at `time`, which opens a GOP:
-    /// the same bytes (in memory it costs nothing more; no encode), and the two in turn, since two H.264 IDR pictures
-    /// in a row must differ in `idr_pic_id`. So a still screen is held `length` rounded up to a keyframe interval as a
-    /// moving one is, what is older goes, and saves have a keyframe every interval as recordings of a still screen do.
+    /// The screen stood still through `time`: the buffer's video reaches it.
     func pictureUnchanged(through time: Int64) throws(MediaError) {
         guard !gops.isEmpty else { return }
         newest = max(newest, time)
-        if stillKeyframes.count == 2, time - gops[gops.count - 1].start >= keyframeInterval {
-            let source = stillKeyframes[0]
-            try appendCopy(
-                at: source.packet.pts + TimeBase.nanoseconds.rescale(time - source.time, to: source.packet.timeBase))
-        }
         trimForLength()
     }
 
-    /// A copy of the older of `stillKeyframes` at `pts` (its time base), in a GOP of its own.
-    private func appendCopy(at pts: Int64) throws(MediaError) {
-        let source = stillKeyframes[0]
-        var copy = source.packet
-        copy.shift(by: copy.pts - pts)
-        let kept = BufferedPacket(packet: copy, stream: source.stream, time: time(of: copy, stream: source.stream))
+    /// A still screen's keyframe by time, a copy of one encoded before (`KeyframeRepeater`): it opens a GOP, the same
+    /// bytes (in memory it costs nothing more; no encode). So a still screen is held `length` rounded up to a
+    /// keyframe interval as a moving one is, what is older goes, and saves have a keyframe every interval as
+    /// recordings of a still screen do.
+    func writeCopy(_ copy: EncodedPacket, stream: Int) throws(MediaError) {
+        guard !gops.isEmpty else { return }
+        let kept = BufferedPacket(packet: copy, stream: stream, time: time(of: copy, stream: stream))
         if let recording { try recording.append(kept) }
         try openGOP(at: kept.time)
-        stillKeyframes = [stillKeyframes[1], kept]
-        newestIsEncoders.toggle()
         newest = max(newest, kept.time)
         // In memory the copy shares the keyframe's bytes; a disk ring writes them again.
         try keep(kept, cost: directory == nil ? BufferedPacket.overhead : kept.cost)

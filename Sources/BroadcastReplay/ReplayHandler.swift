@@ -47,11 +47,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
                     throw HandlerError("replay", "cannot make the disk buffer's folder: \(error)")
                 }
             }
-            let buffer = ReplayBuffer(
-                length: options.length, keyframeInterval: Int64(options.encoding.video.keyframeInterval * 1e9),
-                maxBytes: options.maxMemory, directory: directory)
+            let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory)
             encoder = try RecordingEncoder(options.encoding, for: self, output: buffer)
-            encoder?.keyframesStopWhenStill = true
             self.buffer = buffer
             let place = directory.map { "in files in \($0)" } ?? "in memory"
             logger.info(

@@ -48,7 +48,7 @@ import Testing
         let video = try Encoder.video(
             videoSettings, pixelFormat: pixelFormat, globalHeader: true, implementation: implementation)
         let audio = try Encoder.audio(AudioEncoderSettings(channels: 2, bitRate: 96), globalHeader: true)
-        let buffer = ReplayBuffer(length: 10_000_000_000, keyframeInterval: 1_000_000_000, maxBytes: 64 << 20)
+        let buffer = ReplayBuffer(length: 10_000_000_000, maxBytes: 64 << 20)
         let videoStream = try buffer.addStream(video.parameters)
         let audioStream = try buffer.addStream(audio.parameters)
         // 2 s of video, 1.9 s of audio (as the audio track's frames carry the encoder's priming).
@@ -87,15 +87,33 @@ import Testing
 
 /// The record and replay handlers' encoding (`RecordingEncoder`) on a still screen: one frame, then 20 s of repeats.
 @Suite struct StillScreenTests {
-    /// `record`: keyframes still come every `keyframeInterval` of file time, so that `length=5` holds 5 to 7 s and
-    /// `--last 3` saves 3 to 5 (it held and saved all 20 s: one GOP, from the only keyframe). With H.264 the repeats
-    /// are encoded only for a keyframe (every 2 s); SVT-AV1 in low delay, which counts frames for keyframes, is
-    /// given every one.
-    @Test(arguments: ["h264", "av1"]) func keyframesComeByTimeSoTheBufferHoldsItsLength(_ codec: String) throws {
-        let still = try StillScreen(codec: codec, keyframesStopWhenStill: false)
+    /// `record`: a keyframe every `keyframeInterval` of file time on a still screen too (one in the whole file, when
+    /// keyframes were counted in encoded frames), and no more encoded than the changes need: two keyframes after each,
+    /// then copies of them in turn (the keyframe every 2 s of a 1080p still screen was most of an always-on
+    /// recording's CPU), their `idr_pic_id`s different in a row. SVT-AV1 in low delay, which counts frames for
+    /// keyframes, is given every one.
+    @Test(arguments: ["h264", "av1"]) func aRecordingHasKeyframesByTimeMostlyCopied(_ codec: String) throws {
+        let path = FileManager.default.temporaryDirectory.path + "/record-still-\(getpid())-\(codec).mp4"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let still = try StillScreen(codec: codec, changes: [30, 330, 585], recordTo: path)
         let encoded = still.encoder.encodedFrames
-        #expect(codec == "av1" ? encoded == 600 : encoded <= 11, "\(encoded) of 600 frames encoded")
-        try still.expectLengthHeld()
+        // 0, the change at 1 s, keyframes at 2 and 4 s; the change at 11 s (a keyframe: due) and one at 13 s; 19.5 s.
+        #expect(codec == "av1" ? encoded == 600 : encoded == 7, "\(encoded) of 600 frames encoded")
+        let keyframes = try StillScreen.keyframeTimes(path)
+        let gaps = zip(keyframes, keyframes.dropFirst()).map { $1 - $0 }
+        #expect(keyframes.first == 0 && (keyframes.last ?? 0) >= 18, "keyframes at \(keyframes)")
+        #expect(gaps.allSatisfy { $0 <= 2 + 1.0 / 30 + 0.001 }, "keyframes at \(keyframes)")
+        // Every frame shows the picture of its time: a copy never brings back one from before a change.
+        let decoded = try StillScreen.decode(path)
+        let shown = decoded.luma.map { (Int($0) - 100 + 25) / 50 }
+        #expect(decoded.errors.isEmpty && shown == shown.sorted() && shown.last == 3, "\(decoded)")
+        if codec == "h264" {
+            let pictures = try StillScreen.pictures(path)
+            for (first, second) in zip(pictures, pictures.dropFirst()) {
+                guard let first, let second else { continue }
+                #expect(first != second, "two IDR pictures in a row with idr_pic_id \(first): \(pictures)")
+            }
+        }
     }
 
     /// `replay`: on a still screen the encoder makes two keyframes after the last change and then nothing, and the
@@ -106,10 +124,10 @@ import Testing
         let ring = onDisk ? FileManager.default.temporaryDirectory.path + "/replay-ring-\(getpid())" : nil
         if let ring { try FileManager.default.createDirectory(atPath: ring, withIntermediateDirectories: true) }
         defer { if let ring { try? FileManager.default.removeItem(atPath: ring) } }
-        let still = try StillScreen(codec: "h264", keyframesStopWhenStill: true, changes: [30], directory: ring)
+        let still = try StillScreen(codec: "h264", changes: [30], directory: ring)
         #expect(still.encoder.encodedFrames == 4, "the first frame, the change at 1 s, keyframes at 2 and 4 s")
         try still.expectLengthHeld()
-        let snapshot = try #require(try still.buffer.snapshot(last: 3, id: 2))
+        let snapshot = try #require(try still.buffer?.snapshot(last: 3, id: 2))
         let ext = onDisk ? "mkv" : "mp4"  // both containers, one each
         let path = FileManager.default.temporaryDirectory.path + "/replay-still-\(getpid()).\(ext)"
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -129,17 +147,17 @@ import Testing
 
     /// Two H.264 IDR pictures in a row must differ in `idr_pic_id` (7.4.3), which libx264 alternates between 0 and 1:
     /// the copies alternate between the encoder's last two keyframes, and when a copy of the one before its newest is
-    /// the newest frame as the screen changes (libx264's next IDR has that one's id), a copy of its newest comes a tick
+    /// the newest frame as the screen changes (libx264's next IDR has that one's id), a copy of its newest comes 10 ms
     /// before. ffmpeg's trace_headers reads the ids from a save of everything: changes at 1 s, after three copies
     /// (11 s: a copy between) and after four (19.5 s).
     @Test func copiedKeyframesInARowDifferInTheirIDs() throws {
-        let still = try StillScreen(
-            codec: "h264", keyframesStopWhenStill: true, changes: [30, 330, 585], length: 30)
-        let snapshot = try #require(try still.buffer.snapshot(last: nil, id: 1))
-        let path = FileManager.default.temporaryDirectory.path + "/replay-ids-\(getpid()).mp4"
+        let still = try StillScreen(codec: "h264", changes: [30, 330, 585], length: 30)
+        let snapshot = try #require(try still.buffer?.snapshot(last: nil, id: 1))
+        // Matroska, whose time base (1 ms) is the coarsest a copy between has to stand apart in.
+        let path = FileManager.default.temporaryDirectory.path + "/replay-ids-\(getpid()).mkv"
         defer { try? FileManager.default.removeItem(atPath: path) }
-        _ = try ReplayFile.save(
-            snapshot, frameDuration: Int64(StillScreen.interval), to: path, container: .fragmentedMP4)
+        _ = try ReplayFile.save(snapshot, frameDuration: Int64(StillScreen.interval), to: path, container: .matroska)
+        #expect(try StillScreen.decode(path).errors.isEmpty)
         let pictures = try StillScreen.pictures(path)
         #expect(pictures.filter { $0 == nil }.count == 1, "the P frame of the change at 1 s: \(pictures)")
         #expect(pictures.count >= 13, "\(pictures)")
@@ -149,31 +167,31 @@ import Testing
         }
     }
 
-    /// A 160x96 screen through `RecordingEncoder` into a replay buffer of `length` (5 s): a grey frame, then repeats
-    /// but at each of `changes` (frame numbers), where the picture turns lighter, for 20 s at 30 fps.
+    /// A 160x96 screen through `RecordingEncoder` into a replay buffer of `length` (5 s), or recorded into a file: a
+    /// grey frame (luma 100), then repeats but at each of `changes` (frame numbers), where the picture turns lighter
+    /// (150, 200, 250), for 20 s at 30 fps.
     struct StillScreen {
         static let interval: UInt64 = 1_000_000_000 / 30
         let encoder: RecordingEncoder
-        let buffer: ReplayBuffer
+        let buffer: ReplayBuffer?
         var lastStart: Int64 = 0
         var longestGOP: Int64 = 0
 
         init(
-            codec: String, keyframesStopWhenStill: Bool, changes: [Int] = [], length: Int = 5,
-            directory: String? = nil
+            codec: String, changes: [Int] = [], length: Int = 5, directory: String? = nil, recordTo path: String? = nil
         ) throws {
             let options = try ReplayOptions(setupInfo: ["length": "\(length)", "codec": codec, "audio": "none"])
             let handler = BroadcastSampleHandler()
             handler.videoFormat = VideoFormat(width: 160, height: 96)
             handler.audioStreams = []
-            buffer = ReplayBuffer(
-                length: options.length, keyframeInterval: Int64(options.encoding.video.keyframeInterval * 1e9),
-                maxBytes: options.maxMemory, directory: directory)
-            encoder = try RecordingEncoder(options.encoding, for: handler, output: buffer)
-            encoder.keyframesStopWhenStill = keyframesStopWhenStill
+            let file = try path.map { try Muxer(url: $0, container: .fragmentedMP4) }
+            buffer =
+                file == nil
+                ? ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory) : nil
+            encoder = try RecordingEncoder(options.encoding, for: handler, output: (file ?? buffer)!)
             let size = handler.videoFormat.frameByteCount
             let pictures = (0...changes.count).map {
-                [UInt8](repeating: UInt8(100 + 50 * min(1, $0) + $0), count: size)
+                [UInt8](repeating: UInt8(100 + 50 * $0), count: size)
             }
             for index in 0..<(20 * 30) {
                 let changed = changes.contains(index)
@@ -187,10 +205,14 @@ import Testing
                     sample.isRepeat = index > 0 && !changed
                     try encoder.addVideo(sample)
                 }
-                if let start = buffer.gops.last?.start, start != lastStart {
+                if let start = buffer?.gops.last?.start, start != lastStart {
                     longestGOP = max(longestGOP, start - lastStart)
                     lastStart = start
                 }
+            }
+            if let file {
+                _ = try encoder.finish()
+                try file.finish()
             }
         }
 
@@ -200,11 +222,30 @@ import Testing
             #expect(
                 lastStart >= 18_000_000_000 && longestGOP <= 2_000_000_000 + Int64(Self.interval) + 11112,
                 "GOPs up to \(longestGOP) ns")
+            let buffer = try #require(buffer)
             let held = Double(buffer.duration) / 1e9
             #expect(held >= 5 && held <= 7.1, "length=5 holds \(held) s in \(buffer.gops.count) GOPs")
             let snapshot = try #require(try buffer.snapshot(last: 3, id: 1))
             let saved = Double(snapshot.end - snapshot.origin + Int64(Self.interval)) / 1e9
             #expect(saved >= 3 && saved <= 5.1, "--last 3 saves \(saved) s")
+        }
+
+        /// The times (s) of `path`'s keyframes, as ffprobe reads them.
+        static func keyframeTimes(_ path: String) throws -> [Double] {
+            let ffprobe = Process()
+            ffprobe.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
+            ffprobe.arguments = [
+                "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", path,
+            ]
+            let output = Pipe()
+            ffprobe.standardOutput = output
+            try ffprobe.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            ffprobe.waitUntilExit()
+            return text.split(separator: "\n").compactMap { line in
+                let fields = line.split(separator: ",")
+                return fields.count >= 2 && fields[1].hasPrefix("K") ? Double(fields[0]) : nil
+            }
         }
 
         /// Each picture of `path`'s video, as ffmpeg's trace_headers reads its slices: an IDR picture's `idr_pic_id`, or
@@ -245,6 +286,7 @@ import Testing
             ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
             ffmpeg.arguments = [
                 "-v", "error", "-i", path, "-map", "0:v", "-vf", "scale=1:1:flags=area", "-fps_mode", "passthrough",
+                "-enc_time_base", "1/1000",
                 "-f", "rawvideo", "-pix_fmt", "yuv420p", "-",
             ]
             let (output, errors) = (Pipe(), Pipe())
