@@ -85,11 +85,11 @@ final class CaptureSession {
             + [FramePoolPlan.Part("what a live broadcast adds", FramePoolPlan.liveReserve + source.liveGrowth)]
     }
 
-    /// What `camera` is planned to cost, from the first format it offers (what PipeWire picks when it can), delivered
+    /// What `camera` is planned to cost, from the format PipeWire is asked for first (`expectedFormat`), delivered
     /// in the screen's pixel format; 1280x720 when it lists none. A camera whose frames turn out larger gets a larger
     /// pool when they come.
     static func cost(of camera: CameraDescription, as pixelFormat: PixelFormat) -> FramePoolPlan.CameraCost {
-        let first = camera.formats.first { $0.width > 0 && $0.height > 0 }
+        let first = camera.expectedFormat(delivering: pixelFormat)
         return FramePoolPlan.CameraCost(
             width: (first?.width ?? 1280) & ~1, height: (first?.height ?? 720) & ~1, pixelFormat: pixelFormat)
     }
