@@ -156,7 +156,9 @@ final class CaptureSession {
             live.resumeFrames(now: now)
             return live
         }
-        let begun = try LiveCapture(source: source, now: now, clock: clock, wakes: wakes, indicator: indicator)
+        let camera = cameraFeed.flatMap { $0.lost == nil ? $0.camera.title : nil }
+        let begun = try LiveCapture(
+            source: source, now: now, clock: clock, wakes: wakes, indicator: indicator, camera: camera)
         live = begun
         return begun
     }

@@ -182,6 +182,7 @@ extension DaemonCore {
             }
         case .lost(let why):
             logger.warning("\(why); the broadcasts go on without it")
+            capture.live?.cameraLost(why)
             for broadcast in broadcasts where broadcast.isActive {
                 if broadcast.takesCamera { broadcast.cameraChanged(feed, newPool: false) }
                 peers.publish(.json(.stateChanged, status(of: broadcast)))
