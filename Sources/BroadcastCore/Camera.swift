@@ -53,6 +53,17 @@ public struct CameraFormat: Codable, Equatable, Sendable, CustomStringConvertibl
         self.frameRates = frameRates
     }
 
+    /// Bytes a pixel takes in the camera's buffers: 1.5 for 4:2:0 (NV12, I420, YV12, NV21), 2 for packed 4:2:2
+    /// (YUY2, UYVY, YVYU), 3 for 24-bit RGB, else 4.
+    public var bytesPerPixel: Double {
+        switch pixelFormat {
+        case "NV12", "I420", "YV12", "NV21": 1.5
+        case "YUY2", "UYVY", "YVYU": 2
+        case "RGB", "BGR": 3
+        default: 4
+        }
+    }
+
     /// "YUY2 1280x720 30/15 fps".
     public var description: String {
         let rates = frameRates.map { $0 == $0.rounded() ? "\(Int($0))" : "\($0)" }.joined(separator: "/")

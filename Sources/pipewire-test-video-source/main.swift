@@ -242,16 +242,18 @@ final class Source {
         let row = base + y * stride
         switch options.format {
         case "YUY2", "UYVY":
-            let pair =
-                options.format == "YUY2" ? [color.y, color.u, color.y, color.v] : [color.u, color.y, color.v, color.y]
-            for x in 0..<width / 2 { (row + x * 4).update(from: pair, count: 4) }
+            let (y, u, v) = (UInt32(color.y), UInt32(color.u), UInt32(color.v))
+            let pair = options.format == "YUY2" ? y | u << 8 | y << 16 | v << 24 : u | y << 8 | v << 16 | y << 24
+            UnsafeMutableRawPointer(row).bindMemory(to: UInt32.self, capacity: width / 2)
+                .update(repeating: UInt32(littleEndian: pair), count: width / 2)
         default:
             row.update(repeating: color.y, count: width)
             guard y % 2 == 0 else { return }
             let chroma = base + stride * height
             if options.format == "NV12" {
                 let uv = chroma + y / 2 * stride
-                for x in 0..<width / 2 { (uv + x * 2).update(from: [color.u, color.v], count: 2) }
+                UnsafeMutableRawPointer(uv).bindMemory(to: UInt16.self, capacity: width / 2)
+                    .update(repeating: UInt16(littleEndian: UInt16(color.u) | UInt16(color.v) << 8), count: width / 2)
             } else {
                 (chroma + y / 2 * stride / 2).update(repeating: color.u, count: width / 2)
                 (chroma + stride * height / 4 + y / 2 * stride / 2).update(repeating: color.v, count: width / 2)

@@ -322,6 +322,23 @@ import Testing
         #expect((try? FramePoolPlan.plan(format: screen, parts: parts, budgetBytes: 25 << 20, enforced: true)) != nil)
     }
 
+    /// The camera's buffers are planned in its own format (YUY2: 2 bytes a pixel), three at most; once its frames
+    /// come, as they are mapped.
+    @Test func theCamerasBuffersArePlannedInItsOwnFormatThenAsMapped() throws {
+        let cost = CaptureSession.cost(of: Self.webcam, as: .nv12)
+        let connection = FramePoolPlan.CameraCost.connectionBytes
+        #expect(
+            cost.format == VideoFormat(width: 1280, height: 720) && cost.buffersBytes == 3 * 1280 * 720 * 2 + connection
+        )
+        var nv12 = Self.webcam
+        nv12.formats.insert(CameraFormat(pixelFormat: "NV12", width: 640, height: 480, frameRates: [30]), at: 1)
+        #expect(CaptureSession.cost(of: nv12, as: .nv12).buffersBytes == 3 * 640 * 480 * 3 / 2 + connection)
+        #expect(CaptureSession.cost(of: Self.other, as: .nv12).buffersBytes == 3 * 1280 * 720 * 4 + connection)
+        // libswscale's part only where the frames are converted.
+        #expect(cost.conversionBytes == FramePoolPlan.CameraCost.converterBytes)
+        #expect(CaptureSession.cost(of: nv12, as: .nv12).conversionBytes == 0)
+    }
+
     /// Camera frames larger than the format the camera listed get a larger pool of their own (a new POOL to the
     /// handlers that take them, before CAMERA_FORMAT), and the plan counts them at their size.
     @Test func cameraFramesLargerThanListedGetALargerPoolAndThePlanFollows() throws {
