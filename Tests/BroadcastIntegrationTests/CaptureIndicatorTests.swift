@@ -50,6 +50,39 @@ extension Integration {
                 ])
         }
 
+        /// The documented status-bar module (examples/statusbar) on `daemon`'s feed, its lines in a file; stopped when
+        /// it goes, if it has not ended.
+        final class StatusBarModule {
+            let process = Process()
+            let output: String
+
+            init(_ daemon: DaemonHarness) throws {
+                output = daemon.runtime + "/bar.txt"
+                _ = FileManager.default.createFile(atPath: output, contents: nil)
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+                process.arguments = [
+                    Paths.root + "/examples/statusbar/broadcastd-statusbar.py", "--socket", daemon.socketPath,
+                    "--broadcastctl", Paths.binary("broadcastctl"),
+                ]
+                process.standardOutput = FileHandle(forWritingAtPath: output)
+                try process.run()
+            }
+
+            deinit {
+                if process.isRunning {
+                    kill(process.processIdentifier, SIGKILL)
+                    process.waitUntilExit()
+                }
+            }
+
+            /// What it printed: a JSON object a line.
+            func lines() throws -> [[String: String]] {
+                try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").compactMap {
+                    (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
+                }
+            }
+        }
+
         func notifications(_ log: String) -> [[String: Any]] {
             ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
                 (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
@@ -109,22 +142,7 @@ extension Integration {
                 "testcam", ["--size", "320x240", "--fps", "15", "--format", "NV12", "--role", "Camera"])
             let daemon = try daemon(pipewire, ["--camera", "testcam"])
             defer { _ = try? daemon.stop() }
-            let output = daemon.runtime + "/bar.txt"
-            _ = FileManager.default.createFile(atPath: output, contents: nil)
-            let bar = Process()
-            bar.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            bar.arguments = [
-                Paths.root + "/examples/statusbar/broadcastd-statusbar.py", "--socket", daemon.socketPath,
-                "--broadcastctl", Paths.binary("broadcastctl"),
-            ]
-            bar.standardOutput = FileHandle(forWritingAtPath: output)
-            try bar.run()
-            defer {
-                if bar.isRunning {
-                    kill(bar.processIdentifier, SIGKILL)
-                    bar.waitUntilExit()
-                }
-            }
+            let module = try StatusBarModule(daemon)
             let controller = try daemon.subscribedController()
             usleep(300_000)  // the module's feed subscribed
             let id = try daemon.start(handler: "inspect", url: daemon.summaryPath("camera"), on: controller)
@@ -152,9 +170,7 @@ extension Integration {
             #expect(try daemon.awaitFinish(controller, id) == nil)
             #expect(shown(3, in: log).last?["summary"] as? String == "Screen capture stopped")
             try daemon.stop()
-            let lines = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").compactMap {
-                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
-            }
+            let lines = try module.lines()
             let live = lines.filter { $0["class"] == "live" }
             #expect(live.first?["text"]?.hasSuffix(" + CAM") == true, "\(lines)")
             #expect(live.first?["tooltip"]?.contains("camera testcam (serial ") == true, "\(lines)")
@@ -182,22 +198,8 @@ extension Integration {
         /// "● REC" with the elapsed time while live, idle again after; it ends when broadcastd does.
         @Test func theStatusBarModuleFollowsTheWatchFeed() throws {
             let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
-            let output = daemon.runtime + "/bar.txt"
-            _ = FileManager.default.createFile(atPath: output, contents: nil)
-            let bar = Process()
-            bar.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            bar.arguments = [
-                Paths.root + "/examples/statusbar/broadcastd-statusbar.py", "--socket", daemon.socketPath,
-                "--broadcastctl", Paths.binary("broadcastctl"),
-            ]
-            bar.standardOutput = FileHandle(forWritingAtPath: output)
-            try bar.run()
-            defer {
-                if bar.isRunning {
-                    kill(bar.processIdentifier, SIGKILL)
-                    bar.waitUntilExit()
-                }
-            }
+            let module = try StatusBarModule(daemon)
+            let bar = module.process
             let controller = try daemon.subscribedController()
             usleep(300_000)
             let id = try daemon.start(
@@ -208,9 +210,7 @@ extension Integration {
             let deadline = Date().addingTimeInterval(5)
             while bar.isRunning && Date() < deadline { usleep(20_000) }
             #expect(!bar.isRunning && bar.terminationStatus == 1, "the module goes when broadcastd does")
-            let lines = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").compactMap {
-                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
-            }
+            let lines = try module.lines()
             let texts = lines.map { $0["text"] ?? "?" }
             #expect(lines.first?["class"] == "idle" && lines.last?["class"] == "idle", "\(lines)")
             #expect(texts.contains("● REC 0:01") && texts.contains("● REC 0:02"), "\(texts)")
