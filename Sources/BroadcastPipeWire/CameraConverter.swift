@@ -104,7 +104,7 @@ final class CameraConverter: @unchecked Sendable {
         let yCbCr = !source.isRGB && format.pixelFormat != .bgrx
         tables =
             yCbCr && sourceFullRange != full
-            ? (Self.table(full: full, span: 219), Self.table(full: full, span: 224)) : nil
+            ? (Self.table(full: full, chroma: false), Self.table(full: full, chroma: true)) : nil
         if source.av == target {
             context = nil
             return
@@ -126,14 +126,13 @@ final class CameraConverter: @unchecked Sendable {
     /// Whether frames are copied, not converted.
     var copies: Bool { context == nil }
 
-    /// Each 8-bit value of a component whose limited range spans `span` (219 luma, 224 chroma; the same midpoint
-    /// for both), in full range when `full`, else from full range into limited.
-    private static func table(full: Bool, span: Double) -> [UInt8] {
-        let (low, scale) = span == 219 ? (16.0, 255 / span) : (128.0, 255 / span)
-        let middle = span == 219 ? 0.0 : 128.0
+    /// Each 8-bit value of a luma component (limited: 16-235) or a chroma one (16-240 about 128), into full range when
+    /// `full`, else from full range into limited.
+    private static func table(full: Bool, chroma: Bool) -> [UInt8] {
+        let (limitedZero, fullZero, scale) = chroma ? (128.0, 128.0, 255.0 / 224) : (16.0, 0.0, 255.0 / 219)
         return (0..<256).map { value in
             let v = Double(value)
-            let mapped = full ? (v - low) * scale + middle : (v - middle) / scale + low
+            let mapped = full ? (v - limitedZero) * scale + fullZero : (v - fullZero) / scale + limitedZero
             return UInt8(max(0, min(255, mapped.rounded())))
         }
     }
