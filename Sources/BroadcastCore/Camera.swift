@@ -53,10 +53,54 @@ public struct CameraFormat: Codable, Equatable, Sendable, CustomStringConvertibl
         self.frameRates = frameRates
     }
 
+    /// Bytes a pixel takes in the camera's buffers: 1.5 for 4:2:0 (NV12, I420, YV12, NV21), 2 for packed 4:2:2
+    /// (YUY2, UYVY, YVYU), 3 for 24-bit RGB, else 4.
+    public var bytesPerPixel: Double {
+        switch pixelFormat {
+        case "NV12", "I420", "YV12", "NV21": 1.5
+        case "YUY2", "UYVY", "YVYU": 2
+        case "RGB", "BGR": 3
+        default: 4
+        }
+    }
+
     /// "YUY2 1280x720 30/15 fps".
     public var description: String {
         let rates = frameRates.map { $0 == $0.rounded() ? "\(Int($0))" : "\($0)" }.joined(separator: "/")
         return "\(pixelFormat) \(width)x\(height)" + (rates.isEmpty ? "" : " \(rates) fps")
+    }
+}
+
+extension CameraFormat {
+    /// The raw pixel formats broadcastd takes from a camera, as PipeWire names them, in its order of preference:
+    /// 4:2:0, packed 4:2:2 (what most webcams send), then RGB. Not MJPG or H264, which would need a decoder.
+    public static let taken = [
+        "NV12", "I420", "YV12", "NV21", "YUY2", "UYVY", "YVYU", "BGRx", "BGRA", "RGBx", "RGBA", "xRGB", "xBGR", "RGB",
+        "BGR",
+    ]
+
+    /// `taken` with `delivered`'s own name first: a camera that sends it needs no conversion.
+    public static func preference(delivering delivered: PixelFormat) -> [String] {
+        let own =
+            switch delivered {
+            case .nv12: "NV12"
+            case .i420: "I420"
+            case .bgrx: "BGRx"
+            }
+        return [own] + taken.filter { $0 != own }
+    }
+}
+
+extension CameraDescription {
+    /// The format PipeWire is asked for first and takes when the camera offers it: the first the camera lists in the
+    /// most preferred pixel format it has (`CameraFormat.preference`); nil when it lists none broadcastd takes.
+    public func expectedFormat(delivering delivered: PixelFormat) -> CameraFormat? {
+        for name in CameraFormat.preference(delivering: delivered) {
+            if let format = formats.first(where: { $0.pixelFormat == name && $0.width > 0 && $0.height > 0 }) {
+                return format
+            }
+        }
+        return nil
     }
 }
 
@@ -84,9 +128,8 @@ public enum CameraRequest: Equatable, Sendable, CustomStringConvertible {
 
     /// The camera this request picks from `cameras` (in PipeWire's order): none for `none`; for `default` the
     /// first whose media.role is Camera, else the first video source; else the one named. Fails, listing what
-    /// there is, when nothing matches, and when the camera lists only compressed formats (MJPG, H264), which broadcastd
-    /// cannot take yet: its stream could not be negotiated, and no frame would ever come. (A raw format is not judged
-    /// here: a param whose format is a choice is listed by its default only.)
+    /// there is, when nothing matches, and when the camera lists no format broadcastd takes (only MJPG or H264, say):
+    /// its stream could not be negotiated, and no frame would ever come.
     public func pick(from cameras: [CameraDescription]) -> Result<CameraDescription?, BroadcastError> {
         let camera: CameraDescription
         switch self {
@@ -103,19 +146,25 @@ public enum CameraRequest: Equatable, Sendable, CustomStringConvertible {
             }
             camera = named
         }
-        let offered = Set(camera.formats.map(\.pixelFormat))
-        guard offered.isEmpty || !offered.isSubset(of: Self.compressed) else {
-            return .failure(
-                BroadcastError(
-                    .captureFailed,
-                    "--camera \(self): \(camera.title) offers only \(offered.sorted().joined(separator: ", ")); "
-                        + "broadcastd takes BGRx, BGRA or YUY2"))
-        }
+        guard camera.formats.isEmpty || camera.formats.contains(where: { CameraFormat.taken.contains($0.pixelFormat) })
+        else { return .failure(BroadcastError(.captureFailed, "--camera \(self): " + Self.untaken(camera))) }
         return .success(camera)
     }
 
-    /// The compressed formats a camera may list (bd_pw_parse_camera_format's names), none of which can be taken yet.
-    static let compressed: Set = ["MJPG", "H264"]
+    /// Why `camera`, which offers no format broadcastd takes, is refused, and what to do.
+    static func untaken(_ camera: CameraDescription) -> String {
+        let offered = Array(Set(camera.formats.map(\.pixelFormat))).sorted()
+        let compressed = offered.filter { ["MJPG", "H264"].contains($0) }
+        let why =
+            compressed.isEmpty
+            ? ""
+            : "; broadcastd does not decode \(compressed.joined(separator: " or ")): a decoder (libavcodec) would take "
+                + "more memory than the daemon's budget allows"
+        return "\(camera.title) offers only \(offered.joined(separator: ", "))\(why). broadcastd takes a camera's raw "
+            + "formats (\(CameraFormat.taken.joined(separator: ", "))): most webcams offer YUY2 at their lower "
+            + "resolutions (`v4l2-ctl --list-formats-ext` lists the device's), or decode it into a raw video source "
+            + "of its own and choose that (broadcastd(1), --camera)"
+    }
 
     /// "no such camera; PipeWire has: ..." or "PipeWire has no camera (no Video/Source node)".
     static func noCamera(in cameras: [CameraDescription]) -> String {

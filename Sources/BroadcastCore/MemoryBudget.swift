@@ -52,21 +52,31 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
         public var format: VideoFormat
         /// The camera's buffers PipeWire maps into broadcastd.
         public var buffersBytes: Int
+        /// When its frames are converted (not in the delivered format): libswscale's code as it runs and its context.
+        public var conversionBytes = 0
         public init(format: VideoFormat, buffersBytes: Int) {
             self.format = format
             self.buffersBytes = buffersBytes
         }
 
-        /// What a camera that offers `width`x`height` costs beside its slots, delivered as `pixelFormat`: three
-        /// buffers of 32-bit pixels at most (its stream asks for two or three), and its PipeWire connection (a thread
-        /// and its context, as much as an audio stream's: `connectionBytes`).
-        public init(width: Int, height: Int, pixelFormat: PixelFormat) {
+        /// What a camera that sends `width`x`height` in a format of `bytesPerPixel` (`CameraFormat.bytesPerPixel`;
+        /// 4 when not known) costs beside its slots, delivered as `pixelFormat`: three of its buffers at most (its
+        /// stream asks for two or three), and its PipeWire connection (a thread and its context, as much as an audio
+        /// stream's: `connectionBytes`).
+        /// `converting`: its frames are not in the delivered format (`conversionBytes`).
+        public init(
+            width: Int, height: Int, pixelFormat: PixelFormat, bytesPerPixel: Double = 4, converting: Bool = false
+        ) {
             format = VideoFormat(width: width, height: height, pixelFormat: pixelFormat)
-            buffersBytes = 3 * width * height * 4 + Self.connectionBytes
+            buffersBytes = 3 * Int((Double(width * height) * bytesPerPixel).rounded(.up)) + Self.connectionBytes
+            conversionBytes = converting ? Self.converterBytes : 0
         }
 
         /// A PipeWire connection's thread, context and stream, as the audio streams are counted (`liveGrowth`).
         public static let connectionBytes = 3 << 19
+        /// libswscale converting a camera's frames: its code, resident once it runs (about 1 MB of RssFile, as
+        /// measured with a 1280x720 YUY2 camera against an NV12 one, which is copied), and its context.
+        public static let converterBytes = 5 << 18
     }
     /// The budget was set by the user (`--memory-budget`, the configuration file): a plan over it is refused.
     /// The built-in budget is a goal: a capture that cannot fit it runs at its minimum, saying by how much it is over.
@@ -98,7 +108,9 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     public var baseBytes: Int { parts.reduce(0) { $0 + $1.bytes } }
     /// The camera's slots (as many as the screen's), its picture and its buffers; 0 without a camera.
     public var cameraBytes: Int {
-        camera.map { slotCount * Self.slotSize($0.format) + $0.format.frameByteCount + $0.buffersBytes } ?? 0
+        camera.map {
+            slotCount * Self.slotSize($0.format) + $0.format.frameByteCount + $0.buffersBytes + $0.conversionBytes
+        } ?? 0
     }
     /// The camera's own pool, beside the screen's.
     public var cameraPool: FramePoolPlan? {

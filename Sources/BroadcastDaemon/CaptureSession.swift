@@ -85,13 +85,15 @@ final class CaptureSession {
             + [FramePoolPlan.Part("what a live broadcast adds", FramePoolPlan.liveReserve + source.liveGrowth)]
     }
 
-    /// What `camera` is planned to cost, from the first format it offers (what PipeWire picks when it can), delivered
-    /// in the screen's pixel format; 1280x720 when it lists none. A camera whose frames turn out larger gets a larger
-    /// pool when they come.
+    /// What `camera` is planned to cost, from the format PipeWire is asked for first (`expectedFormat`), delivered
+    /// in the screen's pixel format; 1280x720 of 32-bit pixels when it lists none. A camera whose frames turn out
+    /// larger gets a larger pool when they come; the plan follows what it sends (`cameraStarted`).
     static func cost(of camera: CameraDescription, as pixelFormat: PixelFormat) -> FramePoolPlan.CameraCost {
-        let first = camera.formats.first { $0.width > 0 && $0.height > 0 }
+        let first = camera.expectedFormat(delivering: pixelFormat)
         return FramePoolPlan.CameraCost(
-            width: (first?.width ?? 1280) & ~1, height: (first?.height ?? 720) & ~1, pixelFormat: pixelFormat)
+            width: (first?.width ?? 1280) & ~1, height: (first?.height ?? 720) & ~1, pixelFormat: pixelFormat,
+            bytesPerPixel: first?.bytesPerPixel ?? 4,
+            converting: first?.pixelFormat != CameraFormat.preference(delivering: pixelFormat)[0])
     }
 
     /// `source.open()`, waiting here (blocking) while the source waits for its first frame: for a snapshot while
@@ -117,10 +119,15 @@ final class CaptureSession {
         cameraFeed?.share(with: broadcasts)
     }
 
-    /// The camera's frames came larger than planned (it got a larger pool): the plan counts them at their size.
-    func cameraResized(to format: VideoFormat) {
-        plan.camera = FramePoolPlan.CameraCost(
-            width: format.width, height: format.height, pixelFormat: format.pixelFormat)
+    /// The camera's frames came (in `format`; perhaps larger than planned, in a larger pool): the plan counts them
+    /// at their size, and PipeWire's buffers as they are mapped (`mappedBytes`: two or three, of the camera's own
+    /// format) rather than at the most the stream may get; 32-bit pixels when nothing is mapped. Its conversion is
+    /// as planned.
+    func cameraStarted(_ format: VideoFormat, mappedBytes: Int) {
+        var cost = FramePoolPlan.CameraCost(width: format.width, height: format.height, pixelFormat: format.pixelFormat)
+        if mappedBytes > 0 { cost.buffersBytes = mappedBytes + FramePoolPlan.CameraCost.connectionBytes }
+        cost.conversionBytes = plan.camera?.conversionBytes ?? 0
+        plan.camera = cost
     }
 
     /// The pool, made when the first handler is launched.
@@ -156,7 +163,9 @@ final class CaptureSession {
             live.resumeFrames(now: now)
             return live
         }
-        let begun = try LiveCapture(source: source, now: now, clock: clock, wakes: wakes, indicator: indicator)
+        let camera = cameraFeed.flatMap { $0.lost == nil ? $0.camera.title : nil }
+        let begun = try LiveCapture(
+            source: source, now: now, clock: clock, wakes: wakes, indicator: indicator, camera: camera)
         live = begun
         return begun
     }

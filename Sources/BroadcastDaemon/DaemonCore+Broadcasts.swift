@@ -167,8 +167,8 @@ extension DaemonCore {
             for broadcast in takers { broadcast.skip(.videoCamera) }
         case .format(let video, let newPool):
             logger.info("camera \(feed.camera.title): \(video.width)x\(video.height) \(video.format)")
-            if newPool, let format = feed.format {
-                capture.cameraResized(to: format)
+            if let format = feed.format {
+                capture.cameraStarted(format, mappedBytes: feed.source.sharedMemory.reduce(0) { $0 + $1.bytes })
                 logger.info("memory plan: \(capture.plan)")
             }
             for broadcast in broadcasts where broadcast.isActive && broadcast.takesCamera {
@@ -182,6 +182,7 @@ extension DaemonCore {
             }
         case .lost(let why):
             logger.warning("\(why); the broadcasts go on without it")
+            capture.live?.cameraLost(why)
             for broadcast in broadcasts where broadcast.isActive {
                 if broadcast.takesCamera { broadcast.cameraChanged(feed, newPool: false) }
                 peers.publish(.json(.stateChanged, status(of: broadcast)))

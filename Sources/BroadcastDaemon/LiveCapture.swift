@@ -41,9 +41,10 @@ final class LiveCapture {
     /// Begins capture (`source.begin`) at `now`. It may take a while (a start waits for PipeWire's first audio):
     /// frames are due from when it has begun, on the grid that starts at `now` (the source's marks count from
     /// there), so the deadlines of the wait are not missed frames.
+    /// `camera`: the camera captured beside the screen, for the indicator.
     init(
         source: CaptureSource, now: UInt64, clock: DaemonClock, wakes: WakeRegistry,
-        indicator: (any CaptureIndicator)? = nil
+        indicator: (any CaptureIndicator)? = nil, camera: String? = nil
     ) throws(CaptureError) {
         try source.begin(at: now)
         self.source = source
@@ -55,8 +56,14 @@ final class LiveCapture {
         wakes.schedule(.frame, at: nextFrameAt)
         wakes.schedule(.audio, at: nextAudioAt)
         if let arrival = source.audioArrival { wakes.register(.audioArrived, arrival.descriptor.raw, .readable) }
-        self.indicator = source is SyntheticSource ? nil : indicator
-        self.indicator?.captureStarted(source.description)
+        // A test pattern is nobody's screen, but a camera beside it is someone's face.
+        self.indicator = source is SyntheticSource && camera == nil ? nil : indicator
+        self.indicator?.captureStarted(source.description, camera: camera)
+    }
+
+    /// The camera went away: the indicator says so.
+    func cameraLost(_ why: String) {
+        indicator?.cameraLost(why)
     }
 
     /// Capture ends.

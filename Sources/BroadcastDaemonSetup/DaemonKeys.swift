@@ -133,7 +133,7 @@ public enum DaemonKeys {
     public static let notify = ConfigKey.boolean(
         "notify", default: true,
         help:
-            "A desktop notification (org.freedesktop.Notifications) when capture of the screen starts and stops; nothing where the session has none. Not for the synthetic source."
+            "A desktop notification (org.freedesktop.Notifications) when capture of the screen (and the camera) starts and stops; nothing where the session has none. Not for the synthetic source alone."
     )
     public static let logLevel = ConfigKey.choice(
         "log-level", Logger.Level.allCases.map(\.rawValue), default: "info",

@@ -103,8 +103,10 @@ public struct DaemonSetup {
     /// The source of `camera`'s frames: its PipeWire node, by serial, in broadcastd's pixel format and colour range.
     func cameraSource(_ camera: CameraDescription, logger: Logger) throws(CaptureError) -> CaptureSource {
         var configuration = PipeWireScreenSource.Configuration(target: .node(camera.serial))
-        configuration.framesPerSecond = camera.formats.first?.frameRates.max().map { Int($0.rounded()) } ?? 30
         configuration.pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
+        configuration.framesPerSecond =
+            camera.expectedFormat(delivering: configuration.pixelFormat)?.frameRates.max().map { Int($0.rounded()) }
+            ?? 30
         configuration.colorRange = ColorRange(rawValue: settings.string("color-range")!)!
         configuration.cursor = .hidden
         configuration.camera = true

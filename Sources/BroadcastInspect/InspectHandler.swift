@@ -43,6 +43,9 @@ public final class InspectHandler: BroadcastSampleHandler {
         public var lost: String?
         /// The last camera frame's Y plane's first byte (to tell what it showed).
         public var lastLuma: UInt8?
+        /// The last camera frame's first pixel, read from its planes as its format lays them out: Y, Cb, Cr (NV12,
+        /// I420) or B, G, R (BGRx).
+        public var lastPixel: [UInt8]?
     }
 
     public struct CursorSummary: Codable, Equatable, Sendable {
@@ -111,7 +114,10 @@ public final class InspectHandler: BroadcastSampleHandler {
         note("processSampleBuffer")
         statistics[sampleBufferType, default: StreamStatistics()].record(
             timing: sampleBuffer.timing, data: sampleBuffer.data, receivedAt: now)
-        if sampleBufferType == .videoCamera { summary.camera?.lastLuma = sampleBuffer.data.first }
+        if sampleBufferType == .videoCamera {
+            summary.camera?.lastLuma = sampleBuffer.data.first
+            summary.camera?.lastPixel = sampleBuffer.videoFormat.flatMap { Self.firstPixel(sampleBuffer.data, $0) }
+        }
         guard sampleBufferType == .video, let format = sampleBuffer.videoFormat else { return }
         if sampleBuffer.isRepeat { summary.repeatedFrames += 1 }
         if let framePath {
@@ -119,6 +125,18 @@ public final class InspectHandler: BroadcastSampleHandler {
             summary.lastFrame = FrameDump(
                 path: framePath, format: format, planes: format.planes, presentationTime: sampleBuffer.presentationTime)
         }
+    }
+
+    /// The first pixel of a frame laid out as `format` says: Y, Cb, Cr or B, G, R; nil when the frame is too short.
+    static func firstPixel(_ data: UnsafeRawBufferPointer, _ format: VideoFormat) -> [UInt8]? {
+        let planes = format.planes
+        let at: [Int] =
+            switch format.pixelFormat {
+            case .nv12: [0, planes[1].offset, planes[1].offset + 1]
+            case .i420: [0, planes[1].offset, planes[2].offset]
+            case .bgrx: [0, 1, 2]
+            }
+        return at.allSatisfy { $0 < data.count } ? at.map { data[$0] } : nil
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {

@@ -152,13 +152,20 @@ public final class PipeWireCameras: @unchecked Sendable {
     fileprivate func param(_ node: UInt32, _ param: UnsafePointer<spa_pod>) {
         var format = bd_camera_format()
         guard bd_pw_parse_camera_format(param, &format) == 0 else { return }
-        let name = withUnsafeBytes(of: format.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let names = withUnsafeBytes(of: format.names) { bytes in
+            (0..<Int(format.n_names)).map { index in
+                String(decoding: bytes[(index * 16)..<(index * 16 + 16)].prefix { $0 != 0 }, as: UTF8.self)
+            }
+        }
         let rates = withUnsafeBytes(of: format.rates) { Array($0.bindMemory(to: spa_fraction.self)) }
             .prefix(Int(format.n_rates)).compactMap { $0.denom == 0 ? nil : Double($0.num) / Double($0.denom) }
-        let entry = CameraFormat(
-            pixelFormat: name, width: Int(format.width), height: Int(format.height), frameRates: Array(rates))
-        if nodes[node]?.formats.contains(entry) == false, (nodes[node]?.formats.count ?? 0) < 64 {
-            nodes[node]?.formats.append(entry)
+        // A param offering several pixel formats (a choice) is listed once for each.
+        for name in names {
+            let entry = CameraFormat(
+                pixelFormat: name, width: Int(format.width), height: Int(format.height), frameRates: Array(rates))
+            if nodes[node]?.formats.contains(entry) == false, (nodes[node]?.formats.count ?? 0) < 64 {
+                nodes[node]?.formats.append(entry)
+            }
         }
     }
 }

@@ -59,9 +59,12 @@ public final class PipeWireScreenSource: CaptureSource {
     struct Latest {
         var width = 0
         var height = 0
-        /// The frames are YUY2 (a camera's), converted by `yuy2Converter`; else BGRx or BGRA.
-        var yuy2 = false
-        var yuy2Converter: YUY2Converter?
+        /// The frames' pixel format (nil: one not taken); all but BGRx and BGRA (a camera's) are converted by
+        /// `cameraConverter`.
+        var pixels: CameraPixels?
+        /// The format says the frames' Y'CbCr is of full range (0-255); else it is taken to be limited.
+        var fullRange = false
+        var cameraConverter: CameraConverter?
         /// The newest picture, converted, in `pictureFormat`.
         var picture: Picture?
         /// Frames received so far (a new one changes it).
@@ -371,8 +374,14 @@ public final class PipeWireScreenSource: CaptureSource {
             }
             self.stream = stream
             pw_stream_add_listener(stream, listener, events, Unmanaged.passUnretained(self).toOpaque())
+            // A camera: every raw format taken, the delivered one first (no conversion), one param each, so that
+            // PipeWire takes the first of ours the camera gives; the screen: BGRx or BGRA.
+            let formats = CameraPixels.ids(
+                configuration.camera
+                    ? CameraFormat.preference(delivering: configuration.pixelFormat) : ["BGRx", "BGRA"])
             let result = bd_pw_stream_connect_video_capture(
-                stream, 1920, 1080, UInt32(configuration.framesPerSecond), configuration.camera)
+                stream, 1920, 1080, UInt32(configuration.framesPerSecond), formats, UInt32(formats.count),
+                configuration.camera)
             guard result >= 0 else {
                 pw_stream_destroy(stream)
                 self.stream = nil
@@ -453,13 +462,15 @@ public final class PipeWireScreenSource: CaptureSource {
     private func formatChanged(_ param: UnsafePointer<spa_pod>?) {
         var width: UInt32 = 0
         var height: UInt32 = 0
-        var yuy2 = false
-        guard let stream, bd_pw_parse_video_format(param, &width, &height, &yuy2) == 0 else { return }
+        var format: UInt32 = 0
+        var fullRange = false
+        guard let stream, bd_pw_parse_video_format(param, &width, &height, &format, &fullRange) == 0 else { return }
         bd_pw_stream_request_video_buffers(stream, readsCursor)
         latest.withLock {
             $0.width = Int(width)
             $0.height = Int(height)
-            $0.yuy2 = yuy2
+            $0.pixels = CameraPixels.all[format]
+            $0.fullRange = fullRange
         }
     }
 
@@ -503,22 +514,20 @@ public final class PipeWireScreenSource: CaptureSource {
                 frame.corrupted += 1
                 return
             }
-            guard frame.width > 1, frame.height > 1 else { return }
-            let pixelBytes = frame.yuy2 ? 2 : 4
-            let stride = stride > 0 ? stride : frame.width * pixelBytes
+            guard frame.width > 1, frame.height > 1, let pixels = frame.pixels else { return }
+            let (pixelFormat, range) = (configuration.pixelFormat, configuration.colorRange)
+            let stride = stride > 0 ? stride : frame.width * 4
             if !hasPicture {
                 frame.cursorOnly += 1
-            } else if offset + stride * (frame.height - 1) + frame.width * pixelBytes <= size {
-                let picture = UnsafeRawPointer(base + offset)
-                let (pixelFormat, range) = (configuration.pixelFormat, configuration.colorRange)
-                if frame.yuy2 {
-                    frame.convertYUY2(
-                        picture, stride: stride, capturedAt: capturedAt, pixelFormat: pixelFormat, range: range)
-                } else {
-                    frame.convert(
-                        picture, stride: stride, crop: crop, damage: damage, capturedAt: capturedAt,
-                        pixelFormat: pixelFormat, range: range)
+            } else if !pixels.isScreens {
+                if let planes = Self.planes(of: spaBuffer, pixels, width: frame.width, height: frame.height) {
+                    frame.convertCamera(
+                        planes, pixels: pixels, capturedAt: capturedAt, pixelFormat: pixelFormat, range: range)
                 }
+            } else if offset + stride * (frame.height - 1) + frame.width * 4 <= size {
+                frame.convert(
+                    UnsafeRawPointer(base + offset), stride: stride, crop: crop, damage: damage,
+                    capturedAt: capturedAt, pixelFormat: pixelFormat, range: range)
             }
             guard hasCursor >= 0 else { return }
             frame.cursorSeen = true

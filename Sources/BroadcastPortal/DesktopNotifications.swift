@@ -11,8 +11,10 @@ import Synchronization
 /// the queue in order (the thread holds `bus` while it talks; the loop only takes `queue`, briefly).
 public final class DesktopNotifications: @unchecked Sendable {
     public enum Event: Equatable, Sendable {
-        /// Capture began; `what` says what is captured (the source's description).
-        case started(String)
+        /// Capture began; `what` says what is captured (the source's description), `camera` the camera beside it.
+        case started(String, camera: String?)
+        /// The camera went away (`why`); the screen is still captured.
+        case cameraLost(String)
         case stopped
     }
 
@@ -20,6 +22,8 @@ public final class DesktopNotifications: @unchecked Sendable {
         var connection: DBusConnection?
         /// The notification shown while capturing, which the next one replaces.
         var shown: UInt32 = 0
+        /// It says the camera is captured.
+        var camera = false
     }
 
     private let logger: Logger
@@ -34,7 +38,8 @@ public final class DesktopNotifications: @unchecked Sendable {
         self.logger = logger
     }
 
-    public func captureStarted(_ what: String) { post(.started(what)) }
+    public func captureStarted(_ what: String, camera: String? = nil) { post(.started(what, camera: camera)) }
+    public func cameraLost(_ why: String) { post(.cameraLost(why)) }
     public func captureStopped() { post(.stopped) }
 
     /// Queues `event` for the background thread; never blocks on the bus.
@@ -70,12 +75,21 @@ public final class DesktopNotifications: @unchecked Sendable {
     private func deliver(_ event: Event, _ state: inout Bus) {
         let (summary, body, expire): (String, String, Int32)
         switch event {
-        case .started(let what):
+        case .started(let what, let camera):
+            state.camera = camera != nil
+            summary = camera == nil ? "Your screen is being captured" : "Your screen and camera are being captured"
+            let also = camera.map { " and the camera \($0)" } ?? ""
+            (body, expire) = ("broadcastd captures \(what)\(also). `broadcastctl stop --all` ends it.", 0)
+        case .cameraLost(let why):
+            // The notice that capture is on is replaced by one without the camera.
+            guard state.shown != 0, state.camera else { return }
+            state.camera = false
             summary = "Your screen is being captured"
-            (body, expire) = ("broadcastd captures \(what). `broadcastctl stop --all` ends it.", 0)
+            (body, expire) = ("The camera is no longer captured: \(why). `broadcastctl stop --all` ends it.", 0)
         case .stopped:
             guard state.shown != 0 else { return }  // nothing was shown (no service), so nothing to take back
-            (summary, body, expire) = ("Screen capture stopped", "broadcastd no longer captures the screen.", -1)
+            let (what, it) = state.camera ? ("Screen and camera", "the screen or the camera") : ("Screen", "the screen")
+            (summary, body, expire) = ("\(what) capture stopped", "broadcastd no longer captures \(it).", -1)
         }
         do {
             guard DBusConnection.sessionBusExists else {

@@ -1,5 +1,6 @@
 // libpipewire for Swift: the headers, plus inline functions for what Swift cannot import from them
 // (function-like and compound-literal macros, variadic functions).
+#include <errno.h>
 #include <stdio.h>
 #include <pipewire/pipewire.h>
 #include <spa/param/audio/format-utils.h>
@@ -95,35 +96,46 @@ static inline void bd_pw_proxy_destroy(void *proxy) { pw_proxy_destroy((struct p
 #include <spa/param/video/format-utils.h>
 #include <spa/buffer/meta.h>
 
-/// Connects `stream` for capture of raw video in shared memory (MemFd or MemPtr, mapped): BGRx or
-/// BGRA, and with `yuy2` (a camera) also YUY2, a webcam's own; any size, any rate up to 240 fps,
-/// preferring `width`x`height` at `fps`.
+/// Connects `stream` for capture of raw video in shared memory (MemFd or MemPtr, mapped) in one of `formats`
+/// (SPA video formats, at most 16); any size, any rate up to 240 fps, preferring `width`x`height` at `fps`.
+/// With `ranked` (a camera) each format is a param of its own, in the order given: PipeWire takes the first of ours
+/// the node can give, so the order is our preference. Else (a screen) one param offers them all as a choice.
 static inline int bd_pw_stream_connect_video_capture(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps,
-                                                     bool yuy2) {
-    uint8_t buffer[1024];
+                                                     const uint32_t *formats, uint32_t n_formats, bool ranked) {
+    uint8_t buffer[4096];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     struct spa_rectangle size = SPA_RECTANGLE(width, height), least = SPA_RECTANGLE(1, 1), most = SPA_RECTANGLE(16384, 16384);
     struct spa_fraction rate = SPA_FRACTION(fps, 1), slowest = SPA_FRACTION(0, 1), fastest = SPA_FRACTION(240, 1);
-    struct spa_pod_frame frame;
-    spa_pod_builder_push_object(&builder, &frame, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat);
-    spa_pod_builder_add(&builder, SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
-        SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw), 0);
-    // (The choice's count is the macro's first argument: each list of values is spelled out.)
-    if (yuy2)
-        spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_format, SPA_POD_CHOICE_ENUM_Id(4, SPA_VIDEO_FORMAT_BGRx,
-            SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRA, SPA_VIDEO_FORMAT_YUY2), 0);
-    else
-        spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_format, SPA_POD_CHOICE_ENUM_Id(3, SPA_VIDEO_FORMAT_BGRx,
-            SPA_VIDEO_FORMAT_BGRx, SPA_VIDEO_FORMAT_BGRA), 0);
-    spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&size, &least, &most),
-        SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &slowest, &fastest), 0);
-    const struct spa_pod *params[1] = { spa_pod_builder_pop(&builder, &frame) };
+    const struct spa_pod *params[16];
+    uint32_t n_params = 0;
+    if (n_formats == 0 || n_formats > 16) return -EINVAL;
+    for (uint32_t i = 0; i < (ranked ? n_formats : 1); i++) {
+        struct spa_pod_frame frame, choice;
+        spa_pod_builder_push_object(&builder, &frame, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat);
+        spa_pod_builder_add(&builder, SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
+            SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw), 0);
+        spa_pod_builder_prop(&builder, SPA_FORMAT_VIDEO_format, 0);
+        if (ranked) {
+            spa_pod_builder_id(&builder, formats[i]);
+        } else {
+            // An enumeration's first value is its default, which the list then repeats.
+            spa_pod_builder_push_choice(&builder, &choice, SPA_CHOICE_Enum, 0);
+            spa_pod_builder_id(&builder, formats[0]);
+            for (uint32_t j = 0; j < n_formats; j++) spa_pod_builder_id(&builder, formats[j]);
+            spa_pod_builder_pop(&builder, &choice);
+        }
+        spa_pod_builder_add(&builder, SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&size, &least, &most),
+            SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&rate, &slowest, &fastest), 0);
+        params[n_params++] = spa_pod_builder_pop(&builder, &frame);
+    }
     return pw_stream_connect(stream, PW_DIRECTION_INPUT, PW_ID_ANY,
-                             PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+                             PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, n_params);
 }
 
-/// The size of a negotiated raw video format, and whether it is YUY2; -1 when `param` is not one.
-static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t *width, uint32_t *height, bool *yuy2) {
+/// The size of a negotiated raw video format, its SPA video format, and whether it says it is of full range (0-255);
+/// -1 when `param` is not one.
+static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t *width, uint32_t *height,
+                                           uint32_t *format, bool *full_range) {
     uint32_t media_type, media_subtype;
     if (param == NULL || spa_format_parse(param, &media_type, &media_subtype) < 0) return -1;
     if (media_type != SPA_MEDIA_TYPE_video || media_subtype != SPA_MEDIA_SUBTYPE_raw) return -1;
@@ -131,7 +143,8 @@ static inline int bd_pw_parse_video_format(const struct spa_pod *param, uint32_t
     if (spa_format_video_raw_parse(param, &info) < 0) return -1;
     *width = info.size.width;
     *height = info.size.height;
-    *yuy2 = info.format == SPA_VIDEO_FORMAT_YUY2;
+    *format = info.format;
+    *full_range = info.color_range == SPA_VIDEO_COLOR_RANGE_0_255;
     return 0;
 }
 
@@ -241,9 +254,9 @@ static inline int bd_pw_buffer_cursor(struct spa_buffer *buffer, struct bd_pw_cu
 
 // The producer's side, for the tests' video source (pipewire-test-video-source).
 
-/// Connects `stream` as a driving video source of `width`x`height` at `fps`: BGRx, or YUY2 with `yuy2` (a webcam's).
+/// Connects `stream` as a driving video source of `width`x`height` at `fps` in SPA video format `format`.
 static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, uint32_t width, uint32_t height, uint32_t fps,
-                                                    bool yuy2) {
+                                                    uint32_t format) {
     uint8_t buffer[1024];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     struct spa_rectangle size = SPA_RECTANGLE(width, height);
@@ -252,24 +265,24 @@ static inline int bd_pw_stream_connect_video_source(struct pw_stream *stream, ui
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat,
         SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_video),
         SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
-        SPA_FORMAT_VIDEO_format, SPA_POD_Id(yuy2 ? SPA_VIDEO_FORMAT_YUY2 : SPA_VIDEO_FORMAT_BGRx),
+        SPA_FORMAT_VIDEO_format, SPA_POD_Id(format),
         SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size),
         SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&rate));
     return pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,
                              PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
 }
 
-/// The source's buffers: MemFd, `stride` x `height` bytes, with a header, a crop region, 16 damage
+/// The source's buffers: MemFd, `size` bytes (rows of `stride`), with a header, a crop region, 16 damage
 /// rectangles and, with `cursor`, the pointer (an image up to 64x64). Two by default, up to 32: what
 /// xdg-desktop-portal-wlr offers (its SHM path), so that the consumer's own wish decides the count.
-static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int32_t stride, int32_t height, bool cursor) {
+static inline int bd_pw_stream_offer_video_buffers(struct pw_stream *stream, int32_t stride, int32_t size, bool cursor) {
     uint8_t buffer[1280];
     struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
     const struct spa_pod *params[5];
     params[0] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
         SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(2, 2, 32),
         SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
-        SPA_PARAM_BUFFERS_size, SPA_POD_Int(stride * height),
+        SPA_PARAM_BUFFERS_size, SPA_POD_Int(size),
         SPA_PARAM_BUFFERS_stride, SPA_POD_Int(stride),
         SPA_PARAM_BUFFERS_dataType, SPA_POD_CHOICE_FLAGS_Int(1 << SPA_DATA_MemFd));
     params[1] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
@@ -387,11 +400,12 @@ static inline int bd_pw_node_enum_formats(struct pw_node *node) {
     return pw_node_enum_params(node, 0, SPA_PARAM_EnumFormat, 0, UINT32_MAX, NULL);
 }
 
-/// One video format a node offers: the pixel format's short name ("YUY2", "NV12"; "MJPG", "H264" for
-/// compressed video), its size (the preferred one of a range) and its frame rates (each of an enumeration,
-/// the lowest and highest of a range, or the one fixed).
+/// One video format a node offers: the pixel formats' short names ("YUY2", "NV12"; "MJPG", "H264" for
+/// compressed video: one name; a raw param may offer several, a choice), its size (the preferred one of a range) and
+/// its frame rates (each of an enumeration, the lowest and highest of a range, or the one fixed).
 struct bd_camera_format {
-    char name[16];
+    char names[8][16];
+    uint32_t n_names;
     uint32_t width, height;
     uint32_t n_rates;
     struct spa_fraction rates[16];
@@ -417,13 +431,19 @@ static inline int bd_pw_parse_camera_format(const struct spa_pod *param, struct 
     const char *name = NULL;
     if (media_subtype == SPA_MEDIA_SUBTYPE_raw) {
         const uint32_t *format = bd_spa_prop_values(param, SPA_FORMAT_VIDEO_format, SPA_TYPE_Id, &count, &choice);
-        if (format != NULL) name = spa_debug_type_find_short_name(spa_type_video_format, format[0]);
+        // A choice's first value is its default, which its alternatives repeat.
+        uint32_t first = format == NULL || choice == SPA_CHOICE_None || count == 1 ? 0 : 1;
+        for (uint32_t i = first; format != NULL && i < count && out->n_names < 8; i++) {
+            const char *named = spa_debug_type_find_short_name(spa_type_video_format, format[i]);
+            snprintf(out->names[out->n_names++], sizeof(out->names[0]), "%s", named != NULL ? named : "unknown");
+        }
     } else if (media_subtype == SPA_MEDIA_SUBTYPE_mjpg) {
         name = "MJPG";
     } else if (media_subtype == SPA_MEDIA_SUBTYPE_h264) {
         name = "H264";
     }
-    snprintf(out->name, sizeof(out->name), "%s", name != NULL ? name : "unknown");
+    if (out->n_names == 0)
+        snprintf(out->names[out->n_names++], sizeof(out->names[0]), "%s", name != NULL ? name : "unknown");
     const struct spa_rectangle *size =
         bd_spa_prop_values(param, SPA_FORMAT_VIDEO_size, SPA_TYPE_Rectangle, &count, &choice);
     if (size == NULL) return -1;

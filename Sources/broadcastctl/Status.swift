@@ -138,10 +138,13 @@ enum StatusText {
                     "elapsed: \(StatusLine.clock(elapsed))\(s.maxDuration.map { " of at most \(StatusLine.clock($0))" } ?? "")"
                 )
             }
+            if let camera = s.camera {
+                lines.append("camera: \(camera)" + (s.cameraLost.map { "; lost: \($0)" } ?? ""))
+            }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
             if s.discarded == true { lines.append("discarded: what it produced is deleted") }
-            for name in ["video", "audioApp", "audioMic"] {
+            for name in ["video", "audioApp", "audioMic", "videoCamera"] {
                 if let c = s.streams?[name] {
                     lines.append(
                         "\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")"

@@ -12,11 +12,13 @@
 // compositor before its first frame. Each buffer's header carries its capture time (CLOCK_MONOTONIC), --latency MS
 // before it is queued, as xdg-desktop-portal-wlr stamps the compositor's frame time before copying it; buffers
 // are offered as it offers them (two by default, up to 32). With --role ROLE (Camera) and --description TEXT the node
-// says them (media.role, node.description), as a camera's node does. With --format YUY2 the frames are YUY2 (a
-// webcam's packed 4:2:2, BT.601 limited range), the base colour and the band only (no --crop or --cursor).
+// says them (media.role, node.description), as a camera's node does. With --format YUY2, UYVY, NV12 or I420 the
+// frames are of that Y'CbCr format (a webcam's, BT.601 limited range; the planes of NV12 and I420 one after the
+// other, chroma rows as long as the luma's and half as long), the base colour and the band only (no --crop or
+// --cursor).
 //   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
 //                              [--cursor] [--hold S] [--latency MS] [--role ROLE] [--description TEXT]
-//                              [--format BGRx|YUY2]
+//                              [--format BGRx|YUY2|UYVY|NV12|I420]
 import CPipeWire
 import Glibc
 
@@ -39,7 +41,8 @@ struct Options {
     var latency = 0.0
     var role: String?
     var description: String?
-    var yuy2 = false
+    var format = "BGRx"
+    var yCbCr: Bool { format != "BGRx" }
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -67,31 +70,41 @@ struct Options {
             case "--role": role = it.next()
             case "--description": description = it.next()
             case "--format":
-                switch it.next() {
-                case "BGRx": yuy2 = false
-                case "YUY2": yuy2 = true
-                default: fail("--format takes BGRx or YUY2", status: 64)
+                format = it.next() ?? ""
+                if !["BGRx", "YUY2", "UYVY", "NV12", "I420"].contains(format) {
+                    fail("--format takes BGRx, YUY2, UYVY, NV12 or I420", status: 64)
                 }
             default:
                 fail("unknown argument \(argument)", status: 64)
             }
         }
-        if yuy2 && (crop != nil || cursor || width % 2 != 0) {
-            fail("--format YUY2 takes an even width, without --crop or --cursor", status: 64)
+        if yCbCr && (crop != nil || cursor || width % 2 != 0 || height % 2 != 0) {
+            fail("--format \(format) takes an even size, without --crop or --cursor", status: 64)
         }
     }
 
-    /// Bytes per row.
-    var stride: Int32 { width * (yuy2 ? 2 : 4) }
+    /// Bytes per row (of the luma plane).
+    var stride: Int32 { width * (["NV12", "I420"].contains(format) ? 1 : yCbCr ? 2 : 4) }
+    /// Bytes a frame.
+    var frameBytes: Int32 { stride * height * (["NV12", "I420"].contains(format) ? 3 : 2) / 2 }
+    var spaFormat: spa_video_format {
+        switch format {
+        case "YUY2": SPA_VIDEO_FORMAT_YUY2
+        case "UYVY": SPA_VIDEO_FORMAT_UYVY
+        case "NV12": SPA_VIDEO_FORMAT_NV12
+        case "I420": SPA_VIDEO_FORMAT_I420
+        default: SPA_VIDEO_FORMAT_BGRx
+        }
+    }
 }
 
-/// Two pixels of `rgb` in YUY2 (Y0 U Y1 V in memory), BT.601 limited range.
-func yuy2Pair(_ rgb: UInt32) -> UInt32 {
+/// `rgb` in Y'CbCr, BT.601 limited range.
+func yCbCr(_ rgb: UInt32) -> (y: UInt8, u: UInt8, v: UInt8) {
     let (r, g, b) = (Int(rgb >> 16 & 0xff), Int(rgb >> 8 & 0xff), Int(rgb & 0xff))
-    let y = UInt32(((66 * r + 129 * g + 25 * b + 128) >> 8) + 16)
-    let u = UInt32(((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128)
-    let v = UInt32(((112 * r - 94 * g - 18 * b + 128) >> 8) + 128)
-    return UInt32(littleEndian: y | u << 8 | y << 16 | v << 24)
+    return (
+        UInt8(((66 * r + 129 * g + 25 * b + 128) >> 8) + 16), UInt8(((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128),
+        UInt8(((112 * r - 94 * g - 18 * b + 128) >> 8) + 128)
+    )
 }
 
 final class Source {
@@ -131,7 +144,7 @@ final class Source {
         events.param_changed = { data, id, param in
             let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
             guard id == SPA_PARAM_Format.rawValue, param != nil, let stream = me.stream else { return }
-            bd_pw_stream_offer_video_buffers(stream, me.options.stride, me.options.height, me.options.cursor)
+            bd_pw_stream_offer_video_buffers(stream, me.options.stride, me.options.frameBytes, me.options.cursor)
         }
         events.state_changed = { data, _, state, _ in
             let me = Unmanaged<Source>.fromOpaque(data!).takeUnretainedValue()
@@ -142,7 +155,7 @@ final class Source {
         pw_stream_add_listener(stream, &listener, &events, me)
         guard
             bd_pw_stream_connect_video_source(
-                stream, UInt32(options.width), UInt32(options.height), options.fps, options.yuy2)
+                stream, UInt32(options.width), UInt32(options.height), options.fps, options.spaFormat.rawValue)
                 >= 0
         else {
             fail("cannot connect the stream")
@@ -195,11 +208,11 @@ final class Source {
                 return
             }
         }
-        for y in 0..<height where options.yuy2 {
-            let color = y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color
-            (pixels + y * width / 2).update(repeating: yuy2Pair(color), count: width / 2)
+        for y in 0..<height where options.yCbCr {
+            let color = yCbCr(y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color)
+            fill(row: y, with: color, in: base.assumingMemoryBound(to: UInt8.self))
         }
-        for y in 0..<height where !options.yuy2 {
+        for y in 0..<height where !options.yCbCr {
             let row = pixels + y * width
             let inside = y >= cy && y < cy + ch
             let color =
@@ -218,9 +231,34 @@ final class Source {
         bd_pw_buffer_set_video_meta(
             spaBuffer, options.crop ?? spa_region(), &damage, options.damage && frame > 0 ? 1 : 0)
         data.pointee.chunk.pointee.offset = 0
-        data.pointee.chunk.pointee.size = UInt32(stride * height)
+        data.pointee.chunk.pointee.size = UInt32(options.frameBytes)
         data.pointee.chunk.pointee.stride = Int32(stride)
         frame += 1
+    }
+
+    /// Row `y` of a Y'CbCr frame at `base` in `color` (the chroma of an even row for its pair of rows).
+    func fill(row y: Int, with color: (y: UInt8, u: UInt8, v: UInt8), in base: UnsafeMutablePointer<UInt8>) {
+        let (width, height, stride) = (Int(options.width), Int(options.height), Int(options.stride))
+        let row = base + y * stride
+        switch options.format {
+        case "YUY2", "UYVY":
+            let (y, u, v) = (UInt32(color.y), UInt32(color.u), UInt32(color.v))
+            let pair = options.format == "YUY2" ? y | u << 8 | y << 16 | v << 24 : u | y << 8 | v << 16 | y << 24
+            UnsafeMutableRawPointer(row).bindMemory(to: UInt32.self, capacity: width / 2)
+                .update(repeating: UInt32(littleEndian: pair), count: width / 2)
+        default:
+            row.update(repeating: color.y, count: width)
+            guard y % 2 == 0 else { return }
+            let chroma = base + stride * height
+            if options.format == "NV12" {
+                let uv = chroma + y / 2 * stride
+                UnsafeMutableRawPointer(uv).bindMemory(to: UInt16.self, capacity: width / 2)
+                    .update(repeating: UInt16(littleEndian: UInt16(color.u) | UInt16(color.v) << 8), count: width / 2)
+            } else {
+                (chroma + y / 2 * stride / 2).update(repeating: color.u, count: width / 2)
+                (chroma + stride * height / 4 + y / 2 * stride / 2).update(repeating: color.v, count: width / 2)
+            }
+        }
     }
 }
 

@@ -113,6 +113,59 @@ extension Integration {
             #expect(screenLast > (frames.lastPts ?? 0) + 150_000_000)
         }
 
+        /// Cameras that send NV12 or I420 only: each is taken (PipeWire is asked for the formats broadcastd takes,
+        /// the delivered one first) and the inspect handler gets `videoCamera` frames in the broadcast's pixel format
+        /// with the camera's colour in their planes: an NV12 camera's copied into NV12, an I420 camera's converted
+        /// into NV12, and copied into I420 by a daemon whose pixel format is I420.
+        @Test func nv12AndI420CamerasAreDeliveredWithTheirColours() throws {
+            let pipewire = try PipeWireHarness(tones: false)
+            for format in ["NV12", "I420"] {
+                try pipewire.testVideoSource(
+                    format.lowercased() + "cam",
+                    ["--size", "320x240", "--fps", "15", "--format", format, "--role", "Camera", "--color", "3060d0"])
+            }
+            // BT.601 limited range, as the source makes it: Y, Cb, Cr of 0x3060d0.
+            let (r, g, b) = (0x30, 0x60, 0xd0)
+            let y: Int = ((66 * r + 129 * g + 25 * b + 128) >> 8) + 16
+            let u: Int = ((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128
+            let v: Int = ((112 * r - 94 * g - 18 * b + 128) >> 8) + 128
+            let expected = [y, u, v]
+            for pixelFormat in [PixelFormat.nv12, .i420] {
+                let daemon = try DaemonHarness(
+                    ["--source", "synthetic", "--size", "320x180", "--pixel-format", pixelFormat.description],
+                    environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
+                defer { _ = try? daemon.stop() }
+                let cameras = try #require(try daemon.controller().sources().cameras)
+                #expect(
+                    cameras.map { $0.formats.map(\.description) } == [
+                        ["NV12 320x240 15 fps"], ["I420 320x240 15 fps"],
+                    ],
+                    "\(cameras)")
+                let controller = try daemon.subscribedController()
+                for camera in ["nv12cam", "i420cam"] where pixelFormat == .nv12 || camera == "i420cam" {
+                    let path = daemon.summaryPath(camera)
+                    let id = try controller.start(
+                        handler: "inspect", maxDuration: nil, capture: CaptureChoice(camera: camera))
+                    try daemon.setup().complete(broadcast: id, url: path, setupInfo: [:])
+                    try daemon.awaitState(controller, .live)
+                    usleep(1_200_000)
+                    try controller.finish()
+                    #expect(try daemon.awaitFinish(controller, id) == nil)
+                    let summary = try InspectSummary.load(path)
+                    let what = "\(camera) into \(pixelFormat)"
+                    #expect((summary.streams["videoCamera"]?.count ?? 0) >= 3, "\(what): \(summary.streams.keys)")
+                    #expect(
+                        summary.camera?.formats == [VideoFormat(width: 320, height: 240, pixelFormat: pixelFormat)],
+                        "\(what): \(String(describing: summary.camera))")
+                    let pixel = try #require(summary.camera?.lastPixel, "\(what)")
+                    #expect(
+                        zip(pixel, expected).allSatisfy { abs(Int($0) - $1) <= 1 },
+                        "\(what): \(pixel), expected \(expected)\n\(daemon.log)")
+                }
+                try daemon.stop()
+            }
+        }
+
         /// PipeWire may answer the listing before the connection's init has returned (a loaded machine, the caller
         /// descheduled): the answer must not be lost. Before the fix the registry's `done` found no connection yet and
         /// was dropped, and the listing waited 2 s and failed; the delay here makes that happen every time.

@@ -100,6 +100,32 @@ extension Integration {
             expectPlanHolds(planned, peak, "synthetic 1080p")
         }
 
+        /// A 1280x720 camera sending YUY2 (a webcam's, converted into NV12) at 30 fps beside a 1920x1080 screen, its
+        /// frames taken by the handler (inspect, whose manifest takes the camera: the record handler does not yet): the
+        /// plan counts the camera's slots, picture, PipeWire's buffers and libswscale, and holds. (When it counted three
+        /// buffers of 32-bit pixels it was 8.2 MiB above VmHWM; with the buffers as mapped but not libswscale's code,
+        /// up to 0.5 MiB below it.)
+        @Test func aCameraBesideA1080pScreenIsPlanned() throws {
+            let pipewire = try PipeWireHarness(tones: false)
+            try pipewire.testVideoSource(
+                "webcam", ["--size", "1280x720", "--fps", "30", "--format", "YUY2", "--role", "Camera"])
+            let daemon = try DaemonHarness(
+                ["--source", "synthetic", "--size", "1920x1080", "--fps", "30", "--camera", "webcam"],
+                environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime], release: true)
+            defer { _ = try? daemon.stop() }
+            let controller = try daemon.subscribedController()
+            let id = try daemon.start(
+                handler: "inspect", url: daemon.summaryPath("camera"), maxDuration: 3, on: controller)
+            try daemon.awaitState(controller, .live)
+            usleep(1_500_000)
+            let status = try #require(try daemon.controller().status().broadcasts?.first { $0.broadcast == id })
+            #expect(try daemon.awaitFinish(controller, id, timeout: 20) == nil)
+            let peak = PeerLimitTests.statusKiB(daemon.pid, "VmHWM") << 10
+            // Both of the camera's slots used: a few of its frames (30 a second) taken.
+            #expect((status.streams?["videoCamera"]?.delivered ?? 0) >= 5, "\(status.streams ?? [:])")
+            expectPlanHolds(try #require(status.memoryPlanned), peak, "synthetic 1080p with a 720p YUY2 camera")
+        }
+
         /// A 4K screen through shared memory whose compositor's buffers alone are more than the built-in budget: the
         /// daemon stays up, START runs at the least the capture needs, and says how far over the budget it is and why,
         /// in its answer and in status. A budget the user set is a promise: the same START is refused with what fits.

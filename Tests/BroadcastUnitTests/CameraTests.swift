@@ -13,8 +13,8 @@ import Testing
         formats: [CameraFormat(pixelFormat: "YUY2", width: 1280, height: 720, frameRates: [30, 15])])
     static let other = CameraDescription(name: "testcam", description: "Test Camera", serial: "61", role: "Camera")
 
-    /// A camera that offers only formats broadcastd cannot take (MJPG) is refused at START, saying what it offers,
-    /// rather than a broadcast whose camera never sends a frame.
+    /// A camera that offers only formats broadcastd cannot take (MJPG) is refused at START, saying what it offers, why
+    /// it is not taken and what to do, rather than a broadcast whose camera never sends a frame.
     @Test func aCameraOfOnlyFormatsBroadcastdCannotTakeIsRefused() throws {
         var mjpg = Self.other
         mjpg.formats = [CameraFormat(pixelFormat: "MJPG", width: 1280, height: 720, frameRates: [30])]
@@ -22,13 +22,43 @@ import Testing
         #expect(throws: BroadcastError.self) { try refused.get() }
         guard case .failure(let error) = refused else { return }
         #expect(
-            "\(error)".contains(
-                "--camera default: testcam (Test Camera, serial 61) offers only MJPG; "
-                    + "broadcastd takes BGRx, BGRA or YUY2"
-            ),
+            error.message.hasPrefix(
+                "--camera default: testcam (Test Camera, serial 61) offers only MJPG; broadcastd does not decode MJPG: "
+                    + "a decoder (libavcodec) would take more memory than the daemon's budget allows. broadcastd "
+                    + "takes a camera's raw formats (NV12, I420, YV12, NV21, YUY2, UYVY, ")
+                && error.message.contains("most webcams offer YUY2 at their lower resolutions")
+                && error.message.hasSuffix("(broadcastd(1), --camera)"),
             "\(error)")
-        mjpg.formats.append(CameraFormat(pixelFormat: "YUY2", width: 640, height: 480, frameRates: [30]))
+        var gray = mjpg
+        gray.formats = [CameraFormat(pixelFormat: "GRAY8", width: 640, height: 480, frameRates: [30])]
+        guard case .failure(let grey) = CameraRequest("testcam").pick(from: [gray]) else {
+            Issue.record("a camera of a raw format broadcastd does not take was picked")
+            return
+        }
+        #expect(grey.message.hasPrefix("--camera testcam: testcam (Test Camera, serial 61) offers only GRAY8. "))
+        mjpg.formats.append(CameraFormat(pixelFormat: "UYVY", width: 640, height: 480, frameRates: [30]))
         #expect(try CameraRequest("testcam").pick(from: [mjpg]).get() == mjpg)
+    }
+
+    /// PipeWire is asked for the delivered pixel format first (no conversion), then NV12, I420, YUY2, …: the plan
+    /// expects the first format the camera lists in the most preferred pixel format it has.
+    @Test func theExpectedFormatIsTheFirstListedOfTheMostPreferredPixelFormat() {
+        #expect(CameraFormat.preference(delivering: .nv12).prefix(5) == ["NV12", "I420", "YV12", "NV21", "YUY2"])
+        #expect(CameraFormat.preference(delivering: .i420).prefix(3) == ["I420", "NV12", "YV12"])
+        #expect(CameraFormat.preference(delivering: .bgrx).prefix(2) == ["BGRx", "NV12"])
+        let camera = CameraDescription(
+            name: "cam", serial: "1",
+            formats: [
+                CameraFormat(pixelFormat: "MJPG", width: 1920, height: 1080, frameRates: [30]),
+                CameraFormat(pixelFormat: "YUY2", width: 640, height: 480, frameRates: [30]),
+                CameraFormat(pixelFormat: "I420", width: 1280, height: 720, frameRates: [10]),
+                CameraFormat(pixelFormat: "I420", width: 320, height: 240, frameRates: [30]),
+            ])
+        #expect(camera.expectedFormat(delivering: .nv12)?.width == 1280)
+        #expect(camera.expectedFormat(delivering: .bgrx)?.width == 1280)
+        #expect(
+            CameraDescription(name: "mjpg", serial: "2", formats: [camera.formats[0]]).expectedFormat(delivering: .nv12)
+                == nil)
     }
 
     @Test func aCameraIsMatchedByNodeNameDescriptionInAnyCaseOrSerial() throws {
@@ -290,6 +320,23 @@ import Testing
             #expect(error.message.contains("for the camera (1280x720"), "\(error.message)")
         }
         #expect((try? FramePoolPlan.plan(format: screen, parts: parts, budgetBytes: 25 << 20, enforced: true)) != nil)
+    }
+
+    /// The camera's buffers are planned in its own format (YUY2: 2 bytes a pixel), three at most; once its frames
+    /// come, as they are mapped.
+    @Test func theCamerasBuffersArePlannedInItsOwnFormatThenAsMapped() throws {
+        let cost = CaptureSession.cost(of: Self.webcam, as: .nv12)
+        let connection = FramePoolPlan.CameraCost.connectionBytes
+        #expect(
+            cost.format == VideoFormat(width: 1280, height: 720) && cost.buffersBytes == 3 * 1280 * 720 * 2 + connection
+        )
+        var nv12 = Self.webcam
+        nv12.formats.insert(CameraFormat(pixelFormat: "NV12", width: 640, height: 480, frameRates: [30]), at: 1)
+        #expect(CaptureSession.cost(of: nv12, as: .nv12).buffersBytes == 3 * 640 * 480 * 3 / 2 + connection)
+        #expect(CaptureSession.cost(of: Self.other, as: .nv12).buffersBytes == 3 * 1280 * 720 * 4 + connection)
+        // libswscale's part only where the frames are converted.
+        #expect(cost.conversionBytes == FramePoolPlan.CameraCost.converterBytes)
+        #expect(CaptureSession.cost(of: nv12, as: .nv12).conversionBytes == 0)
     }
 
     /// Camera frames larger than the format the camera listed get a larger pool of their own (a new POOL to the

@@ -4,7 +4,8 @@
 
 Prints a line each time what the bar shows changes:
   --format waybar (default)  {"text": "● REC 1:02", "class": "live", "tooltip": "broadcast 1 (record): live"}
-                             for a waybar custom module with "return-type": "json"
+                             for a waybar custom module with "return-type": "json"; "● REC 1:02 + CAM" while
+                             a camera is captured too (the tooltip names it, or says it was lost)
   --format text              the text alone, for polybar's custom/script with tail = true
 Nothing is captured: the text is empty and the class "idle". When broadcastd goes away the feed ends and
 so does this (exit status 1): let the bar run it again (waybar: restart-interval; polybar: it reruns it).
@@ -22,7 +23,7 @@ args = parser.parse_args()
 
 command = [args.broadcastctl, "status", "--watch", "--json"] + (["--socket", args.socket] if args.socket else [])
 feed = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
-broadcasts = {}  # id -> {"state", "handler", "elapsed"}
+broadcasts = {}  # id -> {"state", "handler", "elapsed", "camera", "cameraLost"}
 shown = None
 
 
@@ -43,7 +44,15 @@ def show():
         text, state = "", "idle"
     if len(live) + len(paused) > 1:
         text += f" ({len(live) + len(paused)})"
-    tooltip = "\n".join(f"broadcast {i} ({b['handler']}): {b['state']}" for i, b in sorted(broadcasts.items())) or "broadcastd: idle"
+    if any(b.get("camera") and not b.get("cameraLost") for b in live + paused):
+        text += " + CAM"
+
+    def camera(b):
+        if not b.get("camera"):
+            return ""
+        return f", camera {b['camera']}" + (" lost" if b.get("cameraLost") else "")
+
+    tooltip = "\n".join(f"broadcast {i} ({b['handler']}): {b['state']}{camera(b)}" for i, b in sorted(broadcasts.items())) or "broadcastd: idle"
     line = json.dumps({"text": text, "class": state, "tooltip": tooltip}, ensure_ascii=False) if args.format == "waybar" else text
     if line != shown:
         print(line, flush=True)
@@ -60,7 +69,8 @@ for raw in feed.stdout:
         if event["state"] in ("finished", "idle"):
             broadcasts.pop(id, None)
         else:
-            broadcasts[id] = {"state": event["state"], "handler": event.get("handler", "?"), "elapsed": event.get("elapsed", 0)}
+            broadcasts[id] = {"state": event["state"], "handler": event.get("handler", "?"), "elapsed": event.get("elapsed", 0),
+                              "camera": event.get("camera"), "cameraLost": event.get("cameraLost")}
     elif "elapsed" in event and id in broadcasts:
         broadcasts[id]["elapsed"] = event["elapsed"]
     show()
