@@ -2,7 +2,7 @@ import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastTimeline
 
-/// Where a recording's encoded streams go: a file (`RecordingFile`), or the `replay` handler's buffer.
+/// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
 package protocol EncodedOutput: PacketSink {
     /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
     var wantsGlobalHeader: Bool { get }
@@ -21,7 +21,8 @@ package protocol EncodedOutput: PacketSink {
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
 /// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
-/// and the repeated frames not encoded but for keyframes, which come by time. Packets go to an `EncodedOutput`.
+/// and the repeated frames not encoded but for keyframes, which come by time (a still screen's are copies). Packets go
+/// to an `EncodedOutput`.
 package final class RecordingEncoder {
     let options: EncodingOptions
     let output: EncodedOutput

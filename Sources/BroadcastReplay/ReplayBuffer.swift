@@ -53,6 +53,7 @@ final class ReplayBuffer: EncodedOutput {
     private(set) var newest: Int64 = 0
     /// Where each audio stream's newest packet ends, file time ns: the audio encoder works a packet behind the video.
     private var audioEnds: [Int: Int64] = [:]
+
     init(length: UInt64, maxBytes: Int, directory: String? = nil) {
         self.length = length
         self.maxBytes = maxBytes
