@@ -36,6 +36,8 @@ package struct EncodingOptions: Equatable {
     /// kbit/s per track; nil: 64 per channel.
     package var audioBitRate: Int?
     package var opusComplexity = 10
+    /// The camera in a corner of the picture (`camera=on`); nil: off.
+    package var camera: CameraLayout?
 
     package init() {}
 
@@ -43,7 +45,7 @@ package struct EncodingOptions: Equatable {
         a.video == b.video && a.size?.width == b.size?.width && a.size?.height == b.size?.height
             && a.framesPerSecond == b.framesPerSecond && a.rotation == b.rotation && a.audio == b.audio
             && a.gains == b.gains && a.channels == b.channels && a.audioBitRate == b.audioBitRate
-            && a.opusComplexity == b.opusComplexity
+            && a.opusComplexity == b.opusComplexity && a.camera == b.camera
     }
 
     /// Takes the encoding fields out of `fields` (empty values already removed), leaving the others.
@@ -133,6 +135,7 @@ package struct EncodingOptions: Equatable {
         }
         audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
+        camera = try CameraLayout.taking(&fields, trackRefusal: "a second video track is not built yet")
     }
 
     /// An integer setup field `key` of `text` in `range`, `what` saying what it is; nil: not given.

@@ -93,6 +93,7 @@ public final class VideoScaler {
     private let box: Letterbox
     /// With a letterbox: the scaled picture, copied into the box (libswscale writes a little past a row's end).
     private let picture: MediaFrame?
+    private let fullRange: Bool
 
     /// `pixelFormat` nil: the source's. `box`: where in the frame the picture goes (nil: all of it); the rest is black,
     /// of the full 0-255 range when `fullRange`.
@@ -100,14 +101,13 @@ public final class VideoScaler {
         from source: VideoFormat, toWidth width: Int, height: Int, pixelFormat: PixelFormat? = nil,
         box: Letterbox? = nil, fullRange: Bool = false
     ) throws(MediaError) {
-        func av(_ format: PixelFormat) -> AVPixelFormat { format == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12 }
         let target = pixelFormat ?? source.pixelFormat
         let whole = Letterbox(x: 0, y: 0, width: width, height: height)
         let box = box ?? whole
         guard
             let context = sws_getContext(
-                Int32(source.width), Int32(source.height), av(source.pixelFormat),
-                Int32(box.width), Int32(box.height), av(target),
+                Int32(source.width), Int32(source.height), Self.av(source.pixelFormat),
+                Int32(box.width), Int32(box.height), Self.av(target),
                 SWS_BILINEAR, nil, nil, nil)
         else {
             throw MediaError("scale video", "libswscale cannot scale \(source) to \(box.width)x\(box.height) \(target)")
@@ -115,20 +115,30 @@ public final class VideoScaler {
         self.context = context
         self.source = source
         self.box = box
+        self.fullRange = fullRange
         output = try MediaFrame.video(width: width, height: height, pixelFormat: target)
         picture = box == whole ? nil : try MediaFrame.video(width: box.width, height: box.height, pixelFormat: target)
         // The bars, once: each frame goes into the box only.
-        if picture != nil {
-            var planes = output.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
-            let strides = output.planes.map(\.stride) + [0, 0]
-            try check(
-                av_image_fill_black(
-                    &planes, strides, av(target), fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
-                    Int32(width), Int32(height)), "paint the bars around a scaled picture")
-        }
+        if picture != nil { try output.fillBlack(whole, fullRange: fullRange) }
     }
 
     deinit { sws_freeContext(context) }
+
+    /// libav's name for `format`.
+    static func av(_ format: PixelFormat) -> AVPixelFormat {
+        switch format {
+        case .nv12: AV_PIX_FMT_NV12
+        case .i420: AV_PIX_FMT_YUV420P
+        case .bgrx: AV_PIX_FMT_BGR0
+        }
+    }
+
+    /// Black in `area` of the next frames, where no picture goes (with a letterbox: `area` out of the box).
+    public func blank(_ area: Letterbox) throws(MediaError) {
+        guard picture != nil else { return }
+        try check(av_frame_make_writable(output.frame), "prepare a scaled frame")
+        try output.fillBlack(area, fullRange: fullRange)
+    }
 
     /// Scales `data` (laid out as the source format) into `output`, stamped `pts`.
     public func scale(_ data: UnsafeRawBufferPointer, pts: Int64) throws(MediaError) -> MediaFrame {
@@ -145,20 +155,7 @@ public final class VideoScaler {
         let targets = scaled.planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
         let targetStrides = scaled.planes.map { Int32($0.stride) } + [0, 0]
         try check(sws_scale(context, sources, strides, 0, Int32(source.height), targets, targetStrides), "scale video")
-        if let picture {
-            // Into the box: chroma has half the rows, and NV12's interleaved pairs take two bytes a pixel pair.
-            let i420 = output.frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue
-            for (index, (from, into)) in zip(picture.planes, output.planes).enumerated() {
-                let chroma = index > 0
-                let x = chroma && i420 ? box.x / 2 : box.x
-                let bytes = chroma && i420 ? box.width / 2 : box.width
-                let y = chroma ? box.y / 2 : box.y
-                let rows = chroma ? box.height / 2 : box.height
-                av_image_copy_plane(
-                    into.data + y * into.stride + x, Int32(into.stride), from.data, Int32(from.stride),
-                    Int32(bytes), Int32(rows))
-            }
-        }
+        if let picture { output.place(picture, at: box) }
         output.frame.pointee.pts = pts
         return output
     }
@@ -173,6 +170,42 @@ extension MediaFrame {
         }
         let strides = withUnsafeBytes(of: frame.pointee.linesize) { Array($0.bindMemory(to: Int32.self)) }
         return (0..<count).map { (pointers[$0]!, Int(strides[$0])) }
+    }
+
+    /// The planes of `area` of this 4:2:0 frame: where each starts, its row stride, and its bytes a row and rows.
+    private func planes(of area: Letterbox) -> [(data: UnsafeMutablePointer<UInt8>, stride: Int, bytes: Int, rows: Int)]
+    {
+        // Chroma has half the rows, and NV12's interleaved pairs take two bytes a pixel pair.
+        let i420 = frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue
+        return planes.enumerated().map { index, plane in
+            let chroma = index > 0
+            let x = chroma && i420 ? area.x / 2 : area.x
+            let y = chroma ? area.y / 2 : area.y
+            return (
+                plane.data + y * plane.stride + x, plane.stride, chroma && i420 ? area.width / 2 : area.width,
+                chroma ? area.height / 2 : area.height
+            )
+        }
+    }
+
+    /// Copies `picture` (of `box`'s size and this frame's layout) into `box`.
+    func place(_ picture: MediaFrame, at box: Letterbox) {
+        for (from, into) in zip(picture.planes, planes(of: box)) {
+            av_image_copy_plane(
+                into.data, Int32(into.stride), from.data, Int32(from.stride), Int32(into.bytes), Int32(into.rows))
+        }
+    }
+
+    /// Paints `area` black (of the full 0-255 range when `fullRange`).
+    func fillBlack(_ area: Letterbox, fullRange: Bool) throws(MediaError) {
+        let planes = planes(of: area)
+        var pointers = planes.map { UnsafeMutablePointer<UInt8>?($0.data) } + [nil, nil]
+        let strides = planes.map(\.stride) + [0, 0]
+        try check(
+            av_image_fill_black(
+                &pointers, strides, AVPixelFormat(rawValue: frame.pointee.format),
+                fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG,
+                Int32(area.width), Int32(area.height)), "paint a frame's area black")
     }
 }
 
@@ -206,6 +239,11 @@ public final class VideoInput {
             pixelFormat: format.pixelFormat,
             box: Letterbox(fitting: input.width, input.height, into: format.width, format.height),
             fullRange: fullRange)
+    }
+
+    /// Black in `area` of the next frame where the captured picture does not cover it (a letterbox's bars).
+    public func blank(_ area: Letterbox) throws(MediaError) {
+        try scaler?.blank(area)
     }
 
     /// The encoder's frame for captured `data` laid out as `layout`, stamped `time` (ns) in the 90 kHz time base: a copy

@@ -29,6 +29,8 @@ package final class RecordingEncoder {
     package let video: Encoder
     package let videoStream: Int
     let input: VideoInput
+    /// The camera picture-in-picture (`camera=on`).
+    package let corner: CameraCorner?
     package let tracks: [AudioTrack]
     package private(set) var clock = SegmentClock()
     /// Audio that came before its segment's first frame (bounded), placed once the frame is in.
@@ -68,6 +70,7 @@ package final class RecordingEncoder {
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
         input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
+        corner = options.camera.map { CameraCorner($0, canvas: encoded) }
         video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(video.parameters)
@@ -129,16 +132,19 @@ package final class RecordingEncoder {
         // `idr_pic_id`, which libx264 alternates). An encoder that takes no forced keyframes counts frames for them,
         // so it is given every one.
         let keyframeDue = video.keyframeDue(at: Encoder.videoPTS(time))
-        if sample.isRepeat, video.keyframes != nil, lastEncoded != nil, !(keyframeDue && keyframesSinceChange < 2) {
+        // A repeated screen whose corner has a new camera picture (or lost it) is a changed picture.
+        let repeated = sample.isRepeat && corner?.changes(at: sample.presentationTime) != true
+        if repeated, video.keyframes != nil, lastEncoded != nil, !(keyframeDue && keyframesSinceChange < 2) {
             skippedRepeats += 1
             if let copy = repeater.unchanged(through: Int64(time)) { try output.writeCopy(copy, stream: videoStream) }
             try output.pictureUnchanged(through: Int64(time))
             return nil
         }
         // Copied (or scaled) first, and the slot given back at once: broadcastd keeps two slots for a broadcast.
-        let frame = try input.frame(sample.data, layout: format, time: time)
+        let frame = try input.frame(
+            sample.data, layout: format, time: time, captured: sample.presentationTime, corner: corner)
         sample.releaseFrame()
-        if !sample.isRepeat {
+        if !repeated {
             if changedPTS.count > 64 { changedPTS.removeAll() }  // packets an encoder never gave
             changedPTS.insert(Encoder.videoPTS(time))
         }
@@ -149,8 +155,14 @@ package final class RecordingEncoder {
         }
         lastEncoded = time
         encodedFrames += 1
-        keyframesSinceChange = (sample.isRepeat ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
+        keyframesSinceChange = (repeated ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
         return time
+    }
+
+    /// A camera frame, for the corner (none without `camera=on`).
+    package func addCamera(_ sample: SampleBuffer) throws(MediaError) {
+        guard let corner, let format = sample.videoFormat else { return }
+        try corner.add(sample.data, layout: format, time: sample.presentationTime)
     }
 
     package func addAudio(_ sample: SampleBuffer, _ type: SampleType) throws(MediaError) {

@@ -64,12 +64,18 @@ public final class ReplayHandler: BroadcastSampleHandler {
         do { try encoder.inputChanged(to: format) } catch { fail("\(error)") }
     }
 
+    public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
+        encoder?.corner?.cameraChanged(to: format)
+    }
+
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let encoder else { return }
         do {
             if type == .video {
                 try encoder.addVideo(sampleBuffer)
                 report(at: encoder.clock.duration)
+            } else if type == .videoCamera {
+                try encoder.addCamera(sampleBuffer)
             } else {
                 try encoder.addAudio(sampleBuffer, type)
             }

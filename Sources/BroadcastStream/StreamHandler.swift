@@ -17,6 +17,8 @@ public final class StreamHandler: BroadcastSampleHandler {
     private var sender: SenderGroup?
     private var rate: BitRateController?
     private var input: VideoInput?
+    /// The camera picture-in-picture (`camera=on`).
+    private var corner: CameraCorner?
     private var clock = SegmentClock()
     private var failure: String?
     private var frames = 0
@@ -78,6 +80,7 @@ public final class StreamHandler: BroadcastSampleHandler {
             }, logger: logger)
         self.video = video
         self.input = input
+        corner = options.camera.map { CameraCorner($0, canvas: encoded) }
         self.sender = sender
         // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
         rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
@@ -92,11 +95,17 @@ public final class StreamHandler: BroadcastSampleHandler {
         do { try input.inputChanged(to: format) } catch { fail("\(error)") }
     }
 
+    public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
+        corner?.cameraChanged(to: format)
+    }
+
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let sender else { return }
         do {
             if type == .video {
                 try addVideo(sampleBuffer, sender: sender)
+            } else if type == .videoCamera, let format = sampleBuffer.videoFormat {
+                try corner?.add(sampleBuffer.data, layout: format, time: sampleBuffer.presentationTime)
             } else {
                 try addAudio(sampleBuffer, type, sender: sender)
             }
@@ -108,7 +117,8 @@ public final class StreamHandler: BroadcastSampleHandler {
     private func addVideo(_ sample: SampleBuffer, sender: SenderGroup) throws(MediaError) {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
-        let frame = try input.frame(sample.data, layout: format, time: time)
+        let frame = try input.frame(
+            sample.data, layout: format, time: time, captured: sample.presentationTime, corner: corner)
         sample.releaseFrame()  // copied: broadcastd keeps two slots for a broadcast
         // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
         try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in

@@ -121,6 +121,8 @@ public struct StreamOptions: Equatable, Sendable {
     public var playlistLength: Int
     /// WHIP: the STUN and TURN servers of the `stun` and `turn` setup fields (the endpoint may name more).
     public var iceServers: [ICEServer] = []
+    /// The camera in a corner of the picture (`camera=on`); nil: off.
+    public var camera: CameraLayout?
 
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
         guard let url, !url.isEmpty else {
@@ -222,6 +224,12 @@ public struct StreamOptions: Equatable, Sendable {
             // Constrained baseline: what every WebRTC receiver decodes (RFC 7742), Firefox's OpenH264 included.
             video.profile = "baseline"
             iceServers = try Self.iceServers(setupInfo)
+        }
+        var cameraFields = setupInfo.filter { !$0.value.isEmpty }
+        do {
+            camera = try CameraLayout.taking(&cameraFields, trackRefusal: "a stream carries one video track")
+        } catch {
+            throw StreamError(error.description)
         }
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
