@@ -25,7 +25,8 @@ struct CaptureOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "A camera for handlers that take one: default, none, or a name, description or serial "
-                + "(see `broadcastctl sources`).",
+                + "(see `broadcastctl sources`); record, stream and replay then put it in a corner of the "
+                + "picture (their camera=on; see cameraPosition and cameraSize).",
             valueName: "NAME|default|none"))
     var camera: String?
 
@@ -75,7 +76,15 @@ final class Launch {
     ) throws -> UInt32? {
         try client.subscribe()
         let asking = interactive && Terminal.isInteractive(0)
+        var assignments = assignments
         if let manifest = try client.handlers().first(where: { $0.name == handler }) {
+            // --camera NAME: the handler's camera on (record, stream and replay: in a corner), unless --set says.
+            if let camera = capture?.camera, camera != "none",
+                manifest.setupFields?.contains(where: { $0.name == "camera" }) == true,
+                !assignments.contains(where: { $0.hasPrefix("camera=") })
+            {
+                assignments.append("camera=on")
+            }
             let values = try checkedSetup(manifest, url: url, assignments: assignments, complete: !asking)
             // What audio the broadcast takes, when known here (broadcast-setup may ask for it).
             let field = manifest.setupFields?.first { $0.name == "audio" }

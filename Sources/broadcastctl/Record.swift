@@ -19,6 +19,8 @@ struct Record: ParsableCommand {
               broadcastctl record talk.mkv --duration 10m
               broadcastctl record --region 0,0,1280x720 --fps 60 clip.mp4
               broadcastctl record --set codec=hevc --set crf=24 demo.mp4
+              broadcastctl record --camera default --set cameraPosition=top-left \\
+                  tutorial.mp4
             """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The file to write (.mp4 or .mkv); default $XDG_VIDEOS_DIR/Broadcasts/<date>_<time>.mp4.") var file:

@@ -23,14 +23,17 @@ extension Integration {
                 environment: ["PIPEWIRE_RUNTIME_DIR": pipewire.runtime])
             defer { _ = try? daemon.stop() }
             let path = daemon.runtime + "/pip.mp4"
+            // broadcastctl's --camera turns the record handler's camera on.
             let controller = try daemon.subscribedController()
-            let id = try controller.start(
-                handler: "record", maxDuration: nil, capture: CaptureChoice(camera: "testcam"))
-            try daemon.setup().complete(
-                broadcast: id, url: path,
-                setupInfo: ["camera": "on", "cameraPosition": "top-left", "cameraSize": "30", "audio": "none"])
-            try daemon.awaitState(controller, .live)
+            let started = try daemon.tool(
+                "broadcastctl",
+                [
+                    "start", "--handler", "record", "--url", path, "--camera", "testcam",
+                    "--set", "cameraPosition=top-left", "--set", "cameraSize=30", "--set", "audio=none",
+                ])
+            #expect(started.status == 0, "\(started.stderr)\n\(daemon.log)")
             let live = Date()
+            let id = try #require(try daemon.controller().status().broadcasts?.first?.broadcast)
             usleep(1_500_000)
             pipewire.kill(camera)
             let killed = Date().timeIntervalSince(live)
@@ -44,7 +47,8 @@ extension Integration {
             #expect(frames.count == times.count && frames.count >= 60, "\(frames.count) frames, \(times.count) times")
             // A second in (the camera's first frame comes within a few hundred ms of the start): the corner.
             let during = try #require(zip(times, frames).first { $0.0 >= 1.0 }?.1)
-            let box = try #require(Self.orangeBounds(during), "no orange in the frame at 1 s")
+            let bounds = Self.orangeBounds(during)
+            let box = try #require(bounds, "no orange in the frame at 1 s")
             #expect(
                 abs(box.x - 12) <= 2 && abs(box.y - 12) <= 2 && abs(box.width - 192) <= 4 && abs(box.height - 144) <= 4,
                 "the camera at \(box), not (12, 12) 192x144")
