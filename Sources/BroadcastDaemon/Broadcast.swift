@@ -262,9 +262,10 @@ final class Broadcast {
 
     // MARK: - The camera
 
-    /// Its handler takes the camera's frames: its manifest says `camera`, or its setup `camera=on`.
+    /// Its handler takes the camera's frames: its manifest says `camera`, or its setup `camera=on` (or `track`).
     var takesCamera: Bool {
-        manifest.camera == true || ["on", "true", "yes", "1"].contains(setupInfo["camera"]?.lowercased() ?? "")
+        manifest.camera == true
+            || ["on", "true", "yes", "1", "track"].contains(setupInfo["camera"]?.lowercased() ?? "")
     }
 
     /// The camera's pool (when `newPool`) and CAMERA_FORMAT: its frames' format, or that it went away.

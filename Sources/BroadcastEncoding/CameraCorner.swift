@@ -25,9 +25,9 @@ public struct CameraLayout: Equatable, Sendable {
     }
 
     /// Takes `camera`, `cameraPosition` and `cameraSize` out of `fields` (empty values already removed); nil: the
-    /// camera is off. `track` (a second video track) is refused, as `trackRefusal` says why.
-    package static func taking(_ fields: inout [String: String], trackRefusal: String) throws(SetupFieldError)
-        -> CameraLayout?
+    /// camera is off. `track` (a second video track) is refused when `trackRefusal` says why.
+    package static func taking(_ fields: inout [String: String], trackRefusal: String? = nil)
+        throws(SetupFieldError) -> CameraSetting?
     {
         var layout = CameraLayout()
         if let text = fields.removeValue(forKey: "cameraPosition") {
@@ -48,9 +48,15 @@ public struct CameraLayout: Equatable, Sendable {
         }
         switch fields.removeValue(forKey: "camera")?.lowercased() {
         case nil, "off", "false", "no", "0": return nil
-        case "on", "true", "yes", "1": return layout
-        case "track": throw SetupFieldError("camera track: \(trackRefusal); use on (picture-in-picture) or off")
-        case let other?: throw SetupFieldError("camera '\(other)': off, or on (picture-in-picture)")
+        case "on", "true", "yes", "1": return .corner(layout)
+        case "track":
+            if let trackRefusal {
+                throw SetupFieldError("camera track: \(trackRefusal); use on (picture-in-picture) or off")
+            }
+            return .track
+        case let other?:
+            throw SetupFieldError(
+                "camera '\(other)': off, on (picture-in-picture)\(trackRefusal == nil ? " or track" : "")")
         }
     }
 
@@ -73,6 +79,16 @@ public struct CameraLayout: Equatable, Sendable {
         let x = left ? margin : max(0, (width - margin - w) / 2 * 2)
         let y = top ? margin : max(0, (height - margin - h) / 2 * 2)
         return Letterbox(x: x, y: y, width: w, height: h)
+    }
+}
+
+/// What the `camera` setup field asks for: the camera in a corner of the picture, or as a video track of its own.
+public enum CameraSetting: Equatable, Sendable {
+    case corner(CameraLayout)
+    case track
+
+    public var corner: CameraLayout? {
+        if case .corner(let layout) = self { layout } else { nil }
     }
 }
 

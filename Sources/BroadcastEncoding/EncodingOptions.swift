@@ -36,8 +36,8 @@ package struct EncodingOptions: Equatable {
     /// kbit/s per track; nil: 64 per channel.
     package var audioBitRate: Int?
     package var opusComplexity = 10
-    /// The camera in a corner of the picture (`camera=on`); nil: off.
-    package var camera: CameraLayout?
+    /// The camera in a corner of the picture (`camera=on`) or a track of its own (`camera=track`); nil: off.
+    package var camera: CameraSetting?
 
     package init() {}
 
@@ -135,7 +135,7 @@ package struct EncodingOptions: Equatable {
         }
         audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
-        camera = try CameraLayout.taking(&fields, trackRefusal: "a second video track is not built yet")
+        camera = try CameraLayout.taking(&fields)
     }
 
     /// An integer setup field `key` of `text` in `range`, `what` saying what it is; nil: not given.

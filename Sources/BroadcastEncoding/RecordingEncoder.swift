@@ -31,6 +31,8 @@ package final class RecordingEncoder {
     let input: VideoInput
     /// The camera picture-in-picture (`camera=on`).
     package let corner: CameraCorner?
+    /// The camera's own video track (`camera=track`).
+    package let cameraTrack: CameraTrack?
     package let tracks: [AudioTrack]
     package private(set) var clock = SegmentClock()
     /// Audio that came before its segment's first frame (bounded), placed once the frame is in.
@@ -70,7 +72,8 @@ package final class RecordingEncoder {
         let pixelFormat = implementation.inputFormat(for: videoFormat.pixelFormat == .i420 ? .i420 : .nv12)
         let encoded = VideoFormat(width: settings.width, height: settings.height, pixelFormat: pixelFormat)
         input = try VideoInput(encoding: encoded, from: videoFormat, fullRange: handler.videoFullRange)
-        corner = options.camera.map { CameraCorner($0, canvas: encoded) }
+        corner = options.camera?.corner.map { CameraCorner($0, canvas: encoded) }
+        cameraTrack = options.camera == .track ? CameraTrack(settings, fullRange: handler.videoFullRange) : nil
         video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(video.parameters)
@@ -116,6 +119,7 @@ package final class RecordingEncoder {
         // The header goes out with the first frame, whose orientation it records.
         let orientation =
             options.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
+        try cameraTrack?.open(output)  // before the header
         try output.begin(videoStream: videoStream, orientation: orientation)
         let opensSegment = clock.offset == nil
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
@@ -159,10 +163,20 @@ package final class RecordingEncoder {
         return time
     }
 
-    /// A camera frame, for the corner (none without `camera=on`).
+    /// The camera's frames come in `format` from now on, or (nil) it went away.
+    package func cameraChanged(to format: VideoFormat?) {
+        corner?.cameraChanged(to: format)
+        if let format { cameraTrack?.format = format }
+    }
+
+    /// A camera frame, for the corner or the camera's track (none without `camera=on|track`); in its track only
+    /// from the segment's first screen frame on.
     package func addCamera(_ sample: SampleBuffer) throws(MediaError) {
-        guard let corner, let format = sample.videoFormat else { return }
-        try corner.add(sample.data, layout: format, time: sample.presentationTime)
+        guard let format = sample.videoFormat else { return }
+        try corner?.add(sample.data, layout: format, time: sample.presentationTime)
+        if let cameraTrack, let time = clock.fileTime(ofCapture: sample.presentationTime), time >= 0 {
+            try cameraTrack.add(sample.data, layout: format, time: UInt64(time), output: output)
+        }
     }
 
     package func addAudio(_ sample: SampleBuffer, _ type: SampleType) throws(MediaError) {
@@ -221,6 +235,7 @@ package final class RecordingEncoder {
         let end = clock.duration
         try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream) }
         try output.endStream(videoStream, at: Encoder.videoPTS(end))
+        try cameraTrack?.finish(at: end, output: output)
         for track in tracks { try track.finish(at: end, sink: output) }
         return end
     }
@@ -249,6 +264,7 @@ package final class RecordingEncoder {
                 }),
             "videoCodec": .string(options.video.codec.rawValue),
             "videoEncoder": .string(implementationName),
+            "cameraFrames": .number(Double(corner?.frames ?? cameraTrack?.frames ?? 0)),
         ]
     }
 

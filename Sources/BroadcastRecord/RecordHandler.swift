@@ -57,7 +57,7 @@ public final class RecordHandler: BroadcastSampleHandler {
     }
 
     public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
-        encoder?.corner?.cameraChanged(to: format)
+        encoder?.cameraChanged(to: format)
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {

@@ -54,6 +54,11 @@ package struct RecordOptions: Equatable {
         func take(_ key: String) -> String? { fields.removeValue(forKey: key) }
         overwrite = try EncodingOptions.flag(take("overwrite"), "overwrite")
         encoding = try EncodingOptions(taking: &fields)
+        if encoding.camera == .track, container != .matroska {
+            throw Invalid(
+                "camera track: the camera's own video track goes into .mkv files (Matroska); name the file .mkv, "
+                    + "or use camera=on (picture-in-picture)")
+        }
         upload = try Self.upload(
             take("upload"), headers: take("uploadHeaders"),
             maxRate: EncodingOptions.integer("uploadMaxRate", take("uploadMaxRate"), 8...10_000_000, "kbit/s"),

@@ -44,6 +44,10 @@ struct ReplayOptions {
         // Where saves go is said with each save; the broadcast has no file of its own.
         overwrite = try EncodingOptions.flag(rest.removeValue(forKey: "overwrite"), "overwrite")
         encoding = try EncodingOptions(taking: &rest)
+        if encoding.camera == .track {
+            throw SetupFieldError(
+                "camera track: the replay buffer keeps one video track; use on (picture-in-picture) or off")
+        }
         if Self.uploadFields.contains(where: { rest[$0] != nil }) {
             throw SetupFieldError("replay does not upload; upload a saved file with the record handler's tools")
         }

@@ -227,7 +227,7 @@ public struct StreamOptions: Equatable, Sendable {
         }
         var cameraFields = setupInfo.filter { !$0.value.isEmpty }
         do {
-            camera = try CameraLayout.taking(&cameraFields, trackRefusal: "a stream carries one video track")
+            camera = try CameraLayout.taking(&cameraFields, trackRefusal: "a stream carries one video track")?.corner
         } catch {
             throw StreamError(error.description)
         }

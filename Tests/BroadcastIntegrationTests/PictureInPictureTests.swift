@@ -34,12 +34,19 @@ extension Integration {
             #expect(started.status == 0, "\(started.stderr)\n\(daemon.log)")
             let live = Date()
             let id = try #require(try daemon.controller().status().broadcasts?.first?.broadcast)
+            // Beside it, sharing the capture, the camera as a track of its own in Matroska.
+            let trackPath = daemon.runtime + "/track.mkv"
+            let track = try daemon.start(
+                handler: "record", url: trackPath, setupInfo: ["camera": "track", "audio": "none"], on: controller)
             usleep(1_500_000)
             pipewire.kill(camera)
             let killed = Date().timeIntervalSince(live)
             usleep(2_800_000)
-            try controller.finish()
-            #expect(try daemon.awaitFinish(controller, id) == nil, "\(daemon.log)")
+            for broadcast in [id, track] {
+                try controller.finish(broadcast: broadcast)
+                #expect(try daemon.awaitFinish(controller, broadcast) == nil, "\(daemon.log)")
+            }
+            try Self.checkTrack(Recording(path: trackPath, scratch: daemon.runtime))
 
             let recording = Recording(path: path, scratch: daemon.runtime)
             let times = try recording.frameTimes()
@@ -61,22 +68,43 @@ extension Integration {
             #expect(Self.orangeBounds(frames[times.count - 1]) == nil, "the camera still in the last frame at \(end) s")
         }
 
+        /// camera=track: the screen's stream (the bars, no orange), and the camera's own, 320x240, orange, named
+        /// "camera", its frames over the second and a half the camera lived.
+        static func checkTrack(_ recording: Recording) throws {
+            let streams = try recording.probe().streams.filter { $0.codec_type == "video" }
+            #expect(streams.count == 2, "\(streams)")
+            #expect(streams.last?.width == 320 && streams.last?.height == 240, "\(streams)")
+            #expect(streams.last?.tags?["title"] == "camera", "\(String(describing: streams.last?.tags))")
+            let screen = try decode(recording, stream: 0, width: width, height: height)
+            #expect(screen.count >= 60, "\(screen.count) frames")
+            #expect(stride(from: 0, to: screen.count, by: 10).allSatisfy { orangeBounds(screen[$0]) == nil })
+            let camera = try decode(recording, stream: 1, width: 320, height: 240)
+            #expect(camera.count >= 5, "\(camera.count) camera frames")
+            let orange = camera.map { frame in
+                (0..<(320 * 240)).filter { isOrange(frame.pixel($0 % 320, $0 / 320, width: 320)) }.count
+            }
+            #expect(orange.allSatisfy { $0 == 320 * 240 }, "orange pixels per camera frame: \(orange)")
+        }
+
         /// A decoded frame: its three planes, yuv420p.
         struct Frame {
             var y: [UInt8], u: [UInt8], v: [UInt8]
-            func pixel(_ x: Int, _ row: Int) -> (Int, Int, Int) {
+            func pixel(_ x: Int, _ row: Int, width: Int = PictureInPictureTests.width) -> (Int, Int, Int) {
                 let c = row / 2 * (width / 2) + x / 2
                 return (Int(y[row * width + x]), Int(u[c]), Int(v[c]))
             }
         }
 
-        static func decode(_ recording: Recording) throws -> [Frame] {
-            let raw = recording.scratch + "/pip.yuv"
+        /// The frames of video stream `stream`, of `width`x`height`.
+        static func decode(_ recording: Recording, stream: Int = 0, width: Int = width, height: Int = height) throws
+            -> [Frame]
+        {
+            let raw = recording.scratch + "/decoded.yuv"
             let result = try runTool(
                 "/usr/bin/ffmpeg",
                 [
-                    "-v", "error", "-y", "-i", recording.path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt",
-                    "yuv420p", raw,
+                    "-v", "error", "-y", "-i", recording.path, "-map", "0:v:\(stream)", "-fps_mode", "passthrough",
+                    "-f", "rawvideo", "-pix_fmt", "yuv420p", raw,
                 ], timeout: 120)
             guard result.status == 0 else { throw HarnessError("ffmpeg: \(result.stderr)") }
             let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))

@@ -3,6 +3,7 @@ import Testing
 
 @testable import BroadcastEncoding
 @testable import BroadcastHandlerKit
+@testable import BroadcastRecord
 @testable import BroadcastReplay
 @testable import BroadcastStream
 
@@ -53,16 +54,17 @@ import Testing
     @Test func theSetupFieldsSayWhetherWhereAndHowLarge() throws {
         var fields = ["camera": "on", "cameraPosition": "top-left", "cameraSize": "30%", "crf": "20"]
         #expect(
-            try CameraLayout.taking(&fields, trackRefusal: "-") == CameraLayout(position: .topLeft, sizePercent: 30))
+            try CameraLayout.taking(&fields, trackRefusal: "-")
+                == .corner(CameraLayout(position: .topLeft, sizePercent: 30)))
         #expect(fields == ["crf": "20"], "the camera's fields are taken, the others left")
         var off = ["cameraPosition": "top-right"]
         #expect(try CameraLayout.taking(&off, trackRefusal: "-") == nil && off.isEmpty)
         #expect(try EncodingOptions(taking: &fields).camera == nil)
         var on = ["camera": "true"]
-        #expect(try EncodingOptions(taking: &on).camera == CameraLayout())
+        #expect(try EncodingOptions(taking: &on).camera == .corner(CameraLayout()))
         let refusals: [([String: String], String)] = [
-            (["camera": "track"], "camera track: a second video track is not built yet; use on (picture-in-picture)"),
-            (["camera": "maybe"], "camera 'maybe': off, or on (picture-in-picture)"),
+            (["camera": "track"], "camera track: the replay buffer keeps one video track; use on (picture-in-picture)"),
+            (["camera": "maybe"], "camera 'maybe': off, on (picture-in-picture) or track"),
             (
                 ["camera": "on", "cameraSize": "60"],
                 "cameraSize '60': the camera's width in percent of the video's, 5-50"
@@ -74,6 +76,13 @@ import Testing
             let error = #expect(throws: SetupFieldError.self) { try ReplayOptions(setupInfo: setup) }
             #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
         }
+        // The record handler takes camera=track into Matroska only.
+        let track = try RecordOptions(url: "/tmp/a.mkv", setupInfo: ["camera": "track"], defaultPath: { "" })
+        #expect(track.encoding.camera == .track)
+        let mp4 = #expect(throws: SetupFieldError.self) {
+            try RecordOptions(url: "/tmp/a.mp4", setupInfo: ["camera": "track"], defaultPath: { "" })
+        }
+        #expect(mp4?.description.contains("goes into .mkv files (Matroska)") == true, "\(String(describing: mp4))")
         // The stream handler takes the same fields; it never has a second video track.
         let stream = try StreamOptions(
             url: "srt://127.0.0.1:9000", setupInfo: ["camera": "on", "cameraPosition": "bottom-left"])
