@@ -242,7 +242,7 @@ package final class RecordingEncoder {
 
     /// The encoding part of a result: frames, segments, tracks, codec.
     package func result() -> [String: JSONValue] {
-        [
+        var result: [String: JSONValue] = [
             "duration": .number(Double(clock.duration) / 1e9),
             "segments": .array(
                 clock.segments.map { segment in
@@ -264,8 +264,10 @@ package final class RecordingEncoder {
                 }),
             "videoCodec": .string(options.video.codec.rawValue),
             "videoEncoder": .string(implementationName),
-            "cameraFrames": .number(Double(corner?.frames ?? cameraTrack?.frames ?? 0)),
         ]
+        // With camera=on or track: the camera frames that came.
+        if let frames = corner?.frames ?? cameraTrack?.frames { result["cameraFrames"] = .number(Double(frames)) }
+        return result
     }
 
     /// The largest clock offset of the audio inputs, ms, one decimal.
