@@ -13,7 +13,9 @@ extension Integration {
         /// An orange camera (BGRx ff8000: Y 141, Cb 59, Cr 189 in BT.709's limited range) at cameraPosition=top-left,
         /// cameraSize=30 over the synthetic screen's colour bars (none orange): 192x144 (its 4:3 at 30 % of 640),
         /// 12 pixels in (2 % of 640, made even), the bars elsewhere. Killed after 1.5 s: the recording goes on and
-        /// finishes cleanly, the corner keeps the last picture for 2 s, then the screen shows through.
+        /// finishes cleanly, the corner keeps the last picture for 2 s, then the screen shows through. Beside it, on
+        /// the same capture, a recording with the camera as a track of its own and a stream with the camera in its
+        /// default corner.
         @Test func theCameraIsInTheChosenCornerAtTheChosenSizeUntilItGoesAway() throws {
             let pipewire = try PipeWireHarness(tones: false)
             let camera = try pipewire.testVideoSource(
@@ -38,23 +40,36 @@ extension Integration {
             let trackPath = daemon.runtime + "/track.mkv"
             let track = try daemon.start(
                 handler: "record", url: trackPath, setupInfo: ["camera": "track", "audio": "none"], on: controller)
+            // And the stream handler's corner (bottom-right, 25 %: 160x120 at (468, 228)), as HLS in a folder.
+            let playlist = daemon.runtime + "/hls/index.m3u8"
+            try FileManager.default.createDirectory(atPath: daemon.runtime + "/hls", withIntermediateDirectories: true)
+            let stream = try daemon.start(
+                handler: "stream", url: "hls://" + playlist, setupInfo: ["camera": "on", "audio": "none"],
+                on: controller)
             usleep(1_500_000)
             pipewire.kill(camera)
             let killed = Date().timeIntervalSince(live)
             usleep(2_800_000)
-            var cameraFrames: [Int] = []
-            for broadcast in [id, track] {
+            var cameraFrames: [Double] = []
+            for broadcast in [id, track, stream] {
                 try controller.finish(broadcast: broadcast)
                 let finished = try daemon.waitFor(controller, timeout: 30) {
                     if case .finished(let f) = $0, f.broadcast == broadcast { f } else { nil }
                 }
                 #expect(finished.error == nil, "\(daemon.log)")
-                cameraFrames.append(Int(number(finished.result?["cameraFrames"])))
+                cameraFrames.append(number(finished.result?["cameraFrames"]))
             }
             let trackFrames = try Self.checkTrack(Recording(path: trackPath, scratch: daemon.runtime))
-            // Each broadcast counts the camera's frames it got; the track has them all.
+            let streamed = try Self.decode(Recording(path: playlist, scratch: daemon.runtime))
+            let streamedBounds = streamed.count > 30 ? Self.orangeBounds(streamed[30]) : nil
+            let corner = try #require(streamedBounds, "no orange in the stream's frame 30 of \(streamed.count)")
             #expect(
-                cameraFrames[0] >= 5 && cameraFrames[1] == trackFrames, "\(cameraFrames), \(trackFrames) in the track")
+                abs(corner.x - 468) <= 2 && abs(corner.y - 228) <= 2 && abs(corner.width - 160) <= 4
+                    && abs(corner.height - 120) <= 4, "the stream's camera at \(corner), not (468, 228) 160x120")
+            // Each recording counts the camera's frames it got; the track has them all.
+            #expect(
+                cameraFrames[0] >= 5 && cameraFrames[1] == Double(trackFrames),
+                "\(cameraFrames), \(trackFrames) in the track")
 
             let recording = Recording(path: path, scratch: daemon.runtime)
             let times = try recording.frameTimes()
