@@ -144,13 +144,15 @@ extension DaemonCore {
 
     func captureVideo(now: UInt64) {
         guard let capture, let live = capture.live else { return }
+        // The camera's frame first: a handler that puts it in a corner has it for the screen's frame of the same
+        // deadline (after it, the corner was a frame behind the screen).
+        captureCamera(now: now)
         let active = broadcasts.filter(\.isActive)
         if let failure = live.captureVideo(
             now: now, session: capture, live: broadcasts.filter(\.isLive), active: active)
         {
             for broadcast in broadcasts where broadcast.isLive { transition(broadcast, .fail(failure)) }
         }
-        captureCamera(now: now)
     }
 
     /// The camera's news at a frame deadline, for the live broadcasts whose handlers take it (a paused one gets no

@@ -15,12 +15,16 @@
 // says them (media.role, node.description), as a camera's node does. With --format YUY2, UYVY, NV12 or I420 the
 // frames are of that Y'CbCr format (a webcam's, BT.601 limited range; the planes of NV12 and I420 one after the
 // other, chroma rows as long as the luma's and half as long), the base colour and the band only (no --crop or
-// --cursor).
+// --cursor). From SIGUSR1 to SIGUSR2 the picture is white (a flash a test makes in step with another).
 //   pipewire-test-video-source --name NODE [--size 320x180] [--fps 30] [--color RRGGBB] [--crop X,Y,WxH] [--band N] [--damage]
 //                              [--cursor] [--hold S] [--latency MS] [--role ROLE] [--description TEXT]
 //                              [--format BGRx|YUY2|UYVY|NV12|I420]
 import CPipeWire
 import Glibc
+
+/// 1 from SIGUSR1 to SIGUSR2: the picture (band included) is white meanwhile, a flash a test makes in step with
+/// another (the X screen's), its frames stamped as the others are.
+nonisolated(unsafe) var flashing: sig_atomic_t = 0
 
 func fail(_ message: String, status: Int32 = 1) -> Never {
     let line = "pipewire-test-video-source: \(message)\n"
@@ -190,7 +194,9 @@ final class Source {
                 position: spa_point(x: 0, y: 0), size: spa_rectangle(width: UInt32(width), height: UInt32(height)))
         let (cx, cy, cw, ch) = (Int(crop.position.x), Int(crop.position.y), Int(crop.size.width), Int(crop.size.height))
         let bandTop = cy + ch / 2 - Int(options.band) / 2
-        let bandColor: UInt32 = frame % 2 == 0 ? 0x20c040 : 0xffffff
+        let white = flashing != 0
+        let bandColor: UInt32 = white || frame % 2 != 0 ? 0xffffff : 0x20c040
+        let baseColor = white ? 0xffffff : options.color
         let pixels = base.assumingMemoryBound(to: UInt32.self)
         if options.cursor {
             let n = Int(frame % 60)
@@ -209,14 +215,14 @@ final class Source {
             }
         }
         for y in 0..<height where options.yCbCr {
-            let color = yCbCr(y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color)
+            let color = yCbCr(y >= bandTop && y < bandTop + Int(options.band) ? bandColor : baseColor)
             fill(row: y, with: color, in: base.assumingMemoryBound(to: UInt8.self))
         }
         for y in 0..<height where !options.yCbCr {
             let row = pixels + y * width
             let inside = y >= cy && y < cy + ch
             let color =
-                !inside ? 0xff0000 : (y >= bandTop && y < bandTop + Int(options.band) ? bandColor : options.color)
+                !inside ? 0xff0000 : (y >= bandTop && y < bandTop + Int(options.band) ? bandColor : baseColor)
             if !inside {
                 row.update(repeating: 0xff00_0000 | 0xff0000, count: width)
             } else {
@@ -262,4 +268,12 @@ final class Source {
     }
 }
 
+signal(SIGUSR1) { _ in flashing = 1 }
+signal(SIGUSR2) { _ in flashing = 0 }
+// Taken even when the parent blocked them (a test runner's mask is inherited).
+var flashSignals = sigset_t()
+sigemptyset(&flashSignals)
+sigaddset(&flashSignals, SIGUSR1)
+sigaddset(&flashSignals, SIGUSR2)
+pthread_sigmask(SIG_UNBLOCK, &flashSignals, nil)
 exit(Source(Options(Array(CommandLine.arguments.dropFirst()))).run())
