@@ -69,13 +69,10 @@ for round in $(seq "$REPEATS"); do
 done
 cat "$results" >&2
 
-build=$([ -n "${BENCH_BIN:-}" ] && echo "the binaries in ${BENCH_BIN#"$ROOT/"}" || echo "a release build")
-/usr/bin/python3 - "$results" "$DOC" "$T" "$REPEATS" "$build" "$(date -u '+%Y-%m-%d %H:%M UTC')" \
-    "$(git -C "$ROOT" rev-parse --short HEAD)" "$(nproc)" "$(uptime | sed 's/.*load average: //')" <<'PY'
-import os, statistics, sys
-results, doc, seconds, repeats, build, date, commit, cores, load = sys.argv[1:]
-sys.path.insert(0, os.path.join(os.path.dirname(doc), "..", "bench"))
+bench_report "$results" "$T" "$REPEATS" <<'PY'
+import statistics, sys
 from docsection import write_section
+results, doc, seconds, repeats, build, date, commit, cores, load = sys.argv[1:]
 rows = {}
 for line in open(results):
     with_, *figures = line.split()

@@ -49,3 +49,13 @@ bench_cleanup() {
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
+
+# bench_report RESULTS SECONDS REPEATS <<'PY' … PY: runs a report (Python on stdin, bench/ on its path) with sys.argv[1:]
+# RESULTS, the docs file, SECONDS, REPEATS, what was run (a release build or BENCH_BIN's), the date, the commit, the
+# number of cores and the load average.
+bench_report() {
+    local build
+    build=$([ -n "${BENCH_BIN:-}" ] && echo "the binaries in ${BENCH_BIN#"$ROOT/"}" || echo "a release build")
+    PYTHONPATH="$ROOT/bench" /usr/bin/python3 - "$1" "$DOC" "$2" "$3" "$build" "$(date -u '+%Y-%m-%d %H:%M UTC')" \
+        "$(git -C "$ROOT" rev-parse --short HEAD)" "$(nproc)" "$(uptime | sed 's/.*load average: //')"
+}
