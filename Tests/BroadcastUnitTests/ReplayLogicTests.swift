@@ -230,18 +230,37 @@ import Testing
             #expect(saved >= 3 && saved <= 5.1, "--last 3 saves \(saved) s")
         }
 
+        /// Runs ffmpeg's `tool` (ffmpeg, ffprobe) with `arguments`: its standard output, and its standard error with
+        /// its exit status when that is not 0. Both go through files (trace_headers writes megabytes to the error).
+        static func run(_ tool: String, _ arguments: [String]) throws -> (output: Data, errors: String) {
+            let base = FileManager.default.temporaryDirectory.path + "/still-\(UUID().uuidString)"
+            let (outPath, errPath) = (base + ".out", base + ".err")
+            for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+            defer { for path in [outPath, errPath] { try? FileManager.default.removeItem(atPath: path) } }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/" + tool)
+            process.arguments = arguments
+            process.standardOutput = FileHandle(forWritingAtPath: outPath)
+            process.standardError = FileHandle(forWritingAtPath: errPath)
+            try process.run()
+            process.waitUntilExit()
+            let errors = String(decoding: try Data(contentsOf: URL(fileURLWithPath: errPath)), as: UTF8.self)
+            return (
+                try Data(contentsOf: URL(fileURLWithPath: outPath)),
+                process.terminationStatus == 0 ? errors : "exit \(process.terminationStatus): " + errors
+            )
+        }
+
         /// The times (s) of `path`'s keyframes, as ffprobe reads them.
         static func keyframeTimes(_ path: String) throws -> [Double] {
-            let ffprobe = Process()
-            ffprobe.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
-            ffprobe.arguments = [
-                "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", path,
-            ]
-            let output = Pipe()
-            ffprobe.standardOutput = output
-            try ffprobe.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            ffprobe.waitUntilExit()
+            let text = String(
+                decoding: try run(
+                    "ffprobe",
+                    [
+                        "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags", "-of",
+                        "csv=p=0", path,
+                    ]
+                ).output, as: UTF8.self)
             return text.split(separator: "\n").compactMap { line in
                 let fields = line.split(separator: ",")
                 return fields.count >= 2 && fields[1].hasPrefix("K") ? Double(fields[0]) : nil
@@ -251,16 +270,9 @@ import Testing
         /// Each picture of `path`'s video, as ffmpeg's trace_headers reads its slices: an IDR picture's `idr_pic_id`, or
         /// nil for another.
         static func pictures(_ path: String) throws -> [Int?] {
-            let ffmpeg = Process()
-            ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-            ffmpeg.arguments = [
-                "-v", "verbose", "-i", path, "-c", "copy", "-bsf:v", "trace_headers", "-f", "null", "-",
-            ]
-            let errors = Pipe()
-            (ffmpeg.standardOutput, ffmpeg.standardError) = (FileHandle.nullDevice, errors)
-            try ffmpeg.run()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            ffmpeg.waitUntilExit()
+            let text = try run(
+                "ffmpeg", ["-v", "verbose", "-i", path, "-c", "copy", "-bsf:v", "trace_headers", "-f", "null", "-"]
+            ).errors
             var pictures: [Int?] = []
             var (nalType, firstMB) = (0, 0)
             for line in text.split(separator: "\n") {
@@ -282,22 +294,14 @@ import Testing
 
         /// ffmpeg's errors decoding `path`, and the mean luma of each frame it shows.
         static func decode(_ path: String) throws -> (errors: String, luma: [UInt8]) {
-            let ffmpeg = Process()
-            ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-            ffmpeg.arguments = [
-                "-v", "error", "-i", path, "-map", "0:v", "-vf", "scale=1:1:flags=area", "-fps_mode", "passthrough",
-                "-enc_time_base", "1/1000",
-                "-f", "rawvideo", "-pix_fmt", "yuv420p", "-",
-            ]
-            let (output, errors) = (Pipe(), Pipe())
-            (ffmpeg.standardOutput, ffmpeg.standardError) = (output, errors)
-            try ffmpeg.run()
-            let luma = output.fileHandleForReading.readDataToEndOfFile()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            ffmpeg.waitUntilExit()
+            let (luma, errors) = try run(
+                "ffmpeg",
+                [
+                    "-v", "error", "-i", path, "-map", "0:v", "-vf", "scale=1:1:flags=area", "-fps_mode", "passthrough",
+                    "-enc_time_base", "1/1000", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-",
+                ])
             // A 1x1 yuv420p frame is 3 bytes, Y first.
-            let frames = stride(from: 0, to: luma.count - 2, by: 3).map { luma[$0] }
-            return (ffmpeg.terminationStatus == 0 ? text : "exit \(ffmpeg.terminationStatus): " + text, frames)
+            return (errors, stride(from: 0, to: luma.count - 2, by: 3).map { luma[$0] })
         }
     }
 }
