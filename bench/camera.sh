@@ -29,7 +29,6 @@ n=$(free_display); start_xvfb "$n" 1920x1080; PIDS+=("$XVFB_PID")
 results="$WORK/results.txt"
 : >"$results"
 
-ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 
 # run CAMERA ROUND: CAMERA is "camera" or "screen"; "camera d% h% dHWM hHWM planned" into $results.
 run() {

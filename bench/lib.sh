@@ -25,6 +25,8 @@ build_release() {
 
 # utime+stime and cutime+cstime (reaped children = the handler) of PID, in clock ticks.
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13, $14+$15}'; }
+# utime+stime of PID, in clock ticks.
+ticks() { cpu_ticks "$1" | cut -d' ' -f1; }
 # A field of /proc/PID/status in kB, or NA.
 status_kb() { awk -v k="$2:" '$1==k {print $2; f=1} END {if (!f) print "NA"}' "/proc/$1/status"; }
 

@@ -42,7 +42,6 @@ desktop 3600; still=$DESKTOP
 results="$WORK/results.txt"
 : >"$results"
 
-ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 
 # run SCENE HANDLER ROUND: a fresh daemon, one broadcast to HANDLER; "scene handler daemon% handler%" into $results.
 run() {
