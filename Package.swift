@@ -133,7 +133,7 @@ let package = Package(
         .target(name: "BroadcastTimeline", dependencies: ["BroadcastCore"]),
         .target(
             name: "BroadcastEncoding",
-            dependencies: ["CFFmpeg", "BroadcastCore", "BroadcastTimeline", "BroadcastHandlerKit"]),
+            dependencies: ["CFFmpeg", "BroadcastCore", "BroadcastProtocol", "BroadcastTimeline", "BroadcastHandlerKit"]),
         .target(
             name: "BroadcastMedia",
             dependencies: [

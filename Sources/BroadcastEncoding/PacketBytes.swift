@@ -34,6 +34,21 @@ public struct PacketBytes: RandomAccessCollection, Equatable, ExpressibleByArray
 
     public init(arrayLiteral bytes: UInt8...) { self.init(bytes) }
 
+    /// `count` bytes that `fill` writes (it may throw, or return false, and then there are none).
+    package init?(count: Int, fill: (UnsafeMutableRawPointer) -> Bool) {
+        guard count > 0 else {
+            storage = nil
+            return
+        }
+        guard let buffer = av_buffer_allocz(count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else { return nil }
+        guard fill(buffer.pointee.data) else {
+            var owned: UnsafeMutablePointer<AVBufferRef>? = buffer
+            av_buffer_unref(&owned)
+            return nil
+        }
+        storage = Storage(buffer: buffer, start: buffer.pointee.data, count: count)
+    }
+
     /// A reference to what `packet` holds (made reference counted first if it was not).
     package init(referencing packet: UnsafeMutablePointer<AVPacket>) throws(MediaError) {
         try check(av_packet_make_refcounted(packet), "keep a packet")

@@ -43,6 +43,10 @@ package final class RecordingEncoder {
     private var lastEncoded: UInt64?
     /// Keyframes encoded since the last frame that changed: a still screen gets two after its last change, then copies.
     private var keyframesSinceChange = 0
+    /// A keyframe was asked for (`requestKeyframe`): the next frame is encoded as one, even a repeat.
+    private var keyframeAsked = false
+    /// Keyframes made because they were asked for.
+    package private(set) var keyframesMadeAsked = 0
     private var repeater: KeyframeRepeater
     /// The pts of changed frames given to the video encoder whose packets have not come out yet.
     private var changedPTS: Set<Int64> = []
@@ -138,7 +142,9 @@ package final class RecordingEncoder {
         let keyframeDue = video.keyframeDue(at: Encoder.videoPTS(time))
         // A repeated screen whose corner has a new camera picture (or lost it) is a changed picture.
         let repeated = sample.isRepeat && corner?.changes(at: sample.presentationTime) != true
-        if repeated, video.keyframes != nil, lastEncoded != nil, !(keyframeDue && keyframesSinceChange < 2) {
+        if repeated, video.keyframes != nil, lastEncoded != nil, !keyframeAsked,
+            !(keyframeDue && keyframesSinceChange < 2)
+        {
             skippedRepeats += 1
             if let copy = repeater.unchanged(through: Int64(time)) { try output.writeCopy(copy, stream: videoStream) }
             try output.pictureUnchanged(through: Int64(time))
@@ -152,16 +158,21 @@ package final class RecordingEncoder {
             if changedPTS.count > 64 { changedPTS.removeAll() }  // packets an encoder never gave
             changedPTS.insert(Encoder.videoPTS(time))
         }
-        try video.encodeVideo(frame) { packet throws(MediaError) in
+        if keyframeAsked { keyframesMadeAsked += 1 }
+        try video.encodeVideo(frame, keyframe: keyframeAsked) { packet throws(MediaError) in
             if let copy = repeater.before(packet) { try output.writeCopy(copy, stream: videoStream) }
             repeater.wrote(packet, newPicture: changedPTS.remove(packet.pts) != nil)
             try output.writeHoldingBack(packet, stream: videoStream)
         }
         lastEncoded = time
+        keyframeAsked = false
         encodedFrames += 1
         keyframesSinceChange = (repeated ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
         return time
     }
+
+    /// Makes the next frame a keyframe: a handler sharing this encoder joined, resumed, or lost packets.
+    package func requestKeyframe() { keyframeAsked = true }
 
     /// The camera's frames come in `format` from now on, or (nil) it went away.
     package func cameraChanged(to format: VideoFormat?) {

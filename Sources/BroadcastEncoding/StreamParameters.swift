@@ -49,6 +49,13 @@ public struct StreamParameters: Equatable, Sendable {
     public var isVideo: Bool { kind == .video }
     public var isHEVC: Bool { codecID == AV_CODEC_ID_HEVC.rawValue }
 
+    /// A stream of `codecID` whose other parameters are to be filled in.
+    package init(kind: MediaKind, codecID: UInt32, timeBase: TimeBase) {
+        self.kind = kind
+        self.codecID = codecID
+        self.timeBase = timeBase
+    }
+
     /// The parameters in `source`, its packets' times in `timeBase`.
     package init(_ source: UnsafePointer<AVCodecParameters>, timeBase: TimeBase) {
         let p = source.pointee

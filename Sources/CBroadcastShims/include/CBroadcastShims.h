@@ -1,5 +1,6 @@
 // One-line adapters for what Swift cannot import from Glibc: the CMSG_* macros,
-// memfd_create (not visible through Glibc's module map), and the pidfd syscalls.
+// memfd_create (not visible through Glibc's module map), the pidfd syscalls, and ordered access to a
+// counter in shared memory (Swift's atomics live only in memory Swift allocated).
 // No state lives here.
 #pragma once
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 #include <spawn.h>
+#include <stdint.h>
 
 extern char **environ;
 static inline char **cbroadcast_environ(void) { return environ; }
@@ -57,3 +59,16 @@ static inline int cbroadcast_fcntl_int(int fd, int cmd, int arg) { return fcntl(
 #define CBROADCAST_MFD_ALLOW_SEALING 0x0002U
 // Bytes sent on a socket that its peer has not read yet (SIOCOUTQ; ioctl is variadic).
 static inline int cbroadcast_unread_output(int fd, int *out) { return ioctl(fd, SIOCOUTQ, out); }
+
+// A counter in shared memory that guards bytes written beside it (a seqlock's sequence): the writer
+// stores the counter and then writes the bytes (a release fence between); a reader copies the bytes and
+// then loads the counter (an acquire fence between), so a reader that copied any of the new bytes sees
+// the new counter.
+static inline void cbroadcast_store_then_write(uint64_t *counter, uint64_t value) {
+    __atomic_store_n(counter, value, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline uint64_t cbroadcast_load_after_read(const uint64_t *counter) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,176 @@
+import BroadcastCore
+import BroadcastProtocol
+
+/// One handler's side of an encoder shared by several: it takes what the encoder tells (`SharedEncoderEvent`), copies
+/// the packets out of the packet ring and writes them to its own `EncodedOutput` (a file, a replay buffer, a stream)
+/// on a time line of its own. Its file starts at a keyframe, at time 0; a pause leaves no gap (the handler resumes at
+/// a keyframe, which it asks for); a packet it lost (it fell a whole ring behind) costs it the rest of that GOP,
+/// and the time goes on. Audio waits for the first keyframe of each stretch.
+package final class SharedEncoderInput {
+    let output: EncodedOutput
+    let ring: PacketRingReader
+    /// Which of the encoder's streams it keeps (the audio tracks it asked for).
+    let keeps: (EncodedStreamDescription) -> Bool
+    /// Asks the encoder for a keyframe (a join, a resume, a loss).
+    let requestKeyframe: () -> Void
+    private var streams: [(description: EncodedStreamDescription, output: Int?)] = []
+    private var videoStream: Int?
+    private var state = State.waitingForKeyframe(resuming: true)
+    private var begun = false
+    /// Encoder time minus file time (ns).
+    private var shift: Int64 = 0
+    /// The file time at which the next stretch begins: where the last ended.
+    private var resumeAt: Int64 = 0
+    /// Where the picture written so far ends (file time): the last frame's time and a frame interval.
+    private var pictureEnd: Int64 = 0
+    /// The video's frame interval (ns).
+    private var frameInterval: Int64 = 1_000_000
+    /// Packets lost: written over in the ring before they were copied, or the rest of their GOP after such a loss.
+    package private(set) var lostPackets = 0
+    package private(set) var keyframesAsked = 0
+    package private(set) var packetsWritten = 0
+
+    enum State: Equatable {
+        /// Until a keyframe: after a pause (the file's time is shifted to it) or after a loss (it is not).
+        case waitingForKeyframe(resuming: Bool)
+        case running
+        case paused
+    }
+
+    package init(
+        output: EncodedOutput, ring: PacketRingReader,
+        keeps: @escaping (EncodedStreamDescription) -> Bool = { _ in true },
+        requestKeyframe: @escaping () -> Void
+    ) {
+        self.output = output
+        self.ring = ring
+        self.keeps = keeps
+        self.requestKeyframe = requestKeyframe
+    }
+
+    package func take(_ event: SharedEncoderEvent) throws(MediaError) {
+        switch event {
+        case .streams(let descriptions):
+            guard streams.isEmpty else {
+                throw MediaError("take a shared stream", "the encoder told its streams twice")
+            }
+            for description in descriptions {
+                let kept = keeps(description) || description.kind == "video"
+                streams.append((description, kept ? try output.addStream(StreamParameters(description)) : nil))
+            }
+            guard let video = descriptions.firstIndex(where: { $0.kind == "video" }) else {
+                throw MediaError("take a shared stream", "the encoder has no video stream")
+            }
+            videoStream = video
+            if let rate = descriptions[video].frameRate, rate.count == 2, rate[0] > 0, rate[1] > 0 {
+                frameInterval = 1_000_000_000 * Int64(rate[1]) / Int64(rate[0])
+            }
+            ask()
+        case .pictureUnchanged(let time):
+            guard state == .running else { return }
+            pictureEnd = max(pictureEnd, time - shift + frameInterval)
+            try output.pictureUnchanged(through: time - shift)
+        case .packet(let header):
+            try take(header)
+        }
+    }
+
+    private func take(_ header: EncodedPacketHeader) throws(MediaError) {
+        guard Int(header.stream) < streams.count, let videoStream else {
+            throw MediaError("take a shared packet", "a packet of stream \(header.stream), which was not told")
+        }
+        let (description, target) = streams[Int(header.stream)]
+        let timeBase = TimeBase(description.timeBase[0], description.timeBase[1])
+        let time = timeBase.rescale(header.pts, to: .nanoseconds)
+        guard let target else { return }
+        let isVideo = Int(header.stream) == videoStream
+        switch state {
+        case .paused: return
+        case .waitingForKeyframe(let resuming):
+            if isVideo && !header.flags.contains(.keyframe) {
+                if !resuming { lostPackets += 1 }
+                return
+            }
+            // After a loss, the sound goes on.
+            if !isVideo && (resuming || !begun) { return }
+        case .running: if !isVideo && time - shift < resumeAt { return }
+        }
+        guard let data = try copy(header) else {
+            lostPackets += 1
+            if isVideo {
+                if state == .running { state = .waitingForKeyframe(resuming: false) }
+                ask()
+            }
+            return
+        }
+        if case .waitingForKeyframe(let resuming) = state, isVideo {
+            if resuming || !begun { shift = time - resumeAt }
+            if !begun {
+                try output.begin(videoStream: target, orientation: description.orientation)
+                begun = true
+            }
+            state = .running
+        }
+        let shiftTicks = TimeBase.nanoseconds.rescale(shift, to: timeBase)
+        var packet = EncodedPacket(
+            kind: isVideo ? .video : .audio, data: data, pts: header.pts - shiftTicks, dts: header.dts - shiftTicks,
+            duration: header.duration, timeBase: timeBase, isKeyframe: header.flags.contains(.keyframe))
+        packet.isDisposable = header.flags.contains(.disposable)
+        packet.skipSamples = (header.skipStart, header.skipEnd)
+        packetsWritten += 1
+        if isVideo { pictureEnd = max(pictureEnd, time - shift + frameInterval) }
+        if header.flags.contains(.copy) {
+            try output.writeCopy(packet, stream: target)
+        } else if header.flags.contains(.lastsUntilNext) {
+            try output.writeHoldingBack(packet, stream: target)
+        } else {
+            try output.write(packet, stream: target)
+        }
+    }
+
+    /// The packet's bytes, or nil when the encoder wrote over them before they were copied.
+    private func copy(_ header: EncodedPacketHeader) throws(MediaError) -> PacketBytes? {
+        var outcome = PacketRingReader.Copy.whole
+        let bytes = PacketBytes(count: Int(header.length)) { target in
+            outcome = ring.copy(
+                sequence: header.sequence, offset: Int(clamping: header.offset), count: Int(header.length),
+                into: target)
+            return outcome == .whole
+        }
+        switch outcome {
+        case .whole: return bytes ?? []
+        case .lost: return nil
+        case .outOfBounds:
+            throw MediaError(
+                "take a shared packet",
+                "\(header.length) bytes at \(header.offset) are outside the \(ring.size)-byte ring")
+        }
+    }
+
+    private func ask() {
+        keyframesAsked += 1
+        requestKeyframe()
+    }
+
+    /// Its broadcast paused: nothing is written until it resumes.
+    package func pause() {
+        if begun && state != .paused { resumeAt = pictureEnd }
+        state = .paused
+    }
+
+    /// Its broadcast resumed: the file goes on at the next keyframe, which it asks for.
+    package func resume() {
+        guard state == .paused else { return }
+        state = .waitingForKeyframe(resuming: true)
+        ask()
+    }
+
+    /// Ends the video stream where the file's time is; returns the file's duration (ns).
+    package func finish() throws(MediaError) -> Int64 {
+        if begun && state != .paused { resumeAt = pictureEnd }
+        if begun, let videoStream, let target = streams[videoStream].output {
+            try output.endStream(target, at: TimeBase.nanoseconds.rescale(resumeAt, to: .video))
+        }
+        return resumeAt
+    }
+}

@@ -1,0 +1,260 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastRecord
+import Foundation
+import Testing
+
+@testable import BroadcastEncoding
+@testable import BroadcastHandlerKit
+@testable import BroadcastMedia
+
+/// One encode shared by several handlers (#35), in one process: `RecordingEncoder` into a `SharedEncoderOutput`
+/// (packets into a packet ring, events told), and handlers' `SharedEncoderInput`s writing files of their own, judged
+/// by ffprobe and ffmpeg.
+struct SharedEncodingTests {
+    static let interval: UInt64 = 1_000_000_000 / 30
+    static let width = 160, height = 96
+
+    /// The encoder (the record handler's defaults, the mic's track) and a ring in memory, fed a 160x96 picture that
+    /// changes every frame and a 440 Hz tone.
+    final class SharedEncode {
+        let memory: PacketRingTests.Memory
+        let encoder: RecordingEncoder
+        let output: SharedEncoderOutput
+        let handler = BroadcastSampleHandler()
+        /// What the encoder told, in order.
+        var told: [SharedEncoderEvent] = []
+        /// What it told since it was last taken.
+        private let box: EventBox
+        final class EventBox { var events: [SharedEncoderEvent] = [] }
+
+        init(ringSize: Int) throws {
+            memory = PacketRingTests.Memory(ringSize)
+            let options = try RecordOptions(url: "/dev/null.mp4", setupInfo: ["audio": "mic"]) { "" }
+            handler.videoFormat = VideoFormat(width: SharedEncodingTests.width, height: SharedEncodingTests.height)
+            handler.audioStreams = [.audioMic]
+            let box = EventBox()
+            output = SharedEncoderOutput(
+                ring: PacketRingWriter(base: memory.base, size: memory.size), id: 3
+            ) { event throws(MediaError) in
+                box.events.append(event)
+            }
+            encoder = try RecordingEncoder(options.encoding, for: handler, output: output)
+            self.box = box
+        }
+
+        /// Frames and audio for `seconds`, calling `each` with the events of each frame as they come.
+        func run(seconds: Int, each: (Int, [SharedEncoderEvent]) throws -> Void) throws {
+            let size = handler.videoFormat.frameByteCount
+            var picture = [UInt8](repeating: 0, count: size)
+            let frames = seconds * 30
+            let audioChunk = 1600  // 1/30 s at 48 kHz
+            var phase = 0.0
+            for index in 0..<frames {
+                let time = 5_000_000_000 + UInt64(index) * SharedEncodingTests.interval
+                for i in stride(from: 0, to: size, by: 7) { picture[i] = UInt8(truncatingIfNeeded: i + index * 3) }
+                try picture.withUnsafeBytes { data in
+                    let timing = SampleTiming(
+                        presentationTime: time, duration: SharedEncodingTests.interval, sequence: UInt64(index),
+                        discontinuity: false)
+                    let sample = SampleBuffer(
+                        type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
+                        orientation: nil, audioFormat: nil, frameCount: 0)
+                    _ = try encoder.addVideo(sample)
+                }
+                var pcm = [Float](repeating: 0, count: audioChunk * 2)
+                for i in 0..<audioChunk {
+                    let value = Float(sin(phase) * 0.3)
+                    pcm[2 * i] = value
+                    pcm[2 * i + 1] = value
+                    phase += 2 * Double.pi * 440 / 48000
+                }
+                try pcm.withUnsafeBytes { data in
+                    let timing = SampleTiming(
+                        presentationTime: time, duration: SharedEncodingTests.interval, sequence: UInt64(index),
+                        discontinuity: false)
+                    let sample = SampleBuffer(
+                        type: .audioMic, timing: timing, data: data, videoFormat: nil, orientation: nil,
+                        audioFormat: AudioFormat(), frameCount: audioChunk)
+                    try encoder.addAudio(sample, .audioMic)
+                }
+                let events = box.events
+                box.events = []
+                told += events
+                try each(index, events)
+            }
+        }
+    }
+
+    /// A handler of the shared encode, writing an MP4 file.
+    final class Consumer {
+        let path: String
+        let muxer: Muxer
+        let input: SharedEncoderInput
+
+        init(_ name: String, _ shared: SharedEncode, askKeyframe: @escaping () -> Void) throws {
+            path = FileManager.default.temporaryDirectory.path + "/shared-\(name)-\(UUID().uuidString).mp4"
+            muxer = try Muxer(url: path, container: .fragmentedMP4)
+            input = SharedEncoderInput(
+                output: muxer, ring: shared.memory.reader, requestKeyframe: askKeyframe)
+        }
+
+        func take(_ events: [SharedEncoderEvent]) throws {
+            for event in events { try input.take(event) }
+        }
+
+        func finish() throws -> Int64 {
+            let duration = try input.finish()
+            try muxer.finish()
+            return duration
+        }
+
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+
+        /// The video packets' times (s) and whether each is a keyframe, as ffprobe reads them.
+        func videoPackets() throws -> [(time: Double, key: Bool)] {
+            let text = String(
+                decoding: try StillScreenTests.StillScreen.run(
+                    "ffprobe",
+                    [
+                        "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags", "-of",
+                        "csv=p=0", path,
+                    ]
+                ).output, as: UTF8.self)
+            return text.split(separator: "\n").compactMap { line in
+                let fields = line.split(separator: ",")
+                guard fields.count >= 2, let time = Double(fields[0]) else { return nil }
+                return (time, fields[1].contains("K"))
+            }
+        }
+
+        /// The first audio packet's time (s) and the audio's duration, as ffprobe reads them.
+        func audio() throws -> (start: Double, duration: Double) {
+            let text = String(
+                decoding: try StillScreenTests.StillScreen.run(
+                    "ffprobe",
+                    [
+                        "-v", "error", "-select_streams", "a", "-show_entries", "stream=start_time,duration", "-of",
+                        "csv=p=0", path,
+                    ]
+                ).output, as: UTF8.self)
+            let fields = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").compactMap {
+                Double($0)
+            }
+            return (fields.first ?? -1, fields.dropFirst().first ?? -1)
+        }
+
+        /// What ffmpeg says decoding the whole file (nothing: no errors).
+        func decodeErrors() throws -> String {
+            try StillScreenTests.StillScreen.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"]).errors
+        }
+    }
+
+    /// Two handlers of one encode over 10 s: one from the start that pauses from 3 s to 5 s, one that joins at 4 s.
+    /// Each file starts with a keyframe at 0, has no gap (the first's pause leaves none), decodes with no errors and has
+    /// its audio from its start to its end; the first is 8 s long, the second 6 s. Each asks for a keyframe when it
+    /// joins and resumes, and the encoder makes them.
+    @Test func handlersShareOneEncodeEachOnItsOwnTimeLine() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        var asked = 0
+        let ask = {
+            asked += 1
+            shared.encoder.requestKeyframe()
+        }
+        let first = try Consumer("first", shared, askKeyframe: ask)
+        let joiner = try Consumer("joiner", shared, askKeyframe: ask)
+        try shared.run(seconds: 10) { index, events in
+            if index == 90 { first.input.pause() }
+            if index == 150 { first.input.resume() }
+            try first.take(events)
+            if index == 120 {
+                // Joining: what the encoder told of its streams first, then what comes.
+                try joiner.take(shared.told.filter { if case .streams = $0 { true } else { false } })
+            }
+            if index > 120 { try joiner.take(events) }
+        }
+        let firstDuration = try first.finish()
+        let joinerDuration = try joiner.finish()
+        #expect(first.input.lostPackets == 0 && joiner.input.lostPackets == 0)
+        #expect(asked == 3, "the first's join and resume, the joiner's join: \(asked) keyframes asked")
+        #expect(shared.encoder.keyframesMadeAsked >= 2, "the resume's and the join's")
+
+        for (consumer, duration, expected) in [(first, firstDuration, 8.0), (joiner, joinerDuration, 6.0)] {
+            let packets = try consumer.videoPackets()
+            let name = consumer.path
+            #expect(packets.first?.key == true && packets.first?.time == 0, "\(name) starts: \(packets.prefix(2))")
+            #expect(abs(Double(duration) / 1e9 - expected) < 0.1, "\(name) lasts \(Double(duration) / 1e9) s")
+            let gaps = zip(packets, packets.dropFirst()).map { $1.time - $0.time }
+            #expect(gaps.allSatisfy { $0 > 0 && $0 < 0.05 }, "\(name) has a gap: \(gaps.max() ?? 0) s")
+            let audio = try consumer.audio()
+            #expect(audio.start >= 0 && audio.start < 0.05, "\(name)'s audio starts at \(audio.start)")
+            #expect(abs(audio.duration - expected) < 0.15, "\(name)'s audio lasts \(audio.duration)")
+            let errors = try consumer.decodeErrors()
+            #expect(errors.isEmpty, "\(errors)")
+        }
+    }
+
+    /// A handler that stops reading for a second at 3 s, through a ring that holds about half a second, loses
+    /// packets of its own, whole GOPs: it asks for a keyframe and goes on from it; its file decodes with no errors.
+    /// The handler that kept up lost nothing.
+    @Test func aHandlerThatFallsARingBehindLosesWholeGOPsOfItsOwn() throws {
+        let shared = try SharedEncode(ringSize: 64 * 1024)
+        let prompt = try Consumer("prompt", shared) { shared.encoder.requestKeyframe() }
+        let late = try Consumer("late", shared) { shared.encoder.requestKeyframe() }
+        var backlog: [SharedEncoderEvent] = []
+        try shared.run(seconds: 8) { index, events in
+            try prompt.take(events)
+            backlog += events
+            if !(90..<120).contains(index) {
+                try late.take(backlog)
+                backlog = []
+            }
+        }
+        _ = try prompt.finish()
+        _ = try late.finish()
+        #expect(prompt.input.lostPackets == 0)
+        #expect(late.input.lostPackets > 10, "lost \(late.input.lostPackets)")
+        #expect(late.input.keyframesAsked == 2, "its join's and its loss's")
+        let packets = try late.videoPackets()
+        #expect(packets.first?.key == true && packets.first?.time == 0)
+        #expect(packets.count > 180 && packets.count < 220, "\(packets.count) frames kept of 240")
+        let gap = zip(packets, packets.dropFirst()).max { $0.1.time - $0.0.time < $1.1.time - $1.0.time }
+        #expect(
+            gap.map { $0.1.key && $0.1.time - $0.0.time > 0.5 } == true,
+            "the gap ends at a keyframe: \(gap.map { "\($0)" } ?? "")")
+        let errors = try late.decodeErrors()
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(try prompt.videoPackets().count == 240)
+    }
+
+    /// Streams as a shared encoder tells them, and back: what a muxer needs survives, and what this libavcodec does
+    /// not know is refused with its name.
+    @Test func streamDescriptionsCarryWhatAMuxerNeeds() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        try shared.run(seconds: 1) { _, _ in }
+        guard case .streams(let streams) = try #require(shared.told.first) else {
+            Issue.record("the first event is not the streams: \(shared.told.first.map { "\($0)" } ?? "none")")
+            return
+        }
+        #expect(streams.map(\.codec) == ["h264", "opus"])
+        let video = try StreamParameters(streams[0])
+        #expect(video.width == 160 && video.height == 96 && !video.extradata.isEmpty)
+        #expect(streams[0].pixelFormat == "nv12" && streams[0].rotation == 0, "\(streams[0])")
+        let audio = try StreamParameters(streams[1])
+        #expect(
+            audio.sampleRate == 48000 && audio.channels == 2 && audio.extradata.starts(with: Array("OpusHead".utf8)))
+        #expect(streams[1].priming == 312 && streams[1].title == "Microphone")
+        var unknown = streams[0]
+        unknown.codec = "h267"
+        #expect(throws: MediaError.self) { try StreamParameters(unknown) }
+        unknown = streams[0]
+        unknown.pixelFormat = "yuv999p"
+        #expect(throws: MediaError.self) { try StreamParameters(unknown) }
+        unknown = streams[0]
+        unknown.width = 0
+        #expect(throws: MediaError.self) { try StreamParameters(unknown) }
+        // Round trip through JSON, as the wire carries it.
+        let json = try JSONEncoder().encode(streams)
+        #expect(try JSONDecoder().decode([EncodedStreamDescription].self, from: json) == streams)
+    }
+}
