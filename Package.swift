@@ -9,7 +9,7 @@ import PackageDescription
 //   BroadcastProtocol    the wire protocol of docs/protocol.md: framing, messages, a blocking peer connection
 //   BroadcastCapture     the capture source interface, the synthetic source, BGRx → NV12/I420 conversion
 //   BroadcastX11         X11 screen capture: XCB-SHM grabs in bands, XDamage, XFixes cursor, RandR outputs
-//   BroadcastPortal      xdg-desktop-portal's ScreenCast over D-Bus (libdbus-1): the share dialog, restore tokens, the PipeWire remote
+//   BroadcastPortal      xdg-desktop-portal's ScreenCast and Camera over D-Bus (libdbus-1): dialogs, tokens, PipeWire remotes
 //   BroadcastPipeWire    PipeWire (libpipewire): app audio and the microphone, and screens shared as video nodes
 //   BroadcastDaemon      broadcastd's core: event loop, frame pool, handler supervisor, controller sessions
 //   BroadcastDaemonSetup what broadcastd's settings build: its keys, the daemon, its capture sources, the watchers

@@ -62,7 +62,7 @@ public enum DaemonKeys {
     public static let camera = ConfigKey(
         "camera", .string, default: .string("none"),
         help:
-            "A camera beside the screen, delivered to handlers that ask for it: none, default (the first PipeWire video source whose media.role is Camera, else the first), or one by node name, description or serial (see `broadcastctl sources`)."
+            "A camera beside the screen, delivered to handlers that ask for it: none, default (the first PipeWire video source whose media.role is Camera, else the first), or one by node name, description or serial (see `broadcastctl sources`); through the desktop portal's Camera interface where the screen goes through the portal."
     ) {
         $0.string!.isEmpty || $0.string!.utf8.count > 256 ? "takes none, default, or a camera's name" : nil
     }

@@ -24,11 +24,16 @@ public struct DaemonSetup {
     /// which the caller lets finish delivering before it exits.
     public func makeDaemon(logger: Logger) throws -> (daemon: Daemon, notifications: DesktopNotifications?) {
         let (source, _) = chosenSource()
+        let grant = camerasThroughPortal(source) ? CameraGrant(logger: Logger(label: "broadcastd.portal")) : nil
+        if let grant, CameraRequest(settings.string("camera")!) != .none {
+            // Asked now, so that the dialog (when there is one) comes up before the first broadcast needs the camera.
+            grant.request()
+        }
         let sources = CaptureSources(
             defaults: captureDefaults(source),
             make: { choice throws(CaptureError) in try captureSource(choosing: choice, of: source) },
-            cameras: { () throws(CaptureError) in try PipeWireCameras.list() },
-            makeCamera: { camera throws(CaptureError) in try cameraSource(camera, logger: logger) })
+            cameras: { () throws(CaptureError) in try PipeWireCameras.list(remote: grant.map(Self.cameraRemote)) },
+            makeCamera: { camera throws(CaptureError) in try cameraSource(camera, through: grant, logger: logger) })
         let lock =
             settings.string("on-lock") == LockAction.ignore.rawValue
             ? nil
@@ -100,9 +105,39 @@ public struct DaemonSetup {
         return try DaemonSetup(settings: chosen).captureSource(kind)
     }
 
-    /// The source of `camera`'s frames: its PipeWire node, by serial, in broadcastd's pixel format and colour range.
-    func cameraSource(_ camera: CameraDescription, logger: Logger) throws(CaptureError) -> CaptureSource {
+    /// Whether the camera comes through the desktop portal's Camera interface: when the screen does (source pipewire
+    /// without pipewire-node, a Wayland session or a sandbox), whose PipeWire shows an application only what the user
+    /// allowed. Elsewhere (X11, a node captured directly) the camera is taken from PipeWire directly.
+    func camerasThroughPortal(_ source: String) -> Bool {
+        source == "pipewire" && settings.string("pipewire-node") == nil
+    }
+
+    /// A new PipeWire connection from the Camera portal, asking for the camera first when it has not been allowed
+    /// (waiting 2 s for the answer: a permission given before comes at once).
+    static func cameraRemote(_ grant: CameraGrant) throws(CaptureError) -> Int32 {
+        let operation = "ask the desktop portal for the camera"
+        let remote: Int32?
+        do { remote = try grant.remote(wait: 2_000_000_000) } catch {
+            throw CaptureError(
+                source: "camera", operation: operation, reason: error.cancelled ? error.reason : error.description)
+        }
+        guard let remote else {
+            throw CaptureError(
+                source: "camera", operation: operation,
+                reason: "the desktop portal's camera dialog is open; start the broadcast again once it is answered")
+        }
+        return remote
+    }
+
+    /// The source of `camera`'s frames: its PipeWire node, by serial, in broadcastd's pixel format and colour range,
+    /// through the Camera portal's PipeWire when there is a `grant`.
+    func cameraSource(
+        _ camera: CameraDescription, through grant: CameraGrant?, logger: Logger
+    ) throws(CaptureError) -> CaptureSource {
         var configuration = PipeWireScreenSource.Configuration(target: .node(camera.serial))
+        if let grant {
+            configuration.remote = { () throws(CaptureError) -> Int32 in try Self.cameraRemote(grant) }
+        }
         configuration.pixelFormat = PixelFormat(name: settings.string("pixel-format")!)!
         configuration.framesPerSecond =
             camera.expectedFormat(delivering: configuration.pixelFormat)?.frameRates.max().map { Int($0.rounded()) }

@@ -43,10 +43,11 @@ public final class PipeWireCameras: @unchecked Sendable {
         deinit { listener.deallocate() }
     }
 
-    /// The cameras now (`$PIPEWIRE_REMOTE`, else PipeWire's socket in `$XDG_RUNTIME_DIR`); throws when PipeWire
-    /// cannot be reached or does not answer within `timeout`.
-    public static func list() throws(CaptureError) -> [CameraDescription] {
-        try PipeWireCameras().look()
+    /// The cameras now (on `remote`, a connection the Camera portal opened, which the look then owns; else on
+    /// `$PIPEWIRE_REMOTE`, else PipeWire's socket in `$XDG_RUNTIME_DIR`); throws when PipeWire cannot be reached or
+    /// does not answer within `timeout`.
+    public static func list(remote: Int32? = nil) throws(CaptureError) -> [CameraDescription] {
+        try PipeWireCameras().look(remote)
     }
 
     /// For tests: runs on the caller's thread once PipeWire's thread has started, before the look waits for it (a
@@ -84,9 +85,9 @@ public final class PipeWireCameras: @unchecked Sendable {
         nodeEvents.deallocate()
     }
 
-    private func look() throws(CaptureError) -> [CameraDescription] {
+    private func look(_ remote: Int32?) throws(CaptureError) -> [CameraDescription] {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        let connection = try PipeWireConnection(threadName: "broadcastd-cameras") { core, loop in
+        let connection = try PipeWireConnection(threadName: "broadcastd-cameras", remote: remote) { core, loop in
             (self.core, self.loop) = (core, loop)
             bd_pw_core_add_listener(core, coreListener, coreEvents, me)
             let registry = bd_pw_core_get_registry(core)

@@ -46,6 +46,9 @@ public final class PipeWireScreenSource: CaptureSource {
         public var startTimeout: UInt64 = 5_000_000_000
         /// A camera's node, beside the screen (revision 2.8): the stream says media.role Camera.
         public var camera = false
+        /// A new connection to PipeWire for each stream (the Camera portal's remote, which shows only the cameras the
+        /// user allowed), instead of the daemon's own.
+        public var remote: (@Sendable () throws(CaptureError) -> Int32)?
         public init(target: Target) { self.target = target }
     }
 
@@ -354,6 +357,8 @@ public final class PipeWireScreenSource: CaptureSource {
             // libpipewire takes the descriptor and closes it; the portal's own copy stays the portal's.
             remote = try? Descriptor.duplicating(cast.remote).take()
             node = String(cast.node)
+        } else if let open = configuration.remote {
+            remote = try open()
         }
         // Through the portal, only when it granted the metadata mode (it may offer only embedded).
         readsCursor = configuration.cursor == .metadata && (portal?.cast?.cursor ?? .metadata) == .metadata

@@ -67,19 +67,10 @@ public struct ScreenCast: Sendable {
 /// OpenPipeWireRemote. The session lasts as long as this object: `close` (or deinit) ends the share.
 /// Every step waits for its Request's Response signal; `cancellation` withdraws the request in flight.
 public final class ScreenCastPortal: @unchecked Sendable {
-    static let service = "org.freedesktop.portal.Desktop"
-    static let objectPath = "/org/freedesktop/portal/desktop"
-    static let interface = "org.freedesktop.portal.ScreenCast"
-    /// How long the portal (started by D-Bus activation when it is not running) may take to say what it offers: more
-    /// than xdg-desktop-portal's own 25 s wait for a backend that starts slowly (xdg-desktop-portal-wlr 0.7 can,
-    /// its upstream issue 281), so that such a start succeeds late rather than fails.
-    static let propertyTimeoutMilliseconds: Int32 = 30_000
-
-    private let bus: DBusConnection
+    private let portal: PortalConversation
     private var sessionPath: String?
     public private(set) var cast: ScreenCast?
     private let logger: Logger
-    private var tokens = 0
     /// When the bus was last read for the session's Closed signal.
     private var checkedAt: UInt64 = 0
     private var ended = false
@@ -87,7 +78,9 @@ public final class ScreenCastPortal: @unchecked Sendable {
     /// Runs the whole flow; blocks until the share is granted, refused, withdrawn or timed out.
     public init(_ request: ScreenCastRequest, cancellation: Cancellation, logger: Logger) throws(PortalError) {
         self.logger = logger
-        bus = try DBusConnection()
+        portal = try PortalConversation(
+            interface: "org.freedesktop.portal.ScreenCast", dialog: "screen-share dialog",
+            refused: "the user cancelled the screen-share dialog", ended: Self.endedWithoutAnswer)
         do {
             cast = try start(request, cancellation)
         } catch {
@@ -103,7 +96,7 @@ public final class ScreenCastPortal: @unchecked Sendable {
     public func close() {
         guard let sessionPath else { return }
         self.sessionPath = nil
-        try? bus.send(Self.service, sessionPath, "org.freedesktop.portal.Session", "Close")
+        try? portal.bus.send(PortalConversation.service, sessionPath, "org.freedesktop.portal.Session", "Close")
     }
 
     /// Whether the desktop has ended the share (the session's Closed signal: the user pressed "stop
@@ -112,7 +105,7 @@ public final class ScreenCastPortal: @unchecked Sendable {
         let now = MonotonicClock.now()
         guard !ended, let sessionPath, now - checkedAt >= 250_000_000 else { return ended }
         checkedAt = now
-        guard let signals = try? bus.signals(timeoutMilliseconds: 0) else {
+        guard let signals = try? portal.bus.signals(timeoutMilliseconds: 0) else {
             ended = true  // the bus went away, and the portal session with it
             return true
         }
@@ -127,30 +120,26 @@ public final class ScreenCastPortal: @unchecked Sendable {
         let sourceTypes: UInt32
         let cursorModes: UInt32
         do {
-            version = try property("version") ?? 1
-            sourceTypes = try property("AvailableSourceTypes") ?? 1
-            cursorModes = try property("AvailableCursorModes") ?? 0
-        } catch
-            where error.name == "org.freedesktop.DBus.Error.ServiceUnknown"
-            || error.name == "org.freedesktop.DBus.Error.UnknownInterface"
-            || error.name == "org.freedesktop.DBus.Error.InvalidArgs"
-            || error.name == "org.freedesktop.DBus.Error.UnknownMethod"
-        {
-            throw PortalError(
-                "find the ScreenCast portal",
-                "no xdg-desktop-portal with ScreenCast on the session bus (\(error.reason)); install xdg-desktop-portal and the backend for your desktop (-gnome, -kde or -wlr), or capture a node directly with --pipewire-node"
-            )
-        } catch
-            where error.name == "org.freedesktop.DBus.Error.NoReply"
-            || error.name == "org.freedesktop.DBus.Error.TimedOut"
-        {
-            // D-Bus started the portal (or found it running) and it never answered: a portal without a working
-            // backend for this desktop hangs like this.
-            throw PortalError(
-                "ask the ScreenCast portal",
-                "the desktop portal did not answer; is xdg-desktop-portal running with a "
-                    + "backend for this desktop (-gnome, -kde or -wlr)? `systemctl --user status xdg-desktop-portal` says; "
-                    + "or capture a node directly with --pipewire-node")
+            version = try portal.property("version")?.uint32 ?? 1
+            sourceTypes = try portal.property("AvailableSourceTypes")?.uint32 ?? 1
+            cursorModes = try portal.property("AvailableCursorModes")?.uint32 ?? 0
+        } catch {
+            if PortalConversation.isMissing(error) {
+                throw PortalError(
+                    "find the ScreenCast portal",
+                    "no xdg-desktop-portal with ScreenCast on the session bus (\(error.reason)); install xdg-desktop-portal and the backend for your desktop (-gnome, -kde or -wlr), or capture a node directly with --pipewire-node"
+                )
+            }
+            if PortalConversation.isSilent(error) {
+                // D-Bus started the portal (or found it running) and it never answered: a portal without a working
+                // backend for this desktop hangs like this.
+                throw PortalError(
+                    "ask the ScreenCast portal",
+                    "the desktop portal did not answer; is xdg-desktop-portal running with a "
+                        + "backend for this desktop (-gnome, -kde or -wlr)? `systemctl --user status xdg-desktop-portal` says; "
+                        + "or capture a node directly with --pipewire-node")
+            }
+            throw error
         }
         guard sourceTypes & request.sources.mask != 0 else {
             throw PortalError(
@@ -166,12 +155,11 @@ public final class ScreenCastPortal: @unchecked Sendable {
             )
             cursor = fallback
         }
-        try bus.addMatch("type='signal',interface='org.freedesktop.portal.Request',member='Response'")
-        try bus.addMatch("type='signal',interface='org.freedesktop.portal.Session',member='Closed'")
+        try portal.bus.addMatch("type='signal',interface='org.freedesktop.portal.Session',member='Closed'")
 
-        let created = try ask(
-            "CreateSession", [], [("session_handle_token", .string(nextToken()))], cancellation, timeout: 10_000_000_000
-        )
+        let created = try portal.ask(
+            "CreateSession", [], [("session_handle_token", .string(portal.nextToken()))], cancellation,
+            timeout: 10_000_000_000)
         guard let session = created["session_handle"]?.string else {
             throw PortalError("create a ScreenCast session", "the portal's answer has no session_handle")
         }
@@ -184,9 +172,9 @@ public final class ScreenCastPortal: @unchecked Sendable {
             options.append(("persist_mode", .uint32(2)))
             if let token = request.restoreToken { options.append(("restore_token", .string(token))) }
         }
-        _ = try ask("SelectSources", [.objectPath(session)], options, cancellation, timeout: 10_000_000_000)
+        _ = try portal.ask("SelectSources", [.objectPath(session)], options, cancellation, timeout: 10_000_000_000)
 
-        let started = try ask(
+        let started = try portal.ask(
             "Start", [.objectPath(session), .string("")], [], cancellation, timeout: request.dialogTimeout)
         guard let stream = started["streams"]?.items?.first?.items, stream.count == 2, let node = stream[0].uint32
         else {
@@ -195,8 +183,7 @@ public final class ScreenCastPortal: @unchecked Sendable {
         let properties = stream[1].dictionary ?? [:]
         let size = properties["size"]?.items?.compactMap { $0.int32 }
 
-        let remote = try bus.call(
-            Self.service, Self.objectPath, Self.interface, "OpenPipeWireRemote", [.objectPath(session), .options([])])
+        let remote = try portal.call("OpenPipeWireRemote", [.objectPath(session), .options([])])
         guard case .descriptor(let fd)? = remote.first, fd >= 0 else {
             throw PortalError("open the PipeWire remote", "the portal's answer has no descriptor")
         }
@@ -210,40 +197,6 @@ public final class ScreenCastPortal: @unchecked Sendable {
             restoreToken: token, persistence: version >= 4, cursor: cursor)
     }
 
-    /// Calls a ScreenCast method that answers through a Request, and waits for the Response's results.
-    private func ask(
-        _ method: String, _ arguments: [DBusArgument], _ options: [(String, DBusOption)],
-        _ cancellation: Cancellation, timeout: UInt64
-    ) throws(PortalError) -> [String: DBusValue] {
-        let handleToken = nextToken()
-        let sender = String(bus.uniqueName.dropFirst().map { $0 == "." ? "_" : $0 })
-        let expected = "\(Self.objectPath)/request/\(sender)/\(handleToken)"
-        let reply = try bus.call(
-            Self.service, Self.objectPath, Self.interface, method,
-            arguments + [.options([("handle_token", .string(handleToken))] + options)])
-        // Portals before 0.9 made up their own path; the one returned is the one that answers.
-        let request = reply.first?.string ?? expected
-        let deadline = MonotonicClock.now() + timeout
-        while true {
-            for signal in try bus.signals(timeoutMilliseconds: 100) where signal.path == request {
-                guard signal.arguments.count == 2, let code = signal.arguments[0].uint32 else { continue }
-                switch code {
-                case 0: return signal.arguments[1].dictionary ?? [:]
-                case 1: throw PortalError(method, "the user cancelled the screen-share dialog", cancelled: true)
-                default: throw PortalError(method, Self.endedWithoutAnswer(code))
-                }
-            }
-            let withdrawn = cancellation.isCancelled
-            if withdrawn || MonotonicClock.now() > deadline {
-                // Not waited for: the session's Close follows at once (`close`), whether or not the portal answers.
-                try? bus.send(Self.service, request, "org.freedesktop.portal.Request", "Close")
-                throw withdrawn
-                    ? PortalError(method, cancellation.reason, cancelled: true)
-                    : PortalError(method, "no answer from the screen-share dialog within \(timeout / 1_000_000_000) s")
-            }
-        }
-    }
-
     /// Response 2 ("the interaction was ended in some other way"): the portal gives no reason, its log does.
     static func endedWithoutAnswer(_ code: UInt32) -> String {
         "the desktop portal ended the request without an answer (response \(code)). Its log says why: "
@@ -252,19 +205,6 @@ public final class ScreenCastPortal: @unchecked Sendable {
             + "xdg-desktop-portal-gnome, -kde or -wlr to match it; -gtk has no ScreenCast), a backend that cannot "
             + "reach the compositor (XDG_CURRENT_DESKTOP or WAYLAND_DISPLAY not in the user's systemd environment), "
             + "or an invalid request"
-    }
-
-    private func property(_ name: String) throws(PortalError) -> UInt32? {
-        try bus.call(
-            Self.service, Self.objectPath, "org.freedesktop.DBus.Properties", "Get",
-            [.string(Self.interface), .string(name)],
-            timeoutMilliseconds: Self.propertyTimeoutMilliseconds
-        ).first?.uint32
-    }
-
-    private func nextToken() -> String {
-        tokens += 1
-        return "broadcastd_\(getpid())_\(tokens)"
     }
 }
 

@@ -186,10 +186,11 @@ final class PipeWireHarness {
 
     /// The stand-in xdg-desktop-portal (Tests/fixtures/portal/screencast_portal.py) on this stack's session
     /// bus, sharing the video node `node`; its conversation is logged, one JSON object a line, to `portalLog`.
-    /// `response`: Start answers with it (2: the portal's backend failed).
+    /// `response`: Start answers with it (2: the portal's backend failed). The first `cameraRefusals` AccessCamera
+    /// calls are refused (response 1), later ones allowed.
     func portal(
         node: String, version: Int = 5, cancel: Bool = false, dialogSeconds: Double = 0, closeAfter: Double? = nil,
-        cursorModes: Int = 7, response: Int = 0
+        cursorModes: Int = 7, response: Int = 0, cameraRefusals: Int = 0
     ) throws {
         for module in ["dbus", "gi"] where try runTool("/usr/bin/python3", ["-c", "import \(module)"]).status != 0 {
             throw HarnessError(
@@ -201,7 +202,7 @@ final class PipeWireHarness {
                 Paths.root + "/Tests/fixtures/portal/screencast_portal.py",
                 "--node", node, "--log", portalLog, "--version", "\(version)",
                 "--dialog-seconds", "\(dialogSeconds)", "--cursor-modes", "\(cursorModes)",
-                "--response", "\(response)",
+                "--response", "\(response)", "--camera-refusals", "\(cameraRefusals)",
             ]
                 + (cancel ? ["--cancel"] : [])
                 + (closeAfter.map { ["--close-after", "\($0)"] } ?? []))
