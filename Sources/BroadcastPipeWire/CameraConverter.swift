@@ -249,11 +249,11 @@ extension PipeWireScreenSource.Latest {
     mutating func takeCameraPicture(into slot: UnsafeMutableRawPointer, format: VideoFormat, now: UInt64)
         -> (capturedAt: UInt64, newest: Bool)?
     {
-        // The loop's pace: the shorter of the last two intervals between its deadlines (a second take within 2 ms is
-        // the same deadline's; one stall does not make it seem slower).
+        // The loop's pace: the interval between its takes, which a longer one (a stall, or no new frame at a deadline)
+        // lengthens by an eighth at most; a second take within 2 ms is the same deadline's.
         let since = min(now - min(taken.at, now), 1_000_000_000)
         if since > 2_000_000 {
-            if taken.at > 0 { (taken.interval, taken.previous) = (min(taken.previous, since), since) }
+            if taken.at > 0 { taken.interval = min(since, taken.interval + taken.interval / 8) }
             taken.at = now
         }
         if let earlier, earlier.picture.format == format, now < earlier.capturedAt + 500_000_000 {

@@ -69,9 +69,8 @@ public final class PipeWireScreenSource: CaptureSource {
         /// (`keepUntakenPicture`), and the buffer it leaves for the next.
         var earlier: (picture: Picture, capturedAt: UInt64)?
         var spare: Picture?
-        /// The loop's takes of a camera's picture: the serial taken last, when, how long after the one before
-        /// (`previous`), and the shorter of the last two such intervals (`interval`, the loop's pace).
-        var taken: (serial: UInt64, at: UInt64, interval: UInt64, previous: UInt64) = (0, 0, 33_333_333, 33_333_333)
+        /// The loop's takes of a camera's picture: the serial taken last, when, and the loop's pace (`interval`).
+        var taken: (serial: UInt64, at: UInt64, interval: UInt64) = (0, 0, 33_333_333)
         /// The newest picture, converted, in `pictureFormat`.
         var picture: Picture?
         /// Frames received so far (a new one changes it).
