@@ -106,10 +106,11 @@ public struct FramePoolPlan: Equatable, Sendable, CustomStringConvertible {
     public var capacityBytes: Int { Self.maximumSlots * slotSize }
     public var poolBytes: Int { slotCount * slotSize }
     public var baseBytes: Int { parts.reduce(0) { $0 + $1.bytes } }
-    /// The camera's slots (as many as the screen's), its picture and its buffers; 0 without a camera.
+    /// The camera's slots (as many as the screen's), its two pictures (the newest, and one kept while the loop is busy)
+    /// and its buffers; 0 without a camera.
     public var cameraBytes: Int {
         camera.map {
-            slotCount * Self.slotSize($0.format) + $0.format.frameByteCount + $0.buffersBytes + $0.conversionBytes
+            slotCount * Self.slotSize($0.format) + 2 * $0.format.frameByteCount + $0.buffersBytes + $0.conversionBytes
         } ?? 0
     }
     /// The camera's own pool, beside the screen's.

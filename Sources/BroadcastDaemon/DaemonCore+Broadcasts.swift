@@ -157,14 +157,23 @@ extension DaemonCore {
 
     /// The camera's news at a frame deadline, for the live broadcasts whose handlers take it (a paused one gets no
     /// camera frames either, nor does any while the session is locked and the screen blanked: `--on-lock blank`);
-    /// a camera that went away is said once to each and in their status, and they go on.
+    /// a camera that went away is said once to each and in their status, and they go on. Two frames when the camera
+    /// kept one the loop missed while busy (see `PipeWireScreenSource`), then its newest.
     func captureCamera(now: UInt64) {
         guard let capture, let feed = capture.cameraFeed else { return }
         let blanked = lockState.isLocked && configuration.onLock == .blank
         let takers = blanked ? [] : broadcasts.filter { $0.isLive && $0.takesCamera && $0.isConnected }
-        switch feed.update(now: now, takers: !takers.isEmpty) {
+        for _ in 0..<2 {
+            guard case .frame = captureCamera(now: now, feed: feed, takers: takers) else { return }
+        }
+    }
+
+    private func captureCamera(now: UInt64, feed: CameraFeed, takers: [Broadcast]) -> CameraFeed.Update {
+        guard let capture else { return .nothing }
+        let update = feed.update(now: now, takers: !takers.isEmpty)
+        switch update {
         case .nothing:
-            return
+            break
         case .dropped:
             for broadcast in takers { broadcast.skip(.videoCamera) }
         case .format(let video, let newPool):
@@ -177,7 +186,7 @@ extension DaemonCore {
                 broadcast.cameraChanged(feed, newPool: newPool)
             }
         case .frame(let slot, let pts):
-            guard let pool = feed.pool, let format = feed.format else { return }
+            guard let pool = feed.pool, let format = feed.format else { return .nothing }
             for broadcast in takers {
                 broadcast.deliverCamera(
                     slot: slot, pts: pts, duration: source.frameInterval, format: format, pool: pool)
@@ -190,6 +199,7 @@ extension DaemonCore {
                 peers.publish(.json(.stateChanged, status(of: broadcast)))
             }
         }
+        return update
     }
 
     func captureAudio(now: UInt64) {

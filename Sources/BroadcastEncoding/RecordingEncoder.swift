@@ -1,7 +1,6 @@
 import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastTimeline
-
 /// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
 package protocol EncodedOutput: PacketSink {
     /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
@@ -51,6 +50,8 @@ package final class RecordingEncoder {
     /// The pts of changed frames given to the video encoder whose packets have not come out yet.
     private var changedPTS: Set<Int64> = []
     private var nextDue: UInt64 = 0
+    /// What encoding the frame held for the camera failed with at a pause.
+    private var heldFailure: MediaError?
     package private(set) var frameCount = 0
     package private(set) var encodedFrames = 0
     package private(set) var skippedRepeats = 0
@@ -113,13 +114,28 @@ package final class RecordingEncoder {
     package var inputSize: (width: Int, height: Int) { (input.format.width, input.format.height) }
 
     package func inputChanged(to format: VideoFormat) throws(MediaError) {
+        try releaseHeldFrame()  // in the format it came in
         try input.inputChanged(to: format)
     }
 
-    /// Encodes a video sample; returns its file time when it was encoded (nil: skipped, a repeat or above the rate).
-    @discardableResult
-    package func addVideo(_ sample: SampleBuffer) throws(MediaError) -> UInt64? {
-        guard let format = sample.videoFormat else { return nil }
+    /// Takes a video sample: encoded at once, or with the camera in a corner once the camera's pictures of its time
+    /// are in (`CameraCorner.pass`, which holds it until the next).
+    package func addVideo(_ sample: SampleBuffer) throws(MediaError) {
+        if let failure = heldFailure { throw failure }
+        guard let corner else { return try encodeVideo(sample, cameraUntil: .max) }
+        try corner.pass(sample) { sample, until throws(MediaError) in try encodeVideo(sample, cameraUntil: until) }
+    }
+
+    /// The screen frame the corner holds back, encoded now: the input changes, or no frame is coming (a pause, the
+    /// end).
+    package func releaseHeldFrame() throws(MediaError) {
+        try corner?.release { sample, until throws(MediaError) in try encodeVideo(sample, cameraUntil: until) }
+    }
+
+    /// Encodes a video sample (unless it is a repeat not encoded, or above the rate), with the camera's picture for
+    /// it (taking its pictures until `cameraUntil`) in the corner.
+    private func encodeVideo(_ sample: SampleBuffer, cameraUntil: UInt64) throws(MediaError) {
+        guard let format = sample.videoFormat else { return }
         // The header goes out with the first frame, whose orientation it records.
         let orientation =
             options.rotation.map { Orientation(degrees: UInt16($0), mirrored: false) } ?? sample.orientation ?? .up
@@ -132,7 +148,7 @@ package final class RecordingEncoder {
         // A lower recording rate keeps the frames due at its own interval.
         if let fps = options.framesPerSecond {
             let interval = 1_000_000_000 / UInt64(fps)
-            if time + sample.duration / 2 < nextDue { return nil }
+            if time + sample.duration / 2 < nextDue { return }
             nextDue = max(nextDue + interval, time)
         }
         // A repeat is encoded when a keyframe is due (by time), for the first two after the last change; later ones
@@ -141,18 +157,19 @@ package final class RecordingEncoder {
         // so it is given every one.
         let keyframeDue = video.keyframeDue(at: Encoder.videoPTS(time))
         // A repeated screen whose corner has a new camera picture (or lost it) is a changed picture.
-        let repeated = sample.isRepeat && corner?.changes(at: sample.presentationTime) != true
+        let repeated = sample.isRepeat && corner?.changes(at: sample.presentationTime, until: cameraUntil) != true
         if repeated, video.keyframes != nil, lastEncoded != nil, !keyframeAsked,
             !(keyframeDue && keyframesSinceChange < 2)
         {
             skippedRepeats += 1
             if let copy = repeater.unchanged(through: Int64(time)) { try output.writeCopy(copy, stream: videoStream) }
             try output.pictureUnchanged(through: Int64(time))
-            return nil
+            return
         }
         // Copied (or scaled) first, and the slot given back at once: broadcastd keeps two slots for a broadcast.
         let frame = try input.frame(
-            sample.data, layout: format, time: time, captured: sample.presentationTime, corner: corner)
+            sample.data, layout: format, time: time, captured: sample.presentationTime, corner: corner,
+            until: cameraUntil)
         sample.releaseFrame()
         if !repeated {
             if changedPTS.count > 64 { changedPTS.removeAll() }  // packets an encoder never gave
@@ -168,7 +185,6 @@ package final class RecordingEncoder {
         keyframeAsked = false
         encodedFrames += 1
         keyframesSinceChange = (repeated ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
-        return time
     }
 
     /// Makes the next frame a keyframe: a handler sharing this encoder joined, resumed, or lost packets.
@@ -232,8 +248,10 @@ package final class RecordingEncoder {
         }
     }
 
-    /// A pause: the segment ends; returns its end (file time), or nil when no frame opened one.
+    /// A pause: the segment ends; returns its end (file time), or nil when no frame opened one. The frame held for
+    /// the camera is encoded first (what that fails with is thrown by the next `addVideo` or `finish`).
     package func pause() -> UInt64? {
+        do { try releaseHeldFrame() } catch { heldFailure = heldFailure ?? error }
         guard let end = clock.close() else { return nil }
         early = []
         for track in tracks { track.endSegment(at: end) }
@@ -242,6 +260,8 @@ package final class RecordingEncoder {
 
     /// Closes the open segment and hands on everything the encoders still hold; returns the file's duration.
     package func finish() throws(MediaError) -> UInt64 {
+        try releaseHeldFrame()
+        if let failure = heldFailure { throw failure }
         _ = clock.close()
         let end = clock.duration
         try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream) }

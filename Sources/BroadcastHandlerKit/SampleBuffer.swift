@@ -44,6 +44,16 @@ public struct SampleBuffer {
         frameRelease?()
     }
 
+    /// This sample with its bytes at `data` instead (a copy kept after `processSampleBuffer` returned), its slot
+    /// given back already.
+    package func holding(_ data: UnsafeRawBufferPointer) -> SampleBuffer {
+        var sample = SampleBuffer(
+            type: type, timing: timing, data: data, videoFormat: videoFormat, orientation: orientation,
+            audioFormat: audioFormat, frameCount: frameCount)
+        sample.isRepeat = isRepeat
+        return sample
+    }
+
     public var presentationTime: UInt64 { timing.presentationTime }
     public var duration: UInt64 { timing.duration }
     public var sequence: UInt64 { timing.sequence }

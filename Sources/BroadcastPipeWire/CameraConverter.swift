@@ -228,4 +228,43 @@ extension PipeWireScreenSource.Latest {
         serial += 1
         self.capturedAt = capturedAt
     }
+
+    /// Before a camera frame received `now` is converted: when the newest picture was not taken and the loop is late
+    /// for its next take (busy past its deadline: grabbing a screen that changed, say), that picture is kept aside as
+    /// `earlier` and taken first. It is the camera's picture nearest the screen frame the loop is grabbing (the loop
+    /// takes the camera's frame just before the screen's), which the handlers pair by capture time; without it only
+    /// the newest would be left when the loop comes back, a frame or more after that screen frame.
+    mutating func keepUntakenPicture(now: UInt64) {
+        guard earlier == nil, serial != taken.serial, taken.at > 0, let picture,
+            now > taken.at + taken.interval + taken.interval / 16
+        else { return }
+        earlier = (picture, capturedAt)
+        self.picture = spare?.format == picture.format ? spare : nil
+        spare = nil
+        damage.invalidate()  // the picture to convert into is another
+    }
+
+    /// Copies the camera's picture to take next into `slot`: the one kept aside (`earlier`, unless the loop comes back
+    /// half a second or more after it), else the newest; returns its capture time, and whether it was the newest.
+    mutating func takeCameraPicture(into slot: UnsafeMutableRawPointer, format: VideoFormat, now: UInt64)
+        -> (capturedAt: UInt64, newest: Bool)?
+    {
+        // The loop's pace: the interval between its takes, which a longer one (a stall, or no new frame at a deadline)
+        // lengthens by an eighth at most; a second take within 2 ms is the same deadline's.
+        let since = min(now - min(taken.at, now), 1_000_000_000)
+        if since > 2_000_000 {
+            if taken.at > 0 { taken.interval = min(since, taken.interval + taken.interval / 8) }
+            taken.at = now
+        }
+        if let earlier, earlier.picture.format == format, now < earlier.capturedAt + 500_000_000 {
+            slot.copyMemory(from: earlier.picture.bytes, byteCount: format.frameByteCount)
+            (spare, self.earlier) = (earlier.picture, nil)
+            return (earlier.capturedAt, false)
+        }
+        if let earlier { (spare, self.earlier) = (earlier.picture, nil) }
+        taken.serial = serial
+        guard let picture, picture.format == format else { return nil }
+        slot.copyMemory(from: picture.bytes, byteCount: format.frameByteCount)
+        return (capturedAt, true)
+    }
 }

@@ -68,6 +68,12 @@ public final class PipeWireScreenSource: CaptureSource {
         /// The format says the frames' Y'CbCr is of full range (0-255); else it is taken to be limited.
         var fullRange = false
         var cameraConverter: CameraConverter?
+        /// A camera's: the picture the loop missed while it was busy, taken before the newest
+        /// (`keepUntakenPicture`), and the buffer it leaves for the next.
+        var earlier: (picture: Picture, capturedAt: UInt64)?
+        var spare: Picture?
+        /// The loop's takes of a camera's picture: the serial taken last, when, and the loop's pace (`interval`).
+        var taken: (serial: UInt64, at: UInt64, interval: UInt64) = (0, 0, 33_333_333)
         /// The newest picture, converted, in `pictureFormat`.
         var picture: Picture?
         /// Frames received so far (a new one changes it).
@@ -451,6 +457,13 @@ public final class PipeWireScreenSource: CaptureSource {
         previous: UnsafeRawPointer?
     ) throws(CaptureError) -> UInt64 {
         let format = format
+        if configuration.camera {
+            return latest.withLock { frame in
+                let taken = frame.takeCameraPicture(into: slot, format: format, now: MonotonicClock.now())
+                if taken?.newest != false { seen = frame.serial }
+                return taken?.capturedAt ?? deadline
+            }
+        }
         return latest.withLock { frame in
             seen = frame.serial
             guard let picture = frame.picture, picture.format == format else { return deadline }
@@ -522,6 +535,7 @@ public final class PipeWireScreenSource: CaptureSource {
             guard frame.width > 1, frame.height > 1, let pixels = frame.pixels else { return }
             let (pixelFormat, range) = (configuration.pixelFormat, configuration.colorRange)
             let stride = stride > 0 ? stride : frame.width * 4
+            if configuration.camera && hasPicture { frame.keepUntakenPicture(now: now) }
             if !hasPicture {
                 frame.cursorOnly += 1
             } else if !pixels.isScreens {

@@ -92,7 +92,10 @@ public final class StreamHandler: BroadcastSampleHandler {
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
         guard failure == nil, let input else { return }
-        do { try input.inputChanged(to: format) } catch { fail("\(error)") }
+        do {
+            try releaseHeldFrame()  // in the format it came in
+            try input.inputChanged(to: format)
+        } catch { fail("\(error)") }
     }
 
     public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
@@ -102,8 +105,12 @@ public final class StreamHandler: BroadcastSampleHandler {
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let sender else { return }
         do {
-            if type == .video {
-                try addVideo(sampleBuffer, sender: sender)
+            if type == .video, let corner {
+                try corner.pass(sampleBuffer) { sample, until throws(MediaError) in
+                    try addVideo(sample, cameraUntil: until, sender: sender)
+                }
+            } else if type == .video {
+                try addVideo(sampleBuffer, cameraUntil: .max, sender: sender)
             } else if type == .videoCamera, let format = sampleBuffer.videoFormat {
                 try corner?.add(sampleBuffer.data, layout: format, time: sampleBuffer.presentationTime)
             } else {
@@ -114,11 +121,20 @@ public final class StreamHandler: BroadcastSampleHandler {
         }
     }
 
-    private func addVideo(_ sample: SampleBuffer, sender: SenderGroup) throws(MediaError) {
+    /// The screen frame the corner holds back for the camera, sent now: the input changes, or no frame is coming.
+    private func releaseHeldFrame() throws(MediaError) {
+        guard let sender else { return }
+        try corner?.release { sample, until throws(MediaError) in
+            try addVideo(sample, cameraUntil: until, sender: sender)
+        }
+    }
+
+    private func addVideo(_ sample: SampleBuffer, cameraUntil: UInt64, sender: SenderGroup) throws(MediaError) {
         guard let video, let input, let format = sample.videoFormat else { return }
         let time = clock.placeFrame(pts: sample.presentationTime, duration: sample.duration)
         let frame = try input.frame(
-            sample.data, layout: format, time: time, captured: sample.presentationTime, corner: corner)
+            sample.data, layout: format, time: time, captured: sample.presentationTime, corner: corner,
+            until: cameraUntil)
         sample.releaseFrame()  // copied: broadcastd keeps two slots for a broadcast
         // Keyframes by time; and after dropped GOPs or a new connection, the next frame starts a GOP.
         try video.encodeVideo(frame, keyframe: sender.takeKeyframeRequest()) { packet throws(MediaError) in
@@ -139,12 +155,18 @@ public final class StreamHandler: BroadcastSampleHandler {
     }
 
     public override func broadcastPaused() {
+        if failure == nil {
+            do { try releaseHeldFrame() } catch { fail("\(error)") }
+        }
         guard let end = clock.close() else { return }
         audio?.endSegment(at: end)
     }
 
     public override func broadcastFinished() {
         guard let sender else { return }
+        if failure == nil {
+            do { try releaseHeldFrame() } catch { fail("\(error)") }
+        }
         _ = clock.close()
         if failure == nil {
             do {

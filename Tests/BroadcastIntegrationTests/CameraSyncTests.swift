@@ -10,13 +10,16 @@ extension Integration {
         static let width = 640, height = 480, fps = 30.0
 
         /// Four flashes, each on the X screen (the painter, which returns once the server drew it) and in the camera
-        /// (SIGUSR1 to the source, SIGUSR2 to end it) at once: in the recording the corner turns white and back close
-        /// to the screen. The screen is seen at its next capture tick; the camera at its own next frame (30 fps, its
-        /// phase apart), which broadcastd hands on at the screen's next deadline: up to two frames apart, 1.5 to 2 as
-        /// measured here, the camera behind (it was 2 to 3 when the camera's frame went out after the screen's of the
-        /// same deadline, and the corner took it a frame later). The issue asks for one frame: that needs the handler
-        /// to compose by capture time, holding screen frames back until the camera's of their time are in (not done).
-        /// The median is held to two frames (and 5 ms), each edge to three (and 10 ms): the machine's load moves them.
+        /// (SIGUSR1 to the source, SIGUSR2 to end it) at once: in the recording the corner turns white and back within
+        /// a frame of the screen. The screen is seen at its next capture tick; the camera at its own next frame (30
+        /// fps, its phase apart), so the two are less than a frame apart in capture time, and the handler puts each
+        /// camera picture in the screen frame nearest it. The flashes come at different phases of the frames (their
+        /// waits are not whole frames), and each one changes the whole screen, whose grab (640x480 converted by a
+        /// debug build) keeps broadcastd's loop busy for 100 to 200 ms, deadlines missed: before the camera's pictures
+        /// were paired by capture time, and kept while the loop was busy, the corner turned a whole grab (100 to 300
+        /// ms) after the screen whenever the camera's flash came after the screen's deadline. Each edge is held to a
+        /// frame and 10 ms: the capture times of the screen's frames are when the loop woke for them, a few ms late
+        /// on a loaded machine.
         @Test func theCameraAndTheScreenFlashWithinAFrameOfEachOther() throws {
             let x = try XServer(.xvfb, width: Self.width, height: Self.height)
             defer { x.stop() }
@@ -40,13 +43,13 @@ extension Integration {
                 on: controller)
             try daemon.awaitState(controller, .live)
             usleep(1_000_000)
-            for _ in 0..<4 {
+            for flash in 0..<4 {
                 try painter.fill(255, 255, 255, 0, 0, Self.width, Self.height)
                 kill(camera.processIdentifier, SIGUSR1)
-                usleep(400_000)
+                usleep(400_000 + UInt32(flash) * 9_000)
                 try painter.fill(0, 0, 0, 0, 0, Self.width, Self.height)
                 kill(camera.processIdentifier, SIGUSR2)
-                usleep(600_000)
+                usleep(600_000 + UInt32(flash) * 13_000)
             }
             try controller.finish(broadcast: id)
             let finished = try daemon.waitFor(controller, timeout: 30) {
@@ -81,10 +84,8 @@ extension Integration {
             let apart = zip(corner, screen).map { abs($0.0 - $1.0) }
             let what = zip(corner, screen).map { "\($0.1 ? "white" : "dark") \($0.0) s / \($1.0) s" }
             #expect(zip(corner, screen).allSatisfy { $0.1 == $1.1 }, "corner / screen: \(what)")
-            #expect(
-                apart.sorted()[apart.count / 2] <= 2 / Self.fps + 0.005
-                    && apart.allSatisfy { $0 <= 3 / Self.fps + 0.01 },
-                "corner / screen: \(what)")
+            #expect(apart.allSatisfy { $0 <= 1 / Self.fps + 0.01 }, "corner / screen: \(what)")
         }
     }
 }
+

@@ -215,6 +215,49 @@ import Testing
         #expect(CameraPixels.named("YUY2")?.planes(width: 16, height: 4, stride: 30) == nil)
         #expect(CameraPixels.named("NV12")?.planes(width: 16, height: 4, stride: 15) == nil)
     }
+
+    /// A camera's picture that broadcastd's loop did not take before the next came, while the loop was busy past its
+    /// next deadline (grabbing a screen that changed): kept, and taken before the newest, so that the handlers have
+    /// the camera's picture nearest the screen frame being grabbed; on time, the newest replaces it as before.
+    @Test func aPictureTheBusyLoopMissedIsKeptAndTakenBeforeTheNewest() throws {
+        let format = VideoFormat(width: 16, height: 16)
+        let ms: UInt64 = 1_000_000
+        var latest = PipeWireScreenSource.Latest()
+        /// A camera frame received at `time`, its picture all `value` (as `convertCamera` makes it).
+        func receive(_ value: UInt8, at time: UInt64) {
+            latest.keepUntakenPicture(now: time)
+            if latest.picture == nil { latest.picture = PipeWireScreenSource.Picture(format, range: .limited) }
+            latest.picture!.bytes.initializeMemory(as: UInt8.self, repeating: value, count: format.frameByteCount)
+            latest.serial += 1
+            latest.capturedAt = time
+        }
+        let slot = UnsafeMutableRawPointer.allocate(byteCount: format.frameByteCount, alignment: 64)
+        defer { slot.deallocate() }
+        func take(at time: UInt64) -> (UInt64, Bool, UInt8)? {
+            latest.takeCameraPicture(into: slot, format: format, now: time).map {
+                ($0.capturedAt, $0.newest, slot.load(as: UInt8.self))
+            }
+        }
+        receive(1, at: 10 * ms)
+        #expect(take(at: 12 * ms)! == (10 * ms, true, 1))
+        receive(2, at: 40 * ms)
+        #expect(take(at: 45 * ms)! == (40 * ms, true, 2))
+        // On time: a frame not taken yet is replaced by the next (a faster camera).
+        receive(3, at: 60 * ms)
+        receive(4, at: 75 * ms)
+        #expect(latest.earlier == nil)
+        #expect(take(at: 78 * ms)! == (75 * ms, true, 4))
+        // The loop busy from 78 ms to 200 ms: the first picture it missed (at 90 ms) stays beside the newest.
+        receive(5, at: 90 * ms)
+        receive(6, at: 123 * ms)
+        receive(7, at: 156 * ms)
+        receive(8, at: 190 * ms)
+        #expect(take(at: 200 * ms)! == (90 * ms, false, 5))
+        #expect(take(at: 200 * ms + 10_000)! == (190 * ms, true, 8))
+        // Back on time, its buffer used again: nothing kept.
+        receive(9, at: 223 * ms)
+        #expect(latest.earlier == nil && take(at: 233 * ms)! == (223 * ms, true, 9))
+    }
 }
 
 extension PixelFormat {

@@ -193,12 +193,86 @@ import Testing
         #expect(encoder.skippedRepeats == 150 - encoder.encodedFrames)
     }
 
-    private func sample(_ data: UnsafeRawBufferPointer, _ format: VideoFormat, _ time: UInt64, _ type: SampleType)
-        -> SampleBuffer
-    {
+    /// Each camera picture belongs to the screen frame nearest it: a screen frame takes those captured until halfway
+    /// to the next screen frame (`until`; for a repeat, or when the next is not known, half a frame) and shows the
+    /// last of them, or the first when all came later.
+    @Test func aScreenFrameShowsTheCamerasPictureOfItsTime() {
+        let ms: UInt64 = 1_000_000, frame = 33 * ms
+        #expect(CameraPairing.pick([], until: 100 * ms) == nil)
+        #expect(CameraPairing.pick([100 * ms, 133 * ms, 166 * ms], until: 120 * ms) == 0)
+        #expect(CameraPairing.pick([100 * ms, 133 * ms, 166 * ms], until: 150 * ms) == 1)
+        #expect(CameraPairing.pick([100 * ms, 133 * ms, 166 * ms], until: 50 * ms) == 0)
+        #expect(CameraPairing.pick([100 * ms, 133 * ms, 166 * ms], until: 1000 * ms) == 2)
+        #expect(CameraPairing.until(100 * ms, changed: true, next: 133 * ms, duration: frame) == 116 * ms + ms / 2)
+        // A changed screen whose grab kept the loop busy: the camera's pictures meanwhile are its own.
+        #expect(CameraPairing.until(100 * ms, changed: true, next: 300 * ms, duration: frame) == 200 * ms)
+        // A repeat before deadlines missed: the next screen frame is nearer to what came after half a frame.
+        #expect(CameraPairing.until(100 * ms, changed: false, next: 300 * ms, duration: frame) == 116 * ms + ms / 2)
+        #expect(CameraPairing.until(100 * ms, changed: true, next: nil, duration: frame) == 116 * ms + ms / 2)
+        #expect(CameraPairing.until(100 * ms, changed: true, next: 110 * ms, duration: frame) == 116 * ms + ms / 2)
+    }
+
+    /// With a camera in the corner a screen frame is held (its picture copied, its slot given back) until the next
+    /// comes, which hands it on with the camera's pictures until halfway to it; so a camera frame that comes after the
+    /// screen's, captured 20 ms after it, is in it. A repeat right after the frame held is not copied again. No frame
+    /// is held before the camera's first picture, nor once the camera went away.
+    @Test func screenFramesWaitForTheCamerasPicturesOfTheirTime() throws {
+        let screen = VideoFormat(width: 320, height: 180)
+        let input = try VideoInput(encoding: screen, from: screen)
+        let corner = CameraCorner(CameraLayout(position: .topLeft), canvas: input.format)
+        let camera = VideoFormat(width: 160, height: 120)
+        let ms: UInt64 = 1_000_000
+        var encoded: [(time: UInt64, screen: Int, corner: Int)] = []
+        func pass(_ luma: UInt8, at time: UInt64, sequence: UInt64, repeated: Bool = false) throws {
+            try solid(screen, y: luma, cb: 128, cr: 128) { data in
+                var sample = sample(data, screen, time, .video, sequence: sequence)
+                sample.isRepeat = repeated
+                try corner.pass(sample) { held, until throws(MediaError) in
+                    let frame = Picture(
+                        try input.frame(
+                            held.data, layout: screen, time: 0, captured: held.presentationTime, corner: corner,
+                            until: until), .nv12)
+                    encoded.append((held.presentationTime, frame.pixel(200, 150).0, frame.pixel(10, 10).0))
+                }
+            }
+        }
+        func cameraFrame(_ luma: UInt8, at time: UInt64) throws {
+            try solid(camera, y: luma, cb: 128, cr: 128) { try corner.add($0, layout: camera, time: time) }
+        }
+        try pass(50, at: 0, sequence: 0)
+        #expect(encoded.count == 1, "no camera yet: on at once")
+        try cameraFrame(30, at: 10 * ms)
+        try pass(60, at: 33 * ms, sequence: 1)
+        #expect(encoded.count == 1, "held for the camera")
+        // The screen turns white at 66 ms, and its grab keeps broadcastd busy until 200 ms; the camera turned white
+        // at 86 ms, a picture kept while broadcastd was busy, and its newest at 186 ms.
+        try pass(235, at: 66 * ms, sequence: 2)
+        try cameraFrame(235, at: 86 * ms)
+        try cameraFrame(235, at: 186 * ms)
+        // A repeat right after the frame held: not copied (its bytes, which should be the same, are not read).
+        try pass(0, at: 200 * ms, sequence: 3, repeated: true)
+        try corner.release { held, until throws(MediaError) in
+            encoded.append((held.presentationTime, Int(held.data[150 * 320 + 200]), 0))
+            #expect(until == 200 * ms + 33_333_333 / 2)
+        }
+        #expect(encoded.map(\.time) == [0, 33 * ms, 66 * ms, 200 * ms])
+        #expect(encoded[1].corner == 30 && encoded[1].screen == 60)
+        #expect(encoded[2].corner == 235 && encoded[2].screen == 235, "the camera's white with the screen's")
+        #expect(encoded[3].screen == 235, "the repeat is the picture held")
+        // The camera goes away: frames go on at once.
+        corner.cameraChanged(to: nil)
+        try pass(70, at: 233 * ms, sequence: 4)
+        #expect(encoded.count == 5 && encoded[4].screen == 70)
+    }
+
+    private func sample(
+        _ data: UnsafeRawBufferPointer, _ format: VideoFormat, _ time: UInt64, _ type: SampleType,
+        sequence: UInt64 = 0
+    ) -> SampleBuffer {
         SampleBuffer(
             type: type,
-            timing: SampleTiming(presentationTime: time, duration: 33_333_333, sequence: 0, discontinuity: false),
+            timing: SampleTiming(
+                presentationTime: time, duration: 33_333_333, sequence: sequence, discontinuity: false),
             data: data, videoFormat: format, orientation: nil, audioFormat: nil, frameCount: 1)
     }
 }

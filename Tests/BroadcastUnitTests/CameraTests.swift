@@ -294,7 +294,7 @@ import Testing
         #expect(try cameraFrames(for: 200_000_000) == 2)
     }
 
-    /// The plan counts the camera: its own slots (as many as the screen's, following the broadcasts), its picture
+    /// The plan counts the camera: its own slots (as many as the screen's, following the broadcasts), its two pictures
     /// and PipeWire's buffers; an enforced budget refuses what does not fit, naming the camera.
     @Test func thePlanCountsTheCamerasSlotsPictureAndBuffers() throws {
         let screen = VideoFormat(width: 1920, height: 1080)
@@ -303,7 +303,7 @@ import Testing
         let plan = FramePoolPlan(format: screen, parts: parts, budgetBytes: 50 << 20, enforced: false, camera: camera)
         let slot = FramePoolPlan.slotSize(camera.format)
         #expect(camera.format.frameByteCount == 1280 * 720 * 3 / 2)
-        let beside = camera.format.frameByteCount + 3 * 1280 * 720 * 4 + FramePoolPlan.CameraCost.connectionBytes
+        let beside = 2 * camera.format.frameByteCount + 3 * 1280 * 720 * 4 + FramePoolPlan.CameraCost.connectionBytes
         #expect(plan.cameraBytes == 2 * slot + beside)
         #expect(plan.totalBytes == plan.baseBytes + plan.poolBytes + plan.cameraBytes)
         let three = try plan.changing(broadcasts: 3)
