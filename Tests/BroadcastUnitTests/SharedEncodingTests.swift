@@ -258,3 +258,37 @@ struct SharedEncodingTests {
         #expect(try JSONDecoder().decode([EncodedStreamDescription].self, from: json) == streams)
     }
 }
+
+/// What ENCODE says of an encoding (`EncodingOptions.sharedSettings`): the same for handlers meaning the same encoding,
+/// and read back by broadcastd's encoder to the same options.
+struct SharedSettingsTests {
+    static func options(_ fields: [String: String]) throws -> EncodingOptions {
+        var fields = fields
+        let options = try EncodingOptions(taking: &fields)
+        #expect(fields.isEmpty, "left: \(fields)")
+        return options
+    }
+
+    @Test(arguments: [
+        [:], ["codec": "hevc"], ["codec": "av1", "preset": "veryfast"], ["crf": "23"],
+        ["videoBitRate": "4000", "keyframeInterval": "1", "size": "1280x720", "frameRate": "30"],
+        ["audio": "mic", "audioChannels": "1", "audioBitRate": "96"], ["audio": "app,mic", "mix": "true"],
+        ["audio": "none", "orientation": "90", "tune": "film"], ["appGain": "-6", "micGain": "3"],
+    ])
+    func settingsAreReadBackToTheSameEncoding(_ fields: [String: String]) throws {
+        let options = try Self.options(fields)
+        let settings = try #require(options.sharedSettings)
+        let back = try Self.options(settings)
+        #expect(back.sharedSettings == settings, "\(settings)")
+        #expect(back.video == options.video && back.audio == options.audio && back.channels == options.channels)
+        for type in [SampleType.audioApp, .audioMic] {
+            #expect(abs((back.gains[type] ?? 1) - (options.gains[type] ?? 1)) < 1e-4)
+        }
+    }
+
+    @Test func theSameEncodingSaidTwoWaysIsOneSetting() throws {
+        #expect(try Self.options([:]).sharedSettings == Self.options(["codec": "h264", "audio": "app,mic"]).sharedSettings)
+        #expect(try Self.options([:]).sharedSettings != Self.options(["crf": "30"]).sharedSettings)
+        #expect(try Self.options(["camera": "on"]).sharedSettings == nil, "each handler composes its own corner")
+    }
+}
