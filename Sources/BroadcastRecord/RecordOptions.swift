@@ -22,9 +22,6 @@ package struct RecordOptions: Equatable {
     package var encoding = EncodingOptions()
     /// Where the file goes when the recording is done (HTTP PUT); nil: nowhere.
     package var upload: HTTPUpload.Settings?
-    /// `encode=shared` (revision 2.9): share an encoder run by broadcastd with other handlers asking for the same
-    /// encoding, instead of encoding here (`own`, the default for now).
-    package var sharedEncoding = false
 
     package subscript<Value>(dynamicMember field: WritableKeyPath<EncodingOptions, Value>) -> Value {
         get { encoding[keyPath: field] }
@@ -56,11 +53,6 @@ package struct RecordOptions: Equatable {
         var fields = setupInfo.filter { !$0.value.isEmpty }
         func take(_ key: String) -> String? { fields.removeValue(forKey: key) }
         overwrite = try EncodingOptions.flag(take("overwrite"), "overwrite")
-        switch take("encode") {
-        case nil, "own": sharedEncoding = false
-        case "shared": sharedEncoding = true
-        case let other?: throw Invalid("encode '\(other)': own (encode here) or shared (an encoder shared by handlers)")
-        }
         encoding = try EncodingOptions(taking: &fields)
         if encoding.camera == .track, container != .matroska {
             throw Invalid(

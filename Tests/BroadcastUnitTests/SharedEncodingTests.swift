@@ -287,7 +287,8 @@ struct SharedSettingsTests {
     }
 
     @Test func theSameEncodingSaidTwoWaysIsOneSetting() throws {
-        #expect(try Self.options([:]).sharedSettings == Self.options(["codec": "h264", "audio": "app,mic"]).sharedSettings)
+        #expect(
+            try Self.options([:]).sharedSettings == Self.options(["codec": "h264", "audio": "app,mic"]).sharedSettings)
         #expect(try Self.options([:]).sharedSettings != Self.options(["crf": "30"]).sharedSettings)
         #expect(try Self.options(["camera": "on"]).sharedSettings == nil, "each handler composes its own corner")
     }
