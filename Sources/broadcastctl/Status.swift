@@ -97,6 +97,7 @@ enum StatusText {
         }
         guard let all = s.broadcasts, all.count > 1 else { return describeOne(s) }
         var lines = ["source: \(s.source)"] + memory(s)
+        lines += SharedEncoderText.lines(all)
         lines.append("\(all.count) broadcasts:")
         for broadcast in all {
             lines +=
@@ -141,6 +142,7 @@ enum StatusText {
             if let camera = s.camera {
                 lines.append("camera: \(camera)" + (s.cameraLost.map { "; lost: \($0)" } ?? ""))
             }
+            if let shared = SharedEncoderText.line(s) { lines.append(shared) }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
             if s.discarded == true { lines.append("discarded: what it produced is deleted") }
