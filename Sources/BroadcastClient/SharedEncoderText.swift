@@ -5,7 +5,9 @@ public enum SharedEncoderText {
     /// A line for each shared encoder among `all` (a STATUS's broadcasts), naming the broadcasts it serves by their
     /// handlers.
     public static func lines(_ all: [BroadcastStatus]) -> [String] {
-        let handlers = Dictionary(all.compactMap { s in s.broadcast.map { ($0, s.handler ?? "?") } }) { first, _ in first }
+        let handlers = Dictionary(all.compactMap { s in s.broadcast.map { ($0, s.handler ?? "?") } }) { first, _ in
+            first
+        }
         return all.compactMap { s in
             guard let id = s.broadcast, let serves = s.serves else { return nil }
             let served = serves.map { "\(handlers[$0] ?? "broadcast") (\($0))" }

@@ -66,7 +66,8 @@ extension DaemonCore {
         logger.info("broadcast \(broadcast.id): a shared encoder for broadcast \(consumer.id)")
         transition(broadcast, .setupCompleted(url: nil))
         guard broadcast.isActive else {
-            return .failure(broadcast.machine.error ?? BroadcastError(.handlerFailed, "the shared encoder did not start"))
+            return .failure(
+                broadcast.machine.error ?? BroadcastError(.handlerFailed, "the shared encoder did not start"))
         }
         return .success(encoder)
     }

@@ -178,7 +178,8 @@ final class HandlerLink {
         case .encode:
             guard !isSharedEncoder, saidReady, !askedToEncode else {
                 throw .unexpected(
-                    .encode, isSharedEncoder ? "a shared encoder asks for no encoder" : "ENCODE comes once, after READY")
+                    .encode, isSharedEncoder ? "a shared encoder asks for no encoder" : "ENCODE comes once, after READY"
+                )
             }
             let request = try message.decode(EncodeRequest.self)
             if let problem = request.problem { throw .malformed(.encode, problem) }
@@ -191,7 +192,9 @@ final class HandlerLink {
             _ = try message.decode(Empty.self)
             return .keyframeWanted
         case .shareRing, .shareStreams, .sharePacket, .sharePictureUnchanged:
-            guard isSharedEncoder else { throw .unexpected(message.opcode, "only broadcastd's shared encoder sends it") }
+            guard isSharedEncoder else {
+                throw .unexpected(message.opcode, "only broadcastd's shared encoder sends it")
+            }
             return .shared(try SharedEncoderNews(message))
         default:
             throw .unexpected(message.opcode, "not a handler message")

@@ -24,13 +24,19 @@ enum SharedEncoderNews {
             }
             let size = announced.size
             guard size > PacketRingLayout.headerSize * 2, size <= PacketRingAnnouncement.maxSize else {
-                throw .malformed(opcode, "a ring of \(size) bytes; \(PacketRingLayout.headerSize * 2 + 1) to "
-                    + "\(PacketRingAnnouncement.maxSize) are taken")
+                throw .malformed(
+                    opcode,
+                    "a ring of \(size) bytes; \(PacketRingLayout.headerSize * 2 + 1) to "
+                        + "\(PacketRingAnnouncement.maxSize) are taken")
             }
             guard facts.size >= size, facts.sealedInSize, facts.readOnly else {
+                let flaws = [facts.sealedInSize ? nil : "not sealed", facts.readOnly ? nil : "writable"].compactMap {
+                    $0
+                }
                 throw .malformed(
-                    opcode, "the ring's descriptor must be read-only, sealed in size and at least \(size) bytes (it "
-                        + "has \(facts.size)\(facts.sealedInSize ? "" : ", not sealed")\(facts.readOnly ? "" : ", writable"))")
+                    opcode,
+                    "the ring's descriptor must be read-only, sealed in size and at least \(size) bytes (it has "
+                        + ([String(facts.size)] + flaws).joined(separator: ", ") + ")")
             }
             self = .ring(size: size, descriptor: message.descriptors[0])
         case .shareStreams:

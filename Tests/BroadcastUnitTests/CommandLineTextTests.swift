@@ -221,8 +221,9 @@ import Testing
             status(4, "inspect"),
         ]
         #expect(SharedEncoderText.lines(all) == ["encoder 3: record (1), replay (2)"])
-        #expect(all.map(SharedEncoderText.line) == [
-            "encoding: shared, by encoder 3", "encoding: shared, by encoder 3", "shared encoder of: 1, 2", nil,
-        ])
+        #expect(
+            all.map(SharedEncoderText.line) == [
+                "encoding: shared, by encoder 3", "encoding: shared, by encoder 3", "shared encoder of: 1, 2", nil,
+            ])
     }
 }

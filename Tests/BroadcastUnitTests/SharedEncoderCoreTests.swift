@@ -31,10 +31,8 @@ import Testing
     static func startEncoder(_ id: UInt32, in h: CoreHarness) throws -> CoreHarness.Handler {
         let encoder = try h.connectHandler(of: id)
         let memory = try SharedMemory(name: "test-ring", size: 4096, sealed: true)
-        try h.send(
-            .json(
-                .shareRing, PacketRingAnnouncement(ring: 0, size: 4096), descriptors: [try memory.readOnlyDescriptor()]),
-            from: encoder.peer)
+        let ring = PacketRingAnnouncement(ring: 0, size: 4096)
+        try h.send(.json(.shareRing, ring, descriptors: [try memory.readOnlyDescriptor()]), from: encoder.peer)
         try h.send(.json(.shareStreams, streams), from: encoder.peer)
         return encoder
     }
@@ -196,7 +194,8 @@ import Testing
     }
 
     /// What breaks the protocol closes the connection: SHARE_* from a handler that is not an encoder, a second ENCODE,
-    /// a ring that is writable, a packet outside the ring. An encoder that cannot be found leaves the handler its samples.
+    /// a ring that is writable, a packet outside the ring. An encoder that cannot be found leaves the handler its
+    /// samples.
     @Test func sharedEncodingIsBoundedWhereItEnters() throws {
         let missing = try Self.harness(program: "/nonexistent/broadcast-encoder")
         let controller = try missing.peer(.controller)
