@@ -107,9 +107,20 @@ final class Broadcast {
     }
     /// Its handler gets the capture's samples (video, audio, camera, cursor): not once it shares an encoder.
     var takesSamples: Bool { encodedBy == nil }
+    /// What its shared encoder last counted of the packets it was sent (kept once it no longer serves it).
+    private(set) var encodedCounters: StreamCounters?
     /// Its handler takes `encoder`'s packets from now on, and no more samples.
     func share(_ encoder: UInt32) {
         encodedBy = encoder
+    }
+    func keepEncodedCounters(_ counters: StreamCounters) {
+        encodedCounters = counters
+    }
+    /// Its streams' counters, with the shared encoder's packets as `encoded`.
+    var streams: [String: StreamCounters] {
+        var streams = ledger.streams
+        if let encodedCounters { streams["encoded"] = encodedCounters }
+        return streams
     }
     /// Its handler is connected (and its connection not closing).
     var isConnected: Bool { link?.connection != nil }
@@ -355,7 +366,7 @@ final class Broadcast {
         s.elapsed = Double(elapsed(now: now)) / 1e9
         s.wantsPaused = machine.wantsPaused
         s.error = machine.error
-        s.streams = ledger.streams
+        s.streams = streams
         // Whole frames per second, rounded as BROADCAST_STARTED's (1e9 / 66_666_666 ns was 15.000000150000002).
         if frameDivisor > 1, let interval = frameInterval {
             s.frameRate = Int((1e9 / Double(interval * frameDivisor)).rounded())

@@ -362,6 +362,7 @@ extension DaemonCore {
         s.memoryWarning = capture?.plan.overBudgetWarning
         addPrivacy(to: &s, of: broadcast)
         guard let broadcast else { return s }
+        keepEncodedCounters(of: broadcast)
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics
         s.serves = sharedEncoders.encoder(broadcast.id)?.consumerIDs
@@ -378,9 +379,10 @@ extension DaemonCore {
 
     func publishServiceInfo(_ broadcast: Broadcast, now: UInt64) {
         guard peers.hasSubscribers else { return }
+        keepEncodedCounters(of: broadcast)
         let info = ServiceInfo(
             broadcast: broadcast.id, elapsed: Double(broadcast.elapsed(now: now)) / 1e9,
-            streams: broadcast.ledger.streams,
+            streams: broadcast.streams,
             handler: nil, daemonMemory: ProcessMemory.residentBytes())
         peers.publish(info.message(handlerJSON: broadcast.encodedServiceInfo))
     }

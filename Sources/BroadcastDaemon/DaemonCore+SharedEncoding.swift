@@ -74,6 +74,7 @@ extension DaemonCore {
 
     /// `broadcast`'s phase changed: its encoder, or its consumers, follow (`SharedEncoders.phaseChanged`).
     func followSharedEncoding(_ broadcast: Broadcast) {
+        keepEncodedCounters(of: broadcast)
         let steps = sharedEncoders.phaseChanged(
             broadcast.id, to: broadcast.phase, error: broadcast.machine.error, phaseOf: { self.broadcast($0)?.phase })
         for step in steps {
@@ -91,6 +92,14 @@ extension DaemonCore {
         if let encoder = broadcast.encodedBy.flatMap(self.broadcast), encoder.isActive {
             peers.publish(.json(.stateChanged, status(of: encoder)))
         }
+    }
+
+    /// Its shared encoder's count of the packets it was sent goes into its status (and stays when it leaves).
+    func keepEncodedCounters(of broadcast: Broadcast) {
+        guard let encoder = broadcast.encodedBy.flatMap(sharedEncoders.encoder),
+            let counters = encoder.counters(of: broadcast.id)
+        else { return }
+        broadcast.keepEncodedCounters(counters)
     }
 
     /// Why a controller cannot pause, finish or command a shared encoder's broadcast.

@@ -63,8 +63,9 @@ final class SharedEncoder {
         var announced = false
         /// It lost a video packet (or has just joined): its video waits for the next keyframe.
         var awaitingKeyframe = true
-        /// Packets it lost because its queue was full, and packets dropped for it until a keyframe.
-        var lost: UInt64 = 0
+        /// Packets it was sent; packets it lost because its queue was full, and packets dropped for it until a
+        /// keyframe (a late joiner's before its first keyframe included).
+        var counters = StreamCounters()
     }
 
     let id: UInt32
@@ -104,8 +105,9 @@ final class SharedEncoder {
         return true
     }
 
-    func lost(by consumer: UInt32) -> UInt64 {
-        consumers.first { $0.broadcast == consumer }?.lost ?? 0
+    /// The packets `consumer` was sent and lost (its status's `encoded` stream).
+    func counters(of consumer: UInt32) -> StreamCounters? {
+        consumers.first { $0.broadcast == consumer }?.counters
     }
 
     // MARK: - What its process says
@@ -171,7 +173,7 @@ final class SharedEncoder {
         for index in consumers.indices where consumers[index].announced {
             if video && consumers[index].awaitingKeyframe {
                 guard keyframe else {
-                    consumers[index].lost += 1
+                    consumers[index].counters.dropped += 1
                     continue
                 }
                 consumers[index].awaitingKeyframe = false
@@ -179,8 +181,9 @@ final class SharedEncoder {
             guard let link = links(consumers[index].broadcast) else { continue }
             if link.queue(message, droppable: true) {
                 unflushed.insert(consumers[index].broadcast)
+                consumers[index].counters.delivered += 1
             } else {
-                consumers[index].lost += 1
+                consumers[index].counters.dropped += 1
                 if video {
                     consumers[index].awaitingKeyframe = true
                     wantKeyframe = true

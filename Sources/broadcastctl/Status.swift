@@ -146,7 +146,7 @@ enum StatusText {
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
             if s.discarded == true { lines.append("discarded: what it produced is deleted") }
-            for name in ["video", "audioApp", "audioMic", "videoCamera"] {
+            for name in ["video", "audioApp", "audioMic", "videoCamera", "encoded"] {
                 if let c = s.streams?[name] {
                     lines.append(
                         "\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")"
