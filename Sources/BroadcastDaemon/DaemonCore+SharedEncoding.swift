@@ -37,6 +37,11 @@ extension DaemonCore {
         guard let capture, consumer.phase == .live || consumer.phase == .paused else {
             return .failure(BroadcastError(.invalidRequest, "the broadcast is not live"))
         }
+        // Its frame rate is its setup's, as a handler's is (Broadcast.chooseFrameRate): checked as a manifest's field.
+        if let rate = settings[HandlerManifest.frameRateKey], !(Double(rate).map { (1...240).contains($0) } ?? false) {
+            return .failure(
+                BroadcastError(.invalidRequest, "setting 'frameRate' is frames per second, 1 to 240, not '\(rate)'"))
+        }
         let key = ObjectIdentifier(capture)
         if let running = sharedEncoders.encoder(settings: settings, capture: key) { return .success(running) }
         let entry = HandlerRegistry.Entry(
@@ -49,11 +54,11 @@ extension DaemonCore {
                         + "beside broadcastd?)"))
         }
         do { try capture.share(with: broadcasts.count(where: \.isActive) + 1) } catch { return .failure(error) }
-        let rate = [settings["fps"].flatMap(Double.init), consumer.askedFrameRate].compactMap { $0 }.min()
         let broadcast: Broadcast
         do {
             broadcast = try Broadcast(
-                id: nextBroadcastID, entry: entry, maxDuration: nil, askedFrameRate: rate, wakes: wakes,
+                id: nextBroadcastID, entry: entry, maxDuration: nil, askedFrameRate: consumer.askedFrameRate,
+                wakes: wakes,
                 isSharedEncoder: true)
         } catch {
             return .failure(error)

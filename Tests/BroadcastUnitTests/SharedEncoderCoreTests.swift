@@ -230,6 +230,12 @@ import Testing
         let (_, d) = try h.startBroadcast(from: control)
         let big = EncodeRequest(settings: Dictionary(uniqueKeysWithValues: (0..<33).map { ("k\($0)", "v") }))
         try violation(.json(.encode, big), from: d, "more than 32 settings")
+        // A frame rate an encoder cannot run at is refused as a manifest's field would be (broadcastd divided by it).
+        for rate in ["0", "nan"] {
+            let (_, handler) = try h.startBroadcast(from: control)
+            let refused = try Self.encode(handler, ["frameRate": rate], in: h)
+            #expect(refused.error == "setting 'frameRate' is frames per second, 1 to 240, not '\(rate)'")
+        }
         let (_, e) = try h.startBroadcast(from: control)
         let second = try #require(try Self.encode(e, ["codec": "av1"], in: h).encoder)
         let writable = try h.connectHandler(of: second)
