@@ -85,7 +85,7 @@ extension DaemonCore {
                 ProcessMemory.releaseIdleCode()
             } else {
                 // The broadcasts left share the pool: it uses fewer slots (a smaller plan always fits).
-                try? capture?.share(with: broadcasts.count(where: \.isActive))
+                try? capture?.share(with: slotHolders)
             }
         case .discardFinished:
             DiscardedOutput.remove(result: broadcast.result, logger: logger)

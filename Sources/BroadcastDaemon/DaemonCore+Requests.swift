@@ -192,7 +192,7 @@ extension DaemonCore {
             case .failure(let error): return .failure(error)
             }
             // Every handler needs slots of the shared pool: more are used as broadcasts join.
-            do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
+            do { try capture.share(with: slotHolders + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
             var camera: (CameraDescription, CaptureSource)?

@@ -4,6 +4,10 @@ import BroadcastProtocol
 /// Revision 2.9: handlers that ask for the same encoding of the capture share one encoder, a broadcast of its own
 /// (`SharedEncoders`); here the core starts it, answers ENCODE, and follows the phases of both sides.
 extension DaemonCore {
+    /// The broadcasts whose handlers take frames (a share of the pool's slots each): not those a shared encoder
+    /// serves.
+    var slotHolders: Int { broadcasts.count { $0.isActive && $0.takesSamples } }
+
     /// The handler link of broadcast `id`.
     func link(of id: UInt32) -> HandlerLink? {
         broadcast(id)?.link
@@ -18,6 +22,7 @@ extension DaemonCore {
         case .success(let encoder):
             encoder.add(broadcast.id)
             broadcast.share(encoder.id)
+            try? capture?.share(with: slotHolders)  // its handler takes no more frames: fewer slots
             logger.info("broadcast \(broadcast.id) shares encoder \(encoder.id) (\(encoder.consumerIDs.count) served)")
             notice = EncodingNotice(encoder: encoder.id, sharedWith: encoder.consumerIDs)
             broadcast.link?.send(.json(.encoding, notice))
@@ -53,7 +58,7 @@ extension DaemonCore {
                     "cannot find the shared encoder's program '\(configuration.encoderProgram)' (is it installed "
                         + "beside broadcastd?)"))
         }
-        do { try capture.share(with: broadcasts.count(where: \.isActive) + 1) } catch { return .failure(error) }
+        do { try capture.share(with: slotHolders + 1) } catch { return .failure(error) }
         let broadcast: Broadcast
         do {
             broadcast = try Broadcast(

@@ -75,6 +75,7 @@ import Testing
         #expect(encoder.started?.setupInfo == Self.settings)
         #expect(try Self.encode(b, in: h) == EncodingNotice(encoder: encoderID, sharedWith: [first, second]))
         #expect(h.launcher.launched.count == 3, "no second encoder")
+        #expect(h.core.capture?.plan.broadcasts == 1, "the pool's slots are planned for the encoder alone")
         for handler in [a, b] {
             let opening = try handler.peer.received()
             #expect(opening.map(\.opcode) == [.packetRing, .encodedStreams], "\(opening.map(\.opcode))")
