@@ -195,6 +195,10 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var camera: String?
     /// Revision 2.8: why the camera's frames stopped (it went away); the broadcast goes on without them.
     public var cameraLost: String?
+    /// Revision 2.9: the shared encoder (a broadcast of its own) whose packets this broadcast's handler takes.
+    public var encoder: UInt32?
+    /// Revision 2.9: for a shared encoder, the broadcasts it serves, oldest first.
+    public var serves: [UInt32]?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state
