@@ -41,6 +41,9 @@ open class BroadcastSampleHandler {
     public internal(set) var packetRing: PacketRingReader?
     /// Its mapping, kept while the ring is read.
     var packetRingMemory: SharedMemory?
+    /// READY went out; until then an ENCODE waits here (revision 2.9: it goes after READY).
+    var readySent = false
+    var pendingEncode: Message?
     public let logger: Logger
     var connection: PeerConnection?
 

@@ -114,6 +114,11 @@ struct HandlerRunner {
                 owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))
+                handler.readySent = true
+                if let encode = handler.pendingEncode {
+                    handler.pendingEncode = nil
+                    try connection.send(encode)
+                }
             case .videoSample, .cameraSample:
                 let camera = message.opcode == .cameraSample
                 let header = try VideoSampleHeader(decoding: message.payload)

@@ -30,7 +30,13 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from .encoded import EncodedPacket, PacketRing, encode_settings_problem, picture_unchanged_through
+from .encoded import (
+    MAX_ENCODED_STREAMS,
+    EncodedPacket,
+    PacketRing,
+    encode_settings_problem,
+    picture_unchanged_through,
+)
 from .wire import (
     AUDIO_SAMPLE,
     BROADCAST_FINISHED,
@@ -451,8 +457,8 @@ def _take_encoding_message(handler: SampleHandler, message) -> None:
         handler.packet_ring = ring
     elif op == ENCODED_STREAMS:
         streams = message.json().get("streams")
-        if not isinstance(streams, list) or not 1 <= len(streams) <= 8:
-            raise ProtocolError("ENCODED_STREAMS holds 1 to 8 streams")
+        if not isinstance(streams, list) or not 1 <= len(streams) <= MAX_ENCODED_STREAMS:
+            raise ProtocolError(f"ENCODED_STREAMS holds 1 to {MAX_ENCODED_STREAMS} streams")
         if handler.packet_ring is None:
             raise ProtocolError("ENCODED_STREAMS before PACKET_RING")
         _callback(handler, handler.encoded_streams, streams)
