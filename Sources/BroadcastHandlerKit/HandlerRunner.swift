@@ -174,6 +174,7 @@ struct HandlerRunner {
             case .cursor:
                 handler.processCursor(try CursorSample(decoding: message.payload))
             case .encoding:
+                handler.awaitingEncoding = false
                 handler.encodingAnswered(try message.decode(EncodingNotice.self))
             case .packetRing:
                 try mapPacketRing(message)
@@ -217,6 +218,10 @@ struct HandlerRunner {
                 // Revision 2.6: a message of a later revision this daemon does not know; the connection stays.
                 guard error.code == .unsupported else { throw .refused(error) }
                 handler.logger.warning("\(name): \(error.message)")
+                if handler.awaitingEncoding {  // revision 2.9's ENCODE, to an older daemon: no shared encoder
+                    handler.awaitingEncoding = false
+                    handler.encodingAnswered(EncodingNotice(error: error.message))
+                }
             default:
                 throw .unexpected(message.opcode, "not sent to handlers")
             }

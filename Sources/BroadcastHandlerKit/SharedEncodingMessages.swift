@@ -8,6 +8,7 @@ extension BroadcastSampleHandler {
     /// Called from `broadcastStarted`, ENCODE goes out right after READY (docs/protocol.md 10.7: after READY).
     public final func requestEncoding(_ settings: [String: String]) {
         let message = Message.json(.encode, EncodeRequest(settings: settings))
+        awaitingEncoding = true
         if readySent { try? connection?.send(message) } else { pendingEncode = message }
     }
 
