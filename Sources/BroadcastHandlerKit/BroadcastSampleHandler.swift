@@ -41,6 +41,11 @@ open class BroadcastSampleHandler {
     public internal(set) var packetRing: PacketRingReader?
     /// Its mapping, kept while the ring is read.
     var packetRingMemory: SharedMemory?
+    /// READY went out; until then an ENCODE waits here (revision 2.9: it goes after READY).
+    var readySent = false
+    var pendingEncode: Message?
+    /// ENCODE went out and ENCODING has not come: an `unsupported` ERROR (a daemon older than 2.9) answers it.
+    var awaitingEncoding = false
     public let logger: Logger
     var connection: PeerConnection?
 

@@ -114,6 +114,11 @@ struct HandlerRunner {
                 owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))
+                handler.readySent = true
+                if let encode = handler.pendingEncode {
+                    handler.pendingEncode = nil
+                    try connection.send(encode)
+                }
             case .videoSample, .cameraSample:
                 let camera = message.opcode == .cameraSample
                 let header = try VideoSampleHeader(decoding: message.payload)
@@ -169,6 +174,7 @@ struct HandlerRunner {
             case .cursor:
                 handler.processCursor(try CursorSample(decoding: message.payload))
             case .encoding:
+                handler.awaitingEncoding = false
                 handler.encodingAnswered(try message.decode(EncodingNotice.self))
             case .packetRing:
                 try mapPacketRing(message)
@@ -212,6 +218,10 @@ struct HandlerRunner {
                 // Revision 2.6: a message of a later revision this daemon does not know; the connection stays.
                 guard error.code == .unsupported else { throw .refused(error) }
                 handler.logger.warning("\(name): \(error.message)")
+                if handler.awaitingEncoding {  // revision 2.9's ENCODE, to an older daemon: no shared encoder
+                    handler.awaitingEncoding = false
+                    handler.encodingAnswered(EncodingNotice(error: error.message))
+                }
             default:
                 throw .unexpected(message.opcode, "not sent to handlers")
             }

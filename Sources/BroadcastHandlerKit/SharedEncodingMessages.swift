@@ -5,8 +5,11 @@ import BroadcastSystem
 // Revision 2.9 (encoded samples): what a handler sends to share an encoder, and what broadcastd's encoder sends.
 extension BroadcastSampleHandler {
     /// Asks to share an encoder of these settings (ENCODE) instead of taking samples; `encodingAnswered` follows.
+    /// Called from `broadcastStarted`, ENCODE goes out right after READY (docs/protocol.md 10.7: after READY).
     public final func requestEncoding(_ settings: [String: String]) {
-        try? connection?.send(.json(.encode, EncodeRequest(settings: settings)))
+        let message = Message.json(.encode, EncodeRequest(settings: settings))
+        awaitingEncoding = true
+        if readySent { try? connection?.send(message) } else { pendingEncode = message }
     }
 
     /// Asks the shared encoder for a keyframe (REQUEST_KEYFRAME): the handler joined, resumed or lost packets.

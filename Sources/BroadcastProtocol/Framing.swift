@@ -157,7 +157,7 @@ public enum ProtocolLimits {
     /// The version this side speaks: 2 (several broadcasts at once, addressed by id).
     public static let version = 2
     /// The revision of version 2 this side implements, which WELCOME announces (since revision 2.6).
-    public static let revision = "2.8"
+    public static let revision = "2.9"
     /// The oldest version broadcastd still serves: version-1 peers keep working where they can (docs/protocol.md §7).
     public static let oldestVersion = 1
     public static let headerSize = 12

@@ -69,16 +69,19 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
     /// 2.7: START's `capture.excludeWindows`; a setup field's `choices` and `type`; SEND_COMMAND without `broadcast`
     /// goes to the live broadcast whose handler takes the command.
     case excludeWindows = "exclude-windows"
-    /// Reserved for a later revision: encoded samples (not offered yet).
-    case encodedSamples = "encoded-samples"
     /// 2.8: cameras: SOURCES lists PipeWire's video sources with their formats, START's `capture.camera` chooses
     /// one, the status names it.
     case camera
+    /// 2.9: encoded samples: a handler asks for an encoding (ENCODE) instead of frames and shares one encoder, which
+    /// broadcastd runs in a process of its own, with the handlers that ask for the same; its packets come in a packet
+    /// ring the handler maps (ENCODING, PACKET_RING, ENCODED_STREAMS, ENCODED_PACKET, PICTURE_UNCHANGED,
+    /// REQUEST_KEYFRAME; the encoder's SHARE_* and KEYFRAME_REQUESTED).
+    case encodedSamples = "encoded-samples"
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
         .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
-        .excludeWindows, .camera,
+        .excludeWindows, .camera, .encodedSamples,
     ]
 }
 
