@@ -42,8 +42,11 @@ extension DaemonCore {
         guard let capture, consumer.phase == .live || consumer.phase == .paused else {
             return .failure(BroadcastError(.invalidRequest, "the broadcast is not live"))
         }
-        // Its frame rate is its setup's, as a handler's is (Broadcast.chooseFrameRate): checked as a manifest's field.
-        if let rate = settings[HandlerManifest.frameRateKey], !(Double(rate).map { (1...240).contains($0) } ?? false) {
+        // Its frame rate is its setup's, as a handler's is (Broadcast.chooseFrameRate): checked as a manifest's field
+        // (`input`: the capture's).
+        if let rate = settings[HandlerManifest.frameRateKey], rate != "input",
+            !(Double(rate).map { (1...240).contains($0) } ?? false)
+        {
             return .failure(
                 BroadcastError(.invalidRequest, "setting 'frameRate' is frames per second, 1 to 240, not '\(rate)'"))
         }

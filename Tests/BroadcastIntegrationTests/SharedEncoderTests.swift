@@ -49,7 +49,9 @@ extension Integration {
             for (end, path, duration) in [(firstEnd, firstPath, 4.5), (secondEnd, secondPath, 2.0)] {
                 #expect(end.error == nil, "\(end.error?.message ?? "")\n\(daemon.log)")
                 let result = end.result ?? [:]
-                #expect(result["sharedEncoder"] != nil && result["sharedEncoder"] == firstEnd.result?["sharedEncoder"])
+                #expect(
+                    result["sharedEncoder"] != nil && result["sharedEncoder"] == firstEnd.result?["sharedEncoder"],
+                    "\(result)\n\(daemon.log)")
                 #expect(number(result["lostPackets"]) == 0)
                 #expect(abs(number(result["duration"]) - duration) < 0.4, "\(path): \(result)")
                 let file = Recording(path: path, scratch: daemon.runtime)

@@ -199,6 +199,15 @@ import Testing
             "\(String(describing: status.error))")
     }
 
+    /// `frameRate=input` (the capture's rate: what record and replay say when they keep it) is an encoder's rate
+    /// like any other; it was refused as not a number, and every `encode=shared` handler encoded by itself.
+    @Test func anEncoderAtTheCapturesRateIsStarted() throws {
+        let h = try Self.harness()
+        let (_, handler) = try h.startBroadcast(from: try h.peer(.controller))
+        let answer = try Self.encode(handler, ["frameRate": "input"], in: h)
+        #expect(answer.encoder != nil && answer.error == nil, "\(answer)")
+    }
+
     /// What breaks the protocol closes the connection: SHARE_* from a handler that is not an encoder, a second ENCODE,
     /// a ring that is writable, a packet outside the ring. An encoder that cannot be found leaves the handler its
     /// samples.
