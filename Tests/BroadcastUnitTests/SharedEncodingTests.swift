@@ -151,9 +151,9 @@ struct SharedEncodingTests {
     }
 
     /// Two handlers of one encode over 10 s: one from the start that pauses from 3 s to 5 s, one that joins at 4 s.
-    /// Each file starts with a keyframe at 0, has no gap (the first's pause leaves none), decodes with no errors and has
-    /// its audio from its start to its end; the first is 8 s long, the second 6 s. Each asks for a keyframe when it
-    /// joins and resumes, and the encoder makes them.
+    /// Each file starts with a keyframe at 0, has no gap (the first's pause leaves none), decodes with no errors and
+    /// has its audio from its start to its end; the first is 8 s long, the second 6 s. Each asks for a keyframe when
+    /// it joins and resumes, and the encoder makes them.
     @Test func handlersShareOneEncodeEachOnItsOwnTimeLine() throws {
         let shared = try SharedEncode(ringSize: 256 * 1024)
         var asked = 0
