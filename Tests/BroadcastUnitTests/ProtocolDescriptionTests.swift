@@ -272,6 +272,8 @@ import Testing
         s.blankedForLock = true
         s.camera = "c"
         s.cameraLost = "l"
+        s.encoder = 3
+        s.serves = [1, 2]
         return s
     }
 
