@@ -16,7 +16,9 @@ BIN ?= .build/release
 PROGRAMS := broadcastd broadcastctl broadcast-setup
 # Handlers go in bin/ beside broadcastd: a manifest's bare `exec` name is looked for next to the
 # broadcastd executable, then on PATH (HandlerRegistry.resolveExecutable), never in libexec/.
-HANDLERS := broadcast-handler-inspect broadcast-handler-record broadcast-handler-stream broadcast-handler-replay
+# broadcast-encoder is the shared encoder (#35): broadcastd runs it, found the same way, from a built-in manifest.
+HANDLERS := broadcast-handler-inspect broadcast-handler-record broadcast-handler-stream broadcast-handler-replay \
+	broadcast-encoder
 MANUALS := $(PROGRAMS:%=docs/man/%.1)
 MANIFESTS := $(wildcard share/broadcastd/handlers/*.json)
 UNITS := $(wildcard systemd/*.service systemd/*.socket)

@@ -40,6 +40,7 @@ let package = Package(
         .executable(name: "broadcast-handler-record", targets: ["broadcast-handler-record"]),
         .executable(name: "broadcast-handler-stream", targets: ["broadcast-handler-stream"]),
         .executable(name: "broadcast-handler-replay", targets: ["broadcast-handler-replay"]),
+        .executable(name: "broadcast-encoder", targets: ["broadcast-encoder"]),
         .library(name: "BroadcastHandlerKit", targets: ["BroadcastHandlerKit"]),
     ],
     dependencies: [
@@ -202,6 +203,15 @@ let package = Package(
             dependencies: [
                 "BroadcastStream", "BroadcastHandlerKit", "BroadcastLogging",
             ]),
+        // broadcastd's shared encoder: one encode for the handlers that ask for the same (revision 2.9).
+        .target(
+            name: "BroadcastSharedEncoder",
+            dependencies: [
+                "BroadcastHandlerKit", "BroadcastEncoding", "BroadcastCore", "BroadcastProtocol", "BroadcastSystem",
+            ]),
+        .executableTarget(
+            name: "broadcast-encoder",
+            dependencies: ["BroadcastSharedEncoder", "BroadcastHandlerKit", "BroadcastLogging"]),
         .executableTarget(
             name: "broadcast-handler-record",
             dependencies: [

@@ -37,6 +37,7 @@ def anchor(name):
         "videoDescription": "96-video-description",
         "audioDescription": "97-audio-description",
         "capture": "98-capture",
+        "encodedStream": "911-encoded-stream",
     }.get(name)
 
 

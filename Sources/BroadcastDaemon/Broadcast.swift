@@ -42,6 +42,11 @@ final class Broadcast {
     let askedFrameRate: Double?
     /// The capture's frame interval, for its status.
     private(set) var frameInterval: UInt64?
+    /// Revision 2.9: it is a shared encoder's broadcast, which broadcastd started for the broadcasts it serves (it
+    /// follows them: controllers do not pause, finish or command it).
+    let isSharedEncoder: Bool
+    /// Revision 2.9: the shared encoder whose packets its handler takes instead of samples.
+    private(set) var encodedBy: UInt32?
 
     /// Where a broadcast is in its live time, with what each part of it has.
     enum Stretch {
@@ -77,9 +82,10 @@ final class Broadcast {
 
     init(
         id: UInt32, entry: HandlerRegistry.Entry, maxDuration: UInt64?, askedFrameRate: Double? = nil,
-        wakes: WakeRegistry
+        wakes: WakeRegistry, isSharedEncoder: Bool = false
     ) throws(BroadcastError) {
         self.id = id
+        self.isSharedEncoder = isSharedEncoder
         self.entry = entry
         self.wakes = wakes
         self.askedFrameRate = askedFrameRate
@@ -98,6 +104,23 @@ final class Broadcast {
     var audioDrain: AudioDrain? {
         if case .draining(let drain) = stretch { return drain }
         return nil
+    }
+    /// Its handler gets the capture's samples (video, audio, camera, cursor): not once it shares an encoder.
+    var takesSamples: Bool { encodedBy == nil }
+    /// What its shared encoder last counted of the packets it was sent (kept once it no longer serves it).
+    private(set) var encodedCounters: StreamCounters?
+    /// Its handler takes `encoder`'s packets from now on, and no more samples.
+    func share(_ encoder: UInt32) {
+        encodedBy = encoder
+    }
+    func keepEncodedCounters(_ counters: StreamCounters) {
+        encodedCounters = counters
+    }
+    /// Its streams' counters, with the shared encoder's packets as `encoded`.
+    var streams: [String: StreamCounters] {
+        var streams = ledger.streams
+        if let encodedCounters { streams["encoded"] = encodedCounters }
+        return streams
     }
     /// Its handler is connected (and its connection not closing).
     var isConnected: Bool { link?.connection != nil }
@@ -343,7 +366,7 @@ final class Broadcast {
         s.elapsed = Double(elapsed(now: now)) / 1e9
         s.wantsPaused = machine.wantsPaused
         s.error = machine.error
-        s.streams = ledger.streams
+        s.streams = streams
         // Whole frames per second, rounded as BROADCAST_STARTED's (1e9 / 66_666_666 ns was 15.000000150000002).
         if frameDivisor > 1, let interval = frameInterval {
             s.frameRate = Int((1e9 / Double(interval * frameDivisor)).rounded())
@@ -351,6 +374,7 @@ final class Broadcast {
         if machine.phase == .finished { s.result = result }
         if case .string(let file)? = result?["file"] { s.file = file }
         if machine.discarded { s.discarded = true }
+        s.encoder = encodedBy
         return s
     }
 

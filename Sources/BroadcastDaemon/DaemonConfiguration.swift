@@ -32,6 +32,9 @@ public struct DaemonConfiguration {
     public var serverName = "broadcastd 0.1.0"
     /// What a locked session does to live broadcasts.
     public var onLock: LockAction = .pause
+    /// Revision 2.9: the shared encoder's program, found as a handler manifest's `exec` is (a bare name: beside
+    /// broadcastd, then on PATH).
+    public var encoderProgram = "broadcast-encoder"
 
     public init(socketPath: String, memoryBudget: MemoryBudget = .builtIn) {
         self.socketPath = socketPath

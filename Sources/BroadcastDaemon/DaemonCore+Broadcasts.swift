@@ -39,6 +39,7 @@ extension DaemonCore {
             logger.info("broadcast \(broadcast.id): \(before) → \(broadcast.phase)")
             peers.publish(.json(.stateChanged, status(of: broadcast)))
             updateStatus(now: now)
+            followSharedEncoding(broadcast)
         }
         return .success(())
     }
@@ -84,7 +85,7 @@ extension DaemonCore {
                 ProcessMemory.releaseIdleCode()
             } else {
                 // The broadcasts left share the pool: it uses fewer slots (a smaller plan always fits).
-                try? capture?.share(with: broadcasts.count(where: \.isActive))
+                try? capture?.share(with: slotHolders)
             }
         case .discardFinished:
             DiscardedOutput.remove(result: broadcast.result, logger: logger)
@@ -112,7 +113,7 @@ extension DaemonCore {
             broadcast.endLive(now: now)
             return
         }
-        let draining = drainingAudio && live.nextAudioAt != nil && broadcast.isConnected
+        let draining = drainingAudio && live.nextAudioAt != nil && broadcast.isConnected && broadcast.takesSamples
         broadcast.endLive(now: now, drainingAudio: draining)
         if !broadcasts.contains(where: \.isLive) { live.stopFrames() }
         if draining {
@@ -149,7 +150,7 @@ extension DaemonCore {
         captureCamera(now: now)
         let active = broadcasts.filter(\.isActive)
         if let failure = live.captureVideo(
-            now: now, session: capture, live: broadcasts.filter(\.isLive), active: active)
+            now: now, session: capture, live: broadcasts.filter { $0.isLive && $0.takesSamples }, active: active)
         {
             for broadcast in broadcasts where broadcast.isLive { transition(broadcast, .fail(failure)) }
         }
@@ -162,7 +163,8 @@ extension DaemonCore {
     func captureCamera(now: UInt64) {
         guard let capture, let feed = capture.cameraFeed else { return }
         let blanked = lockState.isLocked && configuration.onLock == .blank
-        let takers = blanked ? [] : broadcasts.filter { $0.isLive && $0.takesCamera && $0.isConnected }
+        let takers =
+            blanked ? [] : broadcasts.filter { $0.isLive && $0.takesCamera && $0.isConnected && $0.takesSamples }
         for _ in 0..<2 {
             guard case .frame = captureCamera(now: now, feed: feed, takers: takers) else { return }
         }
@@ -205,7 +207,7 @@ extension DaemonCore {
     func captureAudio(now: UInt64) {
         guard let live = capture?.live else { return }
         let (silenceChanged, drained) = live.captureAudio(
-            now: now, receivers: broadcasts.filter { $0.isLive || $0.audioDrain != nil })
+            now: now, receivers: broadcasts.filter { ($0.isLive || $0.audioDrain != nil) && $0.takesSamples })
         if silenceChanged {
             for broadcast in broadcasts where broadcast.isActive {
                 peers.publish(.json(.stateChanged, status(of: broadcast)))
@@ -249,7 +251,7 @@ extension DaemonCore {
                 HandlerLink(
                     process: process, manifest: manifest, broadcast: broadcast.id, session: session,
                     capture: capture, configuration: configuration, wakes: wakes, logger: logger,
-                    now: now))
+                    now: now, isSharedEncoder: broadcast.isSharedEncoder))
             logger.info("launched handler '\(manifest.name)' (\(path), pid \(process.pid))")
         } catch {
             transition(
@@ -349,6 +351,12 @@ extension DaemonCore {
             broadcast.setResult(result)
         case .answer(let answer):
             commandAnswered(answer, by: link, of: broadcast)
+        case .encode(let request):
+            encodeRequested(request, by: broadcast)
+        case .keyframeWanted:
+            if let encoder = broadcast.encodedBy { sharedEncoders.encoder(encoder)?.askKeyframe(links: link(of:)) }
+        case .shared(let news):
+            try sharedEncoders.encoder(broadcast.id)?.take(news, links: link(of:))
         }
     }
 
@@ -364,8 +372,10 @@ extension DaemonCore {
         s.memoryWarning = capture?.plan.overBudgetWarning
         addPrivacy(to: &s, of: broadcast)
         guard let broadcast else { return s }
+        keepEncodedCounters(of: broadcast)
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics
+        s.serves = sharedEncoders.encoder(broadcast.id)?.consumerIDs
         if broadcast.isActive, let feed = capture?.cameraFeed {
             s.camera = feed.camera.title
             s.cameraLost = feed.lost
@@ -379,9 +389,10 @@ extension DaemonCore {
 
     func publishServiceInfo(_ broadcast: Broadcast, now: UInt64) {
         guard peers.hasSubscribers else { return }
+        keepEncodedCounters(of: broadcast)
         let info = ServiceInfo(
             broadcast: broadcast.id, elapsed: Double(broadcast.elapsed(now: now)) / 1e9,
-            streams: broadcast.ledger.streams,
+            streams: broadcast.streams,
             handler: nil, daemonMemory: ProcessMemory.residentBytes())
         peers.publish(info.message(handlerJSON: broadcast.encodedServiceInfo))
     }

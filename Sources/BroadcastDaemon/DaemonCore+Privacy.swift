@@ -76,7 +76,9 @@ extension DaemonCore {
         capture?.live?.showPrivacyFrame(lockState.isLocked && configuration.onLock == .blank)
         guard case .locked(var paused) = lockState, configuration.onLock == .pause else { return }
         for broadcast in broadcasts
-        where (broadcast.phase == .live || broadcast.phase == .starting) && !broadcast.machine.wantsPaused {
+        where (broadcast.phase == .live || broadcast.phase == .starting) && !broadcast.machine.wantsPaused
+            && !broadcast.isSharedEncoder
+        {
             guard case .success = transition(broadcast, .pause) else { continue }
             paused.insert(broadcast.id)
             lockState = .locked(pausedForLock: paused)

@@ -41,14 +41,17 @@ extension DaemonCore {
         }
     }
 
-    /// The newest broadcast (a finished one stays until the next START).
-    var current: Broadcast? { broadcasts.last }
+    /// The newest broadcast (a finished one stays until the next START); never a shared encoder's.
+    var current: Broadcast? { broadcasts.last { !$0.isSharedEncoder } }
 
     /// The broadcast a request is about: the one `id` names; without an id, the only one requested and not
     /// finished (or, when none is, the newest). Several running and no id: refused, listing them.
     func addressed(_ id: UInt32?, by session: PeerSession) -> Result<Broadcast, BroadcastError> {
         if let id {
-            if let found = broadcasts.first(where: { $0.id == id }) { return .success(found) }
+            if let found = broadcasts.first(where: { $0.id == id }) {
+                guard found.isSharedEncoder else { return .success(found) }
+                return .failure(sharedEncoderRefusal(found))
+            }
             let known = broadcasts.map { String($0.id) }
             return .failure(
                 BroadcastError(
@@ -56,7 +59,7 @@ extension DaemonCore {
                     "there is no broadcast \(id)"
                         + (known.isEmpty ? "" : " (there are: \(known.joined(separator: ", ")))")))
         }
-        let active = broadcasts.filter(\.isActive)
+        let active = broadcasts.filter { $0.isActive && !$0.isSharedEncoder }
         if active.count == 1 { return .success(active[0]) }
         if active.isEmpty {
             return current.map { .success($0) } ?? .failure(BroadcastError(.noBroadcast, "no broadcast is live"))
@@ -173,12 +176,13 @@ extension DaemonCore {
         let asked = request.capture ?? CaptureChoice()
         var askedFrameRate: Double?
         let active = broadcasts.filter(\.isActive)
-        if active.count >= configuration.maxBroadcasts {
-            let list = active.map { "\($0.id) (\($0.manifest.name), \($0.phase))" }.joined(separator: ", ")
+        let users = active.filter { !$0.isSharedEncoder }
+        if users.count >= configuration.maxBroadcasts {
+            let list = users.map { "\($0.id) (\($0.manifest.name), \($0.phase))" }.joined(separator: ", ")
             return .failure(
                 BroadcastError(
                     .busy,
-                    "\(active.count) broadcast(s) running (\(list)), the most at once "
+                    "\(users.count) broadcast(s) running (\(list)), the most at once "
                         + "(broadcastd --max-broadcasts \(configuration.maxBroadcasts)); stop one first with `broadcastctl stop --broadcast N`"
                 ))
         }
@@ -188,7 +192,7 @@ extension DaemonCore {
             case .failure(let error): return .failure(error)
             }
             // Every handler needs slots of the shared pool: more are used as broadcasts join.
-            do { try capture.share(with: active.count + 1) } catch { return .failure(error) }
+            do { try capture.share(with: slotHolders + 1) } catch { return .failure(error) }
         } else {
             if let error = choose(asked) { return .failure(error) }
             var camera: (CameraDescription, CaptureSource)?

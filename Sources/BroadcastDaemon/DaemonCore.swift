@@ -72,6 +72,8 @@ final class DaemonCore {
     var captureIndicator: (any CaptureIndicator)?
     /// "did not answer" of handlers' commands, which controllers can cause by the thousand.
     var commandWarnings = WarningThrottle()
+    /// Revision 2.9: the encoders handlers share (DaemonCore+SharedEncoding.swift).
+    let sharedEncoders = SharedEncoders()
 
     init(
         configuration: DaemonConfiguration, source: CaptureSource, sources: CaptureSources?, socketPath: String,
@@ -189,6 +191,7 @@ final class DaemonCore {
     /// the connections marked for closing are closed.
     func endTurn() {
         peers.serveBacklog(take)
+        sharedEncoders.flush(links: link(of:))
         enforceSessionLock()
         for session in peers.closeFinishedSessions() { sessionClosed(session) }
     }

@@ -37,6 +37,12 @@ final class HandlerLink {
         case result([String: JSONValue])
         /// Its answer to a command it was sent.
         case answer(HandlerCommandAnswer)
+        /// Revision 2.9: it asks for encoded samples (once, after READY).
+        case encode(EncodeRequest)
+        /// Revision 2.9: it asks its shared encoder for a keyframe.
+        case keyframeWanted
+        /// Revision 2.9, from a shared encoder: what it tells the handlers it serves.
+        case shared(SharedEncoderNews)
     }
 
     /// How long a handler that keeps reporting may work after BROADCAST_FINISHED (an upload): an hour.
@@ -46,6 +52,8 @@ final class HandlerLink {
 
     let process: any HandlerProcess
     let manifest: HandlerManifest
+    /// It is a shared encoder's process: it may send SHARE_* and not ENCODE or REQUEST_KEYFRAME.
+    let isSharedEncoder: Bool
     /// Its broadcast's id, which its wake-ups carry.
     let broadcast: UInt32
     private let wakes: WakeRegistry
@@ -61,6 +69,8 @@ final class HandlerLink {
         didSet { wakes.schedule(.handlerDeadline(broadcast), at: deadline) }
     }
     private var saidReady = false
+    /// It sent ENCODE (one per broadcast).
+    private var askedToEncode = false
     /// Set when broadcastd had to stop the handler because it did not finish in time.
     private var stopReason: BroadcastError?
     /// Set when broadcastd stopped a handler that had not started yet: its signal death is no failure.
@@ -77,10 +87,12 @@ final class HandlerLink {
 
     init(
         process: any HandlerProcess, manifest: HandlerManifest, broadcast: UInt32, session: PeerSession,
-        capture: CaptureSession, configuration: DaemonConfiguration, wakes: WakeRegistry, logger: Logger, now: UInt64
+        capture: CaptureSession, configuration: DaemonConfiguration, wakes: WakeRegistry, logger: Logger, now: UInt64,
+        isSharedEncoder: Bool = false
     ) {
         self.process = process
         self.manifest = manifest
+        self.isSharedEncoder = isSharedEncoder
         self.broadcast = broadcast
         self.wakes = wakes
         self.session = session
@@ -163,6 +175,27 @@ final class HandlerLink {
                 throw .malformed(.commandAnswer, "an answer of \(size) bytes exceeds the limit of \(limit)")
             }
             return .answer(try message.decode(HandlerCommandAnswer.self))
+        case .encode:
+            guard !isSharedEncoder, saidReady, !askedToEncode else {
+                throw .unexpected(
+                    .encode, isSharedEncoder ? "a shared encoder asks for no encoder" : "ENCODE comes once, after READY"
+                )
+            }
+            let request = try message.decode(EncodeRequest.self)
+            if let problem = request.problem { throw .malformed(.encode, problem) }
+            askedToEncode = true
+            return .encode(request)
+        case .requestKeyframe:
+            guard !isSharedEncoder, askedToEncode else {
+                throw .unexpected(.requestKeyframe, "only a handler that asked for an encoder asks for keyframes")
+            }
+            _ = try message.decode(Empty.self)
+            return .keyframeWanted
+        case .shareRing, .shareStreams, .sharePacket, .sharePictureUnchanged:
+            guard isSharedEncoder else {
+                throw .unexpected(message.opcode, "only broadcastd's shared encoder sends it")
+            }
+            return .shared(try SharedEncoderNews(message))
         default:
             throw .unexpected(message.opcode, "not a handler message")
         }

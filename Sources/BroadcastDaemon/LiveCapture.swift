@@ -145,7 +145,7 @@ final class LiveCapture {
         // A handler that holds its share of the slots loses this frame unless the pool has slots to spare: this
         // frame's, and two more for every other handler (the next frame's, and one it may still hold); the
         // others do not.
-        let holders = active.count(where: \.isConnected)
+        let holders = active.count { $0.isConnected && $0.takesSamples }
         let quota = pool.quota(holders: holders)
         let spare = pool.freeSlots >= 1 + 2 * (holders - 1)
         let takers = targets.filter { spare || $0.holder.map(pool.heldSlots) ?? 0 < quota }

@@ -168,8 +168,10 @@ final class PeerServer {
     }
 
     private func dispatch(_ message: Message, from session: PeerSession, _ take: (Input) -> Void) {
-        // Peers never send descriptors (docs/protocol.md §4): whatever came is closed with the message.
-        guard message.descriptors.isEmpty else {
+        // Peers never send descriptors (docs/protocol.md §4), but for a launched handler's SHARE_RING (revision 2.9,
+        // its one ring, which its handler link checks): whatever came is closed with the message.
+        let shared = message.opcode == .shareRing && session.isLaunchedHandler && session.saidHello
+        guard message.descriptors.isEmpty || (shared && message.descriptors.count == 1) else {
             session.violated(
                 "\(message.opcode) came with \(message.descriptors.count) descriptor(s); peers send none",
                 seq: message.seq)

@@ -38,6 +38,9 @@ package struct EncodingOptions: Equatable {
     package var opusComplexity = 10
     /// The camera in a corner of the picture (`camera=on`) or a track of its own (`camera=track`); nil: off.
     package var camera: CameraSetting?
+    /// `encode=shared` (revision 2.9): share the encoder broadcastd runs for the handlers asking for this encoding,
+    /// instead of encoding here (`own`, the default for now).
+    package var shared = false
 
     package init() {}
 
@@ -136,6 +139,11 @@ package struct EncodingOptions: Equatable {
         audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
         camera = try CameraLayout.taking(&fields)
+        switch take("encode") {
+        case nil, "own": shared = false
+        case "shared": shared = true
+        case let other?: throw SetupFieldError("encode '\(other)': own (encode here) or shared (broadcastd's encoder)")
+        }
     }
 
     /// An integer setup field `key` of `text` in `range`, `what` saying what it is; nil: not given.

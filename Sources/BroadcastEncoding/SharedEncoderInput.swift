@@ -29,6 +29,10 @@ package final class SharedEncoderInput {
     package private(set) var lostPackets = 0
     package private(set) var keyframesAsked = 0
     package private(set) var packetsWritten = 0
+    package private(set) var videoFramesWritten = 0
+
+    /// Where the file's time is: the end of the picture written so far (ns).
+    package var fileTime: Int64 { begun && state != .paused ? pictureEnd : resumeAt }
 
     enum State: Equatable {
         /// Until a keyframe: after a pause (the file's time is shifted to it) or after a loss (it is not).
@@ -118,7 +122,10 @@ package final class SharedEncoderInput {
         packet.isDisposable = header.flags.contains(.disposable)
         packet.skipSamples = (header.skipStart, header.skipEnd)
         packetsWritten += 1
-        if isVideo { pictureEnd = max(pictureEnd, time - shift + frameInterval) }
+        if isVideo {
+            pictureEnd = max(pictureEnd, time - shift + frameInterval)
+            videoFramesWritten += 1
+        }
         if header.flags.contains(.copy) {
             try output.writeCopy(packet, stream: target)
         } else if header.flags.contains(.lastsUntilNext) {

@@ -37,6 +37,15 @@ open class BroadcastSampleHandler {
     /// (set before `broadcastStarted`); nil from a daemon older than 2.6, which announces nothing.
     public internal(set) var daemonRevision: String?
     public internal(set) var daemonFeatures: Set<String>?
+    /// Revision 2.9: the shared encoder's packet ring, once PACKET_RING mapped it (`processEncodedPacket`'s bytes).
+    public internal(set) var packetRing: PacketRingReader?
+    /// Its mapping, kept while the ring is read.
+    var packetRingMemory: SharedMemory?
+    /// READY went out; until then an ENCODE waits here (revision 2.9: it goes after READY).
+    var readySent = false
+    var pendingEncode: Message?
+    /// ENCODE went out and ENCODING has not come: an `unsupported` ERROR (a daemon older than 2.9) answers it.
+    var awaitingEncoding = false
     public let logger: Logger
     var connection: PeerConnection?
 
@@ -70,6 +79,19 @@ open class BroadcastSampleHandler {
     /// broadcast has a camera: its frames come as `videoCamera` samples in `format` from now on, or (`lost`, format
     /// nil) the camera went away and none come any more; the broadcast goes on. `camera` names it.
     open func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {}
+    /// Revision 2.9, after `requestEncoding`: `notice.encoder` is the encoder this handler shares, whose streams and
+    /// packets follow (samples stop coming); with `notice.error` there is none, samples keep coming, and the handler
+    /// encodes them itself.
+    open func encodingAnswered(_ notice: EncodingNotice) {}
+    /// Revision 2.9: the shared encoder's streams, once, before its first packet (`packetRing` is mapped by then).
+    open func processEncodedStreams(_ streams: [EncodedStreamDescription]) {}
+    /// Revision 2.9: one packet of the shared encoder; copy its bytes out of `packetRing` (`PacketRingReader.copy`),
+    /// which says when the encoder wrote over them first (the handler fell a ring behind).
+    open func processEncodedPacket(_ header: EncodedPacketHeader) {}
+    /// Revision 2.9: the shared encoder's picture stood still through `time` (the encoder's time, ns).
+    open func processPictureUnchanged(through time: Int64) {}
+    /// Revision 2.9, for broadcastd's encoder: a handler it serves asked for a keyframe.
+    open func keyframeRequested() {}
     /// The pointer, when broadcastd runs with `--cursor metadata`: its position every frame,
     /// its image (`cursor.sprite`) only when it changed. Draw it, or not.
     open func processCursor(_ cursor: CursorSample) {}

@@ -114,6 +114,11 @@ struct HandlerRunner {
                 owesFinish = true
                 handler.broadcastStarted(withSetupInfo: start.setupInfo)
                 try connection.send(.json(.ready, Empty()))
+                handler.readySent = true
+                if let encode = handler.pendingEncode {
+                    handler.pendingEncode = nil
+                    try connection.send(encode)
+                }
             case .videoSample, .cameraSample:
                 let camera = message.opcode == .cameraSample
                 let header = try VideoSampleHeader(decoding: message.payload)
@@ -168,6 +173,23 @@ struct HandlerRunner {
                 }
             case .cursor:
                 handler.processCursor(try CursorSample(decoding: message.payload))
+            case .encoding:
+                handler.awaitingEncoding = false
+                handler.encodingAnswered(try message.decode(EncodingNotice.self))
+            case .packetRing:
+                try mapPacketRing(message)
+            case .encodedStreams:
+                let streams = try message.decode(EncodedStreams.self)
+                if let problem = streams.problem { throw .malformed(.encodedStreams, problem) }
+                guard handler.packetRing != nil else { throw .unexpected(.encodedStreams, "before PACKET_RING") }
+                handler.processEncodedStreams(streams.streams)
+            case .encodedPacket:
+                handler.processEncodedPacket(try EncodedPacketHeader(decoding: message.payload, of: .encodedPacket))
+            case .pictureUnchanged:
+                handler.processPictureUnchanged(
+                    through: try PictureUnchanged(decoding: message.payload, of: .pictureUnchanged).through)
+            case .keyframeRequested:
+                handler.keyframeRequested()
             case .command:
                 let command = try message.decode(HandlerCommand.self)
                 handler.handleCommand(
@@ -196,10 +218,33 @@ struct HandlerRunner {
                 // Revision 2.6: a message of a later revision this daemon does not know; the connection stays.
                 guard error.code == .unsupported else { throw .refused(error) }
                 handler.logger.warning("\(name): \(error.message)")
+                if handler.awaitingEncoding {  // revision 2.9's ENCODE, to an older daemon: no shared encoder
+                    handler.awaitingEncoding = false
+                    handler.encodingAnswered(EncodingNotice(error: error.message))
+                }
             default:
                 throw .unexpected(message.opcode, "not sent to handlers")
             }
         }
+    }
+}
+
+extension HandlerRunner {
+    /// PACKET_RING (revision 2.9): maps the shared encoder's ring, read-only.
+    func mapPacketRing(_ message: Message) throws(ProtocolError) {
+        let announcement = try message.decode(PacketRingAnnouncement.self)
+        guard let fd = message.descriptors.first else { throw .malformed(.packetRing, "no descriptor attached") }
+        guard announcement.size > PacketRingLayout.headerSize, announcement.size <= PacketRingAnnouncement.maxSize
+        else {
+            throw .malformed(.packetRing, "a ring of \(announcement.size) bytes")
+        }
+        let memory: SharedMemory
+        do { memory = try SharedMemory(mapping: fd, size: announcement.size) } catch { throw .transport(error) }
+        guard let reader = PacketRingReader(base: memory.base, size: announcement.size) else {
+            throw .malformed(.packetRing, "the memory is not a packet ring of \(announcement.size) bytes")
+        }
+        handler.packetRingMemory = memory
+        handler.packetRing = reader
     }
 }
 

@@ -47,11 +47,23 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case command = 0x0306
     /// Revision 2.8: the camera's format, or that it went away.
     case cameraFormat = 0x0307
+    /// Revision 2.9 (encoded samples): the packet ring of the encoder the handler shares, with its descriptor.
+    case packetRing = 0x0308
+    /// Revision 2.9: the streams of that encoder.
+    case encodedStreams = 0x0309
+    /// Revision 2.9: the answer to ENCODE: which encoder the handler shares, or why none.
+    case encoding = 0x030A
+    /// Revision 2.9: to broadcastd's encoder, a handler it serves asked for a keyframe.
+    case keyframeRequested = 0x030B
     case videoSample = 0x0310
     case audioSample = 0x0311
     case cursor = 0x0312
     /// Revision 2.8: one camera frame, in a slot of the camera's pool (VIDEO_SAMPLE's layout).
     case cameraSample = 0x0313
+    /// Revision 2.9: one encoded packet, in the packet ring.
+    case encodedPacket = 0x0314
+    /// Revision 2.9: the shared encoder's picture did not change through a time.
+    case pictureUnchanged = 0x0315
     case ready = 0x0380
     case releaseSlot = 0x0381
     case finishWithError = 0x0382
@@ -60,6 +72,18 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case setResult = 0x0385
     /// Revision 2.3: the handler's answer to a COMMAND.
     case commandAnswer = 0x0386
+    /// Revision 2.9: the handler asks for encoded samples, of the encoding its settings name.
+    case encode = 0x0387
+    /// Revision 2.9: the handler asks its shared encoder for a keyframe.
+    case requestKeyframe = 0x0388
+    /// Revision 2.9, from broadcastd's encoder: its packet ring, with the descriptor handlers map.
+    case shareRing = 0x0389
+    /// Revision 2.9, from broadcastd's encoder: its streams.
+    case shareStreams = 0x038A
+    /// Revision 2.9, from broadcastd's encoder: a packet it wrote into its ring.
+    case sharePacket = 0x038B
+    /// Revision 2.9, from broadcastd's encoder: its picture did not change through a time.
+    case sharePictureUnchanged = 0x038C
 
     public var description: String { "\(name) (0x\(String(rawValue, radix: 16)))" }
 
@@ -101,6 +125,18 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .videoFormatChanged: "VIDEO_FORMAT_CHANGED"
         case .cameraFormat: "CAMERA_FORMAT"
         case .cameraSample: "CAMERA_SAMPLE"
+        case .packetRing: "PACKET_RING"
+        case .encodedStreams: "ENCODED_STREAMS"
+        case .encoding: "ENCODING"
+        case .keyframeRequested: "KEYFRAME_REQUESTED"
+        case .encodedPacket: "ENCODED_PACKET"
+        case .pictureUnchanged: "PICTURE_UNCHANGED"
+        case .encode: "ENCODE"
+        case .requestKeyframe: "REQUEST_KEYFRAME"
+        case .shareRing: "SHARE_RING"
+        case .shareStreams: "SHARE_STREAMS"
+        case .sharePacket: "SHARE_PACKET"
+        case .sharePictureUnchanged: "SHARE_PICTURE_UNCHANGED"
         case .command: "COMMAND"
         case .videoSample: "VIDEO_SAMPLE"
         case .audioSample: "AUDIO_SAMPLE"
@@ -121,7 +157,7 @@ public enum ProtocolLimits {
     /// The version this side speaks: 2 (several broadcasts at once, addressed by id).
     public static let version = 2
     /// The revision of version 2 this side implements, which WELCOME announces (since revision 2.6).
-    public static let revision = "2.8"
+    public static let revision = "2.9"
     /// The oldest version broadcastd still serves: version-1 peers keep working where they can (docs/protocol.md §7).
     public static let oldestVersion = 1
     public static let headerSize = 12

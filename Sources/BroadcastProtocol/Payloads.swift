@@ -69,16 +69,19 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
     /// 2.7: START's `capture.excludeWindows`; a setup field's `choices` and `type`; SEND_COMMAND without `broadcast`
     /// goes to the live broadcast whose handler takes the command.
     case excludeWindows = "exclude-windows"
-    /// Reserved for a later revision: encoded samples (not offered yet).
-    case encodedSamples = "encoded-samples"
     /// 2.8: cameras: SOURCES lists PipeWire's video sources with their formats, START's `capture.camera` chooses
     /// one, the status names it.
     case camera
+    /// 2.9: encoded samples: a handler asks for an encoding (ENCODE) instead of frames and shares one encoder, which
+    /// broadcastd runs in a process of its own, with the handlers that ask for the same; its packets come in a packet
+    /// ring the handler maps (ENCODING, PACKET_RING, ENCODED_STREAMS, ENCODED_PACKET, PICTURE_UNCHANGED,
+    /// REQUEST_KEYFRAME; the encoder's SHARE_* and KEYFRAME_REQUESTED).
+    case encodedSamples = "encoded-samples"
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
         .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
-        .excludeWindows, .camera,
+        .excludeWindows, .camera, .encodedSamples,
     ]
 }
 
@@ -195,6 +198,10 @@ public struct BroadcastStatus: Codable, Equatable, Sendable {
     public var camera: String?
     /// Revision 2.8: why the camera's frames stopped (it went away); the broadcast goes on without them.
     public var cameraLost: String?
+    /// Revision 2.9: the shared encoder (a broadcast of its own) whose packets this broadcast's handler takes.
+    public var encoder: UInt32?
+    /// Revision 2.9: for a shared encoder, the broadcasts it serves, oldest first.
+    public var serves: [UInt32]?
 
     public init(state: BroadcastPhase, source: String) {
         self.state = state

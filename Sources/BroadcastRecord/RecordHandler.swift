@@ -18,7 +18,8 @@ import BroadcastTimeline
 public final class RecordHandler: BroadcastSampleHandler {
     private var options: RecordOptions?
     private var muxer: Muxer?
-    private var encoder: RecordingEncoder?
+    /// Its encoder, or (`encode=shared`) the one broadcastd shares with other handlers.
+    private var encoding: HandlerEncoding?
     private var failure: String?
     /// The file is this broadcast's: checked free (or to be overwritten) and about to be written.
     private var ownsFile = false
@@ -38,53 +39,73 @@ public final class RecordHandler: BroadcastSampleHandler {
             if !options.overwrite { try OutputPath.claim(options.path) }
             ownsFile = true
             let muxer = try Muxer(url: options.path, container: options.container)
-            encoder = try RecordingEncoder(options.encoding, for: self, output: muxer)
             self.muxer = muxer
+            let encoding = try HandlerEncoding(
+                options.encoding, for: self, output: muxer)
+            self.encoding = encoding
             // Said at once, so that broadcastd knows the file if this process dies and the broadcast is discarded.
             setBroadcastResult(["file": .string(options.path)])
-            let size = encoder!.inputSize
-            logger.info(
-                "record: writing \(options.path) (\(encoder!.implementationName), \(size.width)x\(size.height), \(encoder!.tracks.count) audio track(s))"
-            )
+            logger.info("record: writing \(options.path) (\(encoding.name))")
         } catch {
             fail("\(error)")
         }
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
-        guard failure == nil, let encoder else { return }
-        do { try encoder.inputChanged(to: format) } catch { fail("\(error)") }
+        guard failure == nil, let encoding else { return }
+        do { try encoding.inputChanged(to: format) } catch { fail("\(error)") }
     }
 
     public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
-        encoder?.cameraChanged(to: format)
+        encoding?.cameraChanged(to: format)
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
-        guard failure == nil, let muxer, let encoder else { return }
+        guard failure == nil, let muxer, let encoding else { return }
         do {
-            if type == .video {
-                try encoder.addVideo(sampleBuffer)
-                reportProgress(at: encoder.clock.duration, muxer: muxer)
-            } else if type == .videoCamera {
-                try encoder.addCamera(sampleBuffer)
-            } else {
-                try encoder.addAudio(sampleBuffer, type)
-            }
+            if try encoding.add(sampleBuffer, type) { reportProgress(at: encoding.fileTime, muxer: muxer) }
         } catch {
             fail("\(error)")
         }
     }
 
+    public override func encodingAnswered(_ notice: EncodingNotice) {
+        guard failure == nil, let encoding else { return }
+        do {
+            if let why = try encoding.answered(notice) {
+                logger.info("record: no shared encoder (\(why)); encoding here")
+            }
+            logger.info("record: encoding with \(encoding.name)")
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    public override func processEncodedStreams(_ streams: [EncodedStreamDescription]) { take(.streams(streams)) }
+
+    public override func processEncodedPacket(_ header: EncodedPacketHeader) {
+        take(.packet(header))
+        if let muxer, let encoding { reportProgress(at: encoding.fileTime, muxer: muxer) }
+    }
+
+    public override func processPictureUnchanged(through time: Int64) { take(.pictureUnchanged(through: time)) }
+
+    private func take(_ event: SharedEncoderEvent) {
+        guard failure == nil, let encoding else { return }
+        do { try encoding.take(event) } catch { fail("\(error)") }
+    }
+
+    public override func broadcastResumed() { encoding?.resume() }
+
     public override func broadcastPaused() {
-        guard let end = encoder?.pause() else { return }
-        logger.info("record: segment \(encoder!.clock.segments.count) ends at \(Double(end) / 1e9) s")
+        guard let end = encoding?.pause() else { return }
+        logger.info("record: paused at \(Double(end) / 1e9) s")
     }
 
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
-        if let muxer, let encoder, muxer.started {
+        if let muxer, let encoding, muxer.started {
             do {
-                let end = try encoder.finish()
+                let end = try encoding.finish()
                 try muxer.addChapters(Chapters.spans(marks, end: Int64(end)))
                 try muxer.finish()
             } catch {
@@ -92,7 +113,7 @@ public final class RecordHandler: BroadcastSampleHandler {
                 if failure == nil { failure = "\(error)" }
             }
         }
-        _ = encoder?.pause()
+        _ = encoding?.pause()
         self.muxer = nil
         var result = result()
         if discard {
@@ -104,10 +125,9 @@ public final class RecordHandler: BroadcastSampleHandler {
             logger.info("record: discarded \(ownsFile ? options?.path ?? "" : "nothing (no file was written)")")
         }
         setBroadcastResult(result)
-        if let options, let encoder {
-            logger.info(
-                "record: \(options.path): \(Double(encoder.clock.duration) / 1e9) s in \(encoder.clock.segments.count) segment(s)"
-            )
+        if let options, let encoding {
+            let segments = encoding.own.map { " in \($0.clock.segments.count) segment(s)" } ?? ""
+            logger.info("record: \(options.path): \(Double(encoding.fileTime) / 1e9) s\(segments)")
         }
         if let options, let upload = options.upload, !discard {
             guard failure == nil, ownsFile else {
@@ -133,8 +153,8 @@ public final class RecordHandler: BroadcastSampleHandler {
     public override func handleCommand(_ command: String, arguments: [String: JSONValue]) throws -> [String: JSONValue]
     {
         guard command == "mark" else { throw HandlerError(command, "record has no such command") }
-        guard let encoder, failure == nil else { throw HandlerError("mark", failure ?? "the recording did not start") }
-        let mark = try Chapters.mark(at: Int64(encoder.clock.duration), text: arguments["text"], count: marks.count)
+        guard let encoding, failure == nil else { throw HandlerError("mark", failure ?? "the recording did not start") }
+        let mark = try Chapters.mark(at: Int64(encoding.fileTime), text: arguments["text"], count: marks.count)
         marks.append(mark)
         logger.info("record: chapter '\(mark.title)' at \(Double(mark.time) / 1e9) s")
         var answer = Chapters.describe(mark, number: marks.count)
@@ -146,7 +166,7 @@ public final class RecordHandler: BroadcastSampleHandler {
     }
 
     private func result() -> [String: JSONValue] {
-        var result: [String: JSONValue] = encoder?.result() ?? ["duration": .number(0)]
+        var result: [String: JSONValue] = encoding?.result() ?? ["duration": .number(0)]
         if !marks.isEmpty {
             result["chapters"] = .array(
                 marks.map { .object(["start": .number(Double($0.time) / 1e9), "title": .string($0.title)]) })
@@ -167,15 +187,18 @@ public final class RecordHandler: BroadcastSampleHandler {
             lastInfo = (time, bytes)
             return
         }
-        guard time >= last.time + 1_000_000_000, let encoder else { return }
+        guard time >= last.time + 1_000_000_000 else { return }
         let seconds = Double(time - last.time) / 1e9
-        updateServiceInfo([
+        var info: [String: JSONValue] = [
             "recorded": .number((Double(time) / 1e8).rounded() / 10),
             "bytes": .number(Double(bytes)),
             "bitRate": .number((Double(bytes - last.bytes) * 8 / 1000 / seconds).rounded()),
-            "clockOffsetMs": .number(encoder.clockOffsetMs),
-            "segment": .number(Double(encoder.clock.segments.count + 1)),
-        ])
+        ]
+        if let encoder = encoding?.own {
+            info["clockOffsetMs"] = .number(encoder.clockOffsetMs)
+            info["segment"] = .number(Double(encoder.clock.segments.count + 1))
+        }
+        updateServiceInfo(info)
         lastInfo = (time, bytes)
     }
 

@@ -14,7 +14,8 @@ import Synchronization
 public final class ReplayHandler: BroadcastSampleHandler {
     private var options: ReplayOptions?
     private var buffer: ReplayBuffer?
-    private var encoder: RecordingEncoder?
+    /// Its encoder, or (`encode=shared`) the one broadcastd shares with other handlers.
+    private var encoding: HandlerEncoding?
     private var failure: String?
     private var lastReport: UInt64?
     private var snapshots = 0
@@ -48,11 +49,12 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 }
             }
             let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory)
-            encoder = try RecordingEncoder(options.encoding, for: self, output: buffer)
             self.buffer = buffer
+            let encoding = try HandlerEncoding(options.encoding, for: self, output: buffer)
+            self.encoding = encoding
             let place = directory.map { "in files in \($0)" } ?? "in memory"
             logger.info(
-                "replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB \(place) (\(encoder!.implementationName))"
+                "replay: keeping \(Double(options.length) / 1e9) s, at most \(options.maxMemory >> 20) MiB \(place) (\(encoding.name))"
             )
         } catch {
             fail("\(error)")
@@ -60,32 +62,53 @@ public final class ReplayHandler: BroadcastSampleHandler {
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
-        guard failure == nil, let encoder else { return }
-        do { try encoder.inputChanged(to: format) } catch { fail("\(error)") }
+        guard failure == nil, let encoding else { return }
+        do { try encoding.inputChanged(to: format) } catch { fail("\(error)") }
     }
 
     public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
-        encoder?.cameraChanged(to: format)
+        encoding?.cameraChanged(to: format)
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
-        guard failure == nil, let encoder else { return }
+        guard failure == nil, let encoding else { return }
         do {
-            if type == .video {
-                try encoder.addVideo(sampleBuffer)
-                report(at: encoder.clock.duration)
-            } else if type == .videoCamera {
-                try encoder.addCamera(sampleBuffer)
-            } else {
-                try encoder.addAudio(sampleBuffer, type)
-            }
+            if try encoding.add(sampleBuffer, type) { report(at: encoding.fileTime) }
         } catch {
             fail("\(error)")
         }
     }
 
+    public override func encodingAnswered(_ notice: EncodingNotice) {
+        guard failure == nil, let encoding else { return }
+        do {
+            if let why = try encoding.answered(notice) {
+                logger.info("replay: no shared encoder (\(why)); encoding here")
+            }
+            logger.info("replay: encoding with \(encoding.name)")
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    public override func processEncodedStreams(_ streams: [EncodedStreamDescription]) { take(.streams(streams)) }
+
+    public override func processEncodedPacket(_ header: EncodedPacketHeader) {
+        take(.packet(header))
+        if let encoding { report(at: encoding.fileTime) }
+    }
+
+    public override func processPictureUnchanged(through time: Int64) { take(.pictureUnchanged(through: time)) }
+
+    private func take(_ event: SharedEncoderEvent) {
+        guard failure == nil, let encoding else { return }
+        do { try encoding.take(event) } catch { fail("\(error)") }
+    }
+
+    public override func broadcastResumed() { encoding?.resume() }
+
     public override func broadcastPaused() {
-        _ = encoder?.pause()
+        _ = encoding?.pause()
     }
 
     public override func handleCommand(_ command: String, arguments: [String: JSONValue], reply: CommandReply) {
@@ -98,13 +121,13 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 last: arguments["last"], file: arguments["file"], overwrite: arguments["overwrite"] == .bool(true),
                 reply: reply)
         case "mark":
-            guard let buffer, let encoder, failure == nil else {
+            guard let buffer, let encoding, failure == nil else {
                 return reply.fail(HandlerError("mark", failure ?? "the replay buffer did not start"))
             }
             let mark: (time: Int64, title: String)
             do {
                 mark = try Chapters.mark(
-                    at: Int64(encoder.clock.duration), text: arguments["text"], count: marks,
+                    at: Int64(encoding.fileTime), text: arguments["text"], count: marks,
                     kept: max(buffer.marks.count, recordingMarks.count))
             } catch {
                 return reply.fail(error)
@@ -290,9 +313,9 @@ public final class ReplayHandler: BroadcastSampleHandler {
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
         saveQueue.sync {}  // the saves asked for are written before the broadcast ends
         var recorded: [String: JSONValue]?
-        if let encoder, let recording = buffer?.recording {
+        if let encoding, let recording = buffer?.recording {
             do {
-                let end = Int64(try encoder.finish())
+                let end = Int64(try encoding.finish())
                 try recording.finish(end: end, chapters: Chapters.spans(recordingMarks, end: end - recording.origin))
                 recorded = [
                     "path": .string(recording.path), "duration": .number(Double(end - recording.origin) / 1e9),
@@ -309,8 +332,8 @@ public final class ReplayHandler: BroadcastSampleHandler {
                 if failure == nil { failure = "\(error)" }
             }
         }
-        _ = encoder?.pause()
-        var result = encoder?.result() ?? [:]
+        _ = encoding?.pause()
+        var result = encoding?.result() ?? [:]
         if let recorded { result["recording"] = .object(recorded) }
         if let buffer {
             result.merge(bufferFigures(buffer)) { a, _ in a }

@@ -66,6 +66,28 @@ public final class SharedMemory: @unchecked Sendable {
             })
     }
 
+    /// What a shared-memory descriptor received from a peer is, without mapping it.
+    public struct Facts: Equatable, Sendable {
+        /// Its size in bytes now.
+        public var size: Int
+        /// It can neither shrink nor grow (F_SEAL_SHRINK and F_SEAL_GROW): its size stays what was checked.
+        public var sealedInSize: Bool
+        /// It was opened for reading only.
+        public var readOnly: Bool
+    }
+
+    /// The facts of `fd`: a descriptor that is not a memfd has no seals (not sealed in size).
+    public static func facts(of fd: Descriptor) throws(SystemError) -> Facts {
+        var info = stat()
+        _ = try syscallRetrying("fstat") { fstat(fd.raw, &info) }
+        let seals = cbroadcast_fcntl_int(fd.raw, CBROADCAST_F_GET_SEALS, 0)
+        let sizeSeals = CBROADCAST_F_SEAL_SHRINK | CBROADCAST_F_SEAL_GROW
+        let flags = try syscallRetrying("fcntl(F_GETFL)") { fcntl(fd.raw, F_GETFL) }
+        return Facts(
+            size: Int(info.st_size), sealedInSize: seals >= 0 && seals & sizeSeals == sizeSeals,
+            readOnly: flags & O_ACCMODE == O_RDONLY)
+    }
+
     /// Maps, read-only, a shared-memory descriptor received from a peer.
     public init(mapping fd: Descriptor, size: Int) throws(SystemError) {
         var info = stat()

@@ -97,6 +97,7 @@ enum StatusText {
         }
         guard let all = s.broadcasts, all.count > 1 else { return describeOne(s) }
         var lines = ["source: \(s.source)"] + memory(s)
+        lines += SharedEncoderText.lines(all)
         lines.append("\(all.count) broadcasts:")
         for broadcast in all {
             lines +=
@@ -141,10 +142,11 @@ enum StatusText {
             if let camera = s.camera {
                 lines.append("camera: \(camera)" + (s.cameraLost.map { "; lost: \($0)" } ?? ""))
             }
+            if let shared = SharedEncoderText.line(s) { lines.append(shared) }
             if s.wantsPaused == true && s.state != .paused { lines.append("pause requested: takes effect once live") }
             if let error = s.error { lines.append("error: \(error.message)") }
             if s.discarded == true { lines.append("discarded: what it produced is deleted") }
-            for name in ["video", "audioApp", "audioMic", "videoCamera"] {
+            for name in ["video", "audioApp", "audioMic", "videoCamera", "encoded"] {
                 if let c = s.streams?[name] {
                     lines.append(
                         "\(name): \(c.delivered) delivered, \(c.dropped) dropped\((c.late ?? 0) > 0 ? " (\(c.late!) of them late: broadcastd was too busy to capture them)" : "")"

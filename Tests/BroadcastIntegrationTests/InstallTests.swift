@@ -8,7 +8,7 @@ extension Integration {
         static let programs = ["broadcastd", "broadcastctl", "broadcast-setup"]
         static let handlers = [
             "broadcast-handler-inspect", "broadcast-handler-record", "broadcast-handler-stream",
-            "broadcast-handler-replay",
+            "broadcast-handler-replay", "broadcast-encoder",
         ]
         static let subcommands = [
             "handlers", "sources", "start", "record", "stream", "capture", "pause", "resume", "stop", "discard",

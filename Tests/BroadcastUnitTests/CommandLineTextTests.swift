@@ -206,4 +206,24 @@ import Testing
             try manifest.validate(url: nil, setupInfo: ["key": "k", "codec": "vp9"])
         }
     }
+
+    /// Revision 2.9: status says which broadcasts share which encoder, by their handlers.
+    @Test func statusSaysWhoSharesAnEncoder() {
+        func status(_ id: UInt32, _ handler: String, encoder: UInt32? = nil, serves: [UInt32]? = nil)
+            -> BroadcastStatus
+        {
+            var s = BroadcastStatus(state: .live, source: "synthetic")
+            (s.broadcast, s.handler, s.encoder, s.serves) = (id, handler, encoder, serves)
+            return s
+        }
+        let all = [
+            status(1, "record", encoder: 3), status(2, "replay", encoder: 3), status(3, "encoder", serves: [1, 2]),
+            status(4, "inspect"),
+        ]
+        #expect(SharedEncoderText.lines(all) == ["encoder 3: record (1), replay (2)"])
+        #expect(
+            all.map(SharedEncoderText.line) == [
+                "encoding: shared, by encoder 3", "encoding: shared, by encoder 3", "shared encoder of: 1, 2", nil,
+            ])
+    }
 }

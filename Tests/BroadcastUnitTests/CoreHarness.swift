@@ -213,7 +213,14 @@ final class CoreHarness {
             .completeSetup, SetupCompletion(broadcast: id, url: "file:///tmp/x", setupInfo: setupInfo),
             from: setup)
         #expect(completed.opcode == .ok)
-        let launched = try #require(launcher.launched.last)
+        return (id, try connectHandler(of: id, ready: ready))
+    }
+
+    /// The handler launched last, for broadcast `id`, says HELLO: it was sent POOL and BROADCAST_STARTED. `ready`: it
+    /// says READY, and the broadcast is live.
+    func connectHandler(of id: UInt32, ready: Bool = true) throws -> Handler {
+        let pid = core.broadcast(id)?.link?.process.pid
+        let launched = try #require(launcher.launched.last { $0.process.pid == pid })
         let session = try #require(core.broadcast(id)?.link?.session)
         let handler = Handler(
             peer: Peer(session: session, connection: PeerConnection(socket: launched.socket)),
@@ -234,7 +241,7 @@ final class CoreHarness {
             try send(.json(.ready, seq: 2, Empty()), from: handler.peer)
             #expect(core.broadcast(id)?.phase == .live)
         }
-        return (id, handler)
+        return handler
     }
 
     /// The video samples `handler` was sent since it last looked (the rest stay in its inbox); `release`: each slot

@@ -32,7 +32,8 @@ import Testing
             "pause-broadcast", "get-snapshot", "finish-discard", "broadcast-finished-discard",
             "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
             "command", "command-answer", "command-result", "welcome", "error-unsupported", "camera-format",
-            "camera-sample",
+            "camera-sample", "encode", "encoding", "packet-ring", "encoded-streams", "encoded-packet",
+            "picture-unchanged",
         ]
         let described = try ProtocolDescription.load().golden
         #expect(Set(described.map(\.name)) == Set(checked))
@@ -159,6 +160,58 @@ import Testing
         VideoSampleHeader(timing: timing, orientation: .up, pool: 2, slot: 1, format: format).encode(into: &payload)
         #expect(Self.golden("camera-sample") == Message(.cameraSample, payload: payload).encoded())
     }
+
+    /// Revision 2.9: a handler asks for encoded samples and is given a shared encoder, its ring, its streams, a
+    /// keyframe and a still picture.
+    @Test func encodedSamples() throws {
+        func hex(_ bytes: [UInt8]) -> String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+        func expectGolden(_ name: String, _ bytes: [UInt8]) {
+            #expect(Self.golden(name) == bytes, "\(name): \(hex(bytes))")
+        }
+        let request = EncodeRequest(settings: ["codec": "h264", "audio": "none"])
+        let encode = Message.json(.encode, request).encoded()
+        expectGolden("encode", encode)
+        #expect(try Message(.encode, payload: Array(encode.dropFirst(12))).decode(EncodeRequest.self) == request)
+        expectGolden("encoding", Message.json(.encoding, EncodingNotice(encoder: 4, sharedWith: [2, 3])).encoded())
+        // PACKET_RING carries the ring's descriptor: the header counts it.
+        let ring = Message.json(.packetRing, PacketRingAnnouncement(ring: 4, size: 16 << 20)).payload
+        var packetRing: [UInt8] = []
+        Message.appendHeader(to: &packetRing, opcode: .packetRing, seq: 0, payloadSize: ring.count, descriptorCount: 1)
+        expectGolden("packet-ring", packetRing + ring)
+        let streams = EncodedStreams(ring: 4, streams: Self.goldenStreams)
+        #expect(streams.problem == nil)
+        let streamBytes = Message.json(.encodedStreams, streams).encoded()
+        expectGolden("encoded-streams", streamBytes)
+        #expect(Self.document.contains("\n" + compactJSON(streams) + "\n"), "the ENCODED_STREAMS example's JSON")
+        #expect(
+            try Message(.encodedStreams, payload: Array(streamBytes.dropFirst(12))).decode(EncodedStreams.self)
+                == streams)
+        let header = EncodedPacketHeader(
+            ring: 4, stream: 0, sequence: 1, offset: 64, length: 48213, flags: .keyframe, pts: 0, dts: 0,
+            duration: 3000)
+        let packet = header.message(.encodedPacket).encoded()
+        expectGolden("encoded-packet", packet)
+        #expect(try EncodedPacketHeader(decoding: Array(packet.dropFirst(12)), of: .encodedPacket) == header)
+        let still = PictureUnchanged(through: 2_500_000_000).message(.pictureUnchanged).encoded()
+        expectGolden("picture-unchanged", still)
+        let through = try PictureUnchanged(decoding: Array(still.dropFirst(12)), of: .pictureUnchanged).through
+        #expect(through == 2_500_000_000)
+    }
+
+    /// An H.264 stream at 1920x1080 (libx264's parameter sets, Annex B) and an Opus track, as ENCODED_STREAMS says.
+    static let goldenStreams: [EncodedStreamDescription] = {
+        var video = EncodedStreamDescription(stream: 0, kind: "video", codec: "h264", timeBase: [1, 90000])
+        video.extradata = "AAAAAWdkACis2UB4AiflwEQAAAMABAAAAwDwPGDGWAAAAAFo74/L"
+        (video.profile, video.level, video.bitRate) = (100, 40, 0)
+        (video.width, video.height, video.pixelFormat, video.frameRate) = (1920, 1080, "yuv420p", [30, 1])
+        (video.colorRange, video.colorPrimaries, video.colorTransfer) = ("tv", "bt709", "bt709")
+        (video.colorSpace, video.chromaLocation, video.rotation, video.mirrored) = ("bt709", "left", 0, false)
+        var audio = EncodedStreamDescription(stream: 1, kind: "audio", codec: "opus", timeBase: [1, 48000])
+        audio.extradata = "T3B1c0hlYWQBAjgBgLsAAAAAAA=="
+        (audio.sampleFormat, audio.sampleRate, audio.channels, audio.channelMask) = ("flt", 48000, 2, 3)
+        (audio.frameSize, audio.priming, audio.seekPreroll, audio.title) = (960, 312, 3840, "App audio")
+        return [video, audio]
+    }()
 
     @Test func cursor() throws {
         let sample = CursorSample(

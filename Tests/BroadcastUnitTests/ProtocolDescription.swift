@@ -13,6 +13,14 @@ struct ProtocolDescription: Decodable, Sendable {
         var items: String?
         var since: String?
         var text: String
+        /// Bounds (revision 2.9's fields carry them): a string's bytes, an array's or map's entries, a map's keys and
+        /// values, an integer's range.
+        var maxBytes: Int?
+        var maxItems: Int?
+        var maxKeyBytes: Int?
+        var maxValueBytes: Int?
+        var min: Int?
+        var max: Int?
     }
 
     struct Payload: Decodable, Sendable {

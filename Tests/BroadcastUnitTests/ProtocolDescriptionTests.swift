@@ -48,6 +48,12 @@ import Testing
             "maxCommandPayload": ProtocolLimits.maxCommandPayload,
             "maxCommandAnswerPayload": ProtocolLimits.maxCommandAnswerPayload,
             "commandTimeout": Int(ProtocolLimits.commandTimeout / 1_000_000_000),
+            "EncodeRequest.maxSettings": EncodeRequest.maxSettings,
+            "EncodeRequest.maxKeyBytes": EncodeRequest.maxKeyBytes,
+            "EncodeRequest.maxValueBytes": EncodeRequest.maxValueBytes,
+            "PacketRingAnnouncement.maxSize": PacketRingAnnouncement.maxSize,
+            "EncodedStreams.maxStreams": EncodedStreams.maxStreams,
+            "EncodedStreamDescription.maxExtradata": EncodedStreamDescription.maxExtradata,
         ]
         for limit in description.limits {
             guard let name = limit.swift else { continue }
@@ -101,6 +107,11 @@ import Testing
             presentationTime: 0x0102_0304_0506_0708, x: -7, y: 0x0607, visible: true,
             sprite: .init(width: 1, height: 2, hotspotX: 0x0b, hotspotY: 0x0c, pixels: [1, 2])
         ).message.payload
+        var packet = EncodedPacketHeader(
+            ring: 0x0102_0304, stream: 0x1112_1314, sequence: 0x2122_2324_2526_2728, offset: 0x3132_3334_3536_3738,
+            length: 0x4142_4344, flags: [.keyframe, .copy, .lastsUntilNext], pts: -2, dts: 0x5152_5354_5556_5758,
+            duration: 0x6162_6364_6566_6768)
+        (packet.skipStart, packet.skipEnd) = (0x7172_7374, 0x0a0b_0c0d)
         return [
             "videoSample": (
                 video,
@@ -130,6 +141,18 @@ import Testing
                     "height": 2, "hotspotX": 0x0b, "hotspotY": 0x0c,
                 ]
             ),
+            "encodedPacket": (
+                packet.message(.encodedPacket).payload,
+                [
+                    "ring": 0x0102_0304, "stream": 0x1112_1314, "sequence": 0x2122_2324_2526_2728,
+                    "offset": 0x3132_3334_3536_3738, "length": 0x4142_4344, "flags": 13,
+                    "pts": UInt64(bitPattern: -2), "dts": 0x5152_5354_5556_5758, "duration": 0x6162_6364_6566_6768,
+                    "skipStart": 0x7172_7374, "skipEnd": 0x0a0b_0c0d,
+                ]
+            ),
+            "pictureUnchanged": (
+                PictureUnchanged(through: -5).message(.pictureUnchanged).payload, ["through": UInt64(bitPattern: -5)]
+            ),
         ]
     }
 
@@ -148,6 +171,30 @@ import Testing
         #expect(AudioSampleHeader.size == description.layouts["audioSample"]?.size)
         #expect(SlotRelease.size == description.layouts["releaseSlot"]?.size)
         #expect(CursorSample.headerSize == description.layouts["cursor"]?.size)
+        #expect(EncodedPacketHeader.size == description.layouts["encodedPacket"]?.size)
+        #expect(PictureUnchanged.size == description.layouts["pictureUnchanged"]?.size)
+    }
+
+    /// Revision 2.9: the packet ring's header, where PacketRingWriter writes it: the magic, the size, and
+    /// `intactFrom` raised past the packet written over when the ring wraps.
+    @Test func thePacketRingHeaderIsWhereTheWriterPutsIt() throws {
+        let layout = try #require(description.layouts["packetRingHeader"])
+        #expect(layout.size == PacketRingLayout.headerSize)
+        let offsets = Dictionary(uniqueKeysWithValues: layout.fields.map { ($0.name, $0.offset) })
+        let size = PacketRingLayout.headerSize + 256
+        let base = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096)
+        defer { base.deallocate() }
+        base.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        let writer = PacketRingWriter(base: base, size: size)
+        let packet = [UInt8](repeating: 7, count: 100)
+        for _ in 0..<3 { _ = packet.withUnsafeBytes { writer.write($0) } }
+        let bytes = Array(UnsafeRawBufferPointer(start: base, count: PacketRingLayout.headerSize))
+        #expect(offsets["magic"] == 0 && Array(bytes[0..<8]) == Array("BCPKRING".utf8))
+        #expect(Self.value(bytes, try #require(offsets["size"]), 8) == UInt64(size))
+        // The third packet wrapped onto the first: whole from the second on.
+        let intactFrom = try #require(offsets["intactFrom"])
+        #expect(base.load(fromByteOffset: intactFrom, as: UInt64.self) == 2 && writer.oldestIntact == 2)
+        #expect(bytes[24...].allSatisfy { $0 == 0 } && offsets["reserved"] == 24)
     }
 
     private func check(
@@ -164,7 +211,7 @@ import Testing
                     name: field.type)
                 continue
             }
-            let sizes = ["u8": 1, "u16": 2, "u32": 4, "i32": 4, "u64": 8]
+            let sizes = ["u8": 1, "u16": 2, "u32": 4, "i32": 4, "u64": 8, "i64": 8]
             #expect(sizes[field.type] == field.size, "\(name).\(field.name) is a \(field.type) of \(field.size) bytes")
             let expected = try #require(values[field.name], "no known value for \(name).\(field.name)")
             #expect(
@@ -225,6 +272,8 @@ import Testing
         s.blankedForLock = true
         s.camera = "c"
         s.cameraLost = "l"
+        s.encoder = 3
+        s.serves = [1, 2]
         return s
     }
 
@@ -277,7 +326,17 @@ import Testing
             CameraDescription(name: "n", description: "d", serial: "1", role: "Camera", formats: [cameraFormat]),
             CameraDescription(name: "n", serial: "1")),
         "cameraFormat": Sample(cameraFormat),
+        "encodedStream": Sample(fullStream, stream),
     ]
+    static let stream = EncodedStreamDescription(stream: 0, kind: "video", codec: "h264", timeBase: [1, 90000])
+    /// Every field set, the video's and the audio's.
+    static var fullStream: EncodedStreamDescription {
+        var d = GoldenBytesTests.goldenStreams[0]
+        let audio = GoldenBytesTests.goldenStreams[1]
+        (d.sampleFormat, d.sampleRate, d.channels, d.channelMask) = (audio.sampleFormat, 48000, 2, 3)
+        (d.frameSize, d.priming, d.seekPreroll, d.title) = (960, 312, 3840, "t")
+        return d
+    }
     static let cameraFormat = CameraFormat(pixelFormat: "NV12", width: 2, height: 2, frameRates: [30])
 
     /// The Swift type each message's JSON payload is encoded from, by the message's name.
@@ -335,6 +394,14 @@ import Testing
         "SET_RESULT": Sample(HandlerResult(result: [:])),
         "COMMAND_ANSWER": Sample(
             HandlerCommandAnswer(id: 1, result: [:], error: HandlerFailure(message: "m")), HandlerCommandAnswer(id: 1)),
+        "PACKET_RING": Sample(PacketRingAnnouncement(ring: 1, size: 4096)),
+        "ENCODED_STREAMS": Sample(EncodedStreams(ring: 1, streams: [stream])),
+        "ENCODING": Sample(EncodingNotice(encoder: 1, sharedWith: [1, 2], error: "e"), EncodingNotice()),
+        "KEYFRAME_REQUESTED": Sample(Empty()),
+        "ENCODE": Sample(EncodeRequest(settings: ["codec": "h264"])),
+        "REQUEST_KEYFRAME": Sample(Empty()),
+        "SHARE_RING": Sample(PacketRingAnnouncement(ring: 0, size: 4096)),
+        "SHARE_STREAMS": Sample(EncodedStreams(ring: 0, streams: [stream])),
     ]
 
     static func keys(_ value: any Encodable) -> [String: JSONValue] {
@@ -448,6 +515,75 @@ import Testing
     @Test func thePythonPackageAgreesWithTheDescription() throws {
         let run = try Self.python(["-m", "unittest", "discover", "-s", "python/tests", "-t", "python/tests"])
         #expect(run.status == 0 && run.output.contains("\nOK"), "\(run.output)")
+    }
+
+    /// Revision 2.9: the bounds the description gives ENCODE's settings, the ring and the streams are Swift's, and a
+    /// stream description is refused just past each bound of `encodedStream` and taken at it.
+    @Test func theEncodedSamplesBoundsAreSwifts() throws {
+        func field(_ message: String, _ name: String) throws -> ProtocolDescription.Field {
+            let entry = try #require(description.messages.first { $0.name == message })
+            return try #require(entry.payload.fields?.first { $0.name == name })
+        }
+        let settings = try field("ENCODE", "settings")
+        #expect(settings.maxItems == EncodeRequest.maxSettings && settings.maxKeyBytes == EncodeRequest.maxKeyBytes)
+        #expect(settings.maxValueBytes == EncodeRequest.maxValueBytes)
+        let most = Dictionary(uniqueKeysWithValues: (0..<EncodeRequest.maxSettings).map { ("k\($0)", "v") })
+        #expect(EncodeRequest(settings: most).problem == nil)
+        #expect(EncodeRequest(settings: most.merging(["one": "more"]) { a, _ in a }).problem != nil)
+        let key = String(repeating: "k", count: EncodeRequest.maxKeyBytes)
+        let value = String(repeating: "v", count: EncodeRequest.maxValueBytes)
+        #expect(EncodeRequest(settings: [key: value]).problem == nil)
+        #expect(EncodeRequest(settings: [key + "k": value]).problem != nil)
+        #expect(EncodeRequest(settings: [key: value + "v"]).problem != nil)
+        #expect(EncodeRequest(settings: ["": "v"]).problem != nil)
+        for message in ["PACKET_RING", "SHARE_RING"] {
+            #expect(try field(message, "size").max == PacketRingAnnouncement.maxSize)
+        }
+        for message in ["ENCODED_STREAMS", "SHARE_STREAMS"] {
+            #expect(try field(message, "streams").maxItems == EncodedStreams.maxStreams)
+        }
+        #expect(EncodedStreams(ring: 1, streams: []).problem != nil)
+        let video = GoldenBytesTests.goldenStreams[0]
+        let audio = GoldenBytesTests.goldenStreams[1]
+        #expect(video.problem == nil && audio.problem == nil)
+        let numbers: [String: (WritableKeyPath<EncodedStreamDescription, Int?>, EncodedStreamDescription)] = [
+            "width": (\.width, video), "height": (\.height, video), "sampleRate": (\.sampleRate, audio),
+            "channels": (\.channels, audio),
+        ]
+        let names: [String: WritableKeyPath<EncodedStreamDescription, String?>] = [
+            "pixelFormat": \.pixelFormat, "colorRange": \.colorRange, "colorPrimaries": \.colorPrimaries,
+            "colorTransfer": \.colorTransfer, "colorSpace": \.colorSpace, "chromaLocation": \.chromaLocation,
+            "sampleFormat": \.sampleFormat, "title": \.title,
+        ]
+        let fields = try #require(description.objects["encodedStream"]).fields
+        var checked: Set<String> = []
+        for field in fields {
+            if let (path, base) = numbers[field.name] {
+                let (low, high) = (try #require(field.min), try #require(field.max))
+                for (number, taken) in [(low, true), (high, true), (low - 1, false), (high + 1, false)] {
+                    var d = base
+                    d[keyPath: path] = number
+                    #expect((d.problem == nil) == taken, "\(field.name) \(number): \(d.problem ?? "taken")")
+                }
+                checked.insert(field.name)
+            } else if let bytes = field.maxBytes {
+                let path = names[field.name]
+                for (count, taken) in [(bytes, true), (bytes + 1, false)] {
+                    var d = video
+                    let text = String(repeating: "x", count: count)
+                    if let path { d[keyPath: path] = text } else { d.codec = text }
+                    #expect((d.problem == nil) == taken, "\(field.name) of \(count) bytes")
+                }
+                checked.insert(field.name)
+            }
+        }
+        #expect(checked == Set(numbers.keys).union(names.keys).union(["codec"]), "bounds described: \(checked)")
+        // The base64 of the largest global header is taken, four characters more are not.
+        var large = video
+        large.extradata = String(repeating: "A", count: (EncodedStreamDescription.maxExtradata + 2) / 3 * 4)
+        #expect(large.problem == nil)
+        large.extradata! += "AAAA"
+        #expect(large.problem != nil)
     }
 
     /// The limits that are payloads are what the decoders enforce.

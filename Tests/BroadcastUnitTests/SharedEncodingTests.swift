@@ -151,9 +151,9 @@ struct SharedEncodingTests {
     }
 
     /// Two handlers of one encode over 10 s: one from the start that pauses from 3 s to 5 s, one that joins at 4 s.
-    /// Each file starts with a keyframe at 0, has no gap (the first's pause leaves none), decodes with no errors and has
-    /// its audio from its start to its end; the first is 8 s long, the second 6 s. Each asks for a keyframe when it
-    /// joins and resumes, and the encoder makes them.
+    /// Each file starts with a keyframe at 0, has no gap (the first's pause leaves none), decodes with no errors and
+    /// has its audio from its start to its end; the first is 8 s long, the second 6 s. Each asks for a keyframe when
+    /// it joins and resumes, and the encoder makes them.
     @Test func handlersShareOneEncodeEachOnItsOwnTimeLine() throws {
         let shared = try SharedEncode(ringSize: 256 * 1024)
         var asked = 0
@@ -256,5 +256,40 @@ struct SharedEncodingTests {
         // Round trip through JSON, as the wire carries it.
         let json = try JSONEncoder().encode(streams)
         #expect(try JSONDecoder().decode([EncodedStreamDescription].self, from: json) == streams)
+    }
+}
+
+/// What ENCODE says of an encoding (`EncodingOptions.sharedSettings`): the same for handlers meaning the same encoding,
+/// and read back by broadcastd's encoder to the same options.
+struct SharedSettingsTests {
+    static func options(_ fields: [String: String]) throws -> EncodingOptions {
+        var fields = fields
+        let options = try EncodingOptions(taking: &fields)
+        #expect(fields.isEmpty, "left: \(fields)")
+        return options
+    }
+
+    @Test(arguments: [
+        [:], ["codec": "hevc"], ["codec": "av1", "preset": "veryfast"], ["crf": "23"],
+        ["videoBitRate": "4000", "keyframeInterval": "1", "size": "1280x720", "frameRate": "30"],
+        ["audio": "mic", "audioChannels": "1", "audioBitRate": "96"], ["audio": "app,mic", "mix": "true"],
+        ["audio": "none", "orientation": "90", "tune": "film"], ["appGain": "-6", "micGain": "3"],
+    ])
+    func settingsAreReadBackToTheSameEncoding(_ fields: [String: String]) throws {
+        let options = try Self.options(fields)
+        let settings = try #require(options.sharedSettings)
+        let back = try Self.options(settings)
+        #expect(back.sharedSettings == settings, "\(settings)")
+        #expect(back.video == options.video && back.audio == options.audio && back.channels == options.channels)
+        for type in [SampleType.audioApp, .audioMic] {
+            #expect(abs((back.gains[type] ?? 1) - (options.gains[type] ?? 1)) < 1e-4)
+        }
+    }
+
+    @Test func theSameEncodingSaidTwoWaysIsOneSetting() throws {
+        #expect(
+            try Self.options([:]).sharedSettings == Self.options(["codec": "h264", "audio": "app,mic"]).sharedSettings)
+        #expect(try Self.options([:]).sharedSettings != Self.options(["crf": "30"]).sharedSettings)
+        #expect(try Self.options(["camera": "on"]).sharedSettings == nil, "each handler composes its own corner")
     }
 }

@@ -1,11 +1,12 @@
 """broadcastd's client library: sample handlers, controllers and setup UIs for the broadcastd protocol (version 2,
-revision 2.6; docs/protocol.md), and the conformance check of a handler (`broadcastd-check-handler`). Standard library
+revision 2.9; docs/protocol.md), and the conformance check of a handler (`broadcastd-check-handler`). Standard library
 only, Python 3.9 or later. `description()` is the protocol as data (protocol.json)."""
 
 import json
 from importlib import resources
 
 from .controller import Client, Controller, NotRunning, Setup, Unsupported, socket_path
+from .encoded import EncodedFollower, EncodedPacket, PacketRing
 from .handler import SampleHandler, run, serve
 from .wire import (
     OPCODE_NAMES,
@@ -26,7 +27,7 @@ from .wire import (
 )
 
 #: The protocol revision this package speaks.
-REVISION = "2.8"
+REVISION = "2.9"
 
 __all__ = [
     "Client",
@@ -51,6 +52,9 @@ __all__ = [
     "Plane",
     "ProtocolError",
     "VideoHeader",
+    "EncodedFollower",
+    "EncodedPacket",
+    "PacketRing",
     "encode",
     "encode_json",
     "release_slot_payload",

@@ -19,12 +19,24 @@ reason as the error, so that a handler can still close what it wrote.
 
 Rules from ReplayKit that still hold: return from callbacks quickly, and do not keep `data` past
 `process_sample` (video data lives in a shared pool slot that broadcastd reuses once released).
+
+Revision 2.9: a handler may take its samples encoded instead, by an encoder it shares with the handlers that ask for
+the same settings: `request_encoding(settings)`, then `encoding_answered`, `encoded_streams`, `encoded_packet` (the
+packet's bytes copied out of the ring, or None when it was lost) and `picture_unchanged`; `EncodedFollower` keeps the
+rules of docs/protocol.md section 10.7 (examples/python/encoded.py).
 """
 
 import os
 import sys
 from typing import Dict, List, Optional
 
+from .encoded import (
+    MAX_ENCODED_STREAMS,
+    EncodedPacket,
+    PacketRing,
+    encode_settings_problem,
+    picture_unchanged_through,
+)
 from .wire import (
     AUDIO_SAMPLE,
     BROADCAST_FINISHED,
@@ -36,18 +48,26 @@ from .wire import (
     COMMAND,
     COMMAND_ANSWER,
     CURSOR,
+    ENCODE,
+    ENCODED_PACKET,
+    ENCODED_STREAMS,
+    ENCODING,
     ERROR,
     FINISH_WITH_ERROR,
     HELLO,
+    KEYFRAME_REQUESTED,
     MAX_COMMAND_ANSWER_PAYLOAD,
     MAX_RESULT_PAYLOAD,
     MAX_SERVICE_INFO_KEYS,
     MAX_SERVICE_INFO_PAYLOAD,
     MAX_URL_BYTES,
+    PACKET_RING,
+    PICTURE_UNCHANGED,
     POOL,
     PROTOCOL_VERSION,
     READY,
     RELEASE_SLOT,
+    REQUEST_KEYFRAME,
     SET_RESULT,
     UPDATE_SERVICE_INFO,
     UPDATE_URL,
@@ -86,6 +106,11 @@ class SampleHandler(Announcements):
         self.broadcast: Dict = {}
         #: WELCOME as received: server, protocol and (revision 2.6) revision and features.
         self.welcome: Dict = {}
+        #: Revision 2.9: the shared encoder's packet ring, once PACKET_RING mapped it.
+        self.packet_ring: Optional[PacketRing] = None
+        self._ready = False  # READY was sent: ENCODE goes after it
+        self._pending_encode: Optional[bytes] = None
+        self._awaiting_encoding = False  # ENCODE asked for and not answered
 
     @property
     def url(self) -> Optional[str]:
@@ -124,6 +149,27 @@ class SampleHandler(Announcements):
         """`video` (a video description): the camera's frames' format from now on; or `lost` (video None):
         why no more camera frames come. The broadcast goes on either way."""
 
+    # Protocol revision 2.9: encoded samples (docs/protocol.md section 10.7), after `request_encoding`.
+
+    def encoding_answered(self, encoder: Optional[int], shared_with: List[int], error: Optional[str]) -> None:
+        """`encoder`: the shared encoder this handler takes its samples from (no more `process_sample`; its streams
+        and packets follow); or `error` (encoder None): why there is none, and samples keep coming."""
+
+    def encoded_streams(self, streams: List[Dict]) -> None:
+        """The shared encoder's streams (docs/protocol.md 9.11), once, before its first packet; `packet_ring` is
+        mapped. Ask for a keyframe (`request_keyframe`) and start at one: `EncodedFollower` does both."""
+
+    def encoded_packet(self, packet: EncodedPacket, data: Optional[bytes]) -> None:
+        """One packet of the shared encoder: its header, and its bytes copied out of the ring and checked, or None
+        when the encoder wrote over them first (this handler fell a ring behind): drop the video until its next
+        keyframe and ask for one (`EncodedFollower.take` does)."""
+
+    def picture_unchanged(self, through: int) -> None:
+        """The shared encoder's picture stood still through `through` (its time, ns): the last frame lasts."""
+
+    def keyframe_requested(self) -> None:
+        """For broadcastd's encoder only: a handler it serves asked for a keyframe."""
+
     def cursor(self, pts: int, x: int, y: int, visible: bool, sprite: Optional[Dict]) -> None:
         """With `broadcastd --cursor metadata`: the hotspot in frame coordinates, every frame; `sprite`
         ({width, height, hotspot_x, hotspot_y, argb: bytes}, premultiplied) only when it changed."""
@@ -161,6 +207,25 @@ class SampleHandler(Announcements):
             raise RuntimeError("not connected to broadcastd (call run(handler))")
         if not self.connection.closed:  # else broadcastd went away: nobody is left to tell
             self.connection.send(opcode, payload)
+
+    def request_encoding(self, settings: Dict[str, str]) -> None:
+        """Revision 2.9: asks to share an encoder of these settings (the `record` handler's encoding settings by
+        name, e.g. {"codec": "h264"}) instead of taking samples; `encoding_answered` follows. Call it once, from
+        `broadcast_started` or later (ENCODE goes out right after READY). Check `offers("encoded-samples")` first:
+        an older daemon answers with an `unsupported` ERROR, and samples keep coming."""
+        problem = encode_settings_problem(settings)
+        if problem is not None:
+            raise ValueError(f"ENCODE: {problem}")
+        payload = encode_json({"settings": dict(settings)})
+        self._awaiting_encoding = True
+        if self._ready:
+            self._send(ENCODE, payload)
+        else:
+            self._pending_encode = payload
+
+    def request_keyframe(self) -> None:
+        """Revision 2.9: asks the shared encoder for a keyframe (the handler joined, resumed or lost packets)."""
+        self._send(REQUEST_KEYFRAME, b"{}")
 
     def finish_with_error(self, message: str, code: str = "handler-error") -> None:
         """Ends the broadcast with an error (ReplayKit's finishBroadcastWithError)."""
@@ -249,6 +314,15 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 header = AudioHeader.decode(message.payload)
                 data = memoryview(message.payload)[_AUDIO.size :]
                 _callback(handler, handler.process_sample, header.type, header, data)
+            elif op == ENCODED_PACKET:
+                packet = EncodedPacket.decode(message.payload)
+                if handler.packet_ring is None:
+                    raise ProtocolError("ENCODED_PACKET before PACKET_RING")
+                _callback(handler, handler.encoded_packet, packet, handler.packet_ring.copy(packet))
+            elif op == PICTURE_UNCHANGED:
+                _callback(handler, handler.picture_unchanged, picture_unchanged_through(message.payload))
+            elif op in (ENCODING, PACKET_RING, ENCODED_STREAMS, KEYFRAME_REQUESTED):
+                _take_encoding_message(handler, message)
             elif op == CURSOR:
                 pts, x, y, flags, width, height, hot_x, hot_y = _CURSOR.unpack_from(message.payload)
                 sprite = None
@@ -293,6 +367,10 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 started = True
                 _callback(handler, handler.broadcast_started, dict(handler.broadcast.get("setupInfo") or {}))
                 connection.send(READY, b"{}")
+                handler._ready = True
+                if handler._pending_encode is not None:  # revision 2.9: asked for in broadcast_started
+                    connection.send(ENCODE, handler._pending_encode)
+                    handler._pending_encode = None
             elif op == COMMAND:
                 command = message.json()
                 handler.command_id = int(command["id"])
@@ -322,6 +400,9 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 _log(
                     f"broadcastd: {message.json().get('message')}"
                 )  # a message of a later revision: the connection stays
+                if handler._awaiting_encoding:  # ENCODE to a daemon older than 2.9: no shared encoder
+                    handler._awaiting_encoding = False
+                    _callback(handler, handler.encoding_answered, None, [], str(message.json().get("message")))
             elif op == ERROR:
                 error = message.json()
                 _log(f"broadcastd refused: {error.get('message')} ({error.get('code')})")
@@ -351,12 +432,45 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
         if started:
             _finish_abruptly(handler, reason or {"code": "shutdown", "message": GONE})
         handler.connection = None
-        for frames in (pool, camera_pool):
+        for frames in (pool, camera_pool, handler.packet_ring):
             if frames is not None:
                 frames.close()
+        handler.packet_ring = None
 
 
 GONE = "broadcastd went away (the connection closed) before the broadcast finished"
+
+
+def _take_encoding_message(handler: SampleHandler, message) -> None:
+    """Revision 2.9's messages other than packets: ENCODING, PACKET_RING, ENCODED_STREAMS, KEYFRAME_REQUESTED."""
+    op = message.opcode
+    if op == PACKET_RING:
+        if len(message.fds) != 1:
+            raise ProtocolError(f"PACKET_RING carries {len(message.fds)} descriptors, expected 1")
+        try:
+            announcement = message.json()
+            ring = PacketRing(message.fds[0], int(announcement["size"]), int(announcement["ring"]))
+        finally:
+            os.close(message.fds[0])  # the mapping keeps the memory
+        if handler.packet_ring is not None:
+            handler.packet_ring.close()
+        handler.packet_ring = ring
+    elif op == ENCODED_STREAMS:
+        streams = message.json().get("streams")
+        if not isinstance(streams, list) or not 1 <= len(streams) <= MAX_ENCODED_STREAMS:
+            raise ProtocolError(f"ENCODED_STREAMS holds 1 to {MAX_ENCODED_STREAMS} streams")
+        if handler.packet_ring is None:
+            raise ProtocolError("ENCODED_STREAMS before PACKET_RING")
+        _callback(handler, handler.encoded_streams, streams)
+    elif op == ENCODING:
+        handler._awaiting_encoding = False
+        notice = message.json()
+        encoder = notice.get("encoder")
+        shared = [int(b) for b in notice.get("sharedWith") or []]
+        error = notice.get("error")
+        _callback(handler, handler.encoding_answered, None if encoder is None else int(encoder), shared, error)
+    else:
+        _callback(handler, handler.keyframe_requested)
 
 
 def _finish_abruptly(handler: SampleHandler, reason: Dict[str, str]) -> None:

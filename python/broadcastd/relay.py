@@ -133,8 +133,13 @@ class Checker:
 
     def up(self, message: Message) -> None:
         op, name = message.opcode, OPCODE_NAMES.get(message.opcode, f"0x{message.opcode:04x}")
-        if message.fds:
-            self.problem(f"{name} came with {len(message.fds)} descriptor(s) (section 4: peers MUST send fds = 0)")
+        declared = self.handler_sends.get(op, {}).get("descriptors", 0)  # SHARE_RING (2.9, broadcastd's encoder)
+        if len(message.fds) != declared:
+            self.problem(
+                f"{name} came with {len(message.fds)} descriptor(s) (section 4: peers MUST send fds = 0"
+                + (f"; {name} carries {declared}" if declared else "")
+                + ")"
+            )
         if not self.said_hello:
             self.said_hello = True
             if op != HELLO:
@@ -336,8 +341,33 @@ def check_fields(payload: Dict, fields: List[Dict], objects: Dict, path: str = "
             ok = isinstance(value, JSON_TYPES[kind]) and not (kind == "number" and isinstance(value, bool))
         if not ok:
             problems.append(f"has '{key}' of the wrong type ({json.dumps(value)[:40]}, declared {kind})")
-        elif kind == "object" and field.get("object") in objects:
+            continue
+        problems += check_bounds(key, value, field)
+        if kind == "object" and field.get("object") in objects:
             problems += check_fields(value, objects[field["object"]]["fields"], objects, key + ".")
+    return problems
+
+
+def check_bounds(key: str, value, field: Dict) -> List[str]:
+    """What `value` breaks of the bounds its field declares (maxBytes, maxItems, maxKeyBytes, maxValueBytes, min,
+    max: protocol.json's `about`)."""
+
+    def size(text) -> int:
+        return len(text.encode()) if isinstance(text, str) else 0
+
+    problems = []
+    if "maxBytes" in field and size(value) > field["maxBytes"]:
+        problems.append(f"has '{key}' of {size(value)} bytes (at most {field['maxBytes']})")
+    if "maxItems" in field and isinstance(value, (list, dict)) and len(value) > field["maxItems"]:
+        problems.append(f"has '{key}' of {len(value)} entries (at most {field['maxItems']})")
+    if isinstance(value, dict) and "maxKeyBytes" in field:
+        if any(not 1 <= size(name) <= field["maxKeyBytes"] for name in value):
+            problems.append(f"has a name in '{key}' that is empty or over {field['maxKeyBytes']} bytes")
+    if isinstance(value, dict) and "maxValueBytes" in field:
+        if any(size(entry) > field["maxValueBytes"] for entry in value.values()):
+            problems.append(f"has a value in '{key}' over {field['maxValueBytes']} bytes")
+    if isinstance(value, int) and not field.get("min", value) <= value <= field.get("max", value):
+        problems.append(f"has '{key}' = {value}, outside {field.get('min')} … {field.get('max')}")
     return problems
 
 

@@ -61,10 +61,16 @@ BROADCAST_FINISHED = 0x0304
 VIDEO_FORMAT_CHANGED = 0x0305
 COMMAND = 0x0306  # revision 2.3
 CAMERA_FORMAT = 0x0307  # revision 2.8
+PACKET_RING = 0x0308  # revision 2.9 (encoded samples)
+ENCODED_STREAMS = 0x0309  # revision 2.9
+ENCODING = 0x030A  # revision 2.9
+KEYFRAME_REQUESTED = 0x030B  # revision 2.9, to broadcastd's encoder
 VIDEO_SAMPLE = 0x0310
 AUDIO_SAMPLE = 0x0311
 CURSOR = 0x0312
 CAMERA_SAMPLE = 0x0313  # revision 2.8
+ENCODED_PACKET = 0x0314  # revision 2.9
+PICTURE_UNCHANGED = 0x0315  # revision 2.9
 READY = 0x0380
 RELEASE_SLOT = 0x0381
 FINISH_WITH_ERROR = 0x0382
@@ -72,6 +78,12 @@ UPDATE_URL = 0x0383
 UPDATE_SERVICE_INFO = 0x0384
 SET_RESULT = 0x0385
 COMMAND_ANSWER = 0x0386  # revision 2.3
+ENCODE = 0x0387  # revision 2.9
+REQUEST_KEYFRAME = 0x0388  # revision 2.9
+SHARE_RING = 0x0389  # revision 2.9, from broadcastd's encoder
+SHARE_STREAMS = 0x038A  # revision 2.9, from broadcastd's encoder
+SHARE_PACKET = 0x038B  # revision 2.9, from broadcastd's encoder
+SHARE_PICTURE_UNCHANGED = 0x038C  # revision 2.9, from broadcastd's encoder
 
 #: Every opcode by name, and every name by opcode.
 OPCODES = {
@@ -113,10 +125,16 @@ OPCODES = {
         "VIDEO_FORMAT_CHANGED",
         "COMMAND",
         "CAMERA_FORMAT",
+        "PACKET_RING",
+        "ENCODED_STREAMS",
+        "ENCODING",
+        "KEYFRAME_REQUESTED",
         "VIDEO_SAMPLE",
         "AUDIO_SAMPLE",
         "CURSOR",
         "CAMERA_SAMPLE",
+        "ENCODED_PACKET",
+        "PICTURE_UNCHANGED",
         "READY",
         "RELEASE_SLOT",
         "FINISH_WITH_ERROR",
@@ -124,6 +142,12 @@ OPCODES = {
         "UPDATE_SERVICE_INFO",
         "SET_RESULT",
         "COMMAND_ANSWER",
+        "ENCODE",
+        "REQUEST_KEYFRAME",
+        "SHARE_RING",
+        "SHARE_STREAMS",
+        "SHARE_PACKET",
+        "SHARE_PICTURE_UNCHANGED",
     )
 }
 OPCODE_NAMES = {value: name for name, value in OPCODES.items()}

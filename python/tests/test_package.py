@@ -11,7 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import broadcastd  # noqa: E402
-from broadcastd import check, relay, wire  # noqa: E402
+from broadcastd import check, encoded, relay, wire  # noqa: E402
 
 
 class DescriptionTests(unittest.TestCase):
@@ -70,10 +70,14 @@ class DescriptionTests(unittest.TestCase):
             if opcode in (wire.VIDEO_SAMPLE, wire.CURSOR, wire.CAMERA_SAMPLE):
                 continue  # binary: checked above and by the Swift tests
             if opcode == wire.RELEASE_SLOT:
-                encoded = wire.encode(opcode, wire.release_slot_payload(*struct.unpack("<II", payload)), seq)
+                payload = wire.release_slot_payload(*struct.unpack("<II", payload))
+            elif opcode == wire.ENCODED_PACKET:  # revision 2.9
+                payload = encoded.EncodedPacket.decode(payload).encode()
+            elif opcode == wire.PICTURE_UNCHANGED:
+                payload = struct.pack("<q", encoded.picture_unchanged_through(payload))
             else:
-                encoded = wire.encode(opcode, wire.encode_json(json.loads(payload)), seq)
-            self.assertEqual(encoded, data, example["name"])
+                payload = wire.encode_json(json.loads(payload))
+            self.assertEqual(wire.encode(opcode, payload, seq, fds), data, example["name"])
 
 
 class ControllerTests(unittest.TestCase):
@@ -180,6 +184,21 @@ class CheckLogicTests(unittest.TestCase):
             relay.check_fields({"id": 1, "error": {"code": "x"}}, answer, objects),
             ["lacks the required field 'error.message'"],
         )
+
+    def test_the_declared_bounds_are_checked(self):
+        description = broadcastd.description()
+        encode = next(m for m in description["messages"] if m["name"] == "ENCODE")["payload"]["fields"]
+        objects = description["objects"]
+        self.assertEqual(relay.check_fields({"settings": {"codec": "h264"}}, encode, objects), [])
+        self.assertEqual(
+            relay.check_fields({"settings": {"": "x", "a": "v" * 1025}}, encode, objects),
+            [
+                "has a name in 'settings' that is empty or over 64 bytes",
+                "has a value in 'settings' over 1024 bytes",
+            ],
+        )
+        many = {"settings": {f"k{i}": "v" for i in range(33)}}
+        self.assertEqual(relay.check_fields(many, encode, objects), ["has 'settings' of 33 entries (at most 32)"])
 
     def test_a_slot_released_twice_is_a_problem_in_the_documents_words(self):
         lines = []

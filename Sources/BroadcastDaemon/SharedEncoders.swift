@@ -1,0 +1,284 @@
+import BroadcastCore
+import BroadcastProtocol
+import BroadcastSystem
+import Logging
+
+/// What a shared encoder's process tells the handlers it serves (revision 2.9's SHARE_*), decoded and bounded where
+/// it enters.
+enum SharedEncoderNews {
+    /// SHARE_RING: its packet ring, `size` bytes, read-only and sealed in size (broadcastd never maps it).
+    case ring(size: Int, descriptor: Descriptor)
+    case streams(EncodedStreams)
+    case packet(EncodedPacketHeader)
+    case pictureUnchanged(PictureUnchanged)
+
+    init(_ message: Message) throws(ProtocolError) {
+        let opcode = message.opcode
+        switch opcode {
+        case .shareRing:
+            let announced = try message.decode(PacketRingAnnouncement.self)
+            guard message.descriptors.count == 1 else { throw .malformed(opcode, "a ring comes with one descriptor") }
+            let facts: SharedMemory.Facts
+            do { facts = try SharedMemory.facts(of: message.descriptors[0]) } catch {
+                throw .malformed(opcode, "its descriptor cannot be examined: \(error)")
+            }
+            let size = announced.size
+            guard size > PacketRingLayout.headerSize * 2, size <= PacketRingAnnouncement.maxSize else {
+                throw .malformed(
+                    opcode,
+                    "a ring of \(size) bytes; \(PacketRingLayout.headerSize * 2 + 1) to "
+                        + "\(PacketRingAnnouncement.maxSize) are taken")
+            }
+            guard facts.size >= size, facts.sealedInSize, facts.readOnly else {
+                let flaws = [facts.sealedInSize ? nil : "not sealed", facts.readOnly ? nil : "writable"].compactMap {
+                    $0
+                }
+                throw .malformed(
+                    opcode,
+                    "the ring's descriptor must be read-only, sealed in size and at least \(size) bytes (it has "
+                        + ([String(facts.size)] + flaws).joined(separator: ", ") + ")")
+            }
+            self = .ring(size: size, descriptor: message.descriptors[0])
+        case .shareStreams:
+            let streams = try message.decode(EncodedStreams.self)
+            if let problem = streams.problem { throw .malformed(opcode, problem) }
+            self = .streams(streams)
+        case .sharePacket:
+            self = .packet(try EncodedPacketHeader(decoding: message.payload, of: opcode))
+        default:
+            self = .pictureUnchanged(try PictureUnchanged(decoding: message.payload, of: opcode))
+        }
+    }
+}
+
+/// One shared encoder: a broadcast of its own (`id`) whose process encodes the capture once with `settings` and
+/// writes packets into its ring, and the broadcasts whose handlers it serves. Each consumer gets the ring and the
+/// streams once, then every packet; one whose queue is full loses packets of its own only (its video until the
+/// next keyframe, which is asked for on its behalf).
+final class SharedEncoder {
+    /// One broadcast it serves.
+    struct Consumer {
+        let broadcast: UInt32
+        /// It was sent PACKET_RING and ENCODED_STREAMS.
+        var announced = false
+        /// It lost a video packet (or has just joined): its video waits for the next keyframe.
+        var awaitingKeyframe = true
+        /// Packets it was sent; packets it lost because its queue was full, and packets dropped for it until a
+        /// keyframe (a late joiner's before its first keyframe included).
+        var counters = StreamCounters()
+    }
+
+    let id: UInt32
+    let settings: [String: String]
+    /// The capture it encodes (broadcastd's capture session while the encoder was started).
+    let capture: ObjectIdentifier
+    private(set) var consumers: [Consumer] = []
+    /// Its ring, once it said it.
+    private(set) var ring: (size: Int, descriptor: Descriptor)?
+    private(set) var streams: EncodedStreams?
+    /// The highest sequence number of its packets so far: each packet's is higher.
+    private var lastSequence: UInt64 = 0
+    /// A keyframe was asked of it and has not come yet: more requests wait for that one.
+    private var keyframeAsked = false
+    /// Consumers that were sent packets this turn.
+    private var unflushed: Set<UInt32> = []
+    /// It was paused because every consumer is.
+    var paused = false
+
+    init(id: UInt32, settings: [String: String], capture: ObjectIdentifier) {
+        self.id = id
+        self.settings = settings
+        self.capture = capture
+    }
+
+    var consumerIDs: [UInt32] { consumers.map(\.broadcast) }
+
+    func add(_ consumer: UInt32) {
+        if !consumers.contains(where: { $0.broadcast == consumer }) { consumers.append(Consumer(broadcast: consumer)) }
+    }
+
+    /// True when `consumer` was one of its.
+    func remove(_ consumer: UInt32) -> Bool {
+        guard let index = consumers.firstIndex(where: { $0.broadcast == consumer }) else { return false }
+        consumers.remove(at: index)
+        unflushed.remove(consumer)
+        return true
+    }
+
+    /// The packets `consumer` was sent and lost (its status's `encoded` stream).
+    func counters(of consumer: UInt32) -> StreamCounters? {
+        consumers.first { $0.broadcast == consumer }?.counters
+    }
+
+    // MARK: - What its process says
+
+    /// Takes what its process said; what breaks the protocol (a second ring, a packet outside the ring or of a stream
+    /// it did not describe) throws.
+    func take(_ news: SharedEncoderNews, links: (UInt32) -> HandlerLink?) throws(ProtocolError) {
+        switch news {
+        case .ring(let size, let descriptor):
+            guard ring == nil else { throw .unexpected(.shareRing, "the ring was already shared") }
+            ring = (size, descriptor)
+            announce(links: links)
+        case .streams(var streams):
+            guard self.streams == nil else { throw .unexpected(.shareStreams, "the streams were already shared") }
+            streams.ring = id
+            self.streams = streams
+            announce(links: links)
+        case .packet(var header):
+            try check(header)
+            header.ring = id
+            relay(header, links: links)
+        case .pictureUnchanged(let unchanged):
+            guard ring != nil, streams != nil else {
+                throw .unexpected(.sharePictureUnchanged, "SHARE_RING and SHARE_STREAMS come first")
+            }
+            let message = unchanged.message(.pictureUnchanged)
+            for consumer in consumers where consumer.announced {
+                if links(consumer.broadcast)?.queue(message, droppable: true) == true {
+                    unflushed.insert(consumer.broadcast)
+                }
+            }
+        }
+    }
+
+    /// A packet must lie within the ring, name a stream described, and come after the last.
+    private func check(_ header: EncodedPacketHeader) throws(ProtocolError) {
+        guard let ring, let streams else { throw .unexpected(.sharePacket, "SHARE_RING and SHARE_STREAMS come first") }
+        let end = header.offset.addingReportingOverflow(UInt64(header.length))
+        guard Int(header.stream) < streams.streams.count, header.offset >= UInt64(PacketRingLayout.headerSize),
+            !end.overflow, end.partialValue <= UInt64(ring.size), header.sequence > lastSequence
+        else {
+            throw .malformed(
+                .sharePacket,
+                "packet \(header.sequence) (stream \(header.stream), \(header.length) bytes at \(header.offset)) is "
+                    + "not within the ring of \(ring.size) bytes, of a stream described, after packet \(lastSequence)")
+        }
+        lastSequence = header.sequence
+    }
+
+    /// Whether packets of `stream` are video.
+    private func isVideo(_ stream: UInt32) -> Bool {
+        streams?.streams[Int(stream)].kind == "video"
+    }
+
+    /// Sends `header` to every consumer that has the ring and streams; one that is waiting for a keyframe gets no
+    /// video until it, and one whose queue is full loses it and waits for the next keyframe, asked for it.
+    private func relay(_ header: EncodedPacketHeader, links: (UInt32) -> HandlerLink?) {
+        let video = isVideo(header.stream)
+        let keyframe = video && header.flags.contains(.keyframe)
+        if keyframe { keyframeAsked = false }
+        let message = header.message(.encodedPacket)
+        var wantKeyframe = false
+        for index in consumers.indices where consumers[index].announced {
+            if video && consumers[index].awaitingKeyframe {
+                guard keyframe else {
+                    consumers[index].counters.dropped += 1
+                    continue
+                }
+                consumers[index].awaitingKeyframe = false
+            }
+            guard let link = links(consumers[index].broadcast) else { continue }
+            if link.queue(message, droppable: true) {
+                unflushed.insert(consumers[index].broadcast)
+                consumers[index].counters.delivered += 1
+            } else {
+                consumers[index].counters.dropped += 1
+                if video {
+                    consumers[index].awaitingKeyframe = true
+                    wantKeyframe = true
+                }
+            }
+        }
+        if wantKeyframe { askKeyframe(links: links) }
+    }
+
+    /// KEYFRAME_REQUESTED to its process, unless one was asked for and has not come yet.
+    func askKeyframe(links: (UInt32) -> HandlerLink?) {
+        guard !keyframeAsked, let link = links(id) else { return }
+        keyframeAsked = link.send(.json(.keyframeRequested, Empty()))
+    }
+
+    /// Sends every consumer that has not had them yet the ring and the streams (once both are known).
+    func announce(links: (UInt32) -> HandlerLink?) {
+        guard let ring, let streams else { return }
+        for index in consumers.indices where !consumers[index].announced {
+            guard let link = links(consumers[index].broadcast), link.connection != nil else { continue }
+            link.send(
+                .json(.packetRing, PacketRingAnnouncement(ring: id, size: ring.size), descriptors: [ring.descriptor]))
+            link.send(.json(.encodedStreams, streams))
+            consumers[index].announced = true
+        }
+    }
+
+    /// Sends what was queued for its consumers this turn.
+    func flush(links: (UInt32) -> HandlerLink?) {
+        for consumer in unflushed { links(consumer)?.flush() }
+        unflushed = []
+    }
+}
+
+/// broadcastd's shared encoders (#35, revision 2.9): a handler that asks for an encoding (ENCODE) shares one encoder
+/// with every handler of the same capture that asks for the same settings. Each encoder is a broadcast of its own
+/// whose handler is the program `broadcast-encoder`; it lives while it serves anyone.
+final class SharedEncoders {
+    /// The built-in manifest of a shared encoder's broadcast (`exec`: the program, found as a handler's bare name
+    /// is: beside broadcastd, then on PATH).
+    static func manifest(exec: String) -> HandlerManifest {
+        HandlerManifest(
+            name: "encoder", displayName: "Shared encoder", exec: exec, frameRate: .constant, camera: true)
+    }
+
+    private(set) var encoders: [SharedEncoder] = []
+
+    func encoder(_ id: UInt32) -> SharedEncoder? {
+        encoders.first { $0.id == id }
+    }
+
+    /// The running encoder of `settings` on `capture`.
+    func encoder(settings: [String: String], capture: ObjectIdentifier) -> SharedEncoder? {
+        encoders.first { $0.settings == settings && $0.capture == capture }
+    }
+
+    func add(_ encoder: SharedEncoder) {
+        encoders.append(encoder)
+    }
+
+    /// What the core is to do as a broadcast's phase changed.
+    enum Step {
+        case pause(encoder: UInt32)
+        case resume(encoder: UInt32)
+        case finish(encoder: UInt32)
+        /// The encoder stopped: its consumers fail, with this.
+        case fail(consumer: UInt32, BroadcastError)
+    }
+
+    /// `broadcast` (an encoder, a consumer, or neither) is now in `phase`: an encoder that stopped takes its
+    /// consumers down with it; a consumer that is finishing leaves its encoder, which finishes with its last
+    /// consumer; an encoder pauses when every consumer is paused, and resumes when one is live again.
+    func phaseChanged(
+        _ broadcast: UInt32, to phase: BroadcastPhase, error: BroadcastError?, phaseOf: (UInt32) -> BroadcastPhase?
+    ) -> [Step] {
+        if let index = encoders.firstIndex(where: { $0.id == broadcast }) {
+            guard phase == .finishing || phase == .finished else { return [] }
+            let encoder = encoders.remove(at: index)
+            let why = BroadcastError(
+                .handlerFailed, "the shared encoder stopped: \(error?.message ?? "it finished before them")")
+            return encoder.consumerIDs.map { .fail(consumer: $0, why) }
+        }
+        guard let encoder = encoders.first(where: { $0.consumerIDs.contains(broadcast) }) else { return [] }
+        if phase == .finishing || phase == .finished {
+            _ = encoder.remove(broadcast)
+            if encoder.consumers.isEmpty { return [.finish(encoder: encoder.id)] }
+        }
+        let allPaused = encoder.consumerIDs.allSatisfy { phaseOf($0) == .paused }
+        guard allPaused != encoder.paused else { return [] }
+        encoder.paused = allPaused
+        return [allPaused ? .pause(encoder: encoder.id) : .resume(encoder: encoder.id)]
+    }
+
+    /// Sends what was queued for every encoder's consumers this turn.
+    func flush(links: (UInt32) -> HandlerLink?) {
+        for encoder in encoders { encoder.flush(links: links) }
+    }
+}

@@ -1,0 +1,6 @@
+import BroadcastHandlerKit
+import BroadcastLogging
+import BroadcastSharedEncoder
+
+JournalLogHandler.bootstrap(level: .info)
+runBroadcastHandler(SharedEncoderHandler(), name: "broadcast-encoder")
