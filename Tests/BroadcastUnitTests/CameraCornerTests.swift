@@ -197,7 +197,8 @@ import Testing
     /// to the next screen frame (`until`; for a repeat, or when the next is not known, half a frame) and shows the
     /// last of them, or the first when all came later.
     @Test func aScreenFrameShowsTheCamerasPictureOfItsTime() {
-        let ms: UInt64 = 1_000_000, frame = 33 * ms
+        let ms: UInt64 = 1_000_000
+        let frame = 33 * ms
         #expect(CameraPairing.pick([], until: 100 * ms) == nil)
         #expect(CameraPairing.pick([100 * ms, 133 * ms, 166 * ms], until: 120 * ms) == 0)
         #expect(CameraPairing.pick([100 * ms, 133 * ms, 166 * ms], until: 150 * ms) == 1)
