@@ -1,6 +1,7 @@
 import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastTimeline
+
 /// Where a recording's encoded streams go: a file (`Muxer`), or the `replay` handler's buffer.
 package protocol EncodedOutput: PacketSink {
     /// Whether encoders put their parameter sets in the header (MP4, Matroska), not in keyframes.
