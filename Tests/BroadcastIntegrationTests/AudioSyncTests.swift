@@ -151,8 +151,9 @@ extension Integration {
         /// three times, once across a pause: the stamps shift by 16 ms each time). In the file every beep, app and mic,
         /// starts where the flashes of its segment say, each track's offsets within 5 ms of each other across the pauses
         /// and the changes (the app's were 11 to 24 ms apart, and the mic's 34 ms, the largest next to the pauses and the
-        /// changes), but for beeps from 100 ms before to 400 ms after a change (a shift takes that long to follow); and
-        /// nothing is counted missing but what the graph lost (an xrun, on a loaded machine, said by the players).
+        /// changes), but for beeps from 100 ms before to 800 ms after a change (a shift takes that long to follow: the
+        /// mic's is 24 ms, closed at 4 % a second once the smoothing has seen it); and nothing is counted missing but
+        /// what the graph lost (an xrun, on a loaded machine, said by the players).
         @Test func flashesAndBeepsStayTogetherThroughPausesAndQuantumChanges() throws {
             let pipewire = try PipeWireHarness(tones: false)
             defer { pipewire.stop() }
@@ -224,6 +225,7 @@ extension Integration {
                 try pause(for: 0.8, controller)
                 usleep(1_500_000)
                 try lowLatencyClient(false)
+                usleep(3_000_000)  // beeps past the last change's 800 ms
             }
             live.append((since, MonotonicClock.now()))
             flasher.stop()
@@ -262,6 +264,12 @@ extension Integration {
             }
             if case .array(let tracks) = result["audioTracks"], case .object(let app) = tracks.first {
                 #expect(number(app["maxClockOffsetMs"]) >= 5, "the quantum changes were seen and followed: \(app)")
+            }
+            // A shift larger than a quantum change's (16 to 24 ms here) would not be closed within the 800 ms left out.
+            if case .array(let tracks) = result["audioTracks"] {
+                for case .object(let track) in tracks {
+                    #expect(number(track["maxClockOffsetMs"]) <= 30, "\(track)")
+                }
             }
         }
     }
@@ -319,9 +327,9 @@ struct SegmentPins {
     var summary: String { "\(bounds)" }
 
     /// Each beep's onset in `audio` (file time) minus where its play time and its segment's offset put it, ms; beeps
-    /// from 100 ms before to 400 ms after a cycle that did not start where the last ended (a quantum change, or an
+    /// from 100 ms before to 800 ms after a cycle that did not start where the last ended (a quantum change, or an
     /// xrun on a loaded machine) are left out (`skipped`): a beep there may not have been played when the player
-    /// said, and a shift takes up to that long to follow (DriftTests).
+    /// said, and a shift of up to 30 ms takes up to that long to follow (DriftTests).
     func offsets(of player: BeepPlayer, in audio: [Float], glitches: [UInt64])
         -> (offsets: [Double], details: [String], skipped: Int)
     {
@@ -341,7 +349,7 @@ struct SegmentPins {
                         && at < (index + 1 < starts.count ? starts[index + 1] - 0.1 : .infinity)
                 }), let pin = pins[segment]
             else { continue }
-            if glitches.contains(where: { $0 + 400_000_000 > played && $0 < played + 100_000_000 }) {
+            if glitches.contains(where: { $0 + 800_000_000 > played && $0 < played + 100_000_000 }) {
                 skipped += 1
                 continue
             }
