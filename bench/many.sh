@@ -8,6 +8,11 @@
 #   ffmpeg  one ffmpeg process doing the same encodes: x11grab → libx264 with record's settings into an MP4
 #           and libx264 with stream's settings into MPEG-TS over SRT to the same listener (goal: our total
 #           at most 0.75x its CPU)
+#   own     record + stream + replay at once, each encoding by itself (encode=own): three x264 encodes
+#   shared  record + stream + replay at once with encode=shared and one encoding named alike (stream's:
+#           4500 kbit/s, app and mic mixed): one x264 encode in broadcast-encoder, the three handlers
+#           muxing its packets (goal: all our processes at most 0.55x ffmpeg's CPU, no handler losing more
+#           than 1 % of its frames)
 # Writes the "Several broadcasts" section of docs/benchmarks.md. One command: bash bench/many.sh
 set -euo pipefail
 
@@ -58,8 +63,13 @@ listen_srt() {
     sleep 0.5
 }
 
-# ours TEST REP HANDLERS...: a fresh daemon and one broadcast of T s per handler (record, stream, inspect), started
-# together; CPU of the daemon (utime+stime) and of its children (the handlers, once reaped), peak RSS, drops.
+# The setup fields of the `shared` test: one encoding for all three (the stream's), shared.
+SHARED_SETS=(--set encode=shared)
+SHARED_RECORDING_SETS=(--set encode=shared --set videoBitRate=4500 --set mix=true)
+
+# ours TEST REP HANDLERS...: a fresh daemon and one broadcast of T s per handler (record, stream, inspect, replay),
+# started together (with the test's setup fields); CPU of the daemon (utime+stime) and of its children (the handlers
+# and a shared encoder, once reaped), peak RSS, drops.
 ours() {
     local test=$1 rep=$2; shift 2
     local sock="$WORK/bd.sock" logf="$WORK/broadcastd.log"
@@ -72,13 +82,19 @@ ours() {
     local before children_before after children handler ctl=() t0 t1
     read -r before children_before < <(cpu_ticks "$bd"); t0=$(date +%s.%N)
     for handler in "$@"; do
+        local url=() sets=()
         case $handler in
-            record) url="file://$WORK/ours.mp4" ;;
-            stream) url="srt://127.0.0.1:$PORT" ;;
-            inspect) url="$WORK/inspect.json" ;;
+            record) url=(--url "file://$WORK/ours.mp4") ;;
+            stream) url=(--url "srt://127.0.0.1:$PORT") ;;
+            inspect) url=(--url "$WORK/inspect.json") ;;
         esac
-        spawn timeout $((T + 60)) "$BIN/broadcastctl" start --socket "$sock" --handler "$handler" --url "$url" \
-            --duration "$T" --wait >/dev/null 2>>"$WORK/ctl.err"
+        case $test:$handler in
+            shared:stream) sets=("${SHARED_SETS[@]}") ;;
+            shared:*) sets=("${SHARED_RECORDING_SETS[@]}") ;;
+            own:*) sets=(--set encode=own) ;;
+        esac
+        spawn timeout $((T + 60)) "$BIN/broadcastctl" start --socket "$sock" --handler "$handler" "${url[@]}" \
+            "${sets[@]}" --duration "$T" --wait >/dev/null 2>>"$WORK/ctl.err"
         ctl+=("$LAST")
     done
     for pid in "${ctl[@]}"; do reap "$pid" || { log "a broadcast failed:"; cat "$WORK/ctl.err" >&2; tail -n 20 "$logf" >&2; exit 1; }; done
@@ -93,7 +109,12 @@ import json, sys
 status, test, rep, hz, before, after, cb, ca, hwm, t0, t1 = sys.argv[1:]
 hz, wall = int(hz), float(t1) - float(t0)
 s = json.load(open(status))
-drops = {b["handler"]: b["streams"]["video"]["dropped"] for b in s.get("broadcasts", [s])}
+# Per handler, the share of its video it lost: frames dropped, or for a shared encoder's handler its packets dropped.
+def lost(b):
+    streams = b["streams"]
+    c = streams.get("encoded") or streams["video"]
+    return 100 * c["dropped"] / max(1, c["dropped"] + c["delivered"])
+drops = {b["handler"].replace("-", "_"): lost(b) for b in s.get("broadcasts", [s])}
 late = max((b["streams"]["video"].get("late", 0) for b in s.get("broadcasts", [s])), default=0)
 daemon = (int(after) - int(before)) / hz
 handlers = (int(ca) - int(cb)) / hz
@@ -135,6 +156,12 @@ for rep in $(seq "$REPEATS"); do
     log "round $rep/$REPEATS: ffmpeg, the same two encodes, ${T} s"
     listen_srt
     run_ffmpeg "$rep"
+    log "round $rep/$REPEATS: record + stream + replay, each encoding, ${T} s"
+    listen_srt
+    ours own "$rep" record stream replay
+    log "round $rep/$REPEATS: record + stream + replay, one shared encode, ${T} s"
+    listen_srt
+    ours shared "$rep" record stream replay
 done
 ELAPSED=$(($(date +%s) - START))
 
@@ -154,7 +181,12 @@ for line in open(results):
 med = lambda tool, test, key: statistics.median(r[key] for r in runs[(tool, test)])
 one, three = med("ours", "one", "daemon_pct"), med("ours", "three", "daemon_pct")
 ours_total, ff = med("ours", "three", "total_pct"), med("ffmpeg", "three", "total_pct")
-worst = lambda key: max(r.get(key, 0) for r in runs[("ours", "three")])
+worst = lambda key, test="three": max(r.get(key, 0) for r in runs[("ours", test)])
+own, shared = med("ours", "own", "total_pct"), med("ours", "shared", "total_pct")
+# The shared encoder's broadcast is named after its program.
+encoder = next((k for k in runs[("ours", "shared")][0] if k.startswith("dropped_") and "encoder" in k), None)
+shared_lost = " / ".join(f"{worst(f'dropped_{h}', 'shared'):.2f}" for h in ("record", "stream", "replay"))
+shared_worst = max(worst(f"dropped_{h}", "shared") for h in ("record", "stream", "replay"))
 e = os.environ
 section = f"""<!-- many:begin -->
 ## Several broadcasts on one capture
@@ -167,14 +199,26 @@ Generated by `bash bench/many.sh` on {e['BENCH_DATE']} (commit {e['BENCH_COMMIT'
 | record alone: CPU (% of one core) | {one:.1f} | {med('ours', 'one', 'total_pct'):.1f} | | |
 | record + stream + inspect: CPU | **{three:.1f}** ({three / one:.3f}× alone) | **{ours_total:.1f}** | {ff:.1f} | broadcastd ≤ 1.2× alone: {'met' if three <= 1.2 * one else '**missed**'}; all ≤ 0.75× ffmpeg: {'met' if ours_total <= 0.75 * ff else '**missed**'} ({ours_total / ff:.2f}×) |
 | record + stream + inspect: broadcastd's peak RSS (MB) | {worst('daemon_rss_mb'):.1f} | | {med('ffmpeg', 'three', 'rss_mb'):.1f} | within the 50 MB budget: {'met' if worst('daemon_rss_mb') <= 50 else '**missed**'} |
-| frames dropped per handler (record / stream / inspect), of which the loop was late for | {worst('dropped_record'):.0f} / {worst('dropped_stream'):.0f} / {worst('dropped_inspect'):.0f}, {worst('late'):.0f} late | | | |
+| frames dropped per handler (record / stream / inspect, %), of which the loop was late for | {worst('dropped_record'):.2f} / {worst('dropped_stream'):.2f} / {worst('dropped_inspect'):.2f}, {worst('late'):.0f} late | | | |
 | X server grabs for three broadcasts | {med('ours', 'three', 'grabbed'):.0f} (once per frame) | | | |
+| record + stream + replay, each encoding (`encode=own`): CPU | {med('ours', 'own', 'daemon_pct'):.1f} | {own:.1f} ({own / ff:.2f}× ffmpeg) | {ff:.1f} | |
+| record + stream + replay, one shared encode (`encode=shared`): CPU | {med('ours', 'shared', 'daemon_pct'):.1f} | **{shared:.1f}** ({shared / ff:.2f}× ffmpeg, {shared / own:.2f}× each encoding) | {ff:.1f} | all ≤ 0.55× ffmpeg: {'met' if shared <= 0.55 * ff else '**missed**'} |
+| one shared encode: video lost per handler (record / stream / replay, %); the encoder's frames dropped | {shared_lost}; {worst(encoder, 'shared') if encoder else float('nan'):.2f} | | | ≤ 1 %: {'met' if shared_worst <= 1 else '**missed**'} |
+| one shared encode: broadcastd's peak RSS (MB) | {worst('daemon_rss_mb', 'shared'):.1f} | | | within the 50 MB budget: {'met' if worst('daemon_rss_mb', 'shared') <= 50 else '**missed**'} |
 
 **Reading.** Capture is paid once: three broadcasts cost broadcastd {three - one:.1f} points of a core more than one
 (delivering each frame and audio chunk to three handlers instead of one), not three grabs and conversions. The rest
 of our CPU is the handlers': record's and stream's x264 encodes of the same 1080p frames, four Opus encodes, and
 inspect, which checksums every frame it gets. ffmpeg's figure is its x11grab capture and swscale conversion of
 every frame plus its two x264 encodes; ours is {ours_total / ff:.2f}× it, with the audio it does not do.
+
+**One encode for three handlers.** With `encode=shared` and one encoding named alike, record, stream and replay
+take the packets of one x264 encode (and one Opus encode of the mixed audio) in `broadcast-encoder`, a child of
+broadcastd, instead of encoding three times: all our processes took {shared:.1f} % of a core against {own:.1f} %
+with each encoding by itself ({shared / own:.2f}×) and ffmpeg's {ff:.1f} % for two encodes ({shared / ff:.2f}×).
+The shared encoding is the stream's (4500 kbit/s, app and mic mixed into one Opus track); record and replay are
+given `videoBitRate=4500 mix=true` to match it, since their own defaults (constant quality, a track per stream)
+are another encoding.
 
 **How they were taken.** A release build linked with `--static-swift-stdlib` (as `make` builds it), `broadcastd
 --source x11 --fps 30` with its default options and a private PipeWire stack playing tones into the default sink
