@@ -162,7 +162,7 @@ def report_g2g(results, doc):
     sys.path.insert(0, os.path.dirname(__file__))
     from docsection import write_section
     rows = [dict(kv.split("=", 1) for kv in line.split()) for line in open(results) if line.strip()]
-    tools = ("ours", "ffmpeg", "ours-noaudio")
+    tools = ("ours", "ffmpeg", "ours-noaudio", "ours-shared")
     lat = {tool: [float(x) for r in rows if r["part"] == "g2g" and r["tool"] == tool for x in r["latencies"].split(",") if x and x != "-"]
            for tool in tools}
     missed = {tool: sum(int(r["missed"]) for r in rows if r["part"] == "g2g" and r["tool"] == tool) for tool in tools}
@@ -207,11 +207,13 @@ timestamp plus that window.
 | median of each run | {per_run["ours"]} ms | {per_run["ffmpeg"]} ms | |
 | flashes measured (missed) | {len(lat["ours"])} ({missed["ours"]}) | {len(lat["ffmpeg"])} ({missed["ffmpeg"]}) | |
 | ours with `--set audio=none` (video only, as ffmpeg here), p50 (p99) | {med(lat["ours-noaudio"]):.0f} ms ({percentile(lat["ours-noaudio"], 0.99):.0f} ms) | | {med(lat["ours-noaudio"]) / med(lat["ffmpeg"]):.2f}× |
+| ours with `--set encode=shared` (the packets of an encoder broadcastd shares), p50 (p99) | {med(lat["ours-shared"]):.0f} ms ({percentile(lat["ours-shared"], 0.99):.0f} ms) | | {med(lat["ours-shared"]) / med(lat["ours"]):.2f}× ours encoding by itself (goal ≤ 1×) |
 
 Where the time goes: the SRT latency window ({int(g.get("latency_us", "0")) // 1000} ms) is about half of it on both
 sides; the rest is up to a frame interval (33 ms) until the next capture, the grab and conversion, the encode
 (x264 zerolatency: no lookahead, no B-frames, sliced threads), the send, and the receiver's demux and decode to
-64x36. Ours adds a hop (broadcastd → handler through the shared-memory frame pool) and audio. In short runs before
+64x36. Ours adds a hop (broadcastd → handler through the shared-memory frame pool) and audio; with `encode=shared`
+the frames go to `broadcast-encoder` instead and its packets to the handler through a packet ring, a hop more. In short runs before
 this change ours with audio was 290-420 ms (without audio about 240 ms): the MPEG-TS muxer interleaved by time and
 held each video packet until the audio of its moment was encoded, which the audio timeline places later than
 frames arrive; over SRT the handler now writes packets as they come. The difference that remains between the two is

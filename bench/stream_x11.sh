@@ -28,7 +28,8 @@ stop_broadcastd() { kill -TERM "$BD"; reap "$BD" || true; }
 all_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13+$14+$15}'; }
 seconds_of() { awk -v t="$1" -v hz="$HZ" 'BEGIN{print t/hz}'; }
 
-# g2g TOOL REP [PART]: one glass-to-glass run. TOOL: ours, ours-noaudio (SRT), ffmpeg (SRT), or whip (ours to the
+# g2g TOOL REP [PART]: one glass-to-glass run. TOOL: ours, ours-noaudio, ours-shared (encode=shared: the packets of
+# an encoder broadcastd shares), ffmpeg (all SRT), or whip (ours to the
 # tests' WHIP endpoint, Tests/fixtures/whip_endpoint.py, which decodes with openh264dec to the same 64x36 gray frames
 # and stamps them on arrival; no jitter buffer). PART labels the result row (g2g; whip for the WHIP comparison, which
 # also takes the handler's CPU).
@@ -53,6 +54,7 @@ g2g() {
         fi
         local audio=() url="srt://127.0.0.1:$port?latency=$LAT"
         [[ $tool == ours-noaudio ]] && audio=(--set audio=none)
+        [[ $tool == ours-shared ]] && audio=(--set encode=shared)
         [[ $tool == whip ]] && url="whip://127.0.0.1:$port/whip"
         spawn "$BIN/broadcastctl" start --socket "$SOCK" --handler stream --url "$url" "${audio[@]}" \
             --duration "$G2G_T" --wait --json >"$WORK/g2g-ctl-$rep.out"
@@ -126,7 +128,7 @@ simulcast() {
 }
 
 for rep in $(seq "$G2G_REPEATS"); do
-    if [[ " $PARTS " == *" g2g "* ]]; then g2g ours "$rep"; g2g ffmpeg "$rep"; g2g ours-noaudio "$rep"; fi
+    if [[ " $PARTS " == *" g2g "* ]]; then g2g ours "$rep"; g2g ffmpeg "$rep"; g2g ours-noaudio "$rep"; g2g ours-shared "$rep"; fi
     if [[ " $PARTS " == *" whip "* ]]; then g2g whip "$rep" whip; g2g ours "$rep" whip; fi
     if [[ " $PARTS " == *" simulcast "* ]]; then
         simulcast ours 1 "$rep"; simulcast ours 3 "$rep"; simulcast ffmpeg 1 "$rep"; simulcast ffmpeg 3 "$rep"
