@@ -43,8 +43,10 @@ public final class StreamHandler: EncodingSampleHandler {
                 try open(options)
             }
             let to = options.destinations.map { "\($0.displayURL) (\($0.format))" }.joined(separator: ", ")
+            let shared = encoding.map { " (\($0.name))" } ?? ""
             logger.info(
-                "stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s")
+                "stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s\(shared)"
+            )
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -113,7 +115,8 @@ public final class StreamHandler: EncodingSampleHandler {
 
     public override func encodingFailed(_ message: String) { fail(message) }
 
-    /// A packet of the shared encoder went to the destinations: one that dropped GOPs asks for a keyframe.
+    /// A packet of the shared encoder (or a frame of the record handler's, when broadcastd runs none) went to the
+    /// destinations: one that dropped GOPs asks for a keyframe.
     public override func encodedPacketTaken() {
         guard let encoding, let shared, let sender else { return }
         if shared.takeKeyframeRequest() { encoding.requestKeyframe() }

@@ -10,6 +10,24 @@ extension Integration {
     @Suite(.serialized) struct SharedEncoderTests {
         static let width = 640, height = 360
 
+        /// Waiting for a broadcast to be live, and finishing one (its FINISHED event).
+        static func steps(_ daemon: DaemonHarness, _ controller: ControllerClient)
+            -> (live: (UInt32) throws -> Void, finish: (UInt32) throws -> FinishedEvent)
+        {
+            let live = { (id: UInt32) throws -> Void in
+                _ = try daemon.waitFor(controller) {
+                    if case .stateChanged(let s) = $0, s.broadcast == id, s.state == .live { true } else { nil }
+                }
+            }
+            let finish = { (id: UInt32) throws -> FinishedEvent in
+                try controller.finish(broadcast: id)
+                return try daemon.waitFor(controller, timeout: 30) {
+                    if case .finished(let f) = $0, f.broadcast == id { f } else { nil }
+                }
+            }
+            return (live, finish)
+        }
+
         /// Two recordings with `encode=shared`, the second joining 1.5 s after the first: one encoder process for
         /// both (three children: two record handlers and it), gone when both finished. Each file starts with a
         /// keyframe at 0, has every frame at 30 fps, decodes to the synthetic pattern and has both tones; the first
@@ -20,17 +38,7 @@ extension Integration {
             ])
             defer { _ = try? daemon.stop() }
             let controller = try daemon.subscribedController()
-            func live(_ id: UInt32) throws {
-                try daemon.waitFor(controller) {
-                    if case .stateChanged(let s) = $0, s.broadcast == id, s.state == .live { true } else { nil }
-                }
-            }
-            func finish(_ id: UInt32) throws -> FinishedEvent {
-                try controller.finish(broadcast: id)
-                return try daemon.waitFor(controller, timeout: 30) {
-                    if case .finished(let f) = $0, f.broadcast == id { f } else { nil }
-                }
-            }
+            let (live, finish) = Self.steps(daemon, controller)
             let (firstPath, secondPath) = (daemon.runtime + "/first.mkv", daemon.runtime + "/second.mp4")
             let first = try daemon.start(
                 handler: "record", url: firstPath, setupInfo: ["encode": "shared"], on: controller)
@@ -93,17 +101,7 @@ extension Integration {
             defer { server.stop() }
             try streams.waitForListening(server, port: port, tcp: false)
             let controller = try daemon.subscribedController()
-            func live(_ id: UInt32) throws {
-                try daemon.waitFor(controller) {
-                    if case .stateChanged(let s) = $0, s.broadcast == id, s.state == .live { true } else { nil }
-                }
-            }
-            func finish(_ id: UInt32) throws -> FinishedEvent {
-                try controller.finish(broadcast: id)
-                return try daemon.waitFor(controller, timeout: 30) {
-                    if case .finished(let f) = $0, f.broadcast == id { f } else { nil }
-                }
-            }
+            let (live, finish) = Self.steps(daemon, controller)
             let path = daemon.runtime + "/recording.mkv"
             let record = try daemon.start(
                 handler: "record", url: path,
