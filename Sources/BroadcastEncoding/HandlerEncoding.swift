@@ -2,10 +2,11 @@ import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastProtocol
 
-/// Where a handler that writes encoded packets (record, replay, a shared stream) gets them: a `RecordingEncoder` of its own, fed the
-/// samples, or (revision 2.9, `encode=shared`) the encoder broadcastd runs for every handler of the capture asking
-/// for the same encoding, whose packets a `SharedEncoderInput` puts on this handler's own time line. The handler
-/// forwards its callbacks here; either way its output gets packets the same way.
+/// Where a handler that writes encoded packets (record, replay, a shared stream) gets them: a `RecordingEncoder` of
+/// its own, fed the samples, or (revision 2.9, `encode=shared`) the encoder broadcastd runs for every handler of the
+/// capture asking for the same encoding, whose packets a `SharedEncoderInput` puts on this handler's own time line.
+/// The handler forwards its callbacks here (`EncodingSampleHandler`); either way its output gets packets the same
+/// way.
 package final class HandlerEncoding {
     private enum Source {
         /// Asked broadcastd for a shared encoder; samples are dropped until it answers.

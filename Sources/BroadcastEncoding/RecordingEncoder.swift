@@ -20,9 +20,9 @@ package protocol EncodedOutput: PacketSink {
 }
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
-/// SVT-AV1, Opus or AAC tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
-/// and the repeated frames not encoded but for keyframes, which come by time (a still screen's are copies). Packets go
-/// to an `EncodedOutput`.
+/// SVT-AV1, Opus or AAC tracks), the segment clock that keeps the file time continuous across pauses, audio placed
+/// on it, and the repeated frames not encoded but for keyframes, which come by time (a still screen's are copies).
+/// Packets go to an `EncodedOutput`.
 package final class RecordingEncoder {
     let options: EncodingOptions
     let output: EncodedOutput

@@ -5,7 +5,7 @@ import BroadcastMedia
 /// `encode=shared`: the packets of the encoding the stream shares with other handlers (or, where broadcastd runs
 /// none for it, of the record handler's encoder, `RecordingEncoder`, run here) go to every destination. The senders
 /// need the streams' parameters, which come with the encoding's first frame: `start` makes them then. A destination
-/// that dropped GOPs asks for a keyframe once (`takeKeyframeRequest`), not again until one came.
+/// that dropped GOPs asks for a keyframe once (`askForKeyframe`), not again until one came.
 final class SharedStreamOutput: EncodedOutput {
     let wantsGlobalHeader: Bool
     private let start: ([StreamParameters]) throws(MediaError) -> SenderGroup
@@ -34,9 +34,9 @@ final class SharedStreamOutput: EncodedOutput {
     }
 
     func write(_ packet: EncodedPacket, stream: Int) throws(MediaError) {
+        if stream == 0 && packet.isKeyframe { keyframeAsked = false }
         guard let group else { return }
         guard stream == 0 else { return try group.write(packet, stream: stream) }
-        if packet.isKeyframe { keyframeAsked = false }
         try group.writeVideo(packet)
     }
 
@@ -45,10 +45,10 @@ final class SharedStreamOutput: EncodedOutput {
     func endStream(_ stream: Int, at end: Int64) throws(MediaError) {}
     func pictureUnchanged(through time: Int64) throws(MediaError) {}
 
-    /// Whether to ask the encoder for a keyframe now: a destination wants one (it dropped GOPs, connected again, or
-    /// its receiver asked), and none is on its way.
-    func takeKeyframeRequest() -> Bool {
-        guard let group, group.takeKeyframeRequest(), !keyframeAsked else { return false }
+    /// Whether to ask the encoder for a keyframe now: a destination `wants` one (it dropped GOPs, connected again, or
+    /// its receiver asked: `SenderGroup.takeKeyframeRequest`), and none is on its way.
+    func askForKeyframe(_ wants: Bool) -> Bool {
+        guard wants, !keyframeAsked else { return false }
         keyframeAsked = true
         return true
     }

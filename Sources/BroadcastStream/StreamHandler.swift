@@ -43,10 +43,9 @@ public final class StreamHandler: EncodingSampleHandler {
                 try open(options)
             }
             let to = options.destinations.map { "\($0.displayURL) (\($0.format))" }.joined(separator: ", ")
+            let size = "\(videoFormat.width)x\(videoFormat.height)"
             let shared = encoding.map { " (\($0.name))" } ?? ""
-            logger.info(
-                "stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s\(shared)"
-            )
+            logger.info("stream: to \(to), \(size), \(options.video.bitRate ?? 0) kbit/s\(shared)")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -119,7 +118,7 @@ public final class StreamHandler: EncodingSampleHandler {
     /// destinations: one that dropped GOPs asks for a keyframe.
     public override func encodedPacketTaken() {
         guard let encoding, let shared, let sender else { return }
-        if shared.takeKeyframeRequest() { encoding.requestKeyframe() }
+        if shared.askForKeyframe(sender.takeKeyframeRequest()) { encoding.requestKeyframe() }
         report(at: encoding.fileTime, sender: sender)
     }
 

@@ -129,7 +129,8 @@ extension Integration {
                     "h264", "opus",
                 ])
 
-            // Joined at the encoder's first keyframe by time (the join's own came at once): from its TS packet, less the PAT and PMT the muxer writes before it.
+            // Joined at the encoder's first keyframe by time (the join's own came at once): from its TS packet, less
+            // the PAT and PMT the muxer writes before it.
             let packets = try runTool(
                 "/usr/bin/ffprobe",
                 [

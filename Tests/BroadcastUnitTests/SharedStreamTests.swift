@@ -100,6 +100,24 @@ struct SharedStreamTests {
         #expect(errors.errors.isEmpty, "\(errors.errors)")
     }
 
+    /// A destination that dropped GOPs asks the shared encoder for a keyframe, and not again while that one is on its
+    /// way: every packet until it comes would ask otherwise, and every handler of the encoder get a keyframe each.
+    @Test func aKeyframeIsAskedForOnceUntilItComes() throws {
+        let output = SharedStreamOutput(globalHeader: true) { _ throws(MediaError) in
+            throw MediaError("start", "no destinations here")
+        }
+        func frame(keyframe: Bool) -> EncodedPacket {
+            EncodedPacket(kind: .video, data: [0], pts: 0, dts: 0, duration: 1, timeBase: .video, isKeyframe: keyframe)
+        }
+        #expect(!output.askForKeyframe(false), "no destination wants one")
+        #expect(output.askForKeyframe(true))
+        #expect(!output.askForKeyframe(true), "one is on its way")
+        try output.write(frame(keyframe: false), stream: 0)
+        #expect(!output.askForKeyframe(true), "still on its way")
+        try output.write(frame(keyframe: true), stream: 0)
+        #expect(output.askForKeyframe(true), "it came: the next drop asks again")
+    }
+
     /// What SRT carries: the shared encoder's H.264 (parameter sets in its global header only) into MPEG-TS, which
     /// libavformat's muxer gives them again before each keyframe. A receiver joining at the keyframe at 2 s (the file
     /// cut there, with the PAT and PMT the muxer writes just before it) decodes every frame from there at the
