@@ -118,12 +118,12 @@ struct SharedStreamTests {
         #expect(output.askForKeyframe(true), "it came: the next drop asks again")
     }
 
-    /// What SRT carries: the shared encoder's H.264 (parameter sets in its global header only) into MPEG-TS, which
-    /// libavformat's muxer gives them again before each keyframe. A receiver joining at the keyframe at 2 s (the file
-    /// cut there, with the PAT and PMT the muxer writes just before it) decodes every frame from there at the
+    /// What SRT carries: the shared encoder's H.264 or HEVC (parameter sets in its global header only) into MPEG-TS,
+    /// which libavformat's muxer gives them again before each keyframe. A receiver joining at the keyframe at 2 s (the
+    /// file cut there, with the PAT and PMT the muxer writes just before it) decodes every frame from there at the
     /// encoding's size, with no errors.
-    @Test func mpegTSCarriesTheParameterSetsBeforeEachKeyframe() throws {
-        let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20)
+    @Test(arguments: ["h264", "hevc"]) func mpegTSCarriesTheParameterSetsBeforeEachKeyframe(_ codec: String) throws {
+        let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: ["audio": "mic", "codec": codec])
         let consumer = try SharedEncodingTests.Consumer("ts", shared, container: .mpegts) {
             shared.encoder.requestKeyframe()
         }
