@@ -24,6 +24,8 @@ extension EncodingOptions {
         settings["tune"] = video.tune
         settings["videoBitRate"] = video.bitRate.map { "\($0)" }
         settings["audioBitRate"] = audioBitRate.map { "\($0)" }
+        // Opus, the default, is left out: the settings of handlers from before the key stay what they were.
+        if audioCodec == "aac" { settings["audioCodec"] = "aac" }
         switch audio {
         case .none: settings["audio"] = "none"
         case .mixed: (settings["audio"], settings["mix"]) = ("app,mic", "true")

@@ -13,7 +13,7 @@ package struct SetupFieldError: Error, CustomStringConvertible {
 /// How the `record` and `replay` handlers encode, from their setup fields (codec, quality, size and rate, audio
 /// tracks: share/broadcastd/handlers/record.json lists them with their defaults); `RecordingEncoder` builds the
 /// encoders from it.
-package struct EncodingOptions: Equatable {
+package struct EncodingOptions: Equatable, Sendable {
     package enum AudioLayout: Equatable {
         /// One track per stream, app first.
         case separate([SampleType])
@@ -35,6 +35,8 @@ package struct EncodingOptions: Equatable {
     package var channels: Int?
     /// kbit/s per track; nil: 64 per channel.
     package var audioBitRate: Int?
+    /// The audio encoder, as FFmpeg names it: `libopus` (the default), or `aac` (what RTMP and HLS carry).
+    package var audioCodec = "libopus"
     package var opusComplexity = 10
     /// The camera in a corner of the picture (`camera=on`) or a track of its own (`camera=track`); nil: off.
     package var camera: CameraSetting?
@@ -48,7 +50,7 @@ package struct EncodingOptions: Equatable {
         a.video == b.video && a.size?.width == b.size?.width && a.size?.height == b.size?.height
             && a.framesPerSecond == b.framesPerSecond && a.rotation == b.rotation && a.audio == b.audio
             && a.gains == b.gains && a.channels == b.channels && a.audioBitRate == b.audioBitRate
-            && a.opusComplexity == b.opusComplexity && a.camera == b.camera
+            && a.audioCodec == b.audioCodec && a.opusComplexity == b.opusComplexity && a.camera == b.camera
     }
 
     /// Takes the encoding fields out of `fields` (empty values already removed), leaving the others.
@@ -136,7 +138,12 @@ package struct EncodingOptions: Equatable {
             }
             channels = count
         }
-        audioBitRate = try integer("audioBitRate", 6...510, "Opus kbit/s per track")
+        switch take("audioCodec")?.lowercased() {
+        case nil, "opus": audioCodec = "libopus"
+        case "aac": audioCodec = "aac"
+        case let other?: throw SetupFieldError("audioCodec '\(other)': opus or aac")
+        }
+        audioBitRate = try integer("audioBitRate", 6...510, "kbit/s per track")
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
         camera = try CameraLayout.taking(&fields)
         switch take("encode") {

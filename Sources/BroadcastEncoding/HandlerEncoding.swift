@@ -2,10 +2,11 @@ import BroadcastCore
 import BroadcastHandlerKit
 import BroadcastProtocol
 
-/// Where a handler that writes encoded packets (record, replay) gets them: a `RecordingEncoder` of its own, fed the
-/// samples, or (revision 2.9, `encode=shared`) the encoder broadcastd runs for every handler of the capture asking
-/// for the same encoding, whose packets a `SharedEncoderInput` puts on this handler's own time line. The handler
-/// forwards its callbacks here; either way its output gets packets the same way.
+/// Where a handler that writes encoded packets (record, replay, a shared stream) gets them: a `RecordingEncoder` of
+/// its own, fed the samples, or (revision 2.9, `encode=shared`) the encoder broadcastd runs for every handler of the
+/// capture asking for the same encoding, whose packets a `SharedEncoderInput` puts on this handler's own time line.
+/// The handler forwards its callbacks here (`EncodingSampleHandler`); either way its output gets packets the same
+/// way.
 package final class HandlerEncoding {
     private enum Source {
         /// Asked broadcastd for a shared encoder; samples are dropped until it answers.
@@ -100,6 +101,16 @@ package final class HandlerEncoding {
         default: try encoder.addAudio(sample, type)
         }
         return false
+    }
+
+    /// The next frame should be a keyframe (a stream's destination dropped GOPs): the encoder of its own makes one,
+    /// or the shared one is asked for one.
+    package func requestKeyframe() {
+        switch source {
+        case .awaiting: break
+        case .own(let encoder): encoder.requestKeyframe()
+        case .shared(_, let input): input?.ask()
+        }
     }
 
     package func inputChanged(to format: VideoFormat) throws(MediaError) { try own?.inputChanged(to: format) }

@@ -20,9 +20,9 @@ package protocol EncodedOutput: PacketSink {
 }
 
 /// What the `record` and `replay` handlers share: the encoders their settings ask for (video with libx264, libx265 or
-/// SVT-AV1, Opus tracks), the segment clock that keeps the file time continuous across pauses, audio placed on it,
-/// and the repeated frames not encoded but for keyframes, which come by time (a still screen's are copies). Packets go
-/// to an `EncodedOutput`.
+/// SVT-AV1, Opus or AAC tracks), the segment clock that keeps the file time continuous across pauses, audio placed
+/// on it, and the repeated frames not encoded but for keyframes, which come by time (a still screen's are copies).
+/// Packets go to an `EncodedOutput`.
 package final class RecordingEncoder {
     let options: EncodingOptions
     let output: EncodedOutput
@@ -86,8 +86,10 @@ package final class RecordingEncoder {
         let audioFormat = handler.audioFormat
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(
-            sampleRate: audioFormat.sampleRate, channels: channels,
+            codec: options.audioCodec, sampleRate: audioFormat.sampleRate, channels: channels,
             bitRate: options.audioBitRate ?? 64 * channels, complexity: options.opusComplexity)
+        // Opus's pre-skip is in MP4's and Matroska's headers; AAC's priming is left before 0, as streams send it.
+        let signalsPriming = options.audioCodec == "libopus"
         // Tracks for the streams the source delivers (X11 without PipeWire: none).
         let requested: [SampleType] =
             switch options.audio {
@@ -100,13 +102,13 @@ package final class RecordingEncoder {
             tracks = [
                 try AudioTrack(
                     name: "app+mic", streams: streams, gains: options.gains, settings: audio,
-                    globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)
+                    globalHeader: output.wantsGlobalHeader, signalsPriming: signalsPriming, addStream: output.addStream)
             ]
         } else {
             tracks = try streams.map { stream throws(MediaError) in
                 try AudioTrack(
                     name: stream.description, streams: [stream], gains: options.gains, settings: audio,
-                    globalHeader: output.wantsGlobalHeader, signalsPriming: true, addStream: output.addStream)
+                    globalHeader: output.wantsGlobalHeader, signalsPriming: signalsPriming, addStream: output.addStream)
             }
         }
     }

@@ -154,7 +154,9 @@ package final class SharedEncoderInput {
         }
     }
 
-    private func ask() {
+    /// Asks the encoder for a keyframe (counted): for a join, a resume, a loss, or (the stream) a destination that
+    /// dropped GOPs.
+    package func ask() {
         keyframesAsked += 1
         requestKeyframe()
     }

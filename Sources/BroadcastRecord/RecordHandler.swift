@@ -15,12 +15,9 @@ import BroadcastTimeline
 /// timestamps (drift corrected) so it stays in sync with the video; frames that repeat the one
 /// before are not encoded (the file is variable frame rate); any failure finishes the broadcast
 /// with a message, and what was written stays playable.
-public final class RecordHandler: BroadcastSampleHandler {
+public final class RecordHandler: EncodingSampleHandler {
     private var options: RecordOptions?
     private var muxer: Muxer?
-    /// Its encoder, or (`encode=shared`) the one broadcastd shares with other handlers.
-    private var encoding: HandlerEncoding?
-    private var failure: String?
     /// The file is this broadcast's: checked free (or to be overwritten) and about to be written.
     private var ownsFile = false
     private var lastInfo: (time: UInt64, bytes: Int64)?
@@ -51,15 +48,6 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
     }
 
-    public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
-        guard failure == nil, let encoding else { return }
-        do { try encoding.inputChanged(to: format) } catch { fail("\(error)") }
-    }
-
-    public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
-        encoding?.cameraChanged(to: format)
-    }
-
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let muxer, let encoding else { return }
         do {
@@ -69,33 +57,13 @@ public final class RecordHandler: BroadcastSampleHandler {
         }
     }
 
-    public override func encodingAnswered(_ notice: EncodingNotice) {
-        guard failure == nil, let encoding else { return }
-        do {
-            if let why = try encoding.answered(notice) {
-                logger.info("record: no shared encoder (\(why)); encoding here")
-            }
-            logger.info("record: encoding with \(encoding.name)")
-        } catch {
-            fail("\(error)")
-        }
-    }
+    public override var role: String { "record" }
 
-    public override func processEncodedStreams(_ streams: [EncodedStreamDescription]) { take(.streams(streams)) }
+    public override func encodingFailed(_ message: String) { fail(message) }
 
-    public override func processEncodedPacket(_ header: EncodedPacketHeader) {
-        take(.packet(header))
+    public override func encodedPacketTaken() {
         if let muxer, let encoding { reportProgress(at: encoding.fileTime, muxer: muxer) }
     }
-
-    public override func processPictureUnchanged(through time: Int64) { take(.pictureUnchanged(through: time)) }
-
-    private func take(_ event: SharedEncoderEvent) {
-        guard failure == nil, let encoding else { return }
-        do { try encoding.take(event) } catch { fail("\(error)") }
-    }
-
-    public override func broadcastResumed() { encoding?.resume() }
 
     public override func broadcastPaused() {
         guard let end = encoding?.pause() else { return }

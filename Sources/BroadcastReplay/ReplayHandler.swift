@@ -11,12 +11,9 @@ import Synchronization
 /// settings, `RecordingEncoder`) in a buffer of whole GOPs bounded by `maxMemory`, and on the `save` command writes
 /// them, without re-encoding, into a fragmented MP4 or Matroska file. Saves run on a thread of their own, so that
 /// capture goes on meanwhile; pauses are not in the buffer (its time is the file time, continuous across them).
-public final class ReplayHandler: BroadcastSampleHandler {
+public final class ReplayHandler: EncodingSampleHandler {
     private var options: ReplayOptions?
     private var buffer: ReplayBuffer?
-    /// Its encoder, or (`encode=shared`) the one broadcastd shares with other handlers.
-    private var encoding: HandlerEncoding?
-    private var failure: String?
     private var lastReport: UInt64?
     private var snapshots = 0
     private func nextSnapshot() -> Int {
@@ -61,15 +58,6 @@ public final class ReplayHandler: BroadcastSampleHandler {
         }
     }
 
-    public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
-        guard failure == nil, let encoding else { return }
-        do { try encoding.inputChanged(to: format) } catch { fail("\(error)") }
-    }
-
-    public override func cameraChanged(format: VideoFormat?, camera: String, lost: String?) {
-        encoding?.cameraChanged(to: format)
-    }
-
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
         guard failure == nil, let encoding else { return }
         do {
@@ -79,33 +67,13 @@ public final class ReplayHandler: BroadcastSampleHandler {
         }
     }
 
-    public override func encodingAnswered(_ notice: EncodingNotice) {
-        guard failure == nil, let encoding else { return }
-        do {
-            if let why = try encoding.answered(notice) {
-                logger.info("replay: no shared encoder (\(why)); encoding here")
-            }
-            logger.info("replay: encoding with \(encoding.name)")
-        } catch {
-            fail("\(error)")
-        }
-    }
+    public override var role: String { "replay" }
 
-    public override func processEncodedStreams(_ streams: [EncodedStreamDescription]) { take(.streams(streams)) }
+    public override func encodingFailed(_ message: String) { fail(message) }
 
-    public override func processEncodedPacket(_ header: EncodedPacketHeader) {
-        take(.packet(header))
+    public override func encodedPacketTaken() {
         if let encoding { report(at: encoding.fileTime) }
     }
-
-    public override func processPictureUnchanged(through time: Int64) { take(.pictureUnchanged(through: time)) }
-
-    private func take(_ event: SharedEncoderEvent) {
-        guard failure == nil, let encoding else { return }
-        do { try encoding.take(event) } catch { fail("\(error)") }
-    }
-
-    public override func broadcastResumed() { encoding?.resume() }
 
     public override func broadcastPaused() {
         _ = encoding?.pause()

@@ -9,8 +9,10 @@ import BroadcastTimeline
 /// mixed; Opus or AAC) to SRT (MPEG-TS) or RTMP (FLV) media servers, or as HLS to a directory or an HTTP origin.
 /// Encoding happens once, in the callbacks; each destination sends on a thread of its own through a bounded
 /// queue that drops whole GOPs when its link is slow, while the bit rate adapts; a lost connection is made
-/// again with backoff.
-public final class StreamHandler: BroadcastSampleHandler {
+/// again with backoff. With `encode=shared` (revision 2.9) the stream takes the packets of the encoder broadcastd
+/// shares with the handlers asking for the same encoding (`SharedStreamOutput`): its bit rate stays, and a
+/// destination that dropped GOPs asks that encoder for a keyframe.
+public final class StreamHandler: EncodingSampleHandler {
     private var options: StreamOptions?
     private var video: Encoder?
     private var audio: AudioTrack?
@@ -20,7 +22,8 @@ public final class StreamHandler: BroadcastSampleHandler {
     /// The camera picture-in-picture (`camera=on`).
     private var corner: CameraCorner?
     private var clock = SegmentClock()
-    private var failure: String?
+    /// `encode=shared`: where the shared encoding's packets go.
+    private var shared: SharedStreamOutput?
     private var frames = 0
     private var lastInfo: UInt64?
 
@@ -29,10 +32,20 @@ public final class StreamHandler: BroadcastSampleHandler {
         do {
             let options = try StreamOptions(url: broadcastURL, setupInfo: setupInfo)
             self.options = options
-            try open(options)
+            if let encoding = options.sharedEncoding {
+                let output = SharedStreamOutput(globalHeader: options.globalHeader) {
+                    [unowned self] streams throws(MediaError) in
+                    try startSenders(options, streams: streams)
+                }
+                shared = output
+                self.encoding = try HandlerEncoding(encoding, for: self, output: output)
+            } else {
+                try open(options)
+            }
             let to = options.destinations.map { "\($0.displayURL) (\($0.format))" }.joined(separator: ", ")
-            logger.info(
-                "stream: to \(to), \(videoFormat.width)x\(videoFormat.height), \(options.video.bitRate ?? 0) kbit/s")
+            let size = "\(videoFormat.width)x\(videoFormat.height)"
+            let shared = encoding.map { " (\($0.name))" } ?? ""
+            logger.info("stream: to \(to), \(size), \(options.video.bitRate ?? 0) kbit/s\(shared)")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -71,26 +84,46 @@ public final class StreamHandler: BroadcastSampleHandler {
                 return 1
             }
         }
-        let bytesPerSecond = ((settings.bitRate ?? 4500) + (audio == nil ? 0 : options.audioBitRate)) * 1000 / 8
+        self.video = video
+        self.input = input
+        corner = options.camera.map { CameraCorner($0, canvas: encoded) }
+        // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
+        rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
+        if rate == nil {
+            logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs")
+        }
+        _ = try startSenders(options, streams: streams)
+    }
+
+    /// Connects to every destination, which is sent `streams` (video first).
+    private func startSenders(_ options: StreamOptions, streams: [StreamParameters]) throws(MediaError) -> SenderGroup {
+        let audioRate = streams.count > 1 ? options.audioBitRate : 0
+        let bytesPerSecond = ((options.video.bitRate ?? 4500) + audioRate) * 1000 / 8
         let sender = SenderGroup(
             options.destinations.map {
                 Sender(
                     destination: $0, options: options, streams: streams, bytesPerSecond: bytesPerSecond,
                     logger: logger)
             }, logger: logger)
-        self.video = video
-        self.input = input
-        corner = options.camera.map { CameraCorner($0, canvas: encoded) }
         self.sender = sender
-        // Only libx264 follows a new bit rate while it runs; with the others a slow link drops GOPs only.
-        rate = implementation.changesBitRateWhileRunning ? BitRateController(target: settings.bitRate ?? 4500) : nil
-        if rate == nil {
-            logger.info("stream: \(implementation.encoderName) keeps its bit rate; a slow link only drops whole GOPs")
-        }
         try sender.start()
+        return sender
+    }
+
+    public override var role: String { "stream" }
+
+    public override func encodingFailed(_ message: String) { fail(message) }
+
+    /// A packet of the shared encoder (or a frame of the record handler's, when broadcastd runs none) went to the
+    /// destinations: one that dropped GOPs asks for a keyframe.
+    public override func encodedPacketTaken() {
+        guard let encoding, let shared, let sender else { return }
+        if shared.askForKeyframe(sender.takeKeyframeRequest()) { encoding.requestKeyframe() }
+        report(at: encoding.fileTime, sender: sender)
     }
 
     public override func broadcastVideoFormatChanged(_ format: VideoFormat) {
+        if encoding != nil { return super.broadcastVideoFormatChanged(format) }
         guard failure == nil, let input else { return }
         do {
             try releaseHeldFrame()  // in the format it came in
@@ -103,6 +136,16 @@ public final class StreamHandler: BroadcastSampleHandler {
     }
 
     public override func processSampleBuffer(_ sampleBuffer: SampleBuffer, with type: SampleType) {
+        // Shared: samples go to the record handler's encoder when broadcastd runs none for this encoding.
+        if let encoding {
+            guard failure == nil else { return }
+            do {
+                if try encoding.add(sampleBuffer, type) { encodedPacketTaken() }
+            } catch {
+                fail("\(error)")
+            }
+            return
+        }
         guard failure == nil, let sender else { return }
         do {
             if type == .video, let corner {
@@ -155,6 +198,10 @@ public final class StreamHandler: BroadcastSampleHandler {
     }
 
     public override func broadcastPaused() {
+        if let encoding {
+            _ = encoding.pause()
+            return
+        }
         if failure == nil {
             do { try releaseHeldFrame() } catch { fail("\(error)") }
         }
@@ -163,30 +210,34 @@ public final class StreamHandler: BroadcastSampleHandler {
     }
 
     public override func broadcastFinished() {
-        guard let sender else { return }
-        if failure == nil {
-            do { try releaseHeldFrame() } catch { fail("\(error)") }
-        }
-        _ = clock.close()
-        if failure == nil {
-            do {
-                try audio?.finish(at: clock.duration, sink: sender)
-                try video?.encode(nil) { packet throws(MediaError) in try sender.writeVideo(packet) }
-            } catch {
-                logger.warning("stream: \(error)")
+        var result: [String: JSONValue] = ["url": .string(options?.displayURL ?? "")]
+        if let encoding {
+            if failure == nil {
+                do { _ = try encoding.finish() } catch { logger.warning("stream: \(error)") }
             }
+            _ = encoding.pause()
+            result.merge(encoding.result()) { a, _ in a }
+            // The shared encoder's streams never came: nothing was sent.
+            guard sender != nil else {
+                if let failure { result["error"] = .string(failure) }
+                return setBroadcastResult(result)
+            }
+        }
+        guard let sender else { return }
+        if encoding == nil {
+            finishOwnEncoding(sender)
+            result["duration"] = .number(Double(clock.duration) / 1e9)
+            result["videoFrames"] = .number(Double(frames))
         }
         sender.finish(timeout: 3)
         let report = sender.report(seconds: 1)
         let f = report.figures[0]
-        var result: [String: JSONValue] = [
-            "url": .string(options?.displayURL ?? ""), "duration": .number(Double(clock.duration) / 1e9),
-            "videoFrames": .number(Double(frames)), "bytesSent": .number(Double(f.bytesSent)),
-            "reconnects": .number(Double(f.reconnects)),
+        result.merge([
+            "bytesSent": .number(Double(f.bytesSent)), "reconnects": .number(Double(f.reconnects)),
             "droppedVideoFrames": .number(Double(f.droppedVideoFrames)),
             "droppedAudioPackets": .number(Double(f.droppedAudioPackets)),
             "destinations": .array(zip(sender.senders, report.figures).map { .object(SenderGroup.result($0, $1)) }),
-        ]
+        ]) { _, new in new }
         if let failure = failure ?? report.failure { result["error"] = .string(failure) }
         setBroadcastResult(result)
         // The stream's end could not be written (an HLS playlist on a full disk): the broadcast's error.
@@ -195,6 +246,21 @@ public final class StreamHandler: BroadcastSampleHandler {
             logger.info(
                 "stream: finished \(s.destination.displayURL); \(f.bytesSent) bytes sent, \(f.reconnects) reconnection(s), \(f.droppedVideoFrames) video frames dropped"
             )
+        }
+    }
+
+    /// Hands on what its own encoders hold.
+    private func finishOwnEncoding(_ sender: SenderGroup) {
+        if failure == nil {
+            do { try releaseHeldFrame() } catch { fail("\(error)") }
+        }
+        _ = clock.close()
+        guard failure == nil else { return }
+        do {
+            try audio?.finish(at: clock.duration, sink: sender)
+            try video?.encode(nil) { packet throws(MediaError) in try sender.writeVideo(packet) }
+        } catch {
+            logger.warning("stream: \(error)")
         }
     }
 
@@ -230,6 +296,7 @@ public final class StreamHandler: BroadcastSampleHandler {
             info.merge(each) { first, _ in first }
         }
         if let publicURL = options?.publicURL { info["publicURL"] = .string(publicURL) }
+        if let id = encoding?.sharedEncoder { info["sharedEncoder"] = .number(Double(id)) }
         updateServiceInfo(info)
         lastInfo = time
     }

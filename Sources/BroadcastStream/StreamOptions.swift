@@ -123,6 +123,8 @@ public struct StreamOptions: Equatable, Sendable {
     public var iceServers: [ICEServer] = []
     /// The camera in a corner of the picture (`camera=on`); nil: off.
     public var camera: CameraLayout?
+    /// `encode=shared`: the encoding asked of broadcastd (`sharedEncoding`); nil: the stream encodes on its own.
+    package var sharedEncoding: EncodingOptions?
 
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
         guard let url, !url.isEmpty else {
@@ -231,6 +233,10 @@ public struct StreamOptions: Equatable, Sendable {
         } catch {
             throw StreamError(error.description)
         }
+        sharedEncoding = try Self.sharedEncoding(
+            setupInfo, video: video, audio: audio, audioCodec: audioCodec,
+            audioBitRate: setupInfo["audioBitRate"]?.isEmpty == false ? audioBitRate : nil, destinations: destinations,
+            camera: camera != nil)
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
         publicURL =

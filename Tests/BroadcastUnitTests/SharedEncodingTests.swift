@@ -15,8 +15,8 @@ struct SharedEncodingTests {
     static let interval: UInt64 = 1_000_000_000 / 30
     static let width = 160, height = 96
 
-    /// The encoder (the record handler's defaults, the mic's track) and a ring in memory, fed a 160x96 picture that
-    /// changes every frame and a 440 Hz tone.
+    /// The encoder (the record handler's defaults, or its `fields`; the mic's track) and a ring in memory, fed a
+    /// 160x96 picture that changes every frame and a 440 Hz tone.
     final class SharedEncode {
         let memory: PacketRingTests.Memory
         let encoder: RecordingEncoder
@@ -28,9 +28,9 @@ struct SharedEncodingTests {
         private let box: EventBox
         final class EventBox { var events: [SharedEncoderEvent] = [] }
 
-        init(ringSize: Int) throws {
+        init(ringSize: Int, fields: [String: String] = ["audio": "mic"]) throws {
             memory = PacketRingTests.Memory(ringSize)
-            let options = try RecordOptions(url: "/dev/null.mp4", setupInfo: ["audio": "mic"]) { "" }
+            let options = try RecordOptions(url: "/dev/null.mp4", setupInfo: fields) { "" }
             handler.videoFormat = VideoFormat(width: SharedEncodingTests.width, height: SharedEncodingTests.height)
             handler.audioStreams = [.audioMic]
             let box = EventBox()
@@ -86,15 +86,19 @@ struct SharedEncodingTests {
         }
     }
 
-    /// A handler of the shared encode, writing an MP4 file.
+    /// A handler of the shared encode, writing an MP4 file (or `container`).
     final class Consumer {
         let path: String
         let muxer: Muxer
         let input: SharedEncoderInput
 
-        init(_ name: String, _ shared: SharedEncode, askKeyframe: @escaping () -> Void) throws {
-            path = FileManager.default.temporaryDirectory.path + "/shared-\(name)-\(UUID().uuidString).mp4"
-            muxer = try Muxer(url: path, container: .fragmentedMP4)
+        init(
+            _ name: String, _ shared: SharedEncode, container: Muxer.Container = .fragmentedMP4,
+            askKeyframe: @escaping () -> Void
+        ) throws {
+            let ext = container == .mpegts ? "ts" : container.rawValue
+            path = FileManager.default.temporaryDirectory.path + "/shared-\(name)-\(UUID().uuidString).\(ext)"
+            muxer = try Muxer(url: path, container: container)
             input = SharedEncoderInput(
                 output: muxer, ring: shared.memory.reader, requestKeyframe: askKeyframe)
         }
@@ -274,6 +278,7 @@ struct SharedSettingsTests {
         ["videoBitRate": "4000", "keyframeInterval": "1", "size": "1280x720", "frameRate": "30"],
         ["audio": "mic", "audioChannels": "1", "audioBitRate": "96"], ["audio": "app,mic", "mix": "true"],
         ["audio": "none", "orientation": "90", "tune": "film"], ["appGain": "-6", "micGain": "3"],
+        ["audio": "app,mic", "mix": "true", "audioCodec": "aac", "audioBitRate": "128"],
     ])
     func settingsAreReadBackToTheSameEncoding(_ fields: [String: String]) throws {
         let options = try Self.options(fields)
@@ -281,6 +286,7 @@ struct SharedSettingsTests {
         let back = try Self.options(settings)
         #expect(back.sharedSettings == settings, "\(settings)")
         #expect(back.video == options.video && back.audio == options.audio && back.channels == options.channels)
+        #expect(back.audioCodec == options.audioCodec)
         for type in [SampleType.audioApp, .audioMic] {
             #expect(abs((back.gains[type] ?? 1) - (options.gains[type] ?? 1)) < 1e-4)
         }
@@ -291,5 +297,10 @@ struct SharedSettingsTests {
             try Self.options([:]).sharedSettings == Self.options(["codec": "h264", "audio": "app,mic"]).sharedSettings)
         #expect(try Self.options([:]).sharedSettings != Self.options(["crf": "30"]).sharedSettings)
         #expect(try Self.options(["camera": "on"]).sharedSettings == nil, "each handler composes its own corner")
+        // Opus, the default, is not written: the settings from before `audioCodec` stay what they were.
+        #expect(try Self.options(["audioCodec": "opus"]).sharedSettings == Self.options([:]).sharedSettings)
+        #expect(try Self.options([:]).sharedSettings?["audioCodec"] == nil)
+        #expect(try Self.options(["audioCodec": "aac"]).sharedSettings?["audioCodec"] == "aac")
+        #expect(throws: SetupFieldError.self) { try Self.options(["audioCodec": "mp3"]) }
     }
 }

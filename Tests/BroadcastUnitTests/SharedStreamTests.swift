@@ -1,0 +1,162 @@
+import BroadcastCore
+import Foundation
+import Logging
+import Testing
+
+@testable import BroadcastEncoding
+@testable import BroadcastMedia
+@testable import BroadcastStream
+
+/// The `stream` handler with `encode=shared` (#35): the encoding it asks broadcastd for is the one a recording with
+/// the same settings asks for; the shared encoder makes AAC when asked; its packets reach every destination; and
+/// MPEG-TS (SRT) carries the parameter sets before each keyframe, so that a receiver joining mid-way decodes.
+struct SharedStreamTests {
+    static func recordSettings(_ fields: [String: String]) throws -> [String: String] {
+        try #require(try SharedSettingsTests.options(fields).sharedSettings)
+    }
+
+    static func streamOptions(_ url: String, _ fields: [String: String]) throws -> StreamOptions {
+        try StreamOptions(url: url, setupInfo: fields.merging(["encode": "shared"]) { given, _ in given })
+    }
+
+    static func streamSettings(_ url: String = "srt://h:1", _ fields: [String: String] = [:]) throws -> [String: String]
+    {
+        let encoding = try #require(try streamOptions(url, fields).sharedEncoding)
+        return try #require(encoding.sharedSettings)
+    }
+
+    @Test func aStreamAsksForTheEncodingOfARecordingWithItsSettings() throws {
+        let mixed = ["videoBitRate": "4500", "audio": "app,mic", "mix": "true"]
+        #expect(try Self.streamSettings() == Self.recordSettings(mixed), "the stream's defaults")
+        let rtmp = try Self.streamSettings("rtmp://h/app")
+        #expect(rtmp["audioCodec"] == "aac", "RTMP carries AAC")
+        #expect(try rtmp == Self.recordSettings(mixed.merging(["audioCodec": "aac"]) { a, _ in a }))
+        let given = [
+            "videoBitRate": "2500", "audio": "mic", "audioBitRate": "96", "keyframeInterval": "1", "preset": "faster",
+            "codec": "hevc",
+        ]
+        #expect(try Self.streamSettings("srt://h:1", given) == Self.recordSettings(given))
+        #expect(
+            try Self.streamSettings("srt://h:1", ["audio": "none"])
+                == Self.recordSettings([
+                    "audio": "none",
+                    "videoBitRate": "4500",
+                ]))
+        #expect(try StreamOptions(url: "srt://h:1", setupInfo: [:]).sharedEncoding == nil, "own, the default")
+        #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["encode": "own"]).sharedEncoding == nil)
+    }
+
+    @Test(arguments: [
+        ("hls:///tmp/live/index.m3u8", [:]), ("whips://h/whip", [:]), ("srt://h:1", ["also": "hls:///tmp/l/i.m3u8"]),
+        ("srt://h:1", ["camera": "on"]), ("srt://h:1", ["audioBitRate": "512"]), ("srt://h:1", ["encode": "both"]),
+    ])
+    func whatASharedEncoderCannotServeIsRefused(_ url: String, _ fields: [String: String]) {
+        #expect(throws: StreamError.self) { try Self.streamOptions(url, fields) }
+    }
+
+    /// The shared encode in AAC, through `SharedStreamOutput` to a destination (HLS in a folder: no server needed):
+    /// the senders start with the encoding's streams, H.264 at its size and AAC, which ffmpeg decodes with no errors.
+    @Test func theSharedEncodingInAACReachesTheDestinations() throws {
+        let shared = try SharedEncodingTests.SharedEncode(
+            ringSize: 1 << 20, fields: ["audio": "mic", "audioCodec": "aac", "videoBitRate": "1000"])
+        let folder = FileManager.default.temporaryDirectory.path + "/shared-stream-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let options = try StreamOptions(url: "hls://\(folder)/index.m3u8", setupInfo: ["audioCodec": "aac"])
+        let logger = Logger(label: "test")
+        var started: [StreamParameters] = []
+        let output = SharedStreamOutput(globalHeader: true) { streams throws(MediaError) in
+            started = streams
+            let group = SenderGroup(
+                [
+                    Sender(
+                        destination: options.primary, options: options, streams: streams, bytesPerSecond: 200_000,
+                        logger: logger)
+                ], logger: logger)
+            try group.start()
+            return group
+        }
+        let input = SharedEncoderInput(output: output, ring: shared.memory.reader) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 5) { _, events in
+            for event in events { try input.take(event) }
+        }
+        _ = try input.finish()
+        let group = try #require(output.group)
+        group.finish(timeout: 5)
+        #expect(group.report(seconds: 1).failure == nil)
+        #expect(started.map(\.kind) == [.video, .audio])
+        #expect(input.lostPackets == 0 && input.videoFramesWritten == 150)
+
+        let playlist = folder + "/index.m3u8"
+        let probe = try StillScreenTests.StillScreen.run(
+            "ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", playlist])
+        // The playlist lists its streams twice (in its program, then on their own).
+        var streams: [String] = []
+        for line in String(decoding: probe.output, as: UTF8.self).split(separator: "\n").map(String.init)
+        where !streams.contains(line) {
+            streams.append(line)
+        }
+        #expect(streams == ["h264,160,96", "aac"], "\(streams) \(probe.errors)")
+        let errors = try StillScreenTests.StillScreen.run("ffmpeg", ["-v", "error", "-i", playlist, "-f", "null", "-"])
+        #expect(errors.errors.isEmpty, "\(errors.errors)")
+    }
+
+    /// A destination that dropped GOPs asks the shared encoder for a keyframe, and not again while that one is on its
+    /// way: every packet until it comes would ask otherwise, and every handler of the encoder get a keyframe each.
+    @Test func aKeyframeIsAskedForOnceUntilItComes() throws {
+        let output = SharedStreamOutput(globalHeader: true) { _ throws(MediaError) in
+            throw MediaError("start", "no destinations here")
+        }
+        func frame(keyframe: Bool) -> EncodedPacket {
+            EncodedPacket(kind: .video, data: [0], pts: 0, dts: 0, duration: 1, timeBase: .video, isKeyframe: keyframe)
+        }
+        #expect(!output.askForKeyframe(false), "no destination wants one")
+        #expect(output.askForKeyframe(true))
+        #expect(!output.askForKeyframe(true), "one is on its way")
+        try output.write(frame(keyframe: false), stream: 0)
+        #expect(!output.askForKeyframe(true), "still on its way")
+        try output.write(frame(keyframe: true), stream: 0)
+        #expect(output.askForKeyframe(true), "it came: the next drop asks again")
+    }
+
+    /// What SRT carries: the shared encoder's H.264 or HEVC (parameter sets in its global header only) into MPEG-TS,
+    /// which libavformat's muxer gives them again before each keyframe. A receiver joining at the keyframe at 2 s (the
+    /// file cut there, with the PAT and PMT the muxer writes just before it) decodes every frame from there at the
+    /// encoding's size, with no errors.
+    @Test(arguments: ["h264", "hevc"]) func mpegTSCarriesTheParameterSetsBeforeEachKeyframe(_ codec: String) throws {
+        let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: ["audio": "mic", "codec": codec])
+        let consumer = try SharedEncodingTests.Consumer("ts", shared, container: .mpegts) {
+            shared.encoder.requestKeyframe()
+        }
+        try shared.run(seconds: 5) { _, events in try consumer.take(events) }
+        _ = try consumer.finish()
+        let packets = try StillScreenTests.StillScreen.run(
+            "ffprobe",
+            [
+                "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,pos,flags", "-of",
+                "csv=p=0", consumer.path,
+            ])
+        let lines = String(decoding: packets.output, as: UTF8.self).split(separator: "\n").map {
+            $0.split(separator: ",")
+        }
+        let start = try #require(lines.first.flatMap { Double($0[0]) })
+        // The keyframe by time at 2 s (the join's own came at once).
+        let second = lines.first { $0.count == 3 && $0[2].contains("K") && (Double($0[0]) ?? 0) - start > 1.9 }
+        let position = try #require(
+            second.flatMap { Int($0[1]) }, "keyframes: \(lines.filter { $0.count == 3 && $0[2].contains("K") })")
+        let all = try Data(contentsOf: URL(fileURLWithPath: consumer.path))
+        let joined = consumer.path + ".joined.ts"
+        defer { try? FileManager.default.removeItem(atPath: joined) }
+        try all.subdata(in: max(0, position - 4 * 188)..<all.count).write(to: URL(fileURLWithPath: joined))
+
+        let decoded = try StillScreenTests.StillScreen.run(
+            "ffprobe",
+            [
+                "-v", "error", "-select_streams", "v", "-count_frames", "-show_entries",
+                "stream=width,height,nb_read_frames", "-of", "csv=p=0", joined,
+            ])
+        // MPEG-TS lists its streams twice (in its program, then on their own).
+        let fields = Set(String(decoding: decoded.output, as: UTF8.self).split(separator: "\n"))
+        #expect(fields == ["160,96,90"], "the last 3 s of 5: \(fields) \(decoded.errors)")
+        #expect(decoded.errors.isEmpty, "\(decoded.errors)")
+    }
+}
