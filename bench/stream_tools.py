@@ -63,15 +63,23 @@ def child_of(pid):
     return None
 
 
-def watch(pid, out):
+def watch(pid, out, settle=None):
+    """The handler's (broadcastd's child's) utime+stime in ticks and peak RSS, rewritten to OUT every 0.1 s while
+    broadcastd lives. With SETTLE (s): also its ticks SETTLE s after it was first seen (`settled_ticks`, at
+    `settled_at`) and when it was last seen (`at`), both CLOCK_MONOTONIC: its CPU once connected, start-up aside."""
     last = {}
+    first = None
     while os.path.exists(f"/proc/{pid}"):
         kid = child_of(pid)
         if kid:
             try:
                 stat = open(f"/proc/{kid}/stat").read().rsplit(")", 1)[1].split()
                 status = dict(l.split(":", 1) for l in open(f"/proc/{kid}/status").read().splitlines() if ":" in l)
-                last = {"ticks": int(stat[11]) + int(stat[12]), "hwm_kb": int(status["VmHWM"].split()[0])}
+                now = time.monotonic()
+                first = first or now
+                last.update(ticks=int(stat[11]) + int(stat[12]), hwm_kb=int(status["VmHWM"].split()[0]), at=now)
+                if settle is not None and "settled_ticks" not in last and now - first >= settle:
+                    last.update(settled_ticks=last["ticks"], settled_at=now)
             except (OSError, KeyError, IndexError):
                 pass
         with open(out, "w") as f:
@@ -264,17 +272,27 @@ def report_whip(results, doc):
     med = lambda xs: statistics.median(xs) if xs else float("nan")
     g = rows[0] if rows else {}
     runs = len([r for r in rows if r["tool"] == "whip"])
-    # The handler's CPU over the whole broadcast (connecting included), % of one core.
-    cpu = {tool: [100 * float(r["handler_cpu_s"]) / float(r["seconds"]) for r in rows
-                  if r["tool"] == tool and r.get("handler_cpu_s", "-") != "-"] for tool in lat}
-    each_cpu = {tool: ", ".join("%.0f" % x for x in cpu[tool]) for tool in cpu}
-    ratio = med(cpu["whip"]) / med(cpu["ours"]) if cpu["whip"] and cpu["ours"] else float("nan")
+    # The handler's CPU over the whole broadcast (connecting included), % of one core; in its first settle_s seconds
+    # (s of CPU); after them to its end (% of one core).
+    def column(key, scale=lambda r, x: x):
+        return {tool: [scale(r, float(r[key])) for r in rows if r["tool"] == tool and r.get(key, "-") != "-"]
+                for tool in lat}
+    cpu = column("handler_cpu_s", lambda r, x: 100 * x / float(r["seconds"]))
+    first, live = column("handler_settle_cpu_s"), column("handler_live_cpu_pct")
+    each = lambda xs, f="%.0f": ", ".join(f % x for x in xs)
+    ratio = lambda c: med(c["whip"]) / med(c["ours"]) if c["whip"] and c["ours"] else float("nan")
+    settle = g.get("settle_s", "?")
+    extra = med(first["whip"]) - med(first["ours"])   # s of CPU the first seconds of WebRTC cost beyond SRT's
     load = os.environ.get("BENCH_LOAD_NOTE", "")
     ms = int(g.get("latency_us", "0")) // 1000
+    # The command as run: its knobs where they differ from bench/stream_x11.sh's defaults.
+    knobs = [f"BENCH_G2G_SECONDS={g['seconds']}" if g.get("seconds", "20") != "20" else "",
+             f"BENCH_G2G_REPEATS={runs}" if runs != 2 else ""]
+    command = " ".join(["BENCH_STREAM_PARTS=whip"] + [k for k in knobs if k] + ["bash bench/stream.sh"])
     section = f"""<!-- stream-whip-begin -->
 ## The `stream` handler over WebRTC (WHIP): glass-to-glass latency
 
-Taken with `BENCH_STREAM_PARTS=whip bash bench/stream.sh` on this machine (2 cores, no GPU){load}:
+Taken with `{command}` on this machine (2 cores, no GPU){load}:
 the same private Xvfb at {g.get("size", "?")}, 30 fps, PipeWire tones and flashes as the SRT figures above; release
 binaries; the `stream` handler at its defaults (for WHIP: H.264 constrained baseline, Opus). The receiver is
 the tests' WHIP endpoint, `Tests/fixtures/whip_endpoint.py` on this machine (ICE over its own address, so
@@ -290,12 +308,25 @@ SRT with `latency={ms} ms` to ffmpeg's SRT listener as above. {runs} runs of {g.
 | latency p99 | {percentile(lat["whip"], 0.99):.0f} ms (goal ≤ 250 ms) | {percentile(lat["ours"], 0.99):.0f} ms |
 | median of each run | {per_run["whip"]} ms | {per_run["ours"]} ms |
 | flashes measured (missed) | {len(lat["whip"])} ({missed["whip"]}) | {len(lat["ours"])} ({missed["ours"]}) |
-| handler CPU, median (each run) | {med(cpu["whip"]):.0f} % ({each_cpu["whip"]}) | {med(cpu["ours"]):.0f} % ({each_cpu["ours"]}) |
+| handler CPU, whole broadcast, median (each run) | {med(cpu["whip"]):.1f} % ({each(cpu["whip"])}) | {med(cpu["ours"]):.1f} % ({each(cpu["ours"])}) |
+| handler CPU in its first {settle} s, median (each run) | {med(first["whip"]):.2f} s ({each(first["whip"], "%.2f")}) | {med(first["ours"]):.2f} s ({each(first["ours"], "%.2f")}) |
+| handler CPU from {settle} s to its end, median (each run) | {med(live["whip"]):.1f} % ({each(live["whip"])}) | {med(live["ours"]):.1f} % ({each(live["ours"])}) |
 
 WebRTC has no fixed latency window: a packet is sent as it is encoded and decoded as it arrives, so what is left is
 up to a frame interval until the next capture, the grab, the encode, the hop to the handler and the receiver's
-decode. The handler's CPU (of one core, over each whole broadcast, connecting included) is {ratio:.2f}× the SRT
-handler's (goal ≤ 1.1×): the same encode, then webrtcbin's RTP packetizing, SRTP and libnice beside libsrt.
+decode. The handler's CPU is utime+stime from /proc (of one core; its encoder threads included), polled every 0.1 s:
+over each whole broadcast, connecting included, it is {ratio(cpu):.2f}× the SRT handler's (goal ≤ 1.1×);
+from {settle} s after the handler started (connected and sending) to its end, finishing included, {ratio(live):.2f}×.
+In its first seconds WebRTC costs more: beside the same encoder's start, GStreamer 1.22's DTLS elements make their
+certificate, an RSA 2048 key generated once per handler process (0.1–0.7 s of CPU on this machine, at random: it is a
+search for primes; GStreamer 1.28 makes an ECDSA P-256 one instead, and 1.22 lets no one choose), then ICE and DTLS
+connect: {extra:.2f} s of CPU more than SRT's first {settle} s (medians), which is {100 * extra / 20:.1f} % of a core
+over a 20 s broadcast, {100 * extra / float(g.get("seconds", "nan")):.1f} % over these runs, and fades away over a
+broadcast of minutes. Once live, WebRTC costs the handler webrtcbin's RTP packetizing, RTCP, SRTP and libnice's sends
+in GStreamer's own streaming threads (1–2 % of a core in per-thread figures of such runs), where SRT costs the MPEG-TS
+muxing and libsrt's threads (under 1 %). The encode is most of either: the same x264 at 4.5 Mbit/s, constrained
+baseline for WHIP, x264's own choice (High) for SRT, which on this content cost the same within the spread of runs.
+Each figure moves by about ±10 % from run to run on a machine shared with other work.
 <!-- stream-whip-end -->
 """
     write_section(doc, "<!-- stream-whip-begin -->", "<!-- stream-whip-end -->", section)
@@ -315,7 +346,7 @@ if __name__ == "__main__":
     elif cmd == "livestart":
         livestart(sys.argv[2], sys.argv[3])
     elif cmd == "watch":
-        watch(sys.argv[2], sys.argv[3])
+        watch(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else None)
     elif cmd == "latencies":
         frames = json.load(open(sys.argv[2]))["frames"]
         print(",".join("%.1f" % x for x in latencies(frames, float(sys.argv[3]), 30)))

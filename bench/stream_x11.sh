@@ -3,6 +3,7 @@
 G2G_T="${BENCH_G2G_SECONDS:-20}"
 SIM_T="${BENCH_SIMULCAST_SECONDS:-15}"
 G2G_REPEATS="${BENCH_G2G_REPEATS:-2}"
+SETTLE="${BENCH_WHIP_SETTLE:-4}"   # s from the handler's start: its CPU after this is the connected (live) part
 SIZE="${BENCH_G2G_SIZE:-1280x720}"
 LAT="${BENCH_SRT_LATENCY_US:-120000}"
 RESULTS_X="$WORK/results-x11.tsv"; : >"$RESULTS_X"
@@ -50,7 +51,7 @@ g2g() {
         start_broadcastd "g2g-$rep"
         # The handler's CPU, for the WHIP comparison (the SRT one against ffmpeg runs without a watcher).
         if [[ $part == whip ]]; then
-            spawn "$PY" "$TOOLS" watch "$BD" "$WORK/g2g-watch-$tool-$rep.json"; watcher=$LAST
+            spawn "$PY" "$TOOLS" watch "$BD" "$WORK/g2g-watch-$tool-$rep.json" "$SETTLE"; watcher=$LAST
         fi
         local audio=() url="srt://127.0.0.1:$port?latency=$LAT"
         [[ $tool == ours-noaudio ]] && audio=(--set audio=none)
@@ -73,18 +74,23 @@ g2g() {
     else
         reap "$receiver" || true
     fi
-    local handler=
+    local handler= settled=- live=-
     if [[ $tool != ffmpeg ]]; then stop_broadcastd; fi
     if [[ -n $watcher ]]; then
         kill -TERM "$watcher" 2>/dev/null || true; reap "$watcher" || true
-        handler=$(seconds_of "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("ticks", 0))' \
-            "$WORK/g2g-watch-$tool-$rep.json")")
+        # The whole broadcast's CPU; that of its first $SETTLE s; and after them, as a share of one core.
+        read -r handler settled live < <("$PY" -c 'import json, sys
+w, hz = json.load(open(sys.argv[1])), float(sys.argv[2])
+t, s = w.get("ticks", 0), w.get("settled_ticks")
+print(t / hz, "-" if s is None else s / hz, "-" if s is None else 100 * (t - s) / hz / (w["at"] - w["settled_at"]))' \
+            "$WORK/g2g-watch-$tool-$rep.json" "$HZ")
     fi
     local lat missed decoded
     [[ -n ${BENCH_DEBUG_DIR:-} ]] && cp "$frames" "$flashes" "$BENCH_DEBUG_DIR/"
     read -r lat missed decoded < <("$PY" "$TOOLS" g2g "$frames" "$flashes")
     echo "part=$part tool=$tool rep=$rep seconds=$G2G_T sim_seconds=$SIM_T size=$SIZE latency_us=$LAT" \
-        "latencies=$lat missed=$missed frames=$decoded handler_cpu_s=${handler:--}" >>"$RESULTS_X"
+        "latencies=$lat missed=$missed frames=$decoded handler_cpu_s=${handler:--} settle_s=$SETTLE" \
+        "handler_settle_cpu_s=$settled handler_live_cpu_pct=$live" >>"$RESULTS_X"
     log "g2g $tool $rep: $lat ms ($missed missed; $decoded frames decoded; handler ${handler:--} s CPU)"
 }
 
