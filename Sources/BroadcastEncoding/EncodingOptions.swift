@@ -38,9 +38,9 @@ package struct EncodingOptions: Equatable {
     package var opusComplexity = 10
     /// The camera in a corner of the picture (`camera=on`) or a track of its own (`camera=track`); nil: off.
     package var camera: CameraSetting?
-    /// `encode=shared` (revision 2.9): share the encoder broadcastd runs for the handlers asking for this encoding,
-    /// instead of encoding here (`own`, the default for now).
-    package var shared = false
+    /// `encode=shared` (revision 2.9, the default): share the encoder broadcastd runs for the handlers asking for this
+    /// encoding, instead of encoding here (`own`); the handler encodes by itself when broadcastd offers none.
+    package var shared = true
 
     package init() {}
 
@@ -140,8 +140,8 @@ package struct EncodingOptions: Equatable {
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
         camera = try CameraLayout.taking(&fields)
         switch take("encode") {
-        case nil, "own": shared = false
-        case "shared": shared = true
+        case "own": shared = false
+        case nil, "shared": shared = true
         case let other?: throw SetupFieldError("encode '\(other)': own (encode here) or shared (broadcastd's encoder)")
         }
     }

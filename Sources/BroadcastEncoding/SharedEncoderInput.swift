@@ -1,5 +1,6 @@
 import BroadcastCore
 import BroadcastProtocol
+import BroadcastTimeline
 
 /// One handler's side of an encoder shared by several: it takes what the encoder tells (`SharedEncoderEvent`), copies
 /// the packets out of the packet ring and writes them to its own `EncodedOutput` (a file, a replay buffer, a stream)
@@ -30,6 +31,21 @@ package final class SharedEncoderInput {
     package private(set) var keyframesAsked = 0
     package private(set) var packetsWritten = 0
     package private(set) var videoFramesWritten = 0
+    /// Video packets written that the encoder encoded (not copies of an earlier keyframe).
+    package private(set) var encodedFrames = 0
+    /// Frames that repeated the picture before, not encoded (PICTURE_UNCHANGED while it writes).
+    package private(set) var repeatedFrames = 0
+    /// The stretches written, as an encoder of its own counts them (`SegmentClock`): each from the keyframe it
+    /// starts or resumes at to its pause, in file time, with its frames (encoded and repeated).
+    package var segments: [SegmentClock.Segment] { closedSegments + (openSegment.map { [$0] } ?? []) }
+    private var closedSegments: [SegmentClock.Segment] = []
+    private var openSegment: SegmentClock.Segment?
+    /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`).
+    package var audioTrackNames: [String] {
+        streams.filter { $0.description.kind == "audio" && $0.output != nil }.map {
+            AudioTrack.name(titled: $0.description.title)
+        }
+    }
 
     /// Where the file's time is: the end of the picture written so far (ns).
     package var fileTime: Int64 { begun && state != .paused ? pictureEnd : resumeAt }
@@ -73,6 +89,8 @@ package final class SharedEncoderInput {
         case .pictureUnchanged(let time):
             guard state == .running else { return }
             pictureEnd = max(pictureEnd, time - shift + frameInterval)
+            repeatedFrames += 1
+            countFrame()
             try output.pictureUnchanged(through: time - shift)
         case .packet(let header):
             try take(header)
@@ -108,7 +126,10 @@ package final class SharedEncoderInput {
             return
         }
         if case .waitingForKeyframe(let resuming) = state, isVideo {
-            if resuming || !begun { shift = time - resumeAt }
+            if resuming || !begun {
+                shift = time - resumeAt
+                openSegment = SegmentClock.Segment(start: UInt64(resumeAt), end: UInt64(resumeAt), frames: 0)
+            }
             if !begun {
                 try output.begin(videoStream: target, orientation: description.orientation)
                 begun = true
@@ -125,6 +146,10 @@ package final class SharedEncoderInput {
         if isVideo {
             pictureEnd = max(pictureEnd, time - shift + frameInterval)
             videoFramesWritten += 1
+            if !header.flags.contains(.copy) {
+                encodedFrames += 1
+                countFrame()
+            }
         }
         if header.flags.contains(.copy) {
             try output.writeCopy(packet, stream: target)
@@ -154,6 +179,20 @@ package final class SharedEncoderInput {
         }
     }
 
+    /// A frame of the open segment, which ends where the picture does.
+    private func countFrame() {
+        openSegment?.frames += 1
+        openSegment?.end = UInt64(max(0, pictureEnd))
+    }
+
+    /// The open segment ends where the picture does.
+    private func closeSegment() {
+        guard var segment = openSegment else { return }
+        segment.end = UInt64(max(0, resumeAt))
+        closedSegments.append(segment)
+        openSegment = nil
+    }
+
     private func ask() {
         keyframesAsked += 1
         requestKeyframe()
@@ -162,6 +201,7 @@ package final class SharedEncoderInput {
     /// Its broadcast paused: nothing is written until it resumes.
     package func pause() {
         if begun && state != .paused { resumeAt = pictureEnd }
+        closeSegment()
         state = .paused
     }
 
@@ -175,6 +215,7 @@ package final class SharedEncoderInput {
     /// Ends the video stream where the file's time is; returns the file's duration (ns).
     package func finish() throws(MediaError) -> Int64 {
         if begun && state != .paused { resumeAt = pictureEnd }
+        closeSegment()
         if begun, let videoStream, let target = streams[videoStream].output {
             try output.endStream(target, at: TimeBase.nanoseconds.rescale(resumeAt, to: .video))
         }

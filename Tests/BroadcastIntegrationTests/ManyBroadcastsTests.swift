@@ -139,10 +139,15 @@ extension Integration {
             usleep(1_000_000)
             try controller.finish(broadcast: paused)
             #expect(try awaitFinishes(daemon, controller, [paused, whole]).values.allSatisfy { $0 == nil })
-            let wholeVideo = try expectNoOwnDrops(controller, whole)
+            // encode=shared (the default): the frames went to the encoder both share, and the file has what it wrote,
+            // losing none; encoding by itself, the file has every frame delivered.
+            let wholeStatus = try status(controller, whole)
+            let wholeVideo = try expectNoOwnDrops(controller, wholeStatus.encoder ?? whole)
+            let written = wholeStatus.encoder.map { _ in UInt64(number(wholeStatus.result?["encodedFrames"])) }
+            #expect(wholeStatus.encoder == nil || number(wholeStatus.result?["lostPackets"]) == 0)
             let times = try Recording(path: daemon.runtime + "/whole.mp4", scratch: daemon.runtime).frameTimes()
             #expect(
-                UInt64(times.count) == wholeVideo.delivered
+                UInt64(times.count) == written ?? wholeVideo.delivered
                     && missingFrames(Array(times.dropFirst())) <= Int(wholeVideo.late ?? 0),
                 "the other recording has \(times.count) frames and a gap of \(missingFrames(Array(times.dropFirst()))): \(wholeVideo)"
             )
