@@ -106,15 +106,17 @@ package final class SharedEncoderInput {
         let time = timeBase.rescale(header.pts, to: .nanoseconds)
         guard let target else { return }
         let isVideo = Int(header.stream) == videoStream
+        // The sound of the stretch before a pause, whose packets the encoder gives after its last frame's: kept.
+        let beforePause = !isVideo && begun && time - shift < resumeAt
         switch state {
-        case .paused: return
+        case .paused: if !beforePause { return }
         case .waitingForKeyframe(let resuming):
             if isVideo && !header.flags.contains(.keyframe) {
                 if !resuming { lostPackets += 1 }
                 return
             }
             // After a loss, the sound goes on.
-            if !isVideo && (resuming || !begun) { return }
+            if !isVideo && (resuming || !begun) && !beforePause { return }
         case .running: if !isVideo && time - shift < resumeAt { return }
         }
         guard let data = try copy(header) else {
