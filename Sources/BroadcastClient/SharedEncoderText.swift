@@ -24,6 +24,12 @@ public enum SharedEncoderText {
         return finished
     }
 
+    /// The broadcasts `stop --all` finishes: those that run, but for shared encoders, which broadcastd finishes
+    /// after the last broadcast they serve (and refuses to finish when asked).
+    public static func toStop(_ all: [BroadcastStatus]) -> [UInt32] {
+        all.filter { ![.idle, .finished].contains($0.state) && $0.serves == nil }.compactMap(\.broadcast)
+    }
+
     /// What one broadcast's status says of shared encoding: the encoder it shares, or whom it serves.
     public static func line(_ s: BroadcastStatus) -> String? {
         if let encoder = s.encoder { return "encoding: shared, by encoder \(encoder)" }

@@ -20,6 +20,8 @@ package final class SharedEncoderInput {
     private var begun = false
     /// Encoder time minus file time (ns).
     private var shift: Int64 = 0
+    /// The shift before the last resume's (nil before the first stretch).
+    private var shiftBefore: Int64?
     /// The file time at which the next stretch begins: where the last ended.
     private var resumeAt: Int64 = 0
     /// Where the picture written so far ends (file time): the last frame's time and a frame interval.
@@ -39,6 +41,9 @@ package final class SharedEncoderInput {
     /// starts or resumes at to its pause, in file time, with its frames (encoded and repeated).
     package var segments: [SegmentClock.Segment] { closedSegments + (openSegment.map { [$0] } ?? []) }
     private var closedSegments: [SegmentClock.Segment] = []
+    /// Sound that came while it waited for the keyframe it starts or resumes at (the encoder gives the sound of a
+    /// stretch's start before its first frame): written after that keyframe, from its time on; at most 64 packets.
+    private var held: [(header: EncodedPacketHeader, data: PacketBytes)] = []
     private var openSegment: SegmentClock.Segment?
     /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`).
     package var audioTrackNames: [String] {
@@ -102,12 +107,12 @@ package final class SharedEncoderInput {
             throw MediaError("take a shared packet", "a packet of stream \(header.stream), which was not told")
         }
         let (description, target) = streams[Int(header.stream)]
-        let timeBase = TimeBase(description.timeBase[0], description.timeBase[1])
-        let time = timeBase.rescale(header.pts, to: .nanoseconds)
-        guard let target else { return }
+        let time = TimeBase(description.timeBase[0], description.timeBase[1]).rescale(header.pts, to: .nanoseconds)
+        guard target != nil else { return }
         let isVideo = Int(header.stream) == videoStream
         // The sound of the stretch before a pause, whose packets the encoder gives after its last frame's: kept.
         let beforePause = !isVideo && begun && time - shift < resumeAt
+        var holding = false
         switch state {
         case .paused: if !beforePause { return }
         case .waitingForKeyframe(let resuming):
@@ -115,9 +120,15 @@ package final class SharedEncoderInput {
                 if !resuming { lostPackets += 1 }
                 return
             }
-            // After a loss, the sound goes on.
-            if !isVideo && (resuming || !begun) && !beforePause { return }
-        case .running: if !isVideo && time - shift < resumeAt { return }
+            // After a loss, the sound goes on; at a start or a resume, it waits for the keyframe's time.
+            holding = !isVideo && (resuming || !begun) && !beforePause
+        case .running:
+            if !isVideo && time - shift < resumeAt {
+                // Before the stretch: the end of the sound before the pause, given after the keyframe, goes where it
+                // was; what the encoder gave while this handler was paused does not.
+                guard let before = shiftBefore, time - before < resumeAt, let data = try copy(header) else { return }
+                return try write(header, data, shift: before)
+            }
         }
         guard let data = try copy(header) else {
             lostPackets += 1
@@ -127,17 +138,44 @@ package final class SharedEncoderInput {
             }
             return
         }
+        if holding {
+            held.append((header, data))
+            if held.count > 64 { held.removeFirst() }
+            return
+        }
         if case .waitingForKeyframe(let resuming) = state, isVideo {
             if resuming || !begun {
+                shiftBefore = begun ? shift : nil
                 shift = time - resumeAt
                 openSegment = SegmentClock.Segment(start: UInt64(resumeAt), end: UInt64(resumeAt), frames: 0)
             }
-            if !begun {
+            if !begun, let target {
                 try output.begin(videoStream: target, orientation: description.orientation)
                 begun = true
             }
             state = .running
+            try write(header, data)
+            // The sound held for this keyframe, from its time on.
+            let sound = held
+            held = []
+            for (header, data) in sound {
+                let stream = streams[Int(header.stream)].description
+                let time = TimeBase(stream.timeBase[0], stream.timeBase[1]).rescale(header.pts, to: .nanoseconds)
+                if time - shift >= resumeAt { try write(header, data) }
+            }
+            return
         }
+        try write(header, data)
+    }
+
+    /// Writes a packet taken, on the file's time line (`shift`: encoder time minus file time).
+    private func write(_ header: EncodedPacketHeader, _ data: PacketBytes, shift: Int64? = nil) throws(MediaError) {
+        let shift = shift ?? self.shift
+        let (description, output) = streams[Int(header.stream)]
+        guard let target = output else { return }
+        let isVideo = Int(header.stream) == videoStream
+        let timeBase = TimeBase(description.timeBase[0], description.timeBase[1])
+        let time = timeBase.rescale(header.pts, to: .nanoseconds)
         let shiftTicks = TimeBase.nanoseconds.rescale(shift, to: timeBase)
         var packet = EncodedPacket(
             kind: isVideo ? .video : .audio, data: data, pts: header.pts - shiftTicks, dts: header.dts - shiftTicks,
@@ -154,11 +192,11 @@ package final class SharedEncoderInput {
             }
         }
         if header.flags.contains(.copy) {
-            try output.writeCopy(packet, stream: target)
+            try self.output.writeCopy(packet, stream: target)
         } else if header.flags.contains(.lastsUntilNext) {
-            try output.writeHoldingBack(packet, stream: target)
+            try self.output.writeHoldingBack(packet, stream: target)
         } else {
-            try output.write(packet, stream: target)
+            try self.output.write(packet, stream: target)
         }
     }
 
@@ -204,6 +242,7 @@ package final class SharedEncoderInput {
     package func pause() {
         if begun && state != .paused { resumeAt = pictureEnd }
         closeSegment()
+        held = []
         state = .paused
     }
 

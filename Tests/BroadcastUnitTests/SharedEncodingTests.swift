@@ -44,8 +44,12 @@ struct SharedEncodingTests {
         }
 
         /// Frames and audio for `seconds`, calling `each` with the events of each frame as they come; the frames in
-        /// `still` repeat the one before.
-        func run(seconds: Int, still: Range<Int> = 0..<0, each: (Int, [SharedEncoderEvent]) throws -> Void) throws {
+        /// `still` repeat the one before; those in `paused` the encoder does not get (as `SharedEncoderHandler`, it
+        /// pauses, and makes its first frame after a keyframe).
+        func run(
+            seconds: Int, still: Range<Int> = 0..<0, paused: Range<Int> = 0..<0,
+            each: (Int, [SharedEncoderEvent]) throws -> Void
+        ) throws {
             let size = handler.videoFormat.frameByteCount
             var picture = [UInt8](repeating: 0, count: size)
             let frames = seconds * 30
@@ -53,6 +57,15 @@ struct SharedEncodingTests {
             var phase = 0.0
             for index in 0..<frames {
                 let time = 5_000_000_000 + UInt64(index) * SharedEncodingTests.interval
+                if index == paused.lowerBound { _ = encoder.pause() }
+                if index == paused.upperBound { encoder.requestKeyframe() }
+                if paused.contains(index) {
+                    let events = box.events  // what pausing gave
+                    box.events = []
+                    told += events
+                    try each(index, events)
+                    continue
+                }
                 let repeated = still.contains(index)
                 if !repeated {
                     for i in stride(from: 0, to: size, by: 7) { picture[i] = UInt8(truncatingIfNeeded: i + index * 3) }
@@ -229,6 +242,24 @@ struct SharedEncodingTests {
         let audio = try handler.videoPackets(stream: "a").map(\.time)
         let gaps = zip(audio, audio.dropFirst()).map { $1 - $0 }
         #expect(gaps.allSatisfy { $0 < 0.04 }, "audio gaps: \(gaps.filter { $0 >= 0.021 })")
+    }
+
+    /// A handler alone on its encoder, which pauses with it: its sound goes on at the join where it stopped, packet
+    /// after packet (the first of the new stretch, which the encoder gives before its keyframe, was dropped).
+    @Test func aHandlerAloneOnItsEncoderHasNoHoleInItsSoundAtAPause() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        let handler = try Consumer("alone", shared) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 6, paused: 90..<150) { index, events in
+            if index == 90 { handler.input.pause() }
+            if index == 150 { handler.input.resume() }
+            try handler.take(events)
+        }
+        let duration = Double(try handler.finish()) / 1e9
+        let audio = try handler.videoPackets(stream: "a").map(\.time)
+        let gaps = zip(audio, audio.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { abs($0 - 0.02) < 0.001 }, "audio gaps: \(gaps.filter { abs($0 - 0.02) >= 0.001 })")
+        #expect(abs(duration - 4) < 0.05 && handler.input.segments.count == 2, "\(duration) s")
+        #expect(try handler.decodeErrors().isEmpty)
     }
 
     /// A handler that stops reading for a second at 3 s, through a ring that holds about half a second, loses
