@@ -15,6 +15,21 @@ public enum SharedEncoderText {
         }
     }
 
+    /// The broadcasts that finished, when nothing else runs (broadcastd is idle): a shared encoder that serves
+    /// none any more is finishing after its last handler, not running for the user. nil: something runs.
+    public static func finishedWhenIdle(_ all: [BroadcastStatus]) -> [BroadcastStatus]? {
+        let finished = all.filter { $0.state == .finished }
+        let windingDown = all.filter { $0.state != .finished && $0.serves?.isEmpty == true }
+        guard !finished.isEmpty, finished.count + windingDown.count == all.count else { return nil }
+        return finished
+    }
+
+    /// The broadcasts `stop --all` finishes: those that run, but for shared encoders, which broadcastd finishes
+    /// after the last broadcast they serve (and refuses to finish when asked).
+    public static func toStop(_ all: [BroadcastStatus]) -> [UInt32] {
+        all.filter { ![.idle, .finished].contains($0.state) && $0.serves == nil }.compactMap(\.broadcast)
+    }
+
     /// What one broadcast's status says of shared encoding: the encoder it shares, or whom it serves.
     public static func line(_ s: BroadcastStatus) -> String? {
         if let encoder = s.encoder { return "encoding: shared, by encoder \(encoder)" }

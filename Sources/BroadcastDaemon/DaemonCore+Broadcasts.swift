@@ -375,7 +375,8 @@ extension DaemonCore {
         keepEncodedCounters(of: broadcast)
         s = broadcast.status(now: clock.now(), base: s)
         s.capture = source.statistics
-        s.serves = sharedEncoders.encoder(broadcast.id)?.consumerIDs
+        // A shared encoder's status always says whom it serves: none once it is finishing after its last.
+        if broadcast.isSharedEncoder { s.serves = sharedEncoders.encoder(broadcast.id)?.consumerIDs ?? [] }
         if broadcast.isActive, let feed = capture?.cameraFeed {
             s.camera = feed.camera.title
             s.cameraLost = feed.lost

@@ -56,6 +56,13 @@ public final class AudioTrack {
         }
     }
 
+    /// The name a track titled `title` has in a result (`name`): "audioApp", "audioMic" or "app+mic".
+    public static func name(titled title: String?) -> String {
+        let streams: [[SampleType]] = [[.audioApp], [.audioMic], [.audioApp, .audioMic]]
+        let named = streams.first { Self.title(of: $0) == title } ?? [.audioApp]
+        return named.count == 2 ? "app+mic" : named[0].description
+    }
+
     var channels: Int { timeline.channels }
     var sampleRate: Int { timeline.sampleRate }
 

@@ -41,7 +41,8 @@ package struct EncodingOptions: Equatable, Sendable {
     /// The camera in a corner of the picture (`camera=on`) or a track of its own (`camera=track`); nil: off.
     package var camera: CameraSetting?
     /// `encode=shared` (revision 2.9): share the encoder broadcastd runs for the handlers asking for this encoding,
-    /// instead of encoding here (`own`, the default for now).
+    /// instead of encoding here (`own`, the default for now); the handler encodes by itself when broadcastd offers
+    /// none.
     package var shared = false
 
     package init() {}

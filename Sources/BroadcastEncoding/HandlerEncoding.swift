@@ -136,7 +136,9 @@ package final class HandlerEncoding {
         }
     }
 
-    /// The encoding part of the handler's result.
+    /// The encoding part of the handler's result: the same fields either way (a shared encoder's audio figures,
+    /// `missingMs`, `droppedMs` and `maxClockOffsetMs`, are in its own result), and with a shared one which it is
+    /// and what this handler lost of it.
     package func result() -> [String: JSONValue] {
         switch source {
         case .awaiting: ["duration": .number(0)]
@@ -144,12 +146,40 @@ package final class HandlerEncoding {
         case .shared(let id, let input):
             [
                 "duration": .number(Double(input?.fileTime ?? 0) / 1e9),
-                "videoFrames": .number(Double(input?.videoFramesWritten ?? 0)),
+                "segments": RecordingEncoder.describe(input?.segments ?? []),
+                "videoFrames": .number(Double((input?.encodedFrames ?? 0) + (input?.repeatedFrames ?? 0))),
+                "encodedFrames": .number(Double(input?.encodedFrames ?? 0)),
+                "repeatedFramesNotEncoded": .number(Double(input?.repeatedFrames ?? 0)),
+                "audioTracks": .array((input?.audioTrackNames ?? []).map { .object(["name": .string($0)]) }),
+                "videoCodec": .string(options.video.codec.rawValue),
+                "videoEncoder": .string(
+                    (try? VideoEncoderImplementation.best(for: options.video.codec))?.encoderName ?? ""),
                 "sharedEncoder": .number(Double(id)),
                 "lostPackets": .number(Double(input?.lostPackets ?? 0)),
                 "keyframesAsked": .number(Double(input?.keyframesAsked ?? 0)),
-                "videoCodec": .string(options.video.codec.rawValue),
             ]
+        }
+    }
+
+    /// Progress figures for the service info: the segment it writes, and (encoding here) the audio's clock offset.
+    package var progress: [String: JSONValue] {
+        switch source {
+        case .awaiting: [:]
+        case .own(let encoder):
+            [
+                "clockOffsetMs": .number(encoder.clockOffsetMs),
+                "segment": .number(Double(encoder.clock.segments.count + 1)),
+            ]
+        case .shared(_, let input): ["segment": .number(Double(max(1, input?.segments.count ?? 0)))]
+        }
+    }
+
+    /// The segments written so far.
+    package var segmentCount: Int {
+        switch source {
+        case .awaiting: 0
+        case .own(let encoder): encoder.clock.segments.count
+        case .shared(_, let input): input?.segments.count ?? 0
         }
     }
 }

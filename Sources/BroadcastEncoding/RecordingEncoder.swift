@@ -278,14 +278,7 @@ package final class RecordingEncoder {
     package func result() -> [String: JSONValue] {
         var result: [String: JSONValue] = [
             "duration": .number(Double(clock.duration) / 1e9),
-            "segments": .array(
-                clock.segments.map { segment in
-                    .object([
-                        "start": .number(Double(segment.start) / 1e9),
-                        "duration": .number(Double(segment.end - segment.start) / 1e9),
-                        "frames": .number(Double(segment.frames)),
-                    ])
-                }),
+            "segments": Self.describe(clock.segments),
             "videoFrames": .number(Double(frameCount)),
             "encodedFrames": .number(Double(encodedFrames)),
             "repeatedFramesNotEncoded": .number(Double(skippedRepeats)),
@@ -302,6 +295,18 @@ package final class RecordingEncoder {
         // With camera=on or track: the camera frames that came.
         if let frames = corner?.frames ?? cameraTrack?.frames { result["cameraFrames"] = .number(Double(frames)) }
         return result
+    }
+
+    /// Segments as a result lists them: start and duration (s of file time) and frames.
+    package static func describe(_ segments: [SegmentClock.Segment]) -> JSONValue {
+        .array(
+            segments.map { segment in
+                .object([
+                    "start": .number(Double(segment.start) / 1e9),
+                    "duration": .number(Double(segment.end - segment.start) / 1e9),
+                    "frames": .number(Double(segment.frames)),
+                ])
+            })
     }
 
     /// The largest clock offset of the audio inputs, ms, one decimal.

@@ -1,5 +1,6 @@
 import BroadcastCore
 import BroadcastProtocol
+import BroadcastTimeline
 
 /// One handler's side of an encoder shared by several: it takes what the encoder tells (`SharedEncoderEvent`), copies
 /// the packets out of the packet ring and writes them to its own `EncodedOutput` (a file, a replay buffer, a stream)
@@ -19,6 +20,8 @@ package final class SharedEncoderInput {
     private var begun = false
     /// Encoder time minus file time (ns).
     private var shift: Int64 = 0
+    /// The shift before the last resume's (nil before the first stretch).
+    private var shiftBefore: Int64?
     /// The file time at which the next stretch begins: where the last ended.
     private var resumeAt: Int64 = 0
     /// Where the picture written so far ends (file time): the last frame's time and a frame interval.
@@ -30,6 +33,24 @@ package final class SharedEncoderInput {
     package private(set) var keyframesAsked = 0
     package private(set) var packetsWritten = 0
     package private(set) var videoFramesWritten = 0
+    /// Video packets written that the encoder encoded (not copies of an earlier keyframe).
+    package private(set) var encodedFrames = 0
+    /// Frames that repeated the picture before, not encoded (PICTURE_UNCHANGED while it writes).
+    package private(set) var repeatedFrames = 0
+    /// The stretches written, as an encoder of its own counts them (`SegmentClock`): each from the keyframe it
+    /// starts or resumes at to its pause, in file time, with its frames (encoded and repeated).
+    package var segments: [SegmentClock.Segment] { closedSegments + (openSegment.map { [$0] } ?? []) }
+    private var closedSegments: [SegmentClock.Segment] = []
+    /// Sound that came while it waited for the keyframe it starts or resumes at (the encoder gives the sound of a
+    /// stretch's start before its first frame): written after that keyframe, from its time on; at most 64 packets.
+    private var held: [(header: EncodedPacketHeader, data: PacketBytes)] = []
+    private var openSegment: SegmentClock.Segment?
+    /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`).
+    package var audioTrackNames: [String] {
+        streams.filter { $0.description.kind == "audio" && $0.output != nil }.map {
+            AudioTrack.name(titled: $0.description.title)
+        }
+    }
 
     /// Where the file's time is: the end of the picture written so far (ns).
     package var fileTime: Int64 { begun && state != .paused ? pictureEnd : resumeAt }
@@ -73,6 +94,8 @@ package final class SharedEncoderInput {
         case .pictureUnchanged(let time):
             guard state == .running else { return }
             pictureEnd = max(pictureEnd, time - shift + frameInterval)
+            repeatedFrames += 1
+            countFrame()
             try output.pictureUnchanged(through: time - shift)
         case .packet(let header):
             try take(header)
@@ -84,20 +107,28 @@ package final class SharedEncoderInput {
             throw MediaError("take a shared packet", "a packet of stream \(header.stream), which was not told")
         }
         let (description, target) = streams[Int(header.stream)]
-        let timeBase = TimeBase(description.timeBase[0], description.timeBase[1])
-        let time = timeBase.rescale(header.pts, to: .nanoseconds)
-        guard let target else { return }
+        let time = TimeBase(description.timeBase[0], description.timeBase[1]).rescale(header.pts, to: .nanoseconds)
+        guard target != nil else { return }
         let isVideo = Int(header.stream) == videoStream
+        // The sound of the stretch before a pause, whose packets the encoder gives after its last frame's: kept.
+        let beforePause = !isVideo && begun && time - shift < resumeAt
+        var holding = false
         switch state {
-        case .paused: return
+        case .paused: if !beforePause { return }
         case .waitingForKeyframe(let resuming):
             if isVideo && !header.flags.contains(.keyframe) {
                 if !resuming { lostPackets += 1 }
                 return
             }
-            // After a loss, the sound goes on.
-            if !isVideo && (resuming || !begun) { return }
-        case .running: if !isVideo && time - shift < resumeAt { return }
+            // After a loss, the sound goes on; at a start or a resume, it waits for the keyframe's time.
+            holding = !isVideo && (resuming || !begun) && !beforePause
+        case .running:
+            if !isVideo && time - shift < resumeAt {
+                // Before the stretch: the end of the sound before the pause, given after the keyframe, goes where it
+                // was; what the encoder gave while this handler was paused does not.
+                guard let before = shiftBefore, time - before < resumeAt, let data = try copy(header) else { return }
+                return try write(header, data, shift: before)
+            }
         }
         guard let data = try copy(header) else {
             lostPackets += 1
@@ -107,14 +138,44 @@ package final class SharedEncoderInput {
             }
             return
         }
+        if holding {
+            held.append((header, data))
+            if held.count > 64 { held.removeFirst() }
+            return
+        }
         if case .waitingForKeyframe(let resuming) = state, isVideo {
-            if resuming || !begun { shift = time - resumeAt }
-            if !begun {
+            if resuming || !begun {
+                shiftBefore = begun ? shift : nil
+                shift = time - resumeAt
+                openSegment = SegmentClock.Segment(start: UInt64(resumeAt), end: UInt64(resumeAt), frames: 0)
+            }
+            if !begun, let target {
                 try output.begin(videoStream: target, orientation: description.orientation)
                 begun = true
             }
             state = .running
+            try write(header, data)
+            // The sound held for this keyframe, from its time on.
+            let sound = held
+            held = []
+            for (header, data) in sound {
+                let stream = streams[Int(header.stream)].description
+                let time = TimeBase(stream.timeBase[0], stream.timeBase[1]).rescale(header.pts, to: .nanoseconds)
+                if time - shift >= resumeAt { try write(header, data) }
+            }
+            return
         }
+        try write(header, data)
+    }
+
+    /// Writes a packet taken, on the file's time line (`shift`: encoder time minus file time).
+    private func write(_ header: EncodedPacketHeader, _ data: PacketBytes, shift: Int64? = nil) throws(MediaError) {
+        let shift = shift ?? self.shift
+        let (description, output) = streams[Int(header.stream)]
+        guard let target = output else { return }
+        let isVideo = Int(header.stream) == videoStream
+        let timeBase = TimeBase(description.timeBase[0], description.timeBase[1])
+        let time = timeBase.rescale(header.pts, to: .nanoseconds)
         let shiftTicks = TimeBase.nanoseconds.rescale(shift, to: timeBase)
         var packet = EncodedPacket(
             kind: isVideo ? .video : .audio, data: data, pts: header.pts - shiftTicks, dts: header.dts - shiftTicks,
@@ -125,13 +186,17 @@ package final class SharedEncoderInput {
         if isVideo {
             pictureEnd = max(pictureEnd, time - shift + frameInterval)
             videoFramesWritten += 1
+            if !header.flags.contains(.copy) {
+                encodedFrames += 1
+                countFrame()
+            }
         }
         if header.flags.contains(.copy) {
-            try output.writeCopy(packet, stream: target)
+            try self.output.writeCopy(packet, stream: target)
         } else if header.flags.contains(.lastsUntilNext) {
-            try output.writeHoldingBack(packet, stream: target)
+            try self.output.writeHoldingBack(packet, stream: target)
         } else {
-            try output.write(packet, stream: target)
+            try self.output.write(packet, stream: target)
         }
     }
 
@@ -154,6 +219,20 @@ package final class SharedEncoderInput {
         }
     }
 
+    /// A frame of the open segment, which ends where the picture does.
+    private func countFrame() {
+        openSegment?.frames += 1
+        openSegment?.end = UInt64(max(0, pictureEnd))
+    }
+
+    /// The open segment ends where the picture does.
+    private func closeSegment() {
+        guard var segment = openSegment else { return }
+        segment.end = UInt64(max(0, resumeAt))
+        closedSegments.append(segment)
+        openSegment = nil
+    }
+
     /// Asks the encoder for a keyframe (counted): for a join, a resume, a loss, or (the stream) a destination that
     /// dropped GOPs.
     package func ask() {
@@ -164,6 +243,8 @@ package final class SharedEncoderInput {
     /// Its broadcast paused: nothing is written until it resumes.
     package func pause() {
         if begun && state != .paused { resumeAt = pictureEnd }
+        closeSegment()
+        held = []
         state = .paused
     }
 
@@ -177,6 +258,7 @@ package final class SharedEncoderInput {
     /// Ends the video stream where the file's time is; returns the file's duration (ns).
     package func finish() throws(MediaError) -> Int64 {
         if begun && state != .paused { resumeAt = pictureEnd }
+        closeSegment()
         if begun, let videoStream, let target = streams[videoStream].output {
             try output.endStream(target, at: TimeBase.nanoseconds.rescale(resumeAt, to: .video))
         }

@@ -94,8 +94,8 @@ public final class RecordHandler: EncodingSampleHandler {
         }
         setBroadcastResult(result)
         if let options, let encoding {
-            let segments = encoding.own.map { " in \($0.clock.segments.count) segment(s)" } ?? ""
-            logger.info("record: \(options.path): \(Double(encoding.fileTime) / 1e9) s\(segments)")
+            let segments = encoding.segmentCount
+            logger.info("record: \(options.path): \(Double(encoding.fileTime) / 1e9) s in \(segments) segment(s)")
         }
         if let options, let upload = options.upload, !discard {
             guard failure == nil, ownsFile else {
@@ -162,10 +162,7 @@ public final class RecordHandler: EncodingSampleHandler {
             "bytes": .number(Double(bytes)),
             "bitRate": .number((Double(bytes - last.bytes) * 8 / 1000 / seconds).rounded()),
         ]
-        if let encoder = encoding?.own {
-            info["clockOffsetMs"] = .number(encoder.clockOffsetMs)
-            info["segment"] = .number(Double(encoder.clock.segments.count + 1))
-        }
+        info.merge(encoding?.progress ?? [:]) { a, _ in a }
         updateServiceInfo(info)
         lastInfo = (time, bytes)
     }

@@ -91,6 +91,12 @@ public final class SharedEncoderHandler: BroadcastSampleHandler {
         _ = encoder?.pause()
     }
 
+    /// One resumed, and asks for a keyframe, which its first frame is: the handler's file goes on from that frame,
+    /// where its time and its sound stood still, not from the next (its sound since lost, a hole at the join).
+    public override func broadcastResumed() {
+        encoder?.requestKeyframe()
+    }
+
     public override func broadcastFinished(error: BroadcastError?, discard: Bool) {
         guard let encoder else { return }
         if failure == nil {

@@ -7,6 +7,10 @@ public struct SegmentClock {
         public var start: UInt64
         public var end: UInt64
         public var frames: Int
+
+        public init(start: UInt64, end: UInt64, frames: Int) {
+            (self.start, self.end, self.frames) = (start, end, frames)
+        }
     }
 
     public private(set) var segments: [Segment] = []

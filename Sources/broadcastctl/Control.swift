@@ -54,8 +54,8 @@ struct Stop: ParsableCommand {
     func run() throws {
         try request.finishing { client in
             guard all else { return [try client.finish(broadcast: request.broadcast)].compactMap { $0 } }
-            let running = (try client.status().broadcasts ?? []).filter { ![.idle, .finished].contains($0.state) }
-            return try running.compactMap(\.broadcast).compactMap { try client.finish(broadcast: $0) }
+            let running = SharedEncoderText.toStop(try client.status().broadcasts ?? [])
+            return try running.compactMap { try client.finish(broadcast: $0) }
         }
     }
 }

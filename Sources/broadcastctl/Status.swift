@@ -83,8 +83,7 @@ struct Status: ParsableCommand {
 
 enum StatusText {
     static func describe(_ s: BroadcastStatus) -> String {
-        let finished = (s.broadcasts ?? []).filter { $0.state == .finished }
-        if !finished.isEmpty && finished.count == s.broadcasts?.count {
+        if let finished = SharedEncoderText.finishedWhenIdle(s.broadcasts ?? []) {
             // Nothing runs: broadcastd is idle, and what finished since the last start is said a line each.
             let lines = finished.map { b in
                 "  "

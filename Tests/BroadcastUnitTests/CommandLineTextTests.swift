@@ -226,4 +226,31 @@ import Testing
                 "encoding: shared, by encoder 3", "encoding: shared, by encoder 3", "shared encoder of: 1, 2", nil,
             ])
     }
+
+    /// `encode=shared` is the default (#35): right after the last recording finished, its encoder is still finishing,
+    /// serving none; broadcastd is idle all the same (status listed the encoder as a running broadcast).
+    @Test func anEncoderFinishingAfterItsLastHandlerLeavesBroadcastdIdle() {
+        func status(_ id: UInt32, _ state: BroadcastPhase, serves: [UInt32]? = nil) -> BroadcastStatus {
+            var s = BroadcastStatus(state: state, source: "synthetic")
+            (s.broadcast, s.serves) = (id, serves)
+            return s
+        }
+        let recorded = status(1, .finished)
+        #expect(SharedEncoderText.finishedWhenIdle([recorded, status(2, .finishing, serves: [])])?.count == 1)
+        #expect(SharedEncoderText.finishedWhenIdle([recorded, status(2, .finished, serves: [])])?.count == 2)
+        #expect(SharedEncoderText.finishedWhenIdle([recorded, status(2, .live, serves: [3]), status(3, .live)]) == nil)
+        #expect(SharedEncoderText.finishedWhenIdle([status(2, .finishing, serves: [])]) == nil)
+    }
+
+    /// `stop --all` finishes the broadcasts that run but not their shared encoder, which broadcastd refuses to
+    /// finish (it failed with record's encoder, encode=shared being the default).
+    @Test func stopAllLeavesSharedEncodersToBroadcastd() {
+        func status(_ id: UInt32, _ state: BroadcastPhase, serves: [UInt32]? = nil) -> BroadcastStatus {
+            var s = BroadcastStatus(state: state, source: "synthetic")
+            (s.broadcast, s.serves) = (id, serves)
+            return s
+        }
+        let all = [status(1, .live), status(2, .live, serves: [1, 3]), status(3, .paused), status(4, .finished)]
+        #expect(SharedEncoderText.toStop(all) == [1, 3])
+    }
 }

@@ -184,6 +184,10 @@ import Testing
         try h.advance(by: Self.second / 2, releasing: [encoder])
         #expect(phase(encoderID) == .finishing && phase(first) == .finishing)
         #expect(try h.drain(encoder.peer).last?.opcode == .broadcastFinished)
+        // Finishing, it serves none, and its status says so (it said nothing, and `broadcastctl status` counted it as
+        // a broadcast that runs).
+        let finishing = try #require(try h.status(controller).broadcasts?.first { $0.broadcast == encoderID })
+        #expect(finishing.serves == [], "\(String(describing: finishing.serves))")
 
         // A new encoder whose process dies takes the broadcasts it serves with it.
         let (third, c) = try h.startBroadcast(from: controller)

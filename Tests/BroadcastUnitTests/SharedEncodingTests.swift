@@ -43,8 +43,13 @@ struct SharedEncodingTests {
             self.box = box
         }
 
-        /// Frames and audio for `seconds`, calling `each` with the events of each frame as they come.
-        func run(seconds: Int, each: (Int, [SharedEncoderEvent]) throws -> Void) throws {
+        /// Frames and audio for `seconds`, calling `each` with the events of each frame as they come; the frames in
+        /// `still` repeat the one before; those in `paused` the encoder does not get (as `SharedEncoderHandler`, it
+        /// pauses, and makes its first frame after a keyframe).
+        func run(
+            seconds: Int, still: Range<Int> = 0..<0, paused: Range<Int> = 0..<0,
+            each: (Int, [SharedEncoderEvent]) throws -> Void
+        ) throws {
             let size = handler.videoFormat.frameByteCount
             var picture = [UInt8](repeating: 0, count: size)
             let frames = seconds * 30
@@ -52,14 +57,27 @@ struct SharedEncodingTests {
             var phase = 0.0
             for index in 0..<frames {
                 let time = 5_000_000_000 + UInt64(index) * SharedEncodingTests.interval
-                for i in stride(from: 0, to: size, by: 7) { picture[i] = UInt8(truncatingIfNeeded: i + index * 3) }
+                if index == paused.lowerBound { _ = encoder.pause() }
+                if index == paused.upperBound { encoder.requestKeyframe() }
+                if paused.contains(index) {
+                    let events = box.events  // what pausing gave
+                    box.events = []
+                    told += events
+                    try each(index, events)
+                    continue
+                }
+                let repeated = still.contains(index)
+                if !repeated {
+                    for i in stride(from: 0, to: size, by: 7) { picture[i] = UInt8(truncatingIfNeeded: i + index * 3) }
+                }
                 try picture.withUnsafeBytes { data in
                     let timing = SampleTiming(
                         presentationTime: time, duration: SharedEncodingTests.interval, sequence: UInt64(index),
                         discontinuity: false)
-                    let sample = SampleBuffer(
+                    var sample = SampleBuffer(
                         type: .video, timing: timing, data: data, videoFormat: handler.videoFormat,
                         orientation: nil, audioFormat: nil, frameCount: 0)
+                    sample.isRepeat = repeated
                     _ = try encoder.addVideo(sample)
                 }
                 var pcm = [Float](repeating: 0, count: audioChunk * 2)
@@ -115,13 +133,14 @@ struct SharedEncodingTests {
 
         deinit { try? FileManager.default.removeItem(atPath: path) }
 
-        /// The video packets' times (s) and whether each is a keyframe, as ffprobe reads them.
-        func videoPackets() throws -> [(time: Double, key: Bool)] {
+        /// The video packets' (or `stream` a: the audio's) times (s) and whether each is a keyframe, as ffprobe reads
+        /// them.
+        func videoPackets(stream: String = "v") throws -> [(time: Double, key: Bool)] {
             let text = String(
                 decoding: try StillScreenTests.StillScreen.run(
                     "ffprobe",
                     [
-                        "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags", "-of",
+                        "-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time,flags", "-of",
                         "csv=p=0", path,
                     ]
                 ).output, as: UTF8.self)
@@ -196,6 +215,55 @@ struct SharedEncodingTests {
             let errors = try consumer.decodeErrors()
             #expect(errors.isEmpty, "\(errors)")
         }
+    }
+
+    /// A shared handler's result counts what an encoder of its own counts (#35: `encode=shared` is the default):
+    /// over 10 s paused from 3 s to 5 s, with the screen still from 6 s to 7 s, it wrote two segments (0-3 s and
+    /// 3-8 s of file time) whose frames are its encoded frames and its repeats not encoded, and names its audio track
+    /// as an encoder of its own does.
+    @Test func aSharedHandlerCountsSegmentsFramesAndTracks() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        let handler = try Consumer("counted", shared) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 10, still: 180..<210) { index, events in
+            if index == 90 { handler.input.pause() }
+            if index == 150 { handler.input.resume() }
+            try handler.take(events)
+        }
+        let duration = try handler.finish()
+        let input = handler.input
+        let segments = input.segments.map { (Double($0.start) / 1e9, Double($0.end - $0.start) / 1e9, $0.frames) }
+        #expect(segments.count == 2, "\(segments)")
+        #expect(segments.first.map { $0.0 == 0 && abs($0.1 - 3) < 0.05 } == true, "\(segments)")
+        #expect(segments.last.map { abs($0.0 - 3) < 0.05 && abs($0.1 - 5) < 0.1 } == true, "\(segments)")
+        #expect(abs(Double(duration) / 1e9 - segments.reduce(0) { $0 + $1.1 }) < 0.001)
+        #expect(input.segments.reduce(0) { $0 + $1.frames } == input.encodedFrames + input.repeatedFrames)
+        #expect(input.repeatedFrames >= 25 && input.repeatedFrames <= 30, "\(input.repeatedFrames) of 30 still frames")
+        #expect(input.encodedFrames + input.repeatedFrames > 230, "\(input.encodedFrames) + \(input.repeatedFrames)")
+        #expect(input.audioTrackNames == ["audioMic"], "as RecordingEncoder names it: \(shared.encoder.tracks[0].name)")
+        #expect(shared.encoder.tracks.map(\.name) == input.audioTrackNames)
+        // The sound up to the pause is all there, though the encoder's last packets of it came after the pause (they
+        // were lost, a gap of 47 ms): at the join, the next 20 ms packet starts less than two packets after the last.
+        let audio = try handler.videoPackets(stream: "a").map(\.time)
+        let gaps = zip(audio, audio.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { $0 < 0.04 }, "audio gaps: \(gaps.filter { $0 >= 0.021 })")
+    }
+
+    /// A handler alone on its encoder, which pauses with it: its sound goes on at the join where it stopped, packet
+    /// after packet (the first of the new stretch, which the encoder gives before its keyframe, was dropped).
+    @Test func aHandlerAloneOnItsEncoderHasNoHoleInItsSoundAtAPause() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        let handler = try Consumer("alone", shared) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 6, paused: 90..<150) { index, events in
+            if index == 90 { handler.input.pause() }
+            if index == 150 { handler.input.resume() }
+            try handler.take(events)
+        }
+        let duration = Double(try handler.finish()) / 1e9
+        let audio = try handler.videoPackets(stream: "a").map(\.time)
+        let gaps = zip(audio, audio.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { abs($0 - 0.02) < 0.001 }, "audio gaps: \(gaps.filter { abs($0 - 0.02) >= 0.001 })")
+        #expect(abs(duration - 4) < 0.05 && handler.input.segments.count == 2, "\(duration) s")
+        #expect(try handler.decodeErrors().isEmpty)
     }
 
     /// A handler that stops reading for a second at 3 s, through a ring that holds about half a second, loses
