@@ -107,7 +107,7 @@ package final class SharedEncoderInput {
             throw MediaError("take a shared packet", "a packet of stream \(header.stream), which was not told")
         }
         let (description, target) = streams[Int(header.stream)]
-        let time = TimeBase(description.timeBase[0], description.timeBase[1]).rescale(header.pts, to: .nanoseconds)
+        let time = self.time(of: header)
         guard target != nil else { return }
         let isVideo = Int(header.stream) == videoStream
         // The sound of the stretch before a pause, whose packets the encoder gives after its last frame's: kept.
@@ -158,11 +158,7 @@ package final class SharedEncoderInput {
             // The sound held for this keyframe, from its time on.
             let sound = held
             held = []
-            for (header, data) in sound {
-                let stream = streams[Int(header.stream)].description
-                let time = TimeBase(stream.timeBase[0], stream.timeBase[1]).rescale(header.pts, to: .nanoseconds)
-                if time - shift >= resumeAt { try write(header, data) }
-            }
+            for (header, data) in sound where self.time(of: header) - shift >= resumeAt { try write(header, data) }
             return
         }
         try write(header, data)
@@ -175,7 +171,7 @@ package final class SharedEncoderInput {
         guard let target = output else { return }
         let isVideo = Int(header.stream) == videoStream
         let timeBase = TimeBase(description.timeBase[0], description.timeBase[1])
-        let time = timeBase.rescale(header.pts, to: .nanoseconds)
+        let time = self.time(of: header)
         let shiftTicks = TimeBase.nanoseconds.rescale(shift, to: timeBase)
         var packet = EncodedPacket(
             kind: isVideo ? .video : .audio, data: data, pts: header.pts - shiftTicks, dts: header.dts - shiftTicks,
@@ -217,6 +213,12 @@ package final class SharedEncoderInput {
                 "take a shared packet",
                 "\(header.length) bytes at \(header.offset) are outside the \(ring.size)-byte ring")
         }
+    }
+
+    /// A packet's time (encoder time, ns).
+    private func time(of header: EncodedPacketHeader) -> Int64 {
+        let timeBase = streams[Int(header.stream)].description.timeBase
+        return TimeBase(timeBase[0], timeBase[1]).rescale(header.pts, to: .nanoseconds)
     }
 
     /// A frame of the open segment, which ends where the picture does.
