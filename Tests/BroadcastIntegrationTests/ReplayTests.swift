@@ -125,7 +125,8 @@ extension Integration {
             let video = status?.streams?["video"]
             // The saves cost no frame: none dropped for the handler being behind, unless the machine stalled (the
             // loop was late too, as on a busy CI host), and then no more than the loop itself lost.
-            let late = video?.late ?? 0, behind = (video?.dropped ?? .max) - late
+            let late = video?.late ?? 0
+            let behind = (video?.dropped ?? .max) - late
             #expect(behind <= late, "the saves cost no frame: \(String(describing: video))")
             try controller.finish(broadcast: id)
             let finished = try daemon.waitFor(controller, timeout: 30) {

@@ -159,4 +159,27 @@ struct SharedStreamTests {
         #expect(fields == ["160,96,90"], "the last 3 s of 5: \(fields) \(decoded.errors)")
         #expect(decoded.errors.isEmpty, "\(decoded.errors)")
     }
+
+    /// Every video PES of the MPEG-TS we write says its length, so that a receiver's demuxer hands each frame on when
+    /// it has all of it rather than when the next begins (a quiet screen's next frame may be seconds away). libavformat
+    /// leaves the length out by default.
+    @Test func mpegTSVideoPacketsSayTheirLength() throws {
+        let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: ["audio": "mic"])
+        let consumer = try SharedEncodingTests.Consumer("pes", shared, container: .mpegts) {
+            shared.encoder.requestKeyframe()
+        }
+        try shared.run(seconds: 1) { _, events in try consumer.take(events) }
+        _ = try consumer.finish()
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: consumer.path)))
+        var lengths: [Int] = []
+        for start in stride(from: 0, to: bytes.count - 187, by: 188) where bytes[start] == 0x47 {
+            guard bytes[start + 1] & 0x40 != 0 else { continue }  // a PES starts in this packet
+            var payload = start + 4
+            if bytes[start + 3] & 0x20 != 0 { payload += 1 + Int(bytes[start + 4]) }  // past its adaptation field
+            guard payload + 6 <= start + 188, bytes[payload..<payload + 4] == [0, 0, 1, 0xE0] else { continue }
+            lengths.append(Int(bytes[payload + 4]) << 8 | Int(bytes[payload + 5]))
+        }
+        #expect(lengths.count >= 25, "video PES packets: \(lengths.count)")
+        #expect(!lengths.contains(0), "PES_packet_length of each video PES: \(lengths)")
+    }
 }
