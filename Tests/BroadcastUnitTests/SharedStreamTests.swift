@@ -160,14 +160,18 @@ struct SharedStreamTests {
         #expect(decoded.errors.isEmpty, "\(decoded.errors)")
     }
 
-    /// Every video PES of the MPEG-TS we write says its length, so that a receiver's demuxer hands each frame on when
-    /// it has all of it rather than when the next begins (a quiet screen's next frame may be seconds away). libavformat
-    /// leaves the length out by default.
-    @Test func mpegTSVideoPacketsSayTheirLength() throws {
+    /// A stream encoding by itself writes MPEG-TS whose video PES packets say their length, so that a receiver's
+    /// demuxer hands each frame on when it has all of it rather than when the next begins (libavformat leaves the
+    /// length out by default); a shared one keeps the default (`StreamOptions.mpegTSOptions` says why).
+    @Test func mpegTSVideoPacketsSayTheirLengthWhenTheStreamEncodesByItself() throws {
+        #expect(try Self.streamOptions("srt://h:1", [:]).mpegTSOptions.isEmpty)
+        let options = try StreamOptions(url: "srt://h:1", setupInfo: [:]).mpegTSOptions
+        #expect(options == ["omit_video_pes_length": "0"])
         let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: ["audio": "mic"])
         let consumer = try SharedEncodingTests.Consumer("pes", shared, container: .mpegts) {
             shared.encoder.requestKeyframe()
         }
+        consumer.muxer.formatOptions = options
         try shared.run(seconds: 1) { _, events in try consumer.take(events) }
         _ = try consumer.finish()
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: consumer.path)))
