@@ -47,6 +47,12 @@ package final class RecordingEncoder {
     private var keyframeAsked = false
     /// Keyframes made because they were asked for.
     package private(set) var keyframesMadeAsked = 0
+    /// How many repeats after a change are encoded all the same (broadcastd's shared encoder, whose packets may go to
+    /// live receivers: ffmpeg shows a frame of MPEG-TS once two or three more have come, which on a quiet screen may be
+    /// seconds away; a stream encoding by itself gives it every frame).
+    package var repeatsAfterChange = 0
+    /// Repeats encoded since the last change.
+    private var repeatsSinceChange = 0
     private var repeater: KeyframeRepeater
     /// The pts of changed frames given to the video encoder whose packets have not come out yet.
     private var changedPTS: Set<Int64> = []
@@ -162,7 +168,7 @@ package final class RecordingEncoder {
         // A repeated screen whose corner has a new camera picture (or lost it) is a changed picture.
         let repeated = sample.isRepeat && corner?.changes(at: sample.presentationTime, until: cameraUntil) != true
         if repeated, video.keyframes != nil, lastEncoded != nil, !keyframeAsked,
-            !(keyframeDue && keyframesSinceChange < 2)
+            !(keyframeDue && keyframesSinceChange < 2), repeatsSinceChange >= repeatsAfterChange
         {
             skippedRepeats += 1
             if let copy = repeater.unchanged(through: Int64(time)) { try output.writeCopy(copy, stream: videoStream) }
@@ -188,6 +194,7 @@ package final class RecordingEncoder {
         keyframeAsked = false
         encodedFrames += 1
         keyframesSinceChange = (repeated ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
+        repeatsSinceChange = repeated ? repeatsSinceChange + 1 : 0
     }
 
     /// Makes the next frame a keyframe: a handler sharing this encoder joined, resumed, or lost packets.

@@ -165,7 +165,12 @@ public final class Muxer: PacketSink {
             av_dict_set(&options, "frag_duration", "1000000", 0)
         case .matroska:
             av_dict_set(&options, "cluster_time_limit", "1000", 0)
-        case .mpegts, .flv, .hls, .nut:
+        case .mpegts:
+            // Each video PES says its length (when under 64 KiB), so that a receiver's demuxer hands a frame on once
+            // it has all of it, not when the next one begins: a frame later at best, and a quiet screen's frames are
+            // far apart.
+            av_dict_set(&options, "omit_video_pes_length", "0", 0)
+        case .flv, .hls, .nut:
             break
         }
         for (key, value) in formatOptions { av_dict_set(&options, key, value, 0) }

@@ -28,6 +28,7 @@ public final class SharedEncoderHandler: BroadcastSampleHandler {
                 [unowned self] event throws(MediaError) in try self.tell(event)
             }
             encoder = try RecordingEncoder(options, for: self, output: output)
+            encoder!.repeatsAfterChange = Self.repeatsAfterChange
             self.output = output
             self.memory = memory
             let (name, input, tracks) = (encoder!.implementationName, encoder!.inputSize, encoder!.tracks.count)
@@ -37,6 +38,11 @@ public final class SharedEncoderHandler: BroadcastSampleHandler {
             fail("\(error)")
         }
     }
+
+    /// The repeats after a change it encodes: live receivers show a change once three frames have come after it
+    /// (bench/stream.sh: a quiet screen's changes reached ffmpeg 370 ms late, one in three after the next change; with
+    /// these, 207 ms at the median, as a stream encoding by itself).
+    static let repeatsAfterChange = 3
 
     /// Four seconds of the stream at its bit rate (or, at constant quality, at 0.15 bit per pixel), 8 to 64 MiB: the
     /// largest packet is half the ring, and a handler may fall seconds behind before it loses packets.

@@ -348,7 +348,6 @@ final class Sender: PacketSink, @unchecked Sendable {
             // Each packet as it comes: video is not held back until the audio of its time is encoded
             // (audio is placed on its timeline later than frames arrive; MPEG-TS needs no interleaving).
             muxer.interleaved = false
-            muxer.formatOptions = options.mpegTSOptions
             srt = connection
         // A dead peer is noticed within 5 s instead of the system's TCP timeouts.
         case .rtmp, .rtmps: muxer.ioOptions = ["rw_timeout": "5000000"]

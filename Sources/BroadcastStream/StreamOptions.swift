@@ -126,13 +126,6 @@ public struct StreamOptions: Equatable, Sendable {
     /// `encode=shared`: the encoding asked of broadcastd (`sharedEncoding`); nil: the stream encodes on its own.
     package var sharedEncoding: EncodingOptions?
 
-    /// libavformat's MPEG-TS options (SRT). Encoding by itself, each video PES says its length (when under 64 KiB), so
-    /// that a receiver's demuxer hands a frame on once it has all of it, not when the next begins: ffmpeg shows each
-    /// frame 30 ms sooner (bench/stream.sh). Not with `encode=shared`, whose frames come only when the picture changes
-    /// and keyframes by time are copies of earlier ones: a live ffmpeg receiver then showed a keyframe copy with a
-    /// picture from before it, and missed a third of the flashes (decoding the same bytes from a file shows them all).
-    package var mpegTSOptions: [String: String] { sharedEncoding == nil ? ["omit_video_pes_length": "0"] : [:] }
-
     public init(url: String?, setupInfo: [String: String]) throws(StreamError) {
         guard let url, !url.isEmpty else {
             throw StreamError(

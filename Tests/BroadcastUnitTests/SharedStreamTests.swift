@@ -160,18 +160,14 @@ struct SharedStreamTests {
         #expect(decoded.errors.isEmpty, "\(decoded.errors)")
     }
 
-    /// A stream encoding by itself writes MPEG-TS whose video PES packets say their length, so that a receiver's
-    /// demuxer hands each frame on when it has all of it rather than when the next begins (libavformat leaves the
-    /// length out by default); a shared one keeps the default (`StreamOptions.mpegTSOptions` says why).
-    @Test func mpegTSVideoPacketsSayTheirLengthWhenTheStreamEncodesByItself() throws {
-        #expect(try Self.streamOptions("srt://h:1", [:]).mpegTSOptions.isEmpty)
-        let options = try StreamOptions(url: "srt://h:1", setupInfo: [:]).mpegTSOptions
-        #expect(options == ["omit_video_pes_length": "0"])
+    /// Every video PES of the MPEG-TS we write says its length, so that a receiver's demuxer hands each frame on when
+    /// it has all of it rather than when the next begins (a quiet screen's next frame may be seconds away). libavformat
+    /// leaves the length out by default.
+    @Test func mpegTSVideoPacketsSayTheirLength() throws {
         let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: ["audio": "mic"])
         let consumer = try SharedEncodingTests.Consumer("pes", shared, container: .mpegts) {
             shared.encoder.requestKeyframe()
         }
-        consumer.muxer.formatOptions = options
         try shared.run(seconds: 1) { _, events in try consumer.take(events) }
         _ = try consumer.finish()
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: consumer.path)))
@@ -185,5 +181,27 @@ struct SharedStreamTests {
         }
         #expect(lengths.count >= 25, "video PES packets: \(lengths.count)")
         #expect(!lengths.contains(0), "PES_packet_length of each video PES: \(lengths)")
+    }
+
+    /// broadcastd's shared encoder encodes the first three repeats after each change too, so that a live receiver,
+    /// whose MPEG-TS demuxer and parser hand a frame on once more have begun, shows a change within 0.1 s rather than
+    /// after the next changes (seconds away on a quiet screen); the repeats after those are not encoded.
+    @Test(arguments: [0, 3]) func theFirstRepeatsAfterAChangeAreEncodedWhenAsked(_ asked: Int) throws {
+        let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: ["audio": "mic"])
+        shared.encoder.repeatsAfterChange = asked
+        var video: UInt32?
+        var framesWithVideo: [Int] = []
+        try shared.run(seconds: 2, still: 31..<55) { index, events in
+            for event in events {
+                switch event {
+                case .streams(let descriptions): video = descriptions.firstIndex { $0.kind == "video" }.map(UInt32.init)
+                case .packet(let header) where header.stream == video: framesWithVideo.append(index)
+                default: break
+                }
+            }
+        }
+        let still = framesWithVideo.filter { (31..<55).contains($0) }
+        #expect(still == Array(31..<31 + asked), "frames of the still stretch encoded: \(still)")
+        #expect(framesWithVideo.contains(30) && framesWithVideo.contains(55))
     }
 }
