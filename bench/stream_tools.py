@@ -145,19 +145,25 @@ handler gets its frames from broadcastd, whose capture cost is measured in the s
 
 
 def g2g(frames, flashes):
-    """Each flash's latency: the first bright frame decoded after it (and before the next flash). Flashes before the
-    receiver's first frame (it starts on a keyframe, after probing) are not counted."""
+    """Each flash's latency: the first bright frame of the next bright stretch decoded after it, in turn, so that a
+    flash's frames that come late (after the next flash) count for it and not for the next one. A flash with no bright
+    stretch within 2 s is missed. Flashes before the receiver's first frame (it starts on a keyframe, after probing)
+    are not counted."""
     found, missed = [], 0
     start = frames[0][0] if frames else float("inf")
-    for i, t in enumerate(flashes):
+    # When each bright stretch began (a bright frame after a dark one), in arrival order.
+    stretches = [arrival for i, (arrival, luma) in enumerate(frames) if luma > 128 and (i == 0 or frames[i - 1][1] <= 128)]
+    taken = 0
+    for t in flashes:
         if t < start:
             continue
-        until = flashes[i + 1] if i + 1 < len(flashes) else float("inf")
-        seen = next((arrival for arrival, luma in frames if t <= arrival < until and luma > 128), None)
-        if seen is None:
-            missed += 1
+        while taken < len(stretches) and stretches[taken] < t:
+            taken += 1
+        if taken < len(stretches) and stretches[taken] - t <= 2.0:
+            found.append((stretches[taken] - t) * 1000)
+            taken += 1
         else:
-            found.append((seen - t) * 1000)
+            missed += 1
     return found, missed
 
 
