@@ -209,8 +209,9 @@ every 2 s, Opus 128 kbit/s); ffmpeg as `ffmpeg -f x11grab -framerate 30 -i :N -c
 **Glass-to-glass** ({runs} runs of {g.get("seconds", "?")} s each, interleaved): `bench/flasher.py` turns the whole
 X screen white for 0.2 s every 1.0-1.4 s (jittered against the capture clock) and notes CLOCK_MONOTONIC once the X
 server has drawn it (XSync); an ffmpeg SRT listener on loopback decodes with low-delay flags to 64x36 gray frames
-and stamps each on arrival with CLOCK_MONOTONIC; a flash's latency is the first bright frame after it minus the
-flash. Both senders and the receiver use the same SRT latency, `latency={g.get("latency_us", "?")}` µs
+and stamps each on arrival with CLOCK_MONOTONIC; a flash's latency is the start of the next bright stretch decoded
+after it minus the flash, each flash taking the next stretch in turn (so a flash's frames that arrive after the next
+flash count for it; none within 2 s is a miss). Both senders and the receiver use the same SRT latency, `latency={g.get("latency_us", "?")}` µs
 ({int(g.get("latency_us", "0")) // 1000} ms), which is in every figure: libsrt holds each packet until its
 timestamp plus that window.
 
@@ -228,10 +229,11 @@ sides; the rest is up to a frame interval (33 ms) until the next capture, the gr
 (x264 zerolatency: no lookahead, no B-frames, sliced threads), the send, and the receiver's demux and decode to
 64x36. Ours adds a hop (broadcastd → handler through the shared-memory frame pool) and audio; with `encode=shared`
 the frames go to `broadcast-encoder` instead and its packets to the handler through a packet ring, a hop more.
-On this screen, black but for the flashes, a shared encoder encodes only the frames that change (a flash on, its end
-0.2 s later, the keyframes by time), and the receiver's MPEG-TS demuxer hands on a video frame only once the next
-one begins (libavformat writes video PES packets of unbounded length): so a flash's frame can wait for the next
-changed frame, and the shared stream's latencies fall in two groups, about 140-180 ms and 330-365 ms. A stream
+ffmpeg's receiver shows a frame of MPEG-TS once more frames have begun to come (its demuxer ends a video packet at
+the next unless the packet says its length, which ours do; its H.264 parser ends a frame at the next's start). On
+this screen, black but for the flashes, a shared encoder encodes the frames that change (a flash on, its end 0.2 s
+later), the three repeats after each change, and the keyframes by time; before it encoded those repeats, a flash's
+frame waited for the next flash's, about 370 ms. A stream
 encoding by itself sends every frame, 33 ms apart. In short runs before
 this change ours with audio was 290-420 ms (without audio about 240 ms): the MPEG-TS muxer interleaved by time and
 held each video packet until the audio of its moment was encoded, which the audio timeline places later than
