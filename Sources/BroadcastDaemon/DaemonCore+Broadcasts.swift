@@ -360,7 +360,12 @@ extension DaemonCore {
         case .keyframeWanted:
             if let encoder = broadcast.encodedBy { sharedEncoders.encoder(encoder)?.askKeyframe(links: link(of:)) }
         case .shared(let news):
-            try sharedEncoders.encoder(broadcast.id)?.take(news, links: link(of:))
+            guard let encoder = sharedEncoders.encoder(broadcast.id) else { return }
+            try encoder.take(news, links: link(of:))
+            // A broadcast it serves is live from the first keyframe its handler gets, where its file starts.
+            for id in encoder.consumerIDs where encoder.hasStarted(id) {
+                self.broadcast(id)?.encodedStreamBegan(now: now)
+            }
         }
     }
 

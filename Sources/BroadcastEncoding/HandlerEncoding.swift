@@ -161,7 +161,8 @@ package final class HandlerEncoding {
         }
     }
 
-    /// Progress figures for the service info: the segment it writes, and (encoding here) the audio's clock offset.
+    /// Progress figures for the service info: the segment it writes, and (encoding here) the audio's clock offset or
+    /// (sharing an encoder, whose frames broadcastd does not count as this handler's) the frames its file has.
     package var progress: [String: JSONValue] {
         switch source {
         case .awaiting: [:]
@@ -170,7 +171,11 @@ package final class HandlerEncoding {
                 "clockOffsetMs": .number(encoder.clockOffsetMs),
                 "segment": .number(Double(encoder.clock.segments.count + 1)),
             ]
-        case .shared(_, let input): ["segment": .number(Double(max(1, input?.segments.count ?? 0)))]
+        case .shared(_, let input):
+            [
+                "segment": .number(Double(max(1, input?.segments.count ?? 0))),
+                "videoFrames": .number(Double((input?.encodedFrames ?? 0) + (input?.repeatedFrames ?? 0))),
+            ]
         }
     }
 
