@@ -241,7 +241,9 @@ final class LiveCapture {
     func captureAudio(now: UInt64, receivers: [Broadcast]) -> (silenceChanged: Bool, drained: [Broadcast]) {
         let format = source.audioFormat
         for stream in [SampleType.audioApp, .audioMic] {
-            recentAudio[stream, default: []].removeAll { $0.presentationTime + $0.duration + Self.recentAudioSpan < now }
+            recentAudio[stream, default: []].removeAll {
+                $0.presentationTime + $0.duration + Self.recentAudioSpan < now
+            }
             while let chunk = source.nextAudioChunk(stream, now: now) {
                 recentAudio[stream, default: []].append(chunk)
                 for broadcast in receivers {

@@ -244,7 +244,9 @@ import Testing
         let messages = try encoder.peer.received()
         let frame = try #require(encoder.taken.first ?? (try h.videoSamples(encoder)).first)
         #expect(frame.timing.presentationTime == deadline)
-        let audio = try messages.filter { $0.opcode == .audioSample }.map { try AudioSampleHeader(decoding: $0.payload) }
+        let audio = try messages.filter { $0.opcode == .audioSample }.map {
+            try AudioSampleHeader(decoding: $0.payload)
+        }
         for stream in [SampleType.audioApp, .audioMic] {
             let chunks = audio.filter { $0.type == stream }.map(\.timing)
             let first = try #require(chunks.first)
