@@ -18,12 +18,22 @@ public struct StatusLine: Sendable {
 
     public mutating func update(_ info: ServiceInfo) {
         // Over the last interval; the first time, since the start.
-        let previous = self.info?.broadcast == info.broadcast ? self.info : nil
-        let (then, since) = (previous?.streams["video"]?.delivered ?? 0, previous?.elapsed ?? 0)
-        if let now = info.streams["video"]?.delivered, now >= then, info.elapsed > since {
-            framesPerSecond = Double(now - then) / (info.elapsed - since)
+        let previous = self.info?.broadcast == info.broadcast ? self.info.flatMap(Self.frames) : nil
+        let (then, since) = previous ?? (0, 0)
+        if let (frames, time) = Self.frames(info), frames >= then, time > since {
+            framesPerSecond = Double(frames - then) / (time - since)
         }
         self.info = info
+    }
+
+    /// The frames its handler took and when (s): the video delivered to it by the elapsed time, or (revision 2.9, a
+    /// handler taking a shared encoder's packets, which gets no frames) those its file has by its time, as the
+    /// handler reports them together (`videoFrames`, `recorded`).
+    static func frames(_ info: ServiceInfo) -> (count: UInt64, time: Double)? {
+        guard info.streams["encoded"] != nil else { return info.streams["video"].map { ($0.delivered, info.elapsed) } }
+        guard case .number(let frames)? = info.handler?["videoFrames"], frames >= 0 else { return nil }
+        if case .number(let time)? = info.handler?["recorded"] { return (UInt64(frames), time) }
+        return (UInt64(frames), info.elapsed)
     }
 
     /// The most telling figures first, so that a narrow terminal drops only the least: state, broadcast, elapsed,
@@ -42,6 +52,7 @@ public struct StatusLine: Sendable {
         parts.append(Self.clock(info.elapsed))
         var extras = info.handler ?? [:]
         extras["recorded"] = nil  // the elapsed time, as the handler counts it
+        extras["videoFrames"] = nil  // in the frame rate
         if case .number(let bytes)? = extras.removeValue(forKey: "bytes") ?? extras.removeValue(forKey: "bytesSent") {
             parts.append(ResultText.megabytes(bytes))
         }

@@ -109,9 +109,25 @@ final class Broadcast {
     var takesSamples: Bool { encodedBy == nil }
     /// What its shared encoder last counted of the packets it was sent (kept once it no longer serves it).
     private(set) var encodedCounters: StreamCounters?
-    /// Its handler takes `encoder`'s packets from now on, and no more samples.
+    /// Its handler takes `encoder`'s packets from now on, and no more samples. Its live time starts with the first
+    /// keyframe its handler gets (`encodedStreamBegan`), unless it had live time before.
     func share(_ encoder: UInt32) {
         encodedBy = encoder
+        awaitsEncodedStart = elapsedBefore == 0
+        wakes.schedule(.maxDuration(id), at: maxDurationDeadline)
+    }
+    /// Revision 2.9: its handler shares an encoder and has not had its first keyframe, where its file starts: its
+    /// live time starts there. The encoder starts after it went live, and its first picture comes a fraction of a
+    /// second later: counted from READY, a recording of `--duration 3` was 2.9 s long.
+    private(set) var awaitsEncodedStart = false
+    /// The longest its live time waits for that keyframe.
+    static let encodedStartLimit: UInt64 = 5_000_000_000
+
+    /// Its handler got its shared encoder's first keyframe: its live time starts now.
+    func encodedStreamBegan(now: UInt64) {
+        guard awaitsEncodedStart else { return }
+        awaitsEncodedStart = false
+        if case .live = stretch { stretch = .live(since: now) }
     }
     func keepEncodedCounters(_ counters: StreamCounters) {
         encodedCounters = counters
@@ -164,14 +180,16 @@ final class Broadcast {
     }
 
     func elapsed(now: UInt64) -> UInt64 {
-        if case .live(let since) = stretch { return elapsedBefore + now - since }
+        if case .live(let since) = stretch, !awaitsEncodedStart { return elapsedBefore + now - since }
         return elapsedBefore
     }
 
-    /// When its maximum live duration runs out, while it is live.
+    /// When its maximum live duration runs out, while it is live (waiting for its shared encoder's first keyframe, no
+    /// longer than `encodedStartLimit`).
     var maxDurationDeadline: UInt64? {
         guard case .live(let since) = stretch, let max = machine.current?.maxDuration else { return nil }
-        return since + (max > elapsedBefore ? max - elapsedBefore : 0)
+        let start = awaitsEncodedStart ? since + Self.encodedStartLimit : since
+        return start + (max > elapsedBefore ? max - elapsedBefore : 0)
     }
 
     // MARK: - Live stretches
@@ -187,7 +205,7 @@ final class Broadcast {
 
     /// It is no longer live; `drainingAudio`: its handler still gets the audio captured before (`AudioDrain`).
     func endLive(now: UInt64, drainingAudio: Bool = false) {
-        if case .live(let since) = stretch { elapsedBefore += now - since }
+        if case .live(let since) = stretch, !awaitsEncodedStart { elapsedBefore += now - since }
         let end = max(now, ledger.deliveredUntil[.video] ?? 0) + AudioDrain.margin
         stretch = drainingAudio ? .draining(AudioDrain(since: now, until: end)) : .off
     }

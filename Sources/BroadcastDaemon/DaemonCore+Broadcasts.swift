@@ -98,11 +98,15 @@ extension DaemonCore {
     /// `broadcast` went live: it joins the capture, which begins if it is the first.
     private func goLive(_ broadcast: Broadcast, now: UInt64) {
         guard let capture else { return }
-        do { _ = try capture.beginLive(now: now, clock: clock) } catch {
+        let running = capture.live != nil
+        let live: LiveCapture
+        do { live = try capture.beginLive(now: now, clock: clock) } catch {
             transition(broadcast, .fail(BroadcastError(.captureFailed, error.description)))
             return
         }
         broadcast.beginLive(now: now, frameInterval: source.frameInterval)
+        // A shared encoder joining a running capture gets the sound of its first frame's time, taken before.
+        if running && broadcast.isSharedEncoder { live.catchUpAudio(broadcast) }
         if nextServiceInfoAt == nil { nextServiceInfoAt = now + configuration.serviceInfoInterval }
     }
 
@@ -356,7 +360,12 @@ extension DaemonCore {
         case .keyframeWanted:
             if let encoder = broadcast.encodedBy { sharedEncoders.encoder(encoder)?.askKeyframe(links: link(of:)) }
         case .shared(let news):
-            try sharedEncoders.encoder(broadcast.id)?.take(news, links: link(of:))
+            guard let encoder = sharedEncoders.encoder(broadcast.id) else { return }
+            try encoder.take(news, links: link(of:))
+            // A broadcast it serves is live from the first keyframe its handler gets, where its file starts.
+            for id in encoder.consumerIDs where encoder.hasStarted(id) {
+                self.broadcast(id)?.encodedStreamBegan(now: now)
+            }
         }
     }
 

@@ -28,6 +28,11 @@ final class LiveCapture {
     private var lostFrames: UInt64 = 0
     /// The audio streams last published as silent.
     private(set) var silentAudio: Set<SampleType> = []
+    /// Each stream's chunks taken lately (ending at most `recentAudioSpan` ago), for a shared encoder that goes live
+    /// on this running capture (`catchUpAudio`).
+    private var recentAudio: [SampleType: [AudioChunk]] = [:]
+    /// As long as a PipeWire quantum may be (170 ms): a chunk taken before a broadcast went live may reach past it.
+    static let recentAudioSpan: UInt64 = 200_000_000
     /// The session is locked and `--on-lock blank`: the privacy frame goes out instead of the screen.
     private var privacy = false
     /// The privacy frame is the latest in the pool; the next frame of the screen is grabbed whole.
@@ -236,7 +241,11 @@ final class LiveCapture {
     func captureAudio(now: UInt64, receivers: [Broadcast]) -> (silenceChanged: Bool, drained: [Broadcast]) {
         let format = source.audioFormat
         for stream in [SampleType.audioApp, .audioMic] {
+            recentAudio[stream, default: []].removeAll {
+                $0.presentationTime + $0.duration + Self.recentAudioSpan < now
+            }
             while let chunk = source.nextAudioChunk(stream, now: now) {
+                recentAudio[stream, default: []].append(chunk)
                 for broadcast in receivers {
                     if let drain = broadcast.audioDrain, chunk.presentationTime >= drain.until { continue }  // after the pause
                     broadcast.deliver(chunk, stream: stream, format: format)
@@ -259,6 +268,20 @@ final class LiveCapture {
                 broadcast.audioDrain != nil && !drained.contains { $0 === broadcast }
             })
         return (silenceChanged, drained)
+    }
+
+    /// `broadcast` went live on this running capture: it gets the audio taken before that reaches past the deadline of
+    /// its first frame (a late loop stamps that frame with its deadline, before the chunks taken meanwhile end).
+    /// Without them a shared encoder joining a capture lacked the sound of its first frame's time: its handlers'
+    /// files began with up to a PipeWire quantum of silence.
+    func catchUpAudio(_ broadcast: Broadcast) {
+        guard let firstFrame = nextFrameAt else { return }
+        for stream in [SampleType.audioApp, .audioMic] {
+            for chunk in recentAudio[stream] ?? [] where chunk.presentationTime + chunk.duration > firstFrame {
+                broadcast.deliver(chunk, stream: stream, format: source.audioFormat)
+            }
+        }
+        broadcast.flush()
     }
 
     /// The next time audio is due: from the source, or when a broadcast's wait for its audio runs out.

@@ -66,6 +66,8 @@ final class SharedEncoder {
         /// Packets it was sent; packets it lost because its queue was full, and packets dropped for it until a
         /// keyframe (a late joiner's before its first keyframe included).
         var counters = StreamCounters()
+        /// It was sent its first keyframe.
+        var started = false
     }
 
     let id: UInt32
@@ -108,6 +110,11 @@ final class SharedEncoder {
     /// The packets `consumer` was sent and lost (its status's `encoded` stream).
     func counters(of consumer: UInt32) -> StreamCounters? {
         consumers.first { $0.broadcast == consumer }?.counters
+    }
+
+    /// Whether `consumer` was sent its first keyframe.
+    func hasStarted(_ consumer: UInt32) -> Bool {
+        consumers.first { $0.broadcast == consumer }?.started ?? false
     }
 
     // MARK: - What its process says
@@ -182,6 +189,7 @@ final class SharedEncoder {
             if link.queue(message, droppable: true) {
                 unflushed.insert(consumers[index].broadcast)
                 consumers[index].counters.delivered += 1
+                if keyframe { consumers[index].started = true }
             } else {
                 consumers[index].counters.dropped += 1
                 if video {

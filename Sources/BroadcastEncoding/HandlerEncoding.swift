@@ -20,15 +20,19 @@ package final class HandlerEncoding {
     private unowned let handler: BroadcastSampleHandler
     private let output: EncodedOutput
     private var source: Source
+    /// The monotonic clock (ns), for a shared encoder's input.
+    private let now: () -> UInt64
 
     /// Asks for a shared encoder when the options say `encode=shared` and broadcastd offers one for them; encodes
     /// here otherwise.
-    package init(_ options: EncodingOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
-        throws(MediaError)
-    {
+    package init(
+        _ options: EncodingOptions, for handler: BroadcastSampleHandler, output: EncodedOutput,
+        now: @escaping () -> UInt64
+    ) throws(MediaError) {
         self.options = options
         self.handler = handler
         self.output = output
+        self.now = now
         if options.shared, handler.daemonOffers("encoded-samples") == true, let settings = options.sharedSettings {
             source = .awaiting
             handler.requestEncoding(settings)
@@ -85,7 +89,9 @@ package final class HandlerEncoding {
         guard case .shared(let id, let input) = source else { return }
         if let input { return try input.take(event) }
         guard case .streams = event, let ring = handler.packetRing else { return }
-        let made = SharedEncoderInput(output: output, ring: ring) { [unowned handler] in handler.requestKeyframe() }
+        let made = SharedEncoderInput(output: output, ring: ring, now: now) { [unowned handler] in
+            handler.requestKeyframe()
+        }
         source = .shared(id: id, input: made)
         try made.take(event)
     }
@@ -161,7 +167,8 @@ package final class HandlerEncoding {
         }
     }
 
-    /// Progress figures for the service info: the segment it writes, and (encoding here) the audio's clock offset.
+    /// Progress figures for the service info: the segment it writes, and (encoding here) the audio's clock offset or
+    /// (sharing an encoder, whose frames broadcastd does not count as this handler's) the frames its file has.
     package var progress: [String: JSONValue] {
         switch source {
         case .awaiting: [:]
@@ -170,7 +177,11 @@ package final class HandlerEncoding {
                 "clockOffsetMs": .number(encoder.clockOffsetMs),
                 "segment": .number(Double(encoder.clock.segments.count + 1)),
             ]
-        case .shared(_, let input): ["segment": .number(Double(max(1, input?.segments.count ?? 0)))]
+        case .shared(_, let input):
+            [
+                "segment": .number(Double(max(1, input?.segments.count ?? 0))),
+                "videoFrames": .number(Double((input?.encodedFrames ?? 0) + (input?.repeatedFrames ?? 0))),
+            ]
         }
     }
 

@@ -5,7 +5,8 @@ import BroadcastTimeline
 /// One handler's side of an encoder shared by several: it takes what the encoder tells (`SharedEncoderEvent`), copies
 /// the packets out of the packet ring and writes them to its own `EncodedOutput` (a file, a replay buffer, a stream)
 /// on a time line of its own. Its file starts at a keyframe, at time 0; a pause leaves no gap (the handler resumes at
-/// a keyframe, which it asks for); a packet it lost (it fell a whole ring behind) costs it the rest of that GOP,
+/// a keyframe, which it asks for, and the frames the encoder had before it paused too end the stretch before it:
+/// `tail`); a packet it lost (it fell a whole ring behind) costs it the rest of that GOP,
 /// and the time goes on. Audio waits for the first keyframe of each stretch.
 package final class SharedEncoderInput {
     let output: EncodedOutput
@@ -14,6 +15,8 @@ package final class SharedEncoderInput {
     let keeps: (EncodedStreamDescription) -> Bool
     /// Asks the encoder for a keyframe (a join, a resume, a loss).
     let requestKeyframe: () -> Void
+    /// The monotonic clock (ns): when the end of a stretch came.
+    let now: () -> UInt64
     private var streams: [(description: EncodedStreamDescription, output: Int?)] = []
     private var videoStream: Int?
     private var state = State.waitingForKeyframe(resuming: true)
@@ -45,6 +48,16 @@ package final class SharedEncoderInput {
     /// stretch's start before its first frame): written after that keyframe, from its time on; at most 64 packets.
     private var held: [(header: EncodedPacketHeader, data: PacketBytes)] = []
     private var openSegment: SegmentClock.Segment?
+    /// The frames (nil `data`: a still picture through `time`) that came while it was paused and until the keyframe it
+    /// resumes at; at most `tailLimit`, or none (`tailBroken`). When the encoder paused with it (it was alone on it),
+    /// those frames were the encoder's before its pause, still on their way when the pause came: the end of the
+    /// stretch before it (`endStretch`).
+    private var tail: [(header: EncodedPacketHeader?, time: Int64, data: PacketBytes?)] = []
+    private var tailBroken = false
+    /// When the last of them came (`now`).
+    private var tailCame: UInt64 = 0
+    /// More frames than are on their way at a pause: the encoder went on for another handler.
+    static let tailLimit = 8
     /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`).
     package var audioTrackNames: [String] {
         streams.filter { $0.description.kind == "audio" && $0.output != nil }.map {
@@ -65,11 +78,12 @@ package final class SharedEncoderInput {
     package init(
         output: EncodedOutput, ring: PacketRingReader,
         keeps: @escaping (EncodedStreamDescription) -> Bool = { _ in true },
-        requestKeyframe: @escaping () -> Void
+        now: @escaping () -> UInt64, requestKeyframe: @escaping () -> Void
     ) {
         self.output = output
         self.ring = ring
         self.keeps = keeps
+        self.now = now
         self.requestKeyframe = requestKeyframe
     }
 
@@ -92,11 +106,8 @@ package final class SharedEncoderInput {
             }
             ask()
         case .pictureUnchanged(let time):
-            guard state == .running else { return }
-            pictureEnd = max(pictureEnd, time - shift + frameInterval)
-            repeatedFrames += 1
-            countFrame()
-            try output.pictureUnchanged(through: time - shift)
+            if state == .running { return try unchanged(through: time) }
+            if awaitsResume { try addToTail(nil, time: time) }
         case .packet(let header):
             try take(header)
         }
@@ -114,9 +125,13 @@ package final class SharedEncoderInput {
         let beforePause = !isVideo && begun && time - shift < resumeAt
         var holding = false
         switch state {
-        case .paused: if !beforePause { return }
+        case .paused:
+            // The sound after the stretch waits for the keyframe it resumes at (it may be the sound of its tail).
+            if !beforePause && isVideo { return try addToTail(header, time: time) }
+            holding = !beforePause
         case .waitingForKeyframe(let resuming):
             if isVideo && !header.flags.contains(.keyframe) {
+                if awaitsResume { return try addToTail(header, time: time) }
                 if !resuming { lostPackets += 1 }
                 return
             }
@@ -145,6 +160,7 @@ package final class SharedEncoderInput {
         }
         if case .waitingForKeyframe(let resuming) = state, isVideo {
             if resuming || !begun {
+                if begun { try endStretch(before: time) }
                 shiftBefore = begun ? shift : nil
                 shift = time - resumeAt
                 openSegment = SegmentClock.Segment(start: UInt64(resumeAt), end: UInt64(resumeAt), frames: 0)
@@ -162,6 +178,63 @@ package final class SharedEncoderInput {
             return
         }
         try write(header, data)
+    }
+
+    /// Waiting for the keyframe it resumes at.
+    private var awaitsResume: Bool { begun && (state == .paused || state == .waitingForKeyframe(resuming: true)) }
+
+    /// The picture stood still through encoder time `time`: the last frame lasts.
+    private func unchanged(through time: Int64) throws(MediaError) {
+        pictureEnd = max(pictureEnd, time - shift + frameInterval)
+        repeatedFrames += 1
+        countFrame()
+        try output.pictureUnchanged(through: time - shift)
+    }
+
+    /// A frame (nil `header`: a still picture) that came after the pause, for `endStretch`; one lost, or one too
+    /// many, and none are kept.
+    private func addToTail(_ header: EncodedPacketHeader?, time: Int64) throws(MediaError) {
+        guard !tailBroken else { return }
+        var data: PacketBytes?
+        if let header {
+            data = try copy(header)
+            if data == nil { return (tail, tailBroken) = ([], true) }
+        }
+        tailCame = now()
+        tail.append((header, time, data))
+        if tail.count > Self.tailLimit { (tail, tailBroken) = ([], true) }
+    }
+
+    /// At the keyframe (encoder time `keyframe`) it resumes at: the frames that came after the pause are the end of
+    /// the stretch before it when the encoder paused too, that is when they go on from where the stretch ended, the
+    /// keyframe goes on from them (the encoder's time stood still), and nothing came for three frame intervals before
+    /// it (the encoder was paused). Then the stretch ends where the encoder's did, and the file's time goes on from
+    /// there as the encoder's does, its sound and all; otherwise they were of the pause, and are not written.
+    private func endStretch(before keyframe: Int64) throws(MediaError) {
+        let frames = tail
+        let broken = tailBroken
+        (tail, tailBroken) = ([], false)
+        guard !broken, let first = frames.first, let last = frames.last,
+            abs(first.time - shift - resumeAt) <= frameInterval / 2,
+            abs(keyframe - last.time - frameInterval) <= frameInterval / 2,
+            now() >= tailCame + 3 * UInt64(frameInterval)
+        else { return }
+        openSegment = closedSegments.popLast()
+        for frame in frames {
+            if let header = frame.header, let data = frame.data {
+                try write(header, data)
+            } else {
+                try unchanged(through: frame.time)
+            }
+        }
+        resumeAt = pictureEnd
+        closeSegment()
+        // Its sound, held meanwhile, goes where it was.
+        let sound = held
+        held = []
+        for (header, data) in sound {
+            if time(of: header) - shift < resumeAt { try write(header, data) } else { held.append((header, data)) }
+        }
     }
 
     /// Writes a packet taken, on the file's time line (`shift`: encoder time minus file time).
@@ -247,6 +320,7 @@ package final class SharedEncoderInput {
         if begun && state != .paused { resumeAt = pictureEnd }
         closeSegment()
         held = []
+        (tail, tailBroken) = ([], false)
         state = .paused
     }
 

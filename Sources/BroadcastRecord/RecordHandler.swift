@@ -38,7 +38,7 @@ public final class RecordHandler: EncodingSampleHandler {
             let muxer = try Muxer(url: options.path, container: options.container)
             self.muxer = muxer
             let encoding = try HandlerEncoding(
-                options.encoding, for: self, output: muxer)
+                options.encoding, for: self, output: muxer, now: MonotonicClock.now)
             self.encoding = encoding
             // Said at once, so that broadcastd knows the file if this process dies and the broadcast is discarded.
             setBroadcastResult(["file": .string(options.path)])

@@ -47,7 +47,8 @@ public final class ReplayHandler: EncodingSampleHandler {
             }
             let buffer = ReplayBuffer(length: options.length, maxBytes: options.maxMemory, directory: directory)
             self.buffer = buffer
-            let encoding = try HandlerEncoding(options.encoding, for: self, output: buffer)
+            let encoding = try HandlerEncoding(
+                options.encoding, for: self, output: buffer, now: MonotonicClock.now)
             self.encoding = encoding
             let place = directory.map { "in files in \($0)" } ?? "in memory"
             logger.info(

@@ -3,6 +3,7 @@ import BroadcastEncoding
 import BroadcastHandlerKit
 import BroadcastMedia
 import BroadcastProtocol
+import BroadcastSystem
 import BroadcastTimeline
 
 /// The built-in `stream` handler: H.264 (libx264, bit rate driven; or HEVC over SRT) and one audio track (app and mic
@@ -38,7 +39,8 @@ public final class StreamHandler: EncodingSampleHandler {
                     try startSenders(options, streams: streams)
                 }
                 shared = output
-                self.encoding = try HandlerEncoding(encoding, for: self, output: output)
+                self.encoding = try HandlerEncoding(
+                    encoding, for: self, output: output, now: MonotonicClock.now)
             } else {
                 try open(options)
             }

@@ -203,6 +203,62 @@ import Testing
             "\(String(describing: status.error))")
     }
 
+    /// A broadcast served by a shared encoder is live from the first keyframe its handler gets, where its file starts:
+    /// its elapsed time and its maximum duration count from there. Counted from its READY, before the encoder had
+    /// started, `broadcastctl record --duration 3` saved 2.9 s (TerminalTests under `encode=shared`).
+    @Test func aServedBroadcastIsLiveFromItsFirstKeyframe() throws {
+        let h = try Self.harness()
+        let controller = try h.peer(.controller)
+        let (id, handler) = try h.startBroadcast(from: controller, maxDuration: 1)
+        let encoderID = try #require(try Self.encode(handler, in: h).encoder)
+        let encoder = try Self.startEncoder(encoderID, in: h)
+        try h.advance(by: Self.second / 2, releasing: [encoder])
+        let waiting = try h.status(controller).broadcasts?.first { $0.broadcast == id }
+        #expect(waiting?.state == .live && waiting?.elapsed == 0, "\(String(describing: waiting))")
+        try h.send(Self.packet(1, keyframe: true), from: encoder.peer)
+        try h.advance(by: Self.second * 9 / 10, releasing: [encoder])
+        let live = try h.status(controller).broadcasts?.first { $0.broadcast == id }
+        #expect(live?.state == .live && live?.elapsed == 0.9, "\(String(describing: live))")
+        try h.advance(by: Self.second / 5, releasing: [encoder])
+        #expect(h.core.broadcast(id)?.phase == .finishing, "1 s after its first keyframe")
+    }
+
+    /// An encoder joining a running capture gets the sound of its first frame's time, though that was taken before it
+    /// went live: a late loop stamps the frame with its deadline, and the audio taken meanwhile reaches past it. It
+    /// got only the chunks taken after, and its handlers' files began with up to a PipeWire quantum of silence
+    /// (AudioJoinTests under `encode=shared`: 5 to 25 ms in 5 of 9 runs, none in 4 runs after).
+    @Test func anEncoderJoiningACaptureGetsTheSoundOfItsFirstFrame() throws {
+        let h = try Self.harness()
+        let (_, handler) = try h.startBroadcast(from: try h.peer(.controller))
+        try h.advance(by: Self.second / 5, releasing: [handler])
+        let encoderID = try #require(try Self.encode(handler, in: h).encoder)
+        let encoder = try h.connectHandler(of: encoderID, ready: false)
+        // The loop is 25 ms late for a frame; it takes the audio first (10 ms chunks), then the encoder says READY.
+        let deadline = try #require(h.core.capture?.live?.nextFrameAt)
+        h.clock.advance(by: deadline + 25_000_000 - h.clock.now())
+        h.core.handle(.audio, now: h.clock.now())
+        try h.send(.json(.ready, seq: 2, Empty()), from: encoder.peer)
+        #expect(h.core.broadcast(encoderID)?.phase == .live)
+        h.core.handle(.frame, now: h.clock.now())
+        try h.advance(by: Self.second / 10, releasing: [encoder])
+        let messages = try encoder.peer.received()
+        let frame = try #require(encoder.taken.first ?? (try h.videoSamples(encoder)).first)
+        #expect(frame.timing.presentationTime == deadline)
+        let audio = try messages.filter { $0.opcode == .audioSample }.map {
+            try AudioSampleHeader(decoding: $0.payload)
+        }
+        for stream in [SampleType.audioApp, .audioMic] {
+            let chunks = audio.filter { $0.type == stream }.map(\.timing)
+            let first = try #require(chunks.first)
+            #expect(
+                first.presentationTime <= deadline && first.presentationTime + first.duration > deadline,
+                "\(stream): the first chunk is at \(Int64(first.presentationTime) - Int64(deadline)) ns from the frame")
+            #expect(
+                zip(chunks, chunks.dropFirst()).allSatisfy { $1.presentationTime == $0.presentationTime + $0.duration },
+                "\(stream): the chunks follow on")
+        }
+    }
+
     /// `frameRate=input` (the capture's rate: what record and replay say when they keep it) is an encoder's rate
     /// like any other; it was refused as not a number, and every `encode=shared` handler encoded by itself.
     @Test func anEncoderAtTheCapturesRateIsStarted() throws {

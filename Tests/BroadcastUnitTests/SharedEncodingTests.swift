@@ -112,13 +112,13 @@ struct SharedEncodingTests {
 
         init(
             _ name: String, _ shared: SharedEncode, container: Muxer.Container = .fragmentedMP4,
-            askKeyframe: @escaping () -> Void
+            clock: @escaping () -> UInt64 = { 0 }, askKeyframe: @escaping () -> Void
         ) throws {
             let ext = container == .mpegts ? "ts" : container.rawValue
             path = FileManager.default.temporaryDirectory.path + "/shared-\(name)-\(UUID().uuidString).\(ext)"
             muxer = try Muxer(url: path, container: container)
             input = SharedEncoderInput(
-                output: muxer, ring: shared.memory.reader, requestKeyframe: askKeyframe)
+                output: muxer, ring: shared.memory.reader, now: clock, requestKeyframe: askKeyframe)
         }
 
         func take(_ events: [SharedEncoderEvent]) throws {
@@ -264,6 +264,53 @@ struct SharedEncodingTests {
         #expect(gaps.allSatisfy { abs($0 - 0.02) < 0.001 }, "audio gaps: \(gaps.filter { abs($0 - 0.02) >= 0.001 })")
         #expect(abs(duration - 4) < 0.05 && handler.input.segments.count == 2, "\(duration) s")
         #expect(try handler.decodeErrors().isEmpty)
+    }
+
+    /// A handler alone on its encoder hears of its pause before the packets of the frames the encoder had before its
+    /// own (two frames in flight, as on a loaded machine): those frames are the end of its stretch, so that the
+    /// stretch ends where the encoder's did and its sound goes on at the join packet after packet, each 20 ms packet
+    /// where the encoder put it. They were dropped: the file's time went on from the stretch's end a little earlier
+    /// than the encoder's, and the sound had a hole or an overlap of up to a packet at the join, which an MP4 closes
+    /// (AudioSyncTests under `encode=shared`: the 4th segment's beeps 17 ms from their flashes).
+    @Test func framesInFlightAtAPauseEndTheStretch() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        var now: UInt64 = 0
+        let handler = try Consumer("in-flight", shared, clock: { now }) { shared.encoder.requestKeyframe() }
+        var late: [[SharedEncoderEvent]] = []
+        try shared.run(seconds: 6, paused: 90..<150) { index, events in
+            now = UInt64(index) * SharedEncodingTests.interval
+            late.append(events)
+            if index == 90 { handler.input.pause() }
+            if index == 150 { handler.input.resume() }
+            if late.count > 2 { try handler.take(late.removeFirst()) }
+        }
+        for events in late { try handler.take(events) }
+        let duration = Double(try handler.finish()) / 1e9
+        #expect(abs(duration - 4) < 0.05 && handler.input.segments.count == 2, "\(duration) s")
+        let audio = try handler.videoPackets(stream: "a").map(\.time)
+        let gaps = zip(audio, audio.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { abs($0 - 0.02) < 0.001 }, "audio gaps: \(gaps.filter { abs($0 - 0.02) >= 0.001 })")
+        let video = try handler.videoPackets().map(\.time)
+        #expect(video.count == 120 && zip(video, video.dropFirst()).allSatisfy { abs($1 - $0 - 1.0 / 30) < 0.002 })
+        #expect(try handler.decodeErrors().isEmpty)
+    }
+
+    /// While another handler keeps the encoder going, what comes after a short pause (five frames, fewer than are kept
+    /// for the end of a stretch) is of the pause, though it goes on to the keyframe: it is not written.
+    @Test func framesOfAShortPauseWhileTheEncoderGoesOnAreNotWritten() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        var now: UInt64 = 0
+        let handler = try Consumer("short", shared, clock: { now }) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 4) { index, events in
+            now = UInt64(index) * SharedEncodingTests.interval
+            if index == 60 { handler.input.pause() }
+            if index == 65 { handler.input.resume() }
+            try handler.take(events)
+        }
+        let duration = Double(try handler.finish()) / 1e9
+        let video = try handler.videoPackets()
+        // Frames 0-59, then from the keyframe asked for at the resume (the frame after 65) on: 114 of 120.
+        #expect(video.count == 114 && abs(duration - 114.0 / 30) < 0.01, "\(video.count) frames, \(duration) s")
     }
 
     /// A handler that stops reading for a second at 3 s, through a ring that holds about half a second, loses

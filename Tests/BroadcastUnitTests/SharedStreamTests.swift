@@ -75,7 +75,9 @@ struct SharedStreamTests {
             try group.start()
             return group
         }
-        let input = SharedEncoderInput(output: output, ring: shared.memory.reader) { shared.encoder.requestKeyframe() }
+        let input = SharedEncoderInput(output: output, ring: shared.memory.reader, now: { 0 }) {
+            shared.encoder.requestKeyframe()
+        }
         try shared.run(seconds: 5) { _, events in
             for event in events { try input.take(event) }
         }

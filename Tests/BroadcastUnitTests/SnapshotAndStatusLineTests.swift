@@ -98,6 +98,27 @@ import Testing
         #expect(StatusLine.clock(3725.04) == "1:02:05" && StatusLine.clock(59.96) == "1:00.0")
     }
 
+    /// A handler taking a shared encoder's packets (revision 2.9) gets no frames: its frame rate is that of the frames
+    /// its file has by its time, as it reports them together (it showed 0.0 fps; and by the elapsed time, which its
+    /// once-a-second reports do not keep step with, 397 fps at the end), and their count is not a figure of its own.
+    @Test func aSharedHandlersFrameRateIsItsFilesFrames() {
+        var line = StatusLine()
+        var status = BroadcastStatus(state: .live, source: "synthetic")
+        status.broadcast = 3
+        status.handler = "record"
+        line.update(status)
+        let reports = [(1.0, 1.0, 30.0, "30.0"), (2.0, 2.0, 59.0, "29.0"), (2.1, 3.0, 89, "30.0")]
+        for (elapsed, recorded, frames, fps) in reports {
+            line.update(
+                ServiceInfo(
+                    broadcast: 3, elapsed: elapsed,
+                    streams: ["video": StreamCounters(), "encoded": StreamCounters(delivered: UInt64(frames) * 2)],
+                    handler: ["videoFrames": .number(frames), "recorded": .number(recorded), "segment": .number(1)]))
+            #expect(line.text.hasSuffix("no drops  \(fps) fps  segment 1"), "\(line.text)")
+            #expect(!line.text.contains("video frames"), "\(line.text)")
+        }
+    }
+
     @Test func theWatchLineSaysSizeAndEveryFigureWithItsUnit() {
         var line = StatusLine()
         var status = BroadcastStatus(state: .live, source: "synthetic")
