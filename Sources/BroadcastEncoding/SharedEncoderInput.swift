@@ -198,7 +198,10 @@ package final class SharedEncoderInput {
         var data: PacketBytes?
         if let header {
             data = try copy(header)
-            if data == nil { return (tail, tailBroken) = ([], true) }
+            if data == nil {
+                (tail, tailBroken) = ([], true)
+                return
+            }
         }
         tailCame = now()
         tail.append((header, time, data))
