@@ -185,6 +185,13 @@ package final class HandlerEncoding {
         }
     }
 
+    /// Sharing an encoder: the frames its output has, for the service info (where the status line takes its frame
+    /// rate from: broadcastd counts no frames of a handler it sends packets); nil encoding here.
+    package var sharedVideoFrames: [String: JSONValue] {
+        guard case .shared = source, let frames = progress["videoFrames"] else { return [:] }
+        return ["videoFrames": frames]
+    }
+
     /// The segments written so far.
     package var segmentCount: Int {
         switch source {

@@ -262,6 +262,7 @@ public final class ReplayHandler: EncodingSampleHandler {
         let saves = saved.list.withLock { $0 }
         info["saves"] = .number(Double(saves.count))
         if case .string(let path)? = saves.last?["path"] { info["lastSave"] = .string(path) }
+        info.merge(encoding?.sharedVideoFrames ?? [:]) { first, _ in first }
         updateServiceInfo(info)
     }
 

@@ -299,6 +299,7 @@ public final class StreamHandler: EncodingSampleHandler {
         }
         if let publicURL = options?.publicURL { info["publicURL"] = .string(publicURL) }
         if let id = encoding?.sharedEncoder { info["sharedEncoder"] = .number(Double(id)) }
+        info.merge(encoding?.sharedVideoFrames ?? [:]) { first, _ in first }
         updateServiceInfo(info)
         lastInfo = time
     }

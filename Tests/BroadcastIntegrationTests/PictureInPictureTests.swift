@@ -52,7 +52,10 @@ extension Integration {
             usleep(2_800_000)
             var cameraFrames: [Double] = []
             for broadcast in [id, track, stream] {
-                try controller.finish(broadcast: broadcast)
+                // One that ended by itself is a failure; its log says why (once, in a full run, one had).
+                do { try controller.finish(broadcast: broadcast) } catch {
+                    throw HarnessError("finishing broadcast \(broadcast): \(error)\n\(daemon.log)")
+                }
                 let finished = try daemon.waitFor(controller, timeout: 30) {
                     if case .finished(let f) = $0, f.broadcast == broadcast { f } else { nil }
                 }
