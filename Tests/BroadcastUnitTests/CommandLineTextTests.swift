@@ -8,11 +8,7 @@ import Testing
 /// with their units, a stream's connection as it happens, silent audio in one line.
 @Suite struct CommandLineTextTests {
     func recording(state: BroadcastPhase = .live) -> StatusLine {
-        var line = StatusLine()
-        var status = BroadcastStatus(state: state, source: "synthetic")
-        status.broadcast = 42
-        status.handler = "record"
-        line.update(status)
+        var line = StatusLine.told(state, broadcast: 42, handler: "record")
         line.update(
             ServiceInfo(
                 broadcast: 42, elapsed: 1, streams: ["video": StreamCounters(delivered: 30)],
@@ -65,11 +61,7 @@ import Testing
 
     /// A stream's frames dropped on the way out count as drops: never "no drops" beside "dropped frames 480".
     @Test func aStreamsUnsentFramesAreItsDrops() {
-        var line = StatusLine()
-        var status = BroadcastStatus(state: .live, source: "synthetic")
-        status.broadcast = 14
-        status.handler = "stream"
-        line.update(status)
+        var line = StatusLine.told(.live, broadcast: 14, handler: "stream")
         line.update(
             ServiceInfo(
                 broadcast: 14, elapsed: 16, streams: ["video": StreamCounters(delivered: 480)],

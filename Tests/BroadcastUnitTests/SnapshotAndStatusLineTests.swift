@@ -102,11 +102,7 @@ import Testing
     /// its file has by its time, as it reports them together (it showed 0.0 fps; and by the elapsed time, which its
     /// once-a-second reports do not keep step with, 397 fps at the end), and their count is not a figure of its own.
     @Test func aSharedHandlersFrameRateIsItsFilesFrames() {
-        var line = StatusLine()
-        var status = BroadcastStatus(state: .live, source: "synthetic")
-        status.broadcast = 3
-        status.handler = "record"
-        line.update(status)
+        var line = StatusLine.told(.live, broadcast: 3, handler: "record")
         let reports = [(1.0, 1.0, 30.0, "30.0"), (2.0, 2.0, 59.0, "29.0"), (2.1, 3.0, 89, "30.0")]
         for (elapsed, recorded, frames, fps) in reports {
             line.update(
@@ -120,11 +116,7 @@ import Testing
     }
 
     @Test func theWatchLineSaysSizeAndEveryFigureWithItsUnit() {
-        var line = StatusLine()
-        var status = BroadcastStatus(state: .live, source: "synthetic")
-        status.broadcast = 2
-        status.handler = "record"
-        line.update(status)
+        var line = StatusLine.told(.live, broadcast: 2, handler: "record")
         line.update(
             ServiceInfo(
                 broadcast: 2, elapsed: 62.4, streams: ["video": StreamCounters(delivered: 1872)],
@@ -171,5 +163,17 @@ import Testing
         #expect(redrawn.hasPrefix("\u{1B}[5A\r\u{1B}[J"), "\(redrawn.debugDescription)")
         // Each line keeps the fields that fit whole: "broadcast 1 (record)" does not, at 10 columns.
         #expect(redrawn.hasSuffix("live\n\rlive"), "\(redrawn.debugDescription)")
+    }
+}
+
+extension StatusLine {
+    /// A status line told that `broadcast` of `handler` is in `state` (on the synthetic source).
+    static func told(_ state: BroadcastPhase, broadcast: UInt32, handler: String) -> StatusLine {
+        var line = StatusLine()
+        var status = BroadcastStatus(state: state, source: "synthetic")
+        status.broadcast = broadcast
+        status.handler = handler
+        line.update(status)
+        return line
     }
 }
