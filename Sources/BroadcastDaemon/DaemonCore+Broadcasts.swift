@@ -363,9 +363,7 @@ extension DaemonCore {
             guard let encoder = sharedEncoders.encoder(broadcast.id) else { return }
             try encoder.take(news, links: link(of:))
             // A broadcast it serves is live from the first keyframe its handler gets, where its file starts.
-            for id in encoder.consumerIDs where encoder.hasStarted(id) {
-                self.broadcast(id)?.encodedStreamBegan(now: now)
-            }
+            for id in encoder.takeStarted() { self.broadcast(id)?.encodedStreamBegan(now: now) }
         }
     }
 

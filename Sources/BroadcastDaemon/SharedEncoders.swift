@@ -112,10 +112,12 @@ final class SharedEncoder {
         consumers.first { $0.broadcast == consumer }?.counters
     }
 
-    /// Whether `consumer` was sent its first keyframe.
-    func hasStarted(_ consumer: UInt32) -> Bool {
-        consumers.first { $0.broadcast == consumer }?.started ?? false
+    /// The consumers sent their first keyframe since this was last asked (each once).
+    func takeStarted() -> [UInt32] {
+        defer { started = [] }
+        return started
     }
+    private var started: [UInt32] = []
 
     // MARK: - What its process says
 
@@ -189,7 +191,10 @@ final class SharedEncoder {
             if link.queue(message, droppable: true) {
                 unflushed.insert(consumers[index].broadcast)
                 consumers[index].counters.delivered += 1
-                if keyframe { consumers[index].started = true }
+                if keyframe && !consumers[index].started {
+                    consumers[index].started = true
+                    started.append(consumers[index].broadcast)
+                }
             } else {
                 consumers[index].counters.dropped += 1
                 if video {
