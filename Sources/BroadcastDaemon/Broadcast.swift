@@ -293,9 +293,10 @@ final class Broadcast {
         }
     }
 
-    /// The capture's frames are `format` from the next on (in `pool` when a new one replaced the old).
+    /// The capture's frames are `format` from the next on (in `pool` when a new one replaced the old). A handler that
+    /// has not said HELLO hears nothing (no message may come before WELCOME): BROADCAST_STARTED says the format then.
     func formatChanged(_ format: VideoDescription, pool: FramePool?) {
-        guard let link, link.connection != nil else { return }
+        guard let link, link.connection != nil, link.saidHello else { return }
         if let pool { link.send(Self.announcement(of: pool)) }
         link.send(.json(.videoFormatChanged, format))
         ledger.markDiscontinuous(.video)
@@ -309,9 +310,10 @@ final class Broadcast {
             || ["on", "true", "yes", "1", "track"].contains(setupInfo["camera"]?.lowercased() ?? "")
     }
 
-    /// The camera's pool (when `newPool`) and CAMERA_FORMAT: its frames' format, or that it went away.
+    /// The camera's pool (when `newPool`) and CAMERA_FORMAT: its frames' format, or that it went away. Not before the
+    /// handler's HELLO, whose answer sends the camera's pool and format as they are then.
     func cameraChanged(_ feed: CameraFeed, newPool: Bool) {
-        guard let link, link.connection != nil else { return }
+        guard let link, link.connection != nil, link.saidHello else { return }
         if newPool, let pool = feed.pool { link.send(Self.announcement(of: pool, camera: true)) }
         if let notice = feed.notice { link.send(.json(.cameraFormat, notice)) }
         ledger.markDiscontinuous(.videoCamera)

@@ -205,6 +205,14 @@ final class CoreHarness {
         from controller: Peer, setupInfo: [String: String] = [:], maxDuration: Double? = nil,
         ready: Bool = true
     ) throws -> (UInt32, Handler) {
+        let id = try setUpBroadcast(from: controller, setupInfo: setupInfo, maxDuration: maxDuration)
+        return (id, try connectHandler(of: id, ready: ready))
+    }
+
+    /// START and the setup UI's completion: the broadcast's handler is launched, and has not said HELLO yet.
+    func setUpBroadcast(
+        from controller: Peer, setupInfo: [String: String] = [:], maxDuration: Double? = nil
+    ) throws -> UInt32 {
         let ok = try request(.start, StartRequest(handler: "stand-in", maxDuration: maxDuration), from: controller)
         let id = try #require(try ok.decode(BroadcastReference.self).broadcast, "\(ok.opcode)")
         let setup = try peer(.setup)
@@ -213,7 +221,7 @@ final class CoreHarness {
             .completeSetup, SetupCompletion(broadcast: id, url: "file:///tmp/x", setupInfo: setupInfo),
             from: setup)
         #expect(completed.opcode == .ok)
-        return (id, try connectHandler(of: id, ready: ready))
+        return id
     }
 
     /// The handler launched last, for broadcast `id`, says HELLO: it was sent POOL and BROADCAST_STARTED. `ready`: it
@@ -227,10 +235,11 @@ final class CoreHarness {
             process: launched.process)
         try send(.json(.hello, seq: 1, Hello(role: .handler, client: "stand-in")), from: handler.peer)
         let opening = try handler.peer.received()
-        // The camera's POOL (revision 2.8) may follow the screen's, and its CAMERA_FORMAT the start.
+        // WELCOME first; the camera's POOL (revision 2.8) may follow the screen's, and its CAMERA_FORMAT the start.
         let pools = try opening.filter { $0.opcode == .pool }.map { try $0.decode(PoolAnnouncement.self) }
         #expect(
-            opening.map(\.opcode).filter { $0 != .pool && $0 != .cameraFormat } == [.welcome, .broadcastStarted]
+            opening.first?.opcode == .welcome
+                && opening.map(\.opcode).filter { $0 != .pool && $0 != .cameraFormat } == [.welcome, .broadcastStarted]
                 && pools.count(where: { $0.camera != true }) == 1,
             "\(opening.map(\.opcode))")
         handler.pool = try #require(pools.first { $0.camera != true }).pool
