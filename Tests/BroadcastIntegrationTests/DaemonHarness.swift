@@ -260,9 +260,10 @@ final class DaemonHarness {
         throw HarnessError("no matching event within \(timeout) s; daemon log:\n\(log)")
     }
 
+    /// A broadcast's state became `state`: one a user started, not a shared encoder (whose phase follows theirs).
     func awaitState(_ controller: ControllerClient, _ state: BroadcastPhase, timeout: TimeInterval = 20) throws {
         try waitFor(controller, timeout: timeout) {
-            if case .stateChanged(let s) = $0, s.state == state { true } else { nil }
+            if case .stateChanged(let s) = $0, s.state == state, s.serves == nil { true } else { nil }
         }
     }
 

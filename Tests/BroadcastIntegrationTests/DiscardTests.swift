@@ -23,8 +23,9 @@ extension Integration {
             try daemon.awaitState(controller, .live)
             usleep(2_500_000)
             #expect(FileManager.default.fileExists(atPath: path), "recording")
-            let refused = try daemon.tool("broadcastctl", ["discard", "--broadcast", "\(id + 1)"])
-            #expect(refused.status == 1 && refused.stderr.contains("there is no broadcast \(id + 1)"), "\(refused)")
+            // A number no broadcast has (with encode=shared, id + 1 is its encoder).
+            let refused = try daemon.tool("broadcastctl", ["discard", "--broadcast", "\(id + 9)"])
+            #expect(refused.status == 1 && refused.stderr.contains("there is no broadcast \(id + 9)"), "\(refused)")
             let discarded = try daemon.tool("broadcastctl", ["discard", "--broadcast", "\(id)"])
             #expect(discarded.status == 0, "\(discarded)")
             let finished = try daemon.waitFor(controller, timeout: 30) {

@@ -62,8 +62,10 @@ extension Integration {
             let inspect = try daemon.start(
                 handler: "inspect", url: daemon.summaryPath("inspect"), maxDuration: 10, on: controller)
             try daemon.awaitState(controller, .live)
+            // Encoding by itself, so that it takes the frames this counts (a shared encoder's handler gets packets).
             let record = try daemon.start(
-                handler: "record", url: daemon.runtime + "/talk.mp4", maxDuration: 9, on: controller)
+                handler: "record", url: daemon.runtime + "/talk.mp4", setupInfo: ["encode": "own"], maxDuration: 9,
+                on: controller)
             let stream = try daemon.start(
                 handler: "stream", url: "srt://127.0.0.1:\(port)", maxDuration: 8, on: controller)
             let live = try controller.status().broadcasts?.filter {
@@ -124,9 +126,12 @@ extension Integration {
         @Test func pausingOneOfTwoRecordingsLeavesTheOtherWhole() throws {
             let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180", "--fps", "30"])
             let controller = try daemon.subscribedController()
+            // Each encoding by itself, taking the frames this counts (two sharing an encoder: SharedEncodingTests).
+            let own = ["encode": "own"]
             let whole = try daemon.start(
-                handler: "record", url: daemon.runtime + "/whole.mp4", maxDuration: 4, on: controller)
-            let paused = try daemon.start(handler: "record", url: daemon.runtime + "/paused.mp4", on: controller)
+                handler: "record", url: daemon.runtime + "/whole.mp4", setupInfo: own, maxDuration: 4, on: controller)
+            let paused = try daemon.start(
+                handler: "record", url: daemon.runtime + "/paused.mp4", setupInfo: own, on: controller)
             try daemon.waitFor(controller) {
                 if case .stateChanged(let s) = $0, s.broadcast == paused, s.state == .live { true } else { nil }
             }

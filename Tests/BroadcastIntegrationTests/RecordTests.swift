@@ -331,7 +331,11 @@ extension Integration {
             let id = try daemon.start(handler: "record", url: path, on: controller)
             try daemon.awaitState(controller, .live)
             usleep(3_500_000)
-            let handlers = daemon.children()
+            // The record handler, not a shared encoder (a process of its own) when it shares one.
+            let handlers = daemon.children().filter {
+                (try? String(contentsOfFile: "/proc/\($0)/cmdline", encoding: .utf8))?.contains("handler-record")
+                    == true
+            }
             #expect(handlers.count == 1)
             for pid in handlers { kill(pid, SIGKILL) }
             let error = try daemon.awaitFinish(controller, id)
