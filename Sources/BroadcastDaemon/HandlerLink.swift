@@ -191,7 +191,7 @@ final class HandlerLink {
             }
             _ = try message.decode(Empty.self)
             return .keyframeWanted
-        case .shareRing, .shareStreams, .sharePacket, .sharePictureUnchanged:
+        case .shareRing, .shareStreams, .sharePacket, .sharePictureUnchanged, .shareAudioFigures:
             guard isSharedEncoder else {
                 throw .unexpected(message.opcode, "only broadcastd's shared encoder sends it")
             }

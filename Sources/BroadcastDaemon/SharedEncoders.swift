@@ -11,6 +11,8 @@ enum SharedEncoderNews {
     case streams(EncodedStreams)
     case packet(EncodedPacketHeader)
     case pictureUnchanged(PictureUnchanged)
+    /// SHARE_AUDIO_FIGURES (revision 2.10).
+    case audioFigures(AudioFigures)
 
     init(_ message: Message) throws(ProtocolError) {
         let opcode = message.opcode
@@ -45,6 +47,10 @@ enum SharedEncoderNews {
             self = .streams(streams)
         case .sharePacket:
             self = .packet(try EncodedPacketHeader(decoding: message.payload, of: opcode))
+        case .shareAudioFigures:
+            let figures = try message.decode(AudioFigures.self)
+            if let problem = figures.problem { throw .malformed(opcode, problem) }
+            self = .audioFigures(figures)
         default:
             self = .pictureUnchanged(try PictureUnchanged(decoding: message.payload, of: opcode))
         }
@@ -142,11 +148,24 @@ final class SharedEncoder {
             guard ring != nil, streams != nil else {
                 throw .unexpected(.sharePictureUnchanged, "SHARE_RING and SHARE_STREAMS come first")
             }
-            let message = unchanged.message(.pictureUnchanged)
-            for consumer in consumers where consumer.announced {
-                if links(consumer.broadcast)?.queue(message, droppable: true) == true {
-                    unflushed.insert(consumer.broadcast)
-                }
+            tellAnnounced(unchanged.message(.pictureUnchanged), links: links)
+        case .audioFigures(var figures):
+            guard ring != nil, let streams else {
+                throw .unexpected(.shareAudioFigures, "SHARE_RING and SHARE_STREAMS come first")
+            }
+            guard Int(figures.stream) < streams.streams.count, !isVideo(figures.stream) else {
+                throw .malformed(.shareAudioFigures, "stream \(figures.stream) is not an audio stream described")
+            }
+            figures.ring = id
+            tellAnnounced(.json(.audioFigures, figures), links: links)
+        }
+    }
+
+    /// Queues `message` for every consumer that has the ring and streams; one whose queue is full goes without.
+    private func tellAnnounced(_ message: Message, links: (UInt32) -> HandlerLink?) {
+        for consumer in consumers where consumer.announced {
+            if links(consumer.broadcast)?.queue(message, droppable: true) == true {
+                unflushed.insert(consumer.broadcast)
             }
         }
     }

@@ -147,13 +147,22 @@ public final class AudioTrack {
 
     /// What the result reports about this track.
     public var summary: [String: Double] {
-        let counters = timeline.counters
-        let ms = 1000 / Double(sampleRate)
+        let (missing, dropped) = lostMs
         return [
-            "missingMs": Double(counters.missingFrames) * ms, "droppedMs": Double(counters.droppedFrames) * ms,
-            "maxClockOffsetMs": counters.maxDriftFrames * ms,
+            "missingMs": missing, "droppedMs": dropped,
+            "maxClockOffsetMs": timeline.counters.maxDriftFrames * 1000 / Double(sampleRate),
         ]
     }
+
+    /// The sound that never came, filled with silence, and the sound dropped so far (ms).
+    package var lostMs: (missing: Double, dropped: Double) {
+        let counters = timeline.counters
+        let ms = 1000 / Double(sampleRate)
+        return (Double(counters.missingFrames) * ms, Double(counters.droppedFrames) * ms)
+    }
+
+    /// The output stream its packets go to.
+    package var outputStream: Int { stream }
 
     /// The current clock offset of the input furthest off, ms.
     public var clockOffsetMs: Double {

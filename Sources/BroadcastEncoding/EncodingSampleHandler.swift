@@ -54,6 +54,8 @@ open class EncodingSampleHandler: BroadcastSampleHandler {
 
     public override func processPictureUnchanged(through time: Int64) { take(.pictureUnchanged(through: time)) }
 
+    public override func processAudioFigures(_ figures: AudioFigures) { take(.audioFigures(figures)) }
+
     private func take(_ event: SharedEncoderEvent) {
         guard failure == nil, let encoding else { return }
         do { try encoding.take(event) } catch { encodingFailed("\(error)") }

@@ -143,8 +143,8 @@ package final class HandlerEncoding {
     }
 
     /// The encoding part of the handler's result: the same fields either way (a shared encoder's audio figures,
-    /// `missingMs`, `droppedMs` and `maxClockOffsetMs`, are in its own result), and with a shared one which it is
-    /// and what this handler lost of it.
+    /// `missingMs`, `droppedMs` and `maxClockOffsetMs`, for the stretches this handler wrote), and with a shared one
+    /// which it is and what this handler lost of it.
     package func result() -> [String: JSONValue] {
         switch source {
         case .awaiting: ["duration": .number(0)]
@@ -156,7 +156,7 @@ package final class HandlerEncoding {
                 "videoFrames": .number(Double((input?.encodedFrames ?? 0) + (input?.repeatedFrames ?? 0))),
                 "encodedFrames": .number(Double(input?.encodedFrames ?? 0)),
                 "repeatedFramesNotEncoded": .number(Double(input?.repeatedFrames ?? 0)),
-                "audioTracks": .array((input?.audioTrackNames ?? []).map { .object(["name": .string($0)]) }),
+                "audioTracks": .array((input?.audioTracks ?? []).map(Self.describe)),
                 "videoCodec": .string(options.video.codec.rawValue),
                 "videoEncoder": .string(
                     (try? VideoEncoderImplementation.best(for: options.video.codec))?.encoderName ?? ""),
@@ -199,5 +199,19 @@ package final class HandlerEncoding {
         case .own(let encoder): encoder.clock.segments.count
         case .shared(_, let input): input?.segments.count ?? 0
         }
+    }
+
+    /// A shared encoder's audio track in a result, as `RecordingEncoder.result` gives it (figures to 0.1 ms).
+    private static func describe(_ track: (name: String, figures: AudioFigures?)) -> JSONValue {
+        var fields: [String: JSONValue] = ["name": .string(track.name)]
+        if let figures = track.figures {
+            for (key, value) in [
+                ("missingMs", figures.missingMs), ("droppedMs", figures.droppedMs),
+                ("maxClockOffsetMs", figures.maxClockOffsetMs),
+            ] {
+                fields[key] = .number((value * 10).rounded() / 10)
+            }
+        }
+        return .object(fields)
     }
 }

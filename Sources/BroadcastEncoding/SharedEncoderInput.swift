@@ -29,6 +29,9 @@ package final class SharedEncoderInput {
     private var resumeAt: Int64 = 0
     /// Where the picture written so far ends (file time): the last frame's time and a frame interval.
     private var pictureEnd: Int64 = 0
+    /// Where the last picture written starts, and where the sound written ends (file time, ns; nil: none).
+    private var lastPicture: Int64 = 0
+    private var soundEnd: Int64?
     /// The video's frame interval (ns).
     private var frameInterval: Int64 = 1_000_000
     /// Packets lost: written over in the ring before they were copied, or the rest of their GOP after such a loss.
@@ -59,11 +62,18 @@ package final class SharedEncoderInput {
     /// More frames than are on their way at a pause: the encoder went on for another handler.
     static let tailLimit = 8
     /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`).
-    package var audioTrackNames: [String] {
-        streams.filter { $0.description.kind == "audio" && $0.output != nil }.map {
-            AudioTrack.name(titled: $0.description.title)
+    package var audioTrackNames: [String] { audioTracks.map(\.name) }
+
+    /// The audio tracks it writes, each with what the encoder's figures (revision 2.10) said of it while this handler
+    /// wrote (nil when none came: an older broadcastd).
+    package var audioTracks: [(name: String, figures: AudioFigures?)] {
+        streams.indices.filter { streams[$0].description.kind == "audio" && streams[$0].output != nil }.map {
+            (AudioTrack.name(titled: streams[$0].description.title), figures[$0]?.mine)
         }
     }
+    /// Per audio stream: the encoder's figures last told, and their part that came while this handler wrote (its
+    /// `ring` and `stream` as told).
+    private var figures: [Int: (told: AudioFigures, mine: AudioFigures)] = [:]
 
     /// Where the file's time is: the end of the picture written so far (ns).
     package var fileTime: Int64 { begun && state != .paused ? pictureEnd : resumeAt }
@@ -110,7 +120,27 @@ package final class SharedEncoderInput {
             if awaitsResume { try addToTail(nil, time: time) }
         case .packet(let header):
             try take(header)
+        case .audioFigures(let told):
+            take(told)
         }
+    }
+
+    /// The encoder's figures of an audio stream: what grew since those before, and the largest clock offset, count
+    /// for this handler when it was writing (not paused, not waiting for the keyframe it starts or resumes at).
+    private func take(_ told: AudioFigures) {
+        let stream = Int(told.stream)
+        guard stream < streams.count, streams[stream].description.kind == "audio" else { return }
+        let writing = begun && (state == .running || state == .waitingForKeyframe(resuming: false))
+        var mine =
+            figures[stream]?.mine
+            ?? AudioFigures(
+                ring: told.ring, stream: told.stream, missingMs: 0, droppedMs: 0, maxClockOffsetMs: 0)
+        if writing, let before = figures[stream]?.told {
+            mine.missingMs += max(0, told.missingMs - before.missingMs)
+            mine.droppedMs += max(0, told.droppedMs - before.droppedMs)
+            mine.maxClockOffsetMs = max(mine.maxClockOffsetMs, told.maxClockOffsetMs)
+        }
+        figures[stream] = (told, mine)
     }
 
     private func take(_ header: EncodedPacketHeader) throws(MediaError) {
@@ -186,6 +216,7 @@ package final class SharedEncoderInput {
     /// The picture stood still through encoder time `time`: the last frame lasts.
     private func unchanged(through time: Int64) throws(MediaError) {
         pictureEnd = max(pictureEnd, time - shift + frameInterval)
+        lastPicture = max(lastPicture, time - shift)
         repeatedFrames += 1
         countFrame()
         try output.pictureUnchanged(through: time - shift)
@@ -257,6 +288,7 @@ package final class SharedEncoderInput {
         packetsWritten += 1
         if isVideo {
             pictureEnd = max(pictureEnd, time - shift + frameInterval)
+            lastPicture = max(lastPicture, time - shift)
             videoFramesWritten += 1
             if !header.flags.contains(.copy) {
                 encodedFrames += 1
@@ -269,6 +301,10 @@ package final class SharedEncoderInput {
             try self.output.writeHoldingBack(packet, stream: target)
         } else {
             try self.output.write(packet, stream: target)
+        }
+        if !isVideo {
+            let end = time - shift + timeBase.rescale(header.duration, to: .nanoseconds)
+            soundEnd = max(soundEnd ?? end, end)
         }
     }
 
@@ -334,9 +370,15 @@ package final class SharedEncoderInput {
         ask()
     }
 
-    /// Ends the video stream where the file's time is; returns the file's duration (ns).
+    /// Ends the video stream where the file's time is; returns the file's duration (ns). The encoder still holds the
+    /// sound of its last frame or two (it encodes sound up to the frames it has, in whole packets), which will not
+    /// come now: the file ends where its sound does, its last picture shown that much shorter, so that its video does
+    /// not go on alone for up to 40 ms (an encoder of its own ends both at the last frame's end).
     package func finish() throws(MediaError) -> Int64 {
-        if begun && state != .paused { resumeAt = pictureEnd }
+        if begun && state != .paused {
+            resumeAt = pictureEnd
+            if let soundEnd, soundEnd < pictureEnd { resumeAt = max(soundEnd, lastPicture + 1_000_000) }
+        }
         closeSegment()
         if begun, let videoStream, let target = streams[videoStream].output {
             try output.endStream(target, at: TimeBase.nanoseconds.rescale(resumeAt, to: .video))

@@ -9,6 +9,8 @@ package enum SharedEncoderEvent: Equatable {
     case packet(EncodedPacketHeader)
     /// The picture has not changed through this time (ns).
     case pictureUnchanged(through: Int64)
+    /// How an audio stream fared through its last packet told (revision 2.10).
+    case audioFigures(AudioFigures)
 }
 
 /// The output of an encoder shared by several handlers (`RecordingEncoder` with this as its output): packets go into
@@ -23,6 +25,9 @@ package final class SharedEncoderOutput: EncodedOutput {
     /// Packets written, and bytes.
     package private(set) var packets = 0
     package private(set) var bytes = 0
+    /// Per audio stream: the figures last told and when (capture time, ns), and the largest clock offset since.
+    private var audioTold: [Int: (figures: AudioFigures, at: UInt64)] = [:]
+    private var largestOffset: [Int: Double] = [:]
 
     package init(ring: PacketRingWriter, id: UInt32, tell: @escaping (SharedEncoderEvent) throws(MediaError) -> Void) {
         self.ring = ring
@@ -64,6 +69,30 @@ package final class SharedEncoderOutput: EncodedOutput {
 
     package func pictureUnchanged(through time: Int64) throws(MediaError) {
         try tell(.pictureUnchanged(through: time))
+    }
+
+    /// Revision 2.10: tells how each of `tracks` fared (`AudioFigures`) once its streams were told: when sound went
+    /// missing or was dropped since its figures were last told, else a second of capture time (`time`, ns) after them,
+    /// with the largest clock offset in between. Called after each piece of sound, so that the figures go with the
+    /// packets they hold through.
+    package func tellAudioFigures(of tracks: [AudioTrack], at time: UInt64) throws(MediaError) {
+        guard begun else { return }
+        for track in tracks {
+            let stream = track.outputStream
+            let offset = max(largestOffset[stream] ?? 0, track.clockOffsetMs)
+            largestOffset[stream] = offset
+            let (missing, dropped) = track.lostMs
+            if let told = audioTold[stream], told.figures.missingMs == missing, told.figures.droppedMs == dropped,
+                time < told.at + 1_000_000_000
+            {
+                continue
+            }
+            let figures = AudioFigures(
+                ring: ringID, stream: UInt32(stream), missingMs: missing, droppedMs: dropped, maxClockOffsetMs: offset)
+            try tell(.audioFigures(figures))
+            audioTold[stream] = (figures, time)
+            largestOffset[stream] = 0
+        }
     }
 
     private func share(_ packet: EncodedPacket, stream: Int, flags: EncodedPacketHeader.Flags) throws(MediaError) {

@@ -90,6 +90,9 @@ open class BroadcastSampleHandler {
     open func processEncodedPacket(_ header: EncodedPacketHeader) {}
     /// Revision 2.9: the shared encoder's picture stood still through `time` (the encoder's time, ns).
     open func processPictureUnchanged(through time: Int64) {}
+    /// Revision 2.10: how one audio stream of the shared encoder fared through its last packet (`AudioFigures`:
+    /// totals of sound missing and dropped, and the largest clock offset since its last figures).
+    open func processAudioFigures(_ figures: AudioFigures) {}
     /// Revision 2.9, for broadcastd's encoder: a handler it serves asked for a keyframe.
     open func keyframeRequested() {}
     /// The pointer, when broadcastd runs with `--cursor metadata`: its position every frame,

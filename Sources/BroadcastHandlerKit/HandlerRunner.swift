@@ -188,6 +188,10 @@ struct HandlerRunner {
             case .pictureUnchanged:
                 handler.processPictureUnchanged(
                     through: try PictureUnchanged(decoding: message.payload, of: .pictureUnchanged).through)
+            case .audioFigures:
+                let figures = try message.decode(AudioFigures.self)
+                if let problem = figures.problem { throw .malformed(.audioFigures, problem) }
+                handler.processAudioFigures(figures)
             case .keyframeRequested:
                 handler.keyframeRequested()
             case .command:

@@ -37,6 +37,11 @@ extension BroadcastSampleHandler {
         try send(PictureUnchanged(through: time).message(.sharePictureUnchanged))
     }
 
+    /// broadcastd's encoder: how one of its audio streams fared (SHARE_AUDIO_FIGURES, revision 2.10).
+    public final func shareAudioFigures(_ figures: AudioFigures) throws(ProtocolError) {
+        try send(.json(.shareAudioFigures, figures))
+    }
+
     private func send(_ message: Message) throws(ProtocolError) {
         guard let connection else { throw .closed }
         try connection.send(message)

@@ -113,3 +113,34 @@ public struct PictureUnchanged: Equatable, Sendable {
         through = p.loadLittleEndian(Int64.self, at: 0)
     }
 }
+
+/// AUDIO_FIGURES and SHARE_AUDIO_FIGURES (revision 2.10): how one audio stream of a shared encoder fared through its
+/// last packet told, so that each handler it serves can say so in its result for the stretches it wrote: the sound
+/// the encoder put silence in for (`missingMs`) and dropped (`droppedMs`), both totals since it started, and the
+/// largest clock offset it corrected since its last figures of the stream.
+public struct AudioFigures: Codable, Equatable, Sendable {
+    public var ring: UInt32
+    public var stream: UInt32
+    public var missingMs: Double
+    public var droppedMs: Double
+    public var maxClockOffsetMs: Double
+    public init(ring: UInt32, stream: UInt32, missingMs: Double, droppedMs: Double, maxClockOffsetMs: Double) {
+        self.ring = ring
+        self.stream = stream
+        self.missingMs = missingMs
+        self.droppedMs = droppedMs
+        self.maxClockOffsetMs = maxClockOffsetMs
+    }
+
+    /// The largest figure taken (ms): about 31 years.
+    public static let maxMs = 1e12
+
+    /// Why they cannot be taken, or nil.
+    public var problem: String? {
+        let figures = [missingMs, droppedMs, maxClockOffsetMs]
+        guard figures.allSatisfy({ $0.isFinite && (0...Self.maxMs).contains($0) }) else {
+            return "figures of 0 to \(Int(Self.maxMs)) ms are taken, not \(figures)"
+        }
+        return nil
+    }
+}

@@ -64,6 +64,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case encodedPacket = 0x0314
     /// Revision 2.9: the shared encoder's picture did not change through a time.
     case pictureUnchanged = 0x0315
+    /// Revision 2.10: how one audio stream of the shared encoder fared.
+    case audioFigures = 0x0316
     case ready = 0x0380
     case releaseSlot = 0x0381
     case finishWithError = 0x0382
@@ -84,6 +86,8 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
     case sharePacket = 0x038B
     /// Revision 2.9, from broadcastd's encoder: its picture did not change through a time.
     case sharePictureUnchanged = 0x038C
+    /// Revision 2.10, from broadcastd's encoder: how one of its audio streams fared.
+    case shareAudioFigures = 0x038D
 
     public var description: String { "\(name) (0x\(String(rawValue, radix: 16)))" }
 
@@ -131,12 +135,14 @@ public enum Opcode: UInt16, CaseIterable, Sendable, CustomStringConvertible {
         case .keyframeRequested: "KEYFRAME_REQUESTED"
         case .encodedPacket: "ENCODED_PACKET"
         case .pictureUnchanged: "PICTURE_UNCHANGED"
+        case .audioFigures: "AUDIO_FIGURES"
         case .encode: "ENCODE"
         case .requestKeyframe: "REQUEST_KEYFRAME"
         case .shareRing: "SHARE_RING"
         case .shareStreams: "SHARE_STREAMS"
         case .sharePacket: "SHARE_PACKET"
         case .sharePictureUnchanged: "SHARE_PICTURE_UNCHANGED"
+        case .shareAudioFigures: "SHARE_AUDIO_FIGURES"
         case .command: "COMMAND"
         case .videoSample: "VIDEO_SAMPLE"
         case .audioSample: "AUDIO_SAMPLE"
@@ -157,7 +163,7 @@ public enum ProtocolLimits {
     /// The version this side speaks: 2 (several broadcasts at once, addressed by id).
     public static let version = 2
     /// The revision of version 2 this side implements, which WELCOME announces (since revision 2.6).
-    public static let revision = "2.9"
+    public static let revision = "2.10"
     /// The oldest version broadcastd still serves: version-1 peers keep working where they can (docs/protocol.md §7).
     public static let oldestVersion = 1
     public static let headerSize = 12

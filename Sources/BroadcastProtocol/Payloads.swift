@@ -77,11 +77,13 @@ public enum ProtocolFeature: String, CaseIterable, Sendable {
     /// ring the handler maps (ENCODING, PACKET_RING, ENCODED_STREAMS, ENCODED_PACKET, PICTURE_UNCHANGED,
     /// REQUEST_KEYFRAME; the encoder's SHARE_* and KEYFRAME_REQUESTED).
     case encodedSamples = "encoded-samples"
+    /// 2.10: a shared encoder's audio figures (AUDIO_FIGURES; the encoder's SHARE_AUDIO_FIGURES).
+    case audioFigures = "audio-figures"
 
     /// What this daemon offers, in the order of the revisions that added them.
     public static let offered: [ProtocolFeature] = [
         .severalBroadcasts, .captureChoice, .captureChange, .windows, .sessionLock, .commands, .memoryPlan,
-        .excludeWindows, .camera, .encodedSamples,
+        .excludeWindows, .camera, .encodedSamples, .audioFigures,
     ]
 }
 

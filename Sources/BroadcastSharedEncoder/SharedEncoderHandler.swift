@@ -59,6 +59,7 @@ public final class SharedEncoderHandler: BroadcastSampleHandler {
             case .streams(let streams): try shareStreams(streams)
             case .packet(let header): try sharePacket(header)
             case .pictureUnchanged(let time): try sharePictureUnchanged(through: time)
+            case .audioFigures(let figures): try shareAudioFigures(figures)
             }
         } catch {
             throw MediaError("tell broadcastd", "\(error)")
@@ -80,7 +81,9 @@ public final class SharedEncoderHandler: BroadcastSampleHandler {
             switch type {
             case .video: _ = try encoder.addVideo(sampleBuffer)
             case .videoCamera: try encoder.addCamera(sampleBuffer)
-            default: try encoder.addAudio(sampleBuffer, type)
+            default:
+                try encoder.addAudio(sampleBuffer, type)
+                try output?.tellAudioFigures(of: encoder.tracks, at: sampleBuffer.presentationTime)
             }
         } catch {
             fail("\(error)")

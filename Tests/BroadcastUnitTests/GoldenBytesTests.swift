@@ -33,7 +33,7 @@ import Testing
             "finished-discarded", "release-slot", "video-sample", "cursor", "set-result", "send-command",
             "command", "command-answer", "command-result", "welcome", "error-unsupported", "camera-format",
             "camera-sample", "encode", "encoding", "packet-ring", "encoded-streams", "encoded-packet",
-            "picture-unchanged",
+            "picture-unchanged", "audio-figures",
         ]
         let described = try ProtocolDescription.load().golden
         #expect(Set(described.map(\.name)) == Set(checked))
@@ -196,6 +196,10 @@ import Testing
         expectGolden("picture-unchanged", still)
         let through = try PictureUnchanged(decoding: Array(still.dropFirst(12)), of: .pictureUnchanged).through
         #expect(through == 2_500_000_000)
+        let figures = AudioFigures(ring: 4, stream: 1, missingMs: 20, droppedMs: 0, maxClockOffsetMs: 1.5)
+        let told = Message.json(.audioFigures, figures).encoded()
+        expectGolden("audio-figures", told)
+        #expect(try Message(.audioFigures, payload: Array(told.dropFirst(12))).decode(AudioFigures.self) == figures)
     }
 
     /// An H.264 stream at 1920x1080 (libx264's parameter sets, Annex B) and an Opus track, as ENCODED_STREAMS says.

@@ -402,6 +402,9 @@ import Testing
         "REQUEST_KEYFRAME": Sample(Empty()),
         "SHARE_RING": Sample(PacketRingAnnouncement(ring: 0, size: 4096)),
         "SHARE_STREAMS": Sample(EncodedStreams(ring: 0, streams: [stream])),
+        "AUDIO_FIGURES": Sample(AudioFigures(ring: 1, stream: 1, missingMs: 20, droppedMs: 0.5, maxClockOffsetMs: 1)),
+        "SHARE_AUDIO_FIGURES": Sample(
+            AudioFigures(ring: 0, stream: 1, missingMs: 20, droppedMs: 0.5, maxClockOffsetMs: 1)),
     ]
 
     static func keys(_ value: any Encodable) -> [String: JSONValue] {
@@ -543,6 +546,20 @@ import Testing
             #expect(try field(message, "streams").maxItems == EncodedStreams.maxStreams)
         }
         #expect(EncodedStreams(ring: 1, streams: []).problem != nil)
+        // Revision 2.10: each audio figure from 0 to its bound.
+        for message in ["AUDIO_FIGURES", "SHARE_AUDIO_FIGURES"] {
+            for name in ["missingMs", "droppedMs", "maxClockOffsetMs"] {
+                let bounds = try field(message, name)
+                #expect(bounds.min == 0 && bounds.max == Int(AudioFigures.maxMs), "\(message).\(name)")
+            }
+        }
+        let figures = AudioFigures(ring: 1, stream: 1, missingMs: 0, droppedMs: AudioFigures.maxMs, maxClockOffsetMs: 0)
+        #expect(figures.problem == nil)
+        for wrong in [-0.1, AudioFigures.maxMs * 1.01, .nan, .infinity] {
+            var past = figures
+            past.missingMs = wrong
+            #expect(past.problem != nil, "missingMs \(wrong)")
+        }
         let video = GoldenBytesTests.goldenStreams[0]
         let audio = GoldenBytesTests.goldenStreams[1]
         #expect(video.problem == nil && audio.problem == nil)

@@ -58,15 +58,15 @@ import Testing
         let server = try Server()
         try server.send(Message.json(.hello, seq: 1, Hello(role: .controller, client: "t")).encoded())
         let welcome = try server.reply().decode(Welcome.self)
-        #expect(welcome.revision == "2.9" && welcome.protocol == 2)
+        #expect(welcome.revision == "2.10" && welcome.protocol == 2)
         #expect(
             welcome.features == [
                 "several-broadcasts", "capture-choice", "capture-change", "windows", "session-lock", "commands",
-                "memory-plan", "exclude-windows", "camera", "encoded-samples",
+                "memory-plan", "exclude-windows", "camera", "encoded-samples", "audio-figures",
             ])
         #expect(
             welcome.offers(.commands) == true && welcome.offers(.camera) == true
-                && welcome.offers(.encodedSamples) == true)
+                && welcome.offers(.encodedSamples) == true && welcome.offers(.audioFigures) == true)
         // A daemon older than 2.6 announces nothing: a client cannot tell, and tries.
         let older = try Message(
             .welcome, payload: Array(#"{"maxDescriptors":4,"maxPayload":1048576,"protocol":2,"server":"b"}"#.utf8)
@@ -88,7 +88,7 @@ import Testing
         let error = try refusal.decode(BroadcastError.self)
         #expect(error.code == .unsupported, "\(error)")
         #expect(
-            error.message.contains("has no message 0x0400") && error.message.contains("revision 2.9"),
+            error.message.contains("has no message 0x0400") && error.message.contains("revision 2.10"),
             "\(error.message)")
         let ok = try server.reply()
         #expect(ok.opcode == .ok && ok.seq == 6)

@@ -88,6 +88,17 @@ import Testing
             let got = try Self.packets(try handler.peer.received())
             #expect(got.map(\.sequence) == [1] && got.first?.ring == encoderID && got.first?.flags == .keyframe)
         }
+        // Revision 2.10: the audio stream's figures, to each, naming the ring.
+        let figures = AudioFigures(ring: 0, stream: 1, missingMs: 20, droppedMs: 0, maxClockOffsetMs: 1.5)
+        try h.send(.json(.shareAudioFigures, figures), from: encoder.peer)
+        for handler in [a, b] {
+            let told = try handler.peer.received().filter { $0.opcode == .audioFigures }
+            #expect(
+                try told.map { try $0.decode(AudioFigures.self) } == [
+                    AudioFigures(
+                        ring: encoderID, stream: 1, missingMs: 20, droppedMs: 0, maxClockOffsetMs: 1.5)
+                ])
+        }
 
         // A second of capture: the encoder gets frames and audio, the handlers it serves none.
         try h.advance(by: Self.second, releasing: [encoder])
@@ -319,5 +330,25 @@ import Testing
         let header = EncodedPacketHeader(
             ring: 0, stream: 0, sequence: 1, offset: 4090, length: 8, flags: .keyframe, pts: 0, dts: 0, duration: 1)
         try violation(header.message(.sharePacket), from: outside, "not within the ring")
+    }
+
+    /// Revision 2.10: an encoder's figures are of an audio stream it described, each 0 to 10^12 ms; others close its
+    /// connection.
+    @Test func sharedAudioFiguresAreBoundedWhereTheyEnter() throws {
+        let h = try Self.harness()
+        let control = try h.peer(.controller)
+        let wrong: [(stream: UInt32, missingMs: Double, text: String)] = [
+            (0, 0, "not an audio stream"), (2, 0, "not an audio stream"), (1, -1, "figures of 0 to"),
+        ]
+        for (index, (stream, missing, text)) in wrong.enumerated() {
+            let (_, handler) = try h.startBroadcast(from: control)
+            let id = try #require(try Self.encode(handler, ["crf": "\(30 + index)"], in: h).encoder)
+            let encoder = try Self.startEncoder(id, in: h)
+            let figures = AudioFigures(ring: 0, stream: stream, missingMs: missing, droppedMs: 0, maxClockOffsetMs: 0)
+            try h.send(.json(.shareAudioFigures, figures), from: encoder.peer)
+            let error = try #require(try encoder.peer.received().last { $0.opcode == .error })
+            let why = try error.decode(BroadcastError.self).message
+            #expect(why.contains(text) && encoder.peer.session.isClosing, "\(why)")
+        }
     }
 }

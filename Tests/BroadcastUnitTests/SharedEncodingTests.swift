@@ -45,9 +45,9 @@ struct SharedEncodingTests {
 
         /// Frames and audio for `seconds`, calling `each` with the events of each frame as they come; the frames in
         /// `still` repeat the one before; those in `paused` the encoder does not get (as `SharedEncoderHandler`, it
-        /// pauses, and makes its first frame after a keyframe).
+        /// pauses, and makes its first frame after a keyframe); the sound of those in `silent` never comes.
         func run(
-            seconds: Int, still: Range<Int> = 0..<0, paused: Range<Int> = 0..<0,
+            seconds: Int, still: Range<Int> = 0..<0, paused: Range<Int> = 0..<0, silent: [Range<Int>] = [],
             each: (Int, [SharedEncoderEvent]) throws -> Void
         ) throws {
             let size = handler.videoFormat.frameByteCount
@@ -60,10 +60,7 @@ struct SharedEncodingTests {
                 if index == paused.lowerBound { _ = encoder.pause() }
                 if index == paused.upperBound { encoder.requestKeyframe() }
                 if paused.contains(index) {
-                    let events = box.events  // what pausing gave
-                    box.events = []
-                    told += events
-                    try each(index, events)
+                    try each(index, take())  // what pausing gave
                     continue
                 }
                 let repeated = still.contains(index)
@@ -80,6 +77,10 @@ struct SharedEncodingTests {
                     sample.isRepeat = repeated
                     _ = try encoder.addVideo(sample)
                 }
+                if silent.contains(where: { $0.contains(index) }) {
+                    try each(index, take())
+                    continue
+                }
                 var pcm = [Float](repeating: 0, count: audioChunk * 2)
                 for i in 0..<audioChunk {
                     let value = Float(sin(phase) * 0.3)
@@ -90,17 +91,23 @@ struct SharedEncodingTests {
                 try pcm.withUnsafeBytes { data in
                     let timing = SampleTiming(
                         presentationTime: time, duration: SharedEncodingTests.interval, sequence: UInt64(index),
-                        discontinuity: false)
+                        discontinuity: silent.contains { $0.upperBound == index })
                     let sample = SampleBuffer(
                         type: .audioMic, timing: timing, data: data, videoFormat: nil, orientation: nil,
                         audioFormat: AudioFormat(), frameCount: audioChunk)
                     try encoder.addAudio(sample, .audioMic)
+                    try output.tellAudioFigures(of: encoder.tracks, at: time)  // as SharedEncoderHandler does
                 }
-                let events = box.events
-                box.events = []
-                told += events
-                try each(index, events)
+                try each(index, take())
             }
+        }
+
+        /// What it told since the last time, kept in `told` too.
+        private func take() -> [SharedEncoderEvent] {
+            let events = box.events
+            box.events = []
+            told += events
+            return events
         }
     }
 
@@ -248,6 +255,44 @@ struct SharedEncodingTests {
         #expect(gaps.allSatisfy { $0 < 0.04 }, "audio gaps: \(gaps.filter { $0 >= 0.021 })")
     }
 
+    /// A shared handler's audio figures are the encoder's for the stretches it wrote (revision 2.10), as an encoder of
+    /// its own would count them: over 8 s, the sound missing for 200 ms while it writes counts, 200 ms missing while
+    /// it is paused (3 s to 5 s; the encoder goes on for others) does not. The encoder tells its figures when sound
+    /// goes missing, else once a second.
+    @Test func aSharedHandlersAudioFiguresAreItsOwnStretches() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        let handler = try Consumer("figures", shared) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 8, silent: [60..<66, 120..<126]) { index, events in
+            if index == 90 { handler.input.pause() }
+            if index == 150 { handler.input.resume() }
+            try handler.take(events)
+        }
+        _ = try handler.finish()
+        let total = shared.encoder.tracks[0].lostMs.missing
+        #expect(abs(total - 400) < 30, "the encoder's sound missing: \(total) ms")
+        let tracks = handler.input.audioTracks
+        #expect(tracks.map(\.name) == ["audioMic"])
+        let mine = try #require(tracks.first?.figures, "no figures: \(tracks)")
+        #expect(abs(mine.missingMs - 200) < 30 && mine.droppedMs < 5, "\(mine)")
+        let told = shared.told.filter { if case .audioFigures = $0 { true } else { false } }.count
+        #expect(told >= 8 && told <= 14, "figures told \(told) times in 8 s")
+    }
+
+    /// A handler that finishes while the encoder goes on (for others) ends its file where its sound ends: the encoder
+    /// still held the sound of its last frame, so its video went on alone for 40 ms (RecordTests under
+    /// `encode=shared`: the audio 40 ms shorter than the recording).
+    @Test func aHandlerFinishingWhileTheEncoderGoesOnEndsWithItsSound() throws {
+        let shared = try SharedEncode(ringSize: 256 * 1024)
+        let handler = try Consumer("ends", shared) { shared.encoder.requestKeyframe() }
+        try shared.run(seconds: 3) { index, events in
+            if index < 60 { try handler.take(events) }
+        }
+        let duration = Double(try handler.finish()) / 1e9
+        let audio = try handler.audio()
+        #expect(abs(audio.start + audio.duration - duration) < 0.005, "sound to \(audio), video to \(duration) s")
+        #expect(duration > 1.9 && duration < 2, "\(duration) s")
+    }
+
     /// A handler alone on its encoder, which pauses with it: its sound goes on at the join where it stopped, packet
     /// after packet (the first of the new stretch, which the encoder gives before its keyframe, was dropped).
     @Test func aHandlerAloneOnItsEncoderHasNoHoleInItsSoundAtAPause() throws {
@@ -309,8 +354,11 @@ struct SharedEncodingTests {
         }
         let duration = Double(try handler.finish()) / 1e9
         let video = try handler.videoPackets()
-        // Frames 0-59, then from the keyframe asked for at the resume (the frame after 65) on: 114 of 120.
-        #expect(video.count == 114 && abs(duration - 114.0 / 30) < 0.01, "\(video.count) frames, \(duration) s")
+        // Frames 0-59, then from the keyframe asked for at the resume (the frame after 65) on: 114 of 120, the last
+        // shown until the sound ends (`aHandlerFinishingWhileTheEncoderGoesOnEndsWithItsSound`).
+        #expect(
+            video.count == 114 && duration > 113.0 / 30 && duration <= 114.0 / 30 + 0.001,
+            "\(video.count) frames, \(duration) s")
     }
 
     /// A handler that stops reading for a second at 3 s, through a ring that holds about half a second, loses

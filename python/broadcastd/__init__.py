@@ -1,5 +1,5 @@
 """broadcastd's client library: sample handlers, controllers and setup UIs for the broadcastd protocol (version 2,
-revision 2.9; docs/protocol.md), and the conformance check of a handler (`broadcastd-check-handler`). Standard library
+revision 2.10; docs/protocol.md), and the conformance check of a handler (`broadcastd-check-handler`). Standard library
 only, Python 3.9 or later. `description()` is the protocol as data (protocol.json)."""
 
 import json
@@ -27,7 +27,7 @@ from .wire import (
 )
 
 #: The protocol revision this package speaks.
-REVISION = "2.9"
+REVISION = "2.10"
 
 __all__ = [
     "Client",

@@ -100,6 +100,23 @@ def picture_unchanged_through(payload: bytes) -> int:
     return _PICTURE_UNCHANGED.unpack(payload)[0]
 
 
+#: AUDIO_FIGURES' figures are milliseconds from 0 to this (revision 2.10).
+MAX_AUDIO_FIGURE_MS = 1e12
+_AUDIO_FIGURES = ("missingMs", "droppedMs", "maxClockOffsetMs")
+
+
+def audio_figures(figures: Dict) -> Dict:
+    """AUDIO_FIGURES' payload (revision 2.10), checked: `ring` and `stream`, and its three figures in milliseconds."""
+    for key in ("ring", "stream"):
+        if not isinstance(figures.get(key), int) or isinstance(figures.get(key), bool) or figures[key] < 0:
+            raise ProtocolError(f"AUDIO_FIGURES needs an integer `{key}`")
+    for key in _AUDIO_FIGURES:
+        value = figures.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_AUDIO_FIGURE_MS:
+            raise ProtocolError(f"AUDIO_FIGURES' `{key}` is a number of ms from 0 to {MAX_AUDIO_FIGURE_MS:.0f}")
+    return figures
+
+
 class PacketRing:
     """A shared encoder's packet ring (PACKET_RING), mapped read-only.
 

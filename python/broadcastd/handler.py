@@ -33,11 +33,13 @@ from typing import Dict, List, Optional
 from .encoded import (
     MAX_ENCODED_STREAMS,
     EncodedPacket,
+    audio_figures,
     PacketRing,
     encode_settings_problem,
     picture_unchanged_through,
 )
 from .wire import (
+    AUDIO_FIGURES,
     AUDIO_SAMPLE,
     BROADCAST_FINISHED,
     BROADCAST_PAUSED,
@@ -166,6 +168,10 @@ class SampleHandler(Announcements):
 
     def picture_unchanged(self, through: int) -> None:
         """The shared encoder's picture stood still through `through` (its time, ns): the last frame lasts."""
+
+    def audio_figures(self, figures: Dict) -> None:
+        """Revision 2.10: how one audio stream of the shared encoder fared through its last packet (AUDIO_FIGURES:
+        `stream`; `missingMs` and `droppedMs`, its totals so far; `maxClockOffsetMs`, the largest since its last)."""
 
     def keyframe_requested(self) -> None:
         """For broadcastd's encoder only: a handler it serves asked for a keyframe."""
@@ -321,6 +327,8 @@ def serve(handler: SampleHandler, connection: Optional[Connection] = None) -> in
                 _callback(handler, handler.encoded_packet, packet, handler.packet_ring.copy(packet))
             elif op == PICTURE_UNCHANGED:
                 _callback(handler, handler.picture_unchanged, picture_unchanged_through(message.payload))
+            elif op == AUDIO_FIGURES:
+                _callback(handler, handler.audio_figures, audio_figures(message.json()))
             elif op in (ENCODING, PACKET_RING, ENCODED_STREAMS, KEYFRAME_REQUESTED):
                 _take_encoding_message(handler, message)
             elif op == CURSOR:

@@ -71,6 +71,7 @@ CURSOR = 0x0312
 CAMERA_SAMPLE = 0x0313  # revision 2.8
 ENCODED_PACKET = 0x0314  # revision 2.9
 PICTURE_UNCHANGED = 0x0315  # revision 2.9
+AUDIO_FIGURES = 0x0316  # revision 2.10
 READY = 0x0380
 RELEASE_SLOT = 0x0381
 FINISH_WITH_ERROR = 0x0382
@@ -84,6 +85,7 @@ SHARE_RING = 0x0389  # revision 2.9, from broadcastd's encoder
 SHARE_STREAMS = 0x038A  # revision 2.9, from broadcastd's encoder
 SHARE_PACKET = 0x038B  # revision 2.9, from broadcastd's encoder
 SHARE_PICTURE_UNCHANGED = 0x038C  # revision 2.9, from broadcastd's encoder
+SHARE_AUDIO_FIGURES = 0x038D  # revision 2.10, from broadcastd's encoder
 
 #: Every opcode by name, and every name by opcode.
 OPCODES = {
@@ -135,6 +137,7 @@ OPCODES = {
         "CAMERA_SAMPLE",
         "ENCODED_PACKET",
         "PICTURE_UNCHANGED",
+        "AUDIO_FIGURES",
         "READY",
         "RELEASE_SLOT",
         "FINISH_WITH_ERROR",
@@ -148,6 +151,7 @@ OPCODES = {
         "SHARE_STREAMS",
         "SHARE_PACKET",
         "SHARE_PICTURE_UNCHANGED",
+        "SHARE_AUDIO_FIGURES",
     )
 }
 OPCODE_NAMES = {value: name for name, value in OPCODES.items()}

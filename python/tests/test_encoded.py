@@ -162,6 +162,16 @@ class HeaderTests(unittest.TestCase):
         self.assertIsNotNone(encoded.encode_settings_problem({"": "v"}))
         self.assertIsNotNone(encoded.encode_settings_problem({f"k{i}": "v" for i in range(33)}))
 
+    def test_the_audio_figures_bounds_are_the_descriptions(self):
+        message = next(m for m in broadcastd.description()["messages"] if m["name"] == "AUDIO_FIGURES")
+        for field in message["payload"]["fields"][2:]:
+            self.assertEqual((field["min"], field["max"]), (0, encoded.MAX_AUDIO_FIGURE_MS), field["name"])
+        figures = {"ring": 4, "stream": 1, "missingMs": 20, "droppedMs": 0, "maxClockOffsetMs": 1e12}
+        self.assertEqual(encoded.audio_figures(dict(figures)), figures)
+        for key, wrong in [("missingMs", -0.1), ("droppedMs", 1.1e12), ("maxClockOffsetMs", None), ("stream", "1")]:
+            with self.assertRaises(broadcastd.ProtocolError, msg=key):
+                encoded.audio_figures(dict(figures, **{key: wrong}))
+
 
 VIDEO = {"stream": 0, "kind": "video", "codec": "h264", "timeBase": [1, 90000], "frameRate": [30, 1]}
 AUDIO = {"stream": 1, "kind": "audio", "codec": "opus", "timeBase": [1, 48000]}
