@@ -212,7 +212,8 @@ extension Integration {
 
             let duration = number(result["duration"])
             let times = try file.frameTimes()
-            #expect(times.count == Int(number(result["videoFrames"])), "every captured frame is in the file")
+            #expect(
+                Double(times.count) == number(result["videoFrames"]), "every captured frame is in the file: \(result)")
             #expect(
                 abs(times.last! + 1.0 / 30 - duration) < 1.0 / 30, "video ends within a frame of the recorded duration")
             // From the second frame on: MP4 starts the first frame at 0 and every stream 6.5 ms (the Opus

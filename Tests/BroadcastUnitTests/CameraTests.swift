@@ -339,15 +339,19 @@ import Testing
         #expect(CaptureSession.cost(of: nv12, as: .nv12).conversionBytes == 0)
     }
 
+    /// A camera that lists 16x8 frames and sends 320x240 ones.
+    static func growingCamera() -> Cameras {
+        let small = CameraDescription(
+            name: "small", serial: "7", role: "Camera",
+            formats: [CameraFormat(pixelFormat: "BGRx", width: 16, height: 8, frameRates: [30])])
+        return Cameras([small], camera: "default", size: VideoFormat(width: 320, height: 240))
+    }
+
     /// A camera whose frames change size before the handler said HELLO: the handler hears of it after WELCOME, in
     /// what follows its HELLO (the camera's pool and CAMERA_FORMAT then are the current ones), not before WELCOME
     /// (PictureInPictureTests failed now and then: "unexpected CAMERA_FORMAT: expected WELCOME in answer to HELLO").
     @Test func aHandlerHearsOfTheCameraOnlyOnceWelcomed() throws {
-        let small = CameraDescription(
-            name: "small", serial: "7", role: "Camera",
-            formats: [CameraFormat(pixelFormat: "BGRx", width: 16, height: 8, frameRates: [30])])
-        let cameras = Cameras([small], camera: "default", size: VideoFormat(width: 320, height: 240))
-        let harness = try CoreHarness(sources: cameras.sources)
+        let harness = try CoreHarness(sources: Self.growingCamera().sources)
         let controller = try harness.peer(.controller)
         let (_, first) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
         // The second's handler is launched; the camera's frames grow before it says HELLO.
@@ -362,11 +366,7 @@ import Testing
     /// Camera frames larger than the format the camera listed get a larger pool of their own (a new POOL to the
     /// handlers that take them, before CAMERA_FORMAT), and the plan counts them at their size.
     @Test func cameraFramesLargerThanListedGetALargerPoolAndThePlanFollows() throws {
-        let small = CameraDescription(
-            name: "small", serial: "7", role: "Camera",
-            formats: [CameraFormat(pixelFormat: "BGRx", width: 16, height: 8, frameRates: [30])])
-        let cameras = Cameras([small], camera: "default", size: VideoFormat(width: 320, height: 240))
-        let harness = try CoreHarness(sources: cameras.sources)
+        let harness = try CoreHarness(sources: Self.growingCamera().sources)
         let controller = try harness.peer(.controller)
         let (_, taker) = try harness.startBroadcast(from: controller, setupInfo: ["camera": "on"])
         #expect(harness.core.capture?.plan.camera?.format == VideoFormat(width: 16, height: 8))
