@@ -166,7 +166,7 @@ public final class AudioTrack {
 
     /// The current clock offset of the input furthest off, ms.
     public var clockOffsetMs: Double {
-        timeline.inputs.map { abs($0.drift.smoothedError) }.max().map { $0 * 1000 / Double(sampleRate) } ?? 0
+        timeline.inputs.lazy.map { abs($0.drift.smoothedError) }.max().map { $0 * 1000 / Double(sampleRate) } ?? 0
     }
 }
 

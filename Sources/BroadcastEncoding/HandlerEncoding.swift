@@ -156,7 +156,17 @@ package final class HandlerEncoding {
                 "videoFrames": .number(Double((input?.encodedFrames ?? 0) + (input?.repeatedFrames ?? 0))),
                 "encodedFrames": .number(Double(input?.encodedFrames ?? 0)),
                 "repeatedFramesNotEncoded": .number(Double(input?.repeatedFrames ?? 0)),
-                "audioTracks": .array((input?.audioTracks ?? []).map(Self.describe)),
+                "audioTracks": .array(
+                    (input?.audioTracks ?? []).map { track in
+                        RecordingEncoder.describe(
+                            track: track.name,
+                            figures: track.figures.map {
+                                [
+                                    "missingMs": $0.missingMs, "droppedMs": $0.droppedMs,
+                                    "maxClockOffsetMs": $0.maxClockOffsetMs,
+                                ]
+                            } ?? [:])
+                    }),
                 "videoCodec": .string(options.video.codec.rawValue),
                 "videoEncoder": .string(
                     (try? VideoEncoderImplementation.best(for: options.video.codec))?.encoderName ?? ""),
@@ -199,19 +209,5 @@ package final class HandlerEncoding {
         case .own(let encoder): encoder.clock.segments.count
         case .shared(_, let input): input?.segments.count ?? 0
         }
-    }
-
-    /// A shared encoder's audio track in a result, as `RecordingEncoder.result` gives it (figures to 0.1 ms).
-    private static func describe(_ track: (name: String, figures: AudioFigures?)) -> JSONValue {
-        var fields: [String: JSONValue] = ["name": .string(track.name)]
-        if let figures = track.figures {
-            for (key, value) in [
-                ("missingMs", figures.missingMs), ("droppedMs", figures.droppedMs),
-                ("maxClockOffsetMs", figures.maxClockOffsetMs),
-            ] {
-                fields[key] = .number((value * 10).rounded() / 10)
-            }
-        }
-        return .object(fields)
     }
 }

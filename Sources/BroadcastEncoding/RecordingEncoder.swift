@@ -289,19 +289,18 @@ package final class RecordingEncoder {
             "videoFrames": .number(Double(frameCount)),
             "encodedFrames": .number(Double(encodedFrames)),
             "repeatedFramesNotEncoded": .number(Double(skippedRepeats)),
-            "audioTracks": .array(
-                tracks.map { track in
-                    .object(
-                        track.summary.mapValues { .number(($0 * 10).rounded() / 10) }.merging([
-                            "name": .string(track.name)
-                        ]) { a, _ in a })
-                }),
+            "audioTracks": .array(tracks.map { Self.describe(track: $0.name, figures: $0.summary) }),
             "videoCodec": .string(options.video.codec.rawValue),
             "videoEncoder": .string(implementationName),
         ]
         // With camera=on or track: the camera frames that came.
         if let frames = corner?.frames ?? cameraTrack?.frames { result["cameraFrames"] = .number(Double(frames)) }
         return result
+    }
+
+    /// An audio track as a result lists it: its `name` and its figures (`AudioTrack.summary`'s keys), to 0.1 ms.
+    package static func describe(track name: String, figures: [String: Double]) -> JSONValue {
+        .object(figures.mapValues { .number(($0 * 10).rounded() / 10) }.merging(["name": .string(name)]) { a, _ in a })
     }
 
     /// Segments as a result lists them: start and duration (s of file time) and frames.

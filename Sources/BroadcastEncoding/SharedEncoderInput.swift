@@ -61,11 +61,9 @@ package final class SharedEncoderInput {
     private var tailCame: UInt64 = 0
     /// More frames than are on their way at a pause: the encoder went on for another handler.
     static let tailLimit = 8
-    /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`).
-    package var audioTrackNames: [String] { audioTracks.map(\.name) }
-
-    /// The audio tracks it writes, each with what the encoder's figures (revision 2.10) said of it while this handler
-    /// wrote (nil when none came: an older broadcastd).
+    /// The audio tracks it writes, by the names an encoder of its own gives them (`AudioTrack.name(titled:)`), each
+    /// with what the encoder's figures (revision 2.10) said of it while this handler wrote (nil when none came: an
+    /// older broadcastd).
     package var audioTracks: [(name: String, figures: AudioFigures?)] {
         streams.indices.filter { streams[$0].description.kind == "audio" && streams[$0].output != nil }.map {
             (AudioTrack.name(titled: streams[$0].description.title), figures[$0]?.mine)
