@@ -118,7 +118,12 @@ extension DaemonCore {
             return
         }
         let draining = drainingAudio && live.nextAudioAt != nil && broadcast.isConnected && broadcast.takesSamples
-        broadcast.endLive(now: now, drainingAudio: draining)
+        // A finish of a handler that shares an encoder waits for the encoder's sound of the picture it was sent.
+        let encodedDrain =
+            drainingAudio && broadcast.phase == .finishing && broadcast.isConnected
+            && broadcast.encodedBy.flatMap(sharedEncoders.encoder)?.drain(broadcast.id) == true
+        broadcast.endLive(now: now, drainingAudio: draining || encodedDrain)
+        if encodedDrain { wakes.schedule(.audioDrain(broadcast.id), at: broadcast.audioDrain?.deadline) }
         if !broadcasts.contains(where: \.isLive) { live.stopFrames() }
         if draining {
             captureAudio(now: now)
@@ -139,6 +144,16 @@ extension DaemonCore {
         guard let drain = broadcast.endDrain() else { return }
         endCaptureIfUnused()
         let now = clock.now()
+        if let encoder = broadcast.encodedBy.flatMap(sharedEncoders.encoder) {
+            wakes.schedule(.audioDrain(broadcast.id), at: nil)
+            encoder.endDrain(broadcast.id)
+            logger.debug(
+                "broadcast \(broadcast.id): its encoder's sound of its picture delivered after \((now - drain.since) / 1_000_000) ms"
+            )
+            for effect in drain.held { apply(effect, to: broadcast, now: now) }
+            followSharedEncoding(broadcast)  // it leaves the encoder now
+            return
+        }
         let short = source.audioStreams.filter { broadcast.ledger.deliveredUntil[$0, default: 0] < drain.until }.map(
             \.description)
         logger.debug(
@@ -364,6 +379,7 @@ extension DaemonCore {
             try encoder.take(news, links: link(of:))
             // A broadcast it serves is live from the first keyframe its handler gets, where its file starts.
             for id in encoder.takeStarted() { self.broadcast(id)?.encodedStreamBegan(now: now) }
+            for id in encoder.takeDrained() { self.broadcast(id).map(endAudioDrain) }
         }
     }
 

@@ -145,6 +145,10 @@ final class DaemonCore {
             guard let broadcast = broadcast(id), let at = broadcast.maxDurationDeadline, now >= at else { return }
             logger.info("broadcast \(broadcast.id) reached its maximum duration")
             transition(broadcast, .finish)
+        case .audioDrain(let id):
+            if let broadcast = broadcast(id), let drain = broadcast.audioDrain, now >= drain.deadline {
+                endAudioDrain(of: broadcast)
+            }
         case .frame:
             if let at = capture?.live?.nextFrameAt, now >= at { captureVideo(now: now) }
         case .audio:

@@ -57,6 +57,12 @@ enum SharedEncoderNews {
     }
 }
 
+extension SharedEncoder.Consumer {
+    mutating func sawPicture(until end: Int64) {
+        pictureEnd = max(pictureEnd ?? end, end)
+    }
+}
+
 /// One shared encoder: a broadcast of its own (`id`) whose process encodes the capture once with `settings` and
 /// writes packets into its ring, and the broadcasts whose handlers it serves. Each consumer gets the ring and the
 /// streams once, then every packet; one whose queue is full loses packets of its own only (its video until the
@@ -74,6 +80,25 @@ final class SharedEncoder {
         var counters = StreamCounters()
         /// It was sent its first keyframe.
         var started = false
+        /// Where the picture it was sent ends, and the sound of each audio stream it was sent (encoder time, ns).
+        var pictureEnd: Int64?
+        var soundEnd: [UInt32: Int64] = [:]
+        var drain = Drain.none
+    }
+
+    /// A consumer's wait, once its broadcast finished, for the sound of the picture it was sent: the encoder gives a
+    /// picture's sound tens of milliseconds after it (a PipeWire quantum, an Opus packet), a microphone gone silent
+    /// a quarter of a second after (broadcastd's silence), and a file that ended at its last picture lacked that.
+    enum Drain: Equatable {
+        case none
+        /// It is sent only sound, before `until`, until each audio stream it was sent reaches `until`.
+        case waiting(until: Int64)
+        /// It is sent nothing more.
+        case over
+
+        var isWaiting: Bool {
+            if case .waiting = self { true } else { false }
+        }
     }
 
     let id: UInt32
@@ -125,6 +150,45 @@ final class SharedEncoder {
     }
     private var started: [UInt32] = []
 
+    // MARK: - A consumer's finish
+
+    /// `consumer`'s broadcast finished: from now on it is sent only the sound of the picture it was sent, until each
+    /// audio stream it was sent reaches that picture's end (`takeDrained`). False when there is nothing to wait for.
+    func drain(_ consumer: UInt32) -> Bool {
+        guard let index = consumers.firstIndex(where: { $0.broadcast == consumer }),
+            let end = consumers[index].pictureEnd, !consumers[index].soundEnd.isEmpty
+        else { return false }
+        consumers[index].drain = .waiting(until: end)
+        return !endDrainIfReached(index)
+    }
+
+    /// Whether `consumer` waits for the sound of its picture.
+    func isDraining(_ consumer: UInt32) -> Bool {
+        consumers.contains { $0.broadcast == consumer && $0.drain.isWaiting }
+    }
+
+    /// `consumer`'s wait is over (it ran out): it is sent nothing more.
+    func endDrain(_ consumer: UInt32) {
+        if let index = consumers.firstIndex(where: { $0.broadcast == consumer }) { consumers[index].drain = .over }
+    }
+
+    /// The consumers whose wait came to its end since this was last asked (each once).
+    func takeDrained() -> [UInt32] {
+        defer { drained = [] }
+        return drained
+    }
+    private var drained: [UInt32] = []
+
+    /// Ends consumer `index`'s wait when every audio stream it was sent reaches the end of its picture.
+    private func endDrainIfReached(_ index: Int) -> Bool {
+        guard case .waiting(let until) = consumers[index].drain,
+            consumers[index].soundEnd.values.allSatisfy({ $0 >= until })
+        else { return false }
+        consumers[index].drain = .over
+        drained.append(consumers[index].broadcast)
+        return true
+    }
+
     // MARK: - What its process says
 
     /// Takes what its process said; what breaks the protocol (a second ring, a packet outside the ring or of a stream
@@ -148,7 +212,7 @@ final class SharedEncoder {
             guard ring != nil, streams != nil else {
                 throw .unexpected(.sharePictureUnchanged, "SHARE_RING and SHARE_STREAMS come first")
             }
-            tellAnnounced(unchanged.message(.pictureUnchanged), links: links)
+            tellAnnounced(unchanged.message(.pictureUnchanged), links: links, pictureThrough: unchanged.through)
         case .audioFigures(var figures):
             guard ring != nil, let streams else {
                 throw .unexpected(.shareAudioFigures, "SHARE_RING and SHARE_STREAMS come first")
@@ -161,13 +225,20 @@ final class SharedEncoder {
         }
     }
 
-    /// Queues `message` for every consumer that has the ring and streams; one whose queue is full goes without.
-    private func tellAnnounced(_ message: Message, links: (UInt32) -> HandlerLink?) {
-        for consumer in consumers where consumer.announced {
-            if links(consumer.broadcast)?.queue(message, droppable: true) == true {
-                unflushed.insert(consumer.broadcast)
-            }
+    /// Queues `message` for every consumer that has the ring and streams and is still sent it (`pictureThrough`: the
+    /// picture stood still through that time, for those still sent pictures); one whose queue is full goes without.
+    private func tellAnnounced(_ message: Message, links: (UInt32) -> HandlerLink?, pictureThrough: Int64? = nil) {
+        for index in consumers.indices where consumers[index].announced && consumers[index].drain != .over {
+            if pictureThrough != nil && consumers[index].drain != .none { continue }
+            guard links(consumers[index].broadcast)?.queue(message, droppable: true) == true else { continue }
+            unflushed.insert(consumers[index].broadcast)
+            if let pictureThrough { consumers[index].sawPicture(until: pictureThrough + frameInterval) }
         }
+    }
+
+    /// The video's frame interval (ns; 0 when not told).
+    private var frameInterval: Int64 {
+        streams?.streams.first { $0.kind == "video" }?.frameInterval ?? 0
     }
 
     /// A packet must lie within the ring, name a stream described, and come after the last.
@@ -197,8 +268,12 @@ final class SharedEncoder {
         let keyframe = video && header.flags.contains(.keyframe)
         if keyframe { keyframeAsked = false }
         let message = header.message(.encodedPacket)
+        let description = streams?.streams[Int(header.stream)]
+        let time = description?.nanoseconds(header.pts) ?? 0
+        let end = video ? time + frameInterval : time + (description?.nanoseconds(header.duration) ?? 0)
         var wantKeyframe = false
-        for index in consumers.indices where consumers[index].announced {
+        for index in consumers.indices where consumers[index].announced && consumers[index].drain != .over {
+            if case .waiting(let until) = consumers[index].drain, video || time >= until { continue }
             if video && consumers[index].awaitingKeyframe {
                 guard keyframe else {
                     consumers[index].counters.dropped += 1
@@ -210,6 +285,12 @@ final class SharedEncoder {
             if link.queue(message, droppable: true) {
                 unflushed.insert(consumers[index].broadcast)
                 consumers[index].counters.delivered += 1
+                if video {
+                    consumers[index].sawPicture(until: end)
+                } else {
+                    consumers[index].soundEnd[header.stream] = max(consumers[index].soundEnd[header.stream] ?? end, end)
+                    _ = endDrainIfReached(index)
+                }
                 if keyframe && !consumers[index].started {
                     consumers[index].started = true
                     started.append(consumers[index].broadcast)
@@ -300,6 +381,8 @@ final class SharedEncoders {
         }
         guard let encoder = encoders.first(where: { $0.consumerIDs.contains(broadcast) }) else { return [] }
         if phase == .finishing || phase == .finished {
+            // One waiting for the sound of its picture stays until it has it.
+            if phase == .finishing && encoder.isDraining(broadcast) { return [] }
             _ = encoder.remove(broadcast)
             if encoder.consumers.isEmpty { return [.finish(encoder: encoder.id)] }
         }

@@ -35,6 +35,8 @@ enum Wake: Hashable {
     case handlerDeadline(UInt32)
     /// A broadcast's maximum duration runs out (its id).
     case maxDuration(UInt32)
+    /// A finishing broadcast's wait for its shared encoder's sound runs out (its id).
+    case audioDrain(UInt32)
 }
 
 /// The descriptors and times the daemon waits for, each with the wake-up it stands for. A part registers its

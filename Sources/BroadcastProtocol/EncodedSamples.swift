@@ -147,6 +147,19 @@ public struct EncodedStreamDescription: Codable, Equatable, Sendable {
         self.timeBase = timeBase
     }
 
+    /// `ticks` of its time base in nanoseconds (saturating: a peer's pts may be any number).
+    public func nanoseconds(_ ticks: Int64) -> Int64 {
+        guard timeBase.count == 2, timeBase[1] > 0 else { return 0 }
+        let ns = Int128(ticks) * Int128(timeBase[0]) * 1_000_000_000 / Int128(timeBase[1])
+        return Int64(clamping: ns)
+    }
+
+    /// A video stream's frame interval (ns), from its frame rate (nil: none told).
+    public var frameInterval: Int64? {
+        guard let rate = frameRate, rate.count == 2, rate[0] > 0, rate[1] > 0 else { return nil }
+        return 1_000_000_000 * Int64(rate[1]) / Int64(rate[0])
+    }
+
     /// The largest global header taken.
     public static let maxExtradata = 64 * 1024
 
