@@ -73,9 +73,6 @@ final class Broadcast {
         /// places it earlier than its stamps, and needs it to reach the end of the picture (the end of the segment was
         /// short by as much, counted missing).
         static let margin: UInt64 = 100_000_000
-        /// The longest a finish waits for a shared encoder's sound of the picture its handler was sent
-        /// (`SharedEncoder.Drain`): a microphone that went silent is filled a quarter of a second behind.
-        static let encodedLimit: UInt64 = 500_000_000
         let since: UInt64
         let until: UInt64
         let deadline: UInt64
@@ -207,11 +204,10 @@ final class Broadcast {
     }
 
     /// It is no longer live; `drainingAudio`: its handler still gets the audio captured before (`AudioDrain`), or
-    /// its shared encoder's (for at most `AudioDrain.encodedLimit`).
-    func endLive(now: UInt64, drainingAudio: Bool = false) {
+    /// its shared encoder's, for at most `limit`.
+    func endLive(now: UInt64, drainingAudio: Bool = false, limit: UInt64 = AudioDrain.limit) {
         if case .live(let since) = stretch, !awaitsEncodedStart { elapsedBefore += now - since }
         let end = max(now, ledger.deliveredUntil[.video] ?? 0) + AudioDrain.margin
-        let limit = takesSamples ? AudioDrain.limit : AudioDrain.encodedLimit
         stretch = drainingAudio ? .draining(AudioDrain(since: now, until: end, deadline: now + limit)) : .off
     }
 

@@ -121,9 +121,10 @@ extension DaemonCore {
         // A finish of a handler that shares an encoder waits for the encoder's sound of the picture it was sent.
         let encodedDrain =
             drainingAudio && broadcast.phase == .finishing && broadcast.isConnected
-            && broadcast.encodedBy.flatMap(sharedEncoders.encoder)?.drain(broadcast.id) == true
-        broadcast.endLive(now: now, drainingAudio: draining || encodedDrain)
-        if encodedDrain { wakes.schedule(.audioDrain(broadcast.id), at: broadcast.audioDrain?.deadline) }
+            ? broadcast.encodedBy.flatMap(sharedEncoders.encoder)?.drain(broadcast.id) : nil
+        broadcast.endLive(
+            now: now, drainingAudio: draining || encodedDrain != nil, limit: encodedDrain ?? Broadcast.AudioDrain.limit)
+        if encodedDrain != nil { wakes.schedule(.audioDrain(broadcast.id), at: broadcast.audioDrain?.deadline) }
         if !broadcasts.contains(where: \.isLive) { live.stopFrames() }
         if draining {
             captureAudio(now: now)

@@ -91,8 +91,9 @@ final class SharedEncoder {
     /// a quarter of a second after (broadcastd's silence), and a file that ended at its last picture lacked that.
     enum Drain: Equatable {
         case none
-        /// It is sent only sound, before `until`, until each audio stream it was sent reaches `until`.
-        case waiting(until: Int64)
+        /// It is sent only sound, before `until`, until each audio stream it was sent reaches `until`; nil: it has
+        /// had no picture yet, and is sent its first (the encoder was starting: its file would be empty), then that.
+        case waiting(until: Int64?)
         /// It is sent nothing more.
         case over
 
@@ -152,15 +153,25 @@ final class SharedEncoder {
 
     // MARK: - A consumer's finish
 
-    /// `consumer`'s broadcast finished: from now on it is sent only the sound of the picture it was sent, until each
-    /// audio stream it was sent reaches that picture's end (`takeDrained`). False when there is nothing to wait for.
-    func drain(_ consumer: UInt32) -> Bool {
-        guard let index = consumers.firstIndex(where: { $0.broadcast == consumer }),
-            let end = consumers[index].pictureEnd, !consumers[index].soundEnd.isEmpty
-        else { return false }
-        consumers[index].drain = .waiting(until: end)
-        return !endDrainIfReached(index)
+    /// `consumer`'s broadcast finished: from now on it is sent only the sound of the picture it was sent (its first
+    /// picture first, if it had none), until each audio stream it was sent reaches that picture's end
+    /// (`takeDrained`). Returns how long it may wait at most (ns), or nil when there is nothing to wait for.
+    func drain(_ consumer: UInt32) -> UInt64? {
+        guard let index = consumers.firstIndex(where: { $0.broadcast == consumer }) else { return nil }
+        consumers[index].drain = .waiting(until: consumers[index].pictureEnd)
+        if endDrainIfReached(index) {
+            drained.removeAll { $0 == consumer }
+            return nil
+        }
+        return consumers[index].pictureEnd == nil ? Self.firstPictureLimit : Self.soundLimit
     }
+
+    /// The longest a finishing consumer waits for the sound of its picture: a microphone gone silent is filled by
+    /// broadcastd a quarter of a second behind.
+    static let soundLimit: UInt64 = 500_000_000
+    /// The longest one that had no picture yet waits for its first and its sound: an encoder starting takes a
+    /// process's start and its first frame's encode.
+    static let firstPictureLimit: UInt64 = 3_000_000_000
 
     /// Whether `consumer` waits for the sound of its picture.
     func isDraining(_ consumer: UInt32) -> Bool {
@@ -181,7 +192,7 @@ final class SharedEncoder {
 
     /// Ends consumer `index`'s wait when every audio stream it was sent reaches the end of its picture.
     private func endDrainIfReached(_ index: Int) -> Bool {
-        guard case .waiting(let until) = consumers[index].drain,
+        guard case .waiting(let until?) = consumers[index].drain,
             consumers[index].soundEnd.values.allSatisfy({ $0 >= until })
         else { return false }
         consumers[index].drain = .over
@@ -273,7 +284,7 @@ final class SharedEncoder {
         let end = video ? time + frameInterval : time + (description?.nanoseconds(header.duration) ?? 0)
         var wantKeyframe = false
         for index in consumers.indices where consumers[index].announced && consumers[index].drain != .over {
-            if case .waiting(let until) = consumers[index].drain, video || time >= until { continue }
+            if case .waiting(let until?) = consumers[index].drain, video || time >= until { continue }
             if video && consumers[index].awaitingKeyframe {
                 guard keyframe else {
                     consumers[index].counters.dropped += 1
@@ -287,6 +298,10 @@ final class SharedEncoder {
                 consumers[index].counters.delivered += 1
                 if video {
                     consumers[index].sawPicture(until: end)
+                    if consumers[index].drain == .waiting(until: nil) {  // its first picture: now its sound
+                        consumers[index].drain = .waiting(until: end)
+                        _ = endDrainIfReached(index)
+                    }
                 } else {
                     consumers[index].soundEnd[header.stream] = max(consumers[index].soundEnd[header.stream] ?? end, end)
                     _ = endDrainIfReached(index)

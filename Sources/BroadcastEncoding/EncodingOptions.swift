@@ -148,8 +148,8 @@ package struct EncodingOptions: Equatable, Sendable {
         opusComplexity = try integer("opusComplexity", 0...10, "Opus complexity") ?? 10
         camera = try CameraLayout.taking(&fields)
         switch take("encode") {
-        case nil, "own": shared = false
-        case "shared": shared = true
+        case "own": shared = false
+        case nil, "shared": shared = true
         case let other?: throw SetupFieldError("encode '\(other)': own (encode here) or shared (broadcastd's encoder)")
         }
     }

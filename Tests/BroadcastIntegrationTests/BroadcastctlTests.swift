@@ -275,7 +275,7 @@ extension Integration {
             let marked = try daemon.tool("broadcastctl", ["mark", "both"])
             #expect(
                 marked.status == 0 && marked.stdout.contains("broadcast 2: chapter 1 'both' at 0:0")
-                    && marked.stdout.contains("broadcast 3: chapter 1 'both' at 0:0"), "\(marked)")
+                    && marked.stdout.contains("broadcast 4: chapter 1 'both' at 0:0"), "\(marked)")
             let clip = daemon.runtime + "/clip.mp4"
             let saved = try daemon.tool("broadcastctl", ["save", "--last", "1", clip])
             #expect(saved.status == 0 && saved.stdout == clip + "\n" && saved.stderr.hasPrefix("saved 0:0"), "\(saved)")
@@ -286,7 +286,7 @@ extension Integration {
             #expect(
                 which.status == 1
                     && which.stderr.contains(
-                        "2 (record, live, \(path)), 3 (replay, live); say which with --broadcast N"),
+                        "2 (record, live, \(path)), 4 (replay, live); say which with --broadcast N"),
                 "\(which)")
             #expect(try daemon.tool("broadcastctl", ["stop", "--all"]).status == 0)
             let idle = try daemon.tool("broadcastctl", ["status"])

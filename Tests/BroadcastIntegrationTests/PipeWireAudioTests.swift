@@ -350,10 +350,9 @@ extension Integration {
             defer { _ = try? daemon.stop() }
             let controller = try daemon.subscribedController()
             let path = daemon.runtime + "/screen.mp4"
-            // Encoding by itself: a handler sharing an encoder that finishes gets the mic's silence only as far as
-            // the encoder had placed it, 200-250 ms short of the end once the mic is gone (issue 35, left open).
-            let id = try daemon.start(
-                handler: "record", url: "file://" + path, setupInfo: ["encode": "own"], on: controller)
+            // Sharing an encoder (the default): its finish waits for the encoder's silence of the mic, which comes a
+            // quarter of a second behind once the mic is gone (it ended that much short).
+            let id = try daemon.start(handler: "record", url: "file://" + path, on: controller)
             try daemon.awaitState(controller, .live)
             usleep(3_000_000)
             pipewire.kill("pw-loopback")  // the microphone goes away

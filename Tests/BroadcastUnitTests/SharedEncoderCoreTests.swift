@@ -192,7 +192,8 @@ import Testing
         #expect(phase(encoderID) == .live)
         h.exit(b, .exited(0), broadcast: second)
         #expect(try h.request(.finish, FinishRequest(), from: controller).opcode == .ok, "the only user broadcast")
-        try h.advance(by: Self.second / 2, releasing: [encoder])
+        // It had no picture: it waits for its first (`SharedEncoder.firstPictureLimit`), which never comes.
+        try h.advance(by: SharedEncoder.firstPictureLimit + Self.second / 2, releasing: [encoder])
         #expect(phase(encoderID) == .finishing && phase(first) == .finishing)
         #expect(try h.drain(encoder.peer).last?.opcode == .broadcastFinished)
         // Finishing, it serves none, and its status says so (it said nothing, and `broadcastctl status` counted it as

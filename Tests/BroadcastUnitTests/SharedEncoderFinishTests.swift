@@ -91,4 +91,28 @@ import Testing
         #expect(try handler.peer.received().last?.opcode == .broadcastFinished)
         #expect(h.core.broadcast(encoderID)?.phase == .finishing)
     }
+
+    /// One finished before its encoder's first picture (it was starting) is sent that picture and its sound first:
+    /// its file was empty, with no duration in its result.
+    @Test func aFinishBeforeTheFirstPictureWaitsForIt() throws {
+        let h = try Core.harness()
+        let controller = try h.peer(.controller)
+        let (id, handler) = try h.startBroadcast(from: controller)
+        let encoderID = try #require(try Core.encode(handler, in: h).encoder)
+        #expect(try h.request(.finish, FinishRequest(broadcast: id), from: controller).opcode == .ok)
+        let encoder = try h.connectHandler(of: encoderID)
+        let memory = try SharedMemory(name: "test-ring", size: 4096, sealed: true)
+        try h.send(
+            .json(
+                .shareRing, PacketRingAnnouncement(ring: 0, size: 4096), descriptors: [try memory.readOnlyDescriptor()]),
+            from: encoder.peer)
+        try h.send(.json(.shareStreams, Self.streams), from: encoder.peer)
+        try h.send(Self.packet(1, stream: 1, pts: 0), from: encoder.peer)
+        try h.send(Self.packet(2, stream: 0, pts: 0, keyframe: true), from: encoder.peer)
+        try h.send(Self.packet(3, stream: 0, pts: 3000), from: encoder.peer)  // its second picture: not sent
+        #expect(try Core.packets(try handler.peer.received()).map(\.sequence) == [1, 2])
+        try h.send(Self.packet(4, stream: 1, pts: 960), from: encoder.peer)  // the sound to 40 ms, past 33 ms
+        let last = try handler.peer.received()
+        #expect(last.map(\.opcode) == [.encodedPacket, .broadcastFinished], "\(last.map(\.opcode))")
+    }
 }
