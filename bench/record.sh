@@ -16,6 +16,11 @@
 #           is run on those frames with the handler's own options (ffmpeg, the same libavcodec encoders), and
 #           ffmpeg's psnr and ssim filters compare the decoded result with them. Not in the default set.
 #
+# Each run is one recording encoding by itself (encode=own): this measures the handler and the encoder it runs, as one
+# process whose CPU, memory and drops are its own. By default record shares broadcastd's encoder (encode=shared): the
+# same encoder (RecordingEncoder) in broadcast-encoder, and record muxing its packets; bench/many.sh measures that,
+# alone and beside stream and replay.
+#
 # Writes the record section of docs/benchmarks.md from the figures of this run (and with `codecs`, the
 # record-codecs section, bench/record_codecs_report.py).
 # One command: bash bench/record.sh (bench/run.sh runs it too, unless BENCH_SKIP_RECORD=1).
@@ -80,7 +85,7 @@ probe_file() {
 run_ours() {
     local test=$1 rep=$2 seconds=$3 setup=$4; shift 4
     local sock="$WORK/bd.sock" out="$WORK/ours-$test-$rep.${OUT_EXT:-mp4}" logf="$WORK/broadcastd-$test-$rep.log"
-    local sets=() kv; for kv in $setup; do sets+=(--set "$kv"); done
+    local sets=(--set encode=own) kv; for kv in $setup; do sets+=(--set "$kv"); done
     rm -f "$sock" "$out"
     spawn "$BIN/broadcastd" --config /dev/null --socket "$sock" --handlers-dir "$ROOT/share/broadcastd/handlers" --log-level info "$@" 2>"$logf"
     local bd=$LAST

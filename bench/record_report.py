@@ -248,9 +248,12 @@ out.append(f"""**How they were taken.**
 - *Ours*: a release build with `--static-swift-stdlib` (.build-bench), a fresh daemon per run on a private socket:
   ```
   broadcastd --source x11 --display :N --fps 30 --socket SOCK --handlers-dir share/broadcastd/handlers --log-level info &
-  broadcastctl start --socket SOCK --handler record --url file:///tmp/…/ours.mp4 --set preset=veryfast --set tune=zerolatency --set crf=23 --duration {T} --wait
+  broadcastctl start --socket SOCK --handler record --url file:///tmp/…/ours.mp4 --set encode=own --set preset=veryfast --set tune=zerolatency --set crf=23 --duration {T} --wait
   broadcastctl status --socket SOCK --json
   ```
+  `encode=own`: the handler encodes by itself, one process with its own CPU, memory and drops. By default `record`
+  shares broadcastd's encoder (`broadcast-encoder`, the same `RecordingEncoder`) and muxes its packets: that is
+  measured in "Several broadcasts on one capture" (record alone, and beside stream and replay).
   CPU: broadcastd's utime+stime (`/proc/PID/stat`) across the broadcast; the handler's (broadcastd's child) from
   broadcastd's cutime+cstime once it has reaped it (cross-checked against the handler's own ticks polled every
   0.2 s); broadcastctl's from `/usr/bin/time -v`. Peak RSS: VmHWM of broadcastd after the broadcast and of the

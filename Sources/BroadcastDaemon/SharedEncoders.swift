@@ -57,12 +57,6 @@ enum SharedEncoderNews {
     }
 }
 
-extension SharedEncoder.Consumer {
-    mutating func sawPicture(until end: Int64) {
-        pictureEnd = max(pictureEnd ?? end, end)
-    }
-}
-
 /// One shared encoder: a broadcast of its own (`id`) whose process encodes the capture once with `settings` and
 /// writes packets into its ring, and the broadcasts whose handlers it serves. Each consumer gets the ring and the
 /// streams once, then every packet; one whose queue is full loses packets of its own only (its video until the
@@ -84,6 +78,16 @@ final class SharedEncoder {
         var pictureEnd: Int64?
         var soundEnd: [UInt32: Int64] = [:]
         var drain = Drain.none
+
+        mutating func sawPicture(until end: Int64) {
+            pictureEnd = max(pictureEnd ?? end, end)
+        }
+
+        /// It waits for sound, and every audio stream it was sent reaches the end of its picture.
+        var hasItsSound: Bool {
+            guard case .waiting(let until?) = drain else { return false }
+            return soundEnd.values.allSatisfy { $0 >= until }
+        }
     }
 
     /// A consumer's wait, once its broadcast finished, for the sound of the picture it was sent: the encoder gives a
@@ -159,8 +163,8 @@ final class SharedEncoder {
     func drain(_ consumer: UInt32) -> UInt64? {
         guard let index = consumers.firstIndex(where: { $0.broadcast == consumer }) else { return nil }
         consumers[index].drain = .waiting(until: consumers[index].pictureEnd)
-        if endDrainIfReached(index) {
-            drained.removeAll { $0 == consumer }
+        guard !consumers[index].hasItsSound else {
+            consumers[index].drain = .over
             return nil
         }
         return consumers[index].pictureEnd == nil ? Self.firstPictureLimit : Self.soundLimit
@@ -191,13 +195,10 @@ final class SharedEncoder {
     private var drained: [UInt32] = []
 
     /// Ends consumer `index`'s wait when every audio stream it was sent reaches the end of its picture.
-    private func endDrainIfReached(_ index: Int) -> Bool {
-        guard case .waiting(let until?) = consumers[index].drain,
-            consumers[index].soundEnd.values.allSatisfy({ $0 >= until })
-        else { return false }
+    private func endDrainIfReached(_ index: Int) {
+        guard consumers[index].hasItsSound else { return }
         consumers[index].drain = .over
         drained.append(consumers[index].broadcast)
-        return true
     }
 
     // MARK: - What its process says
@@ -300,11 +301,11 @@ final class SharedEncoder {
                     consumers[index].sawPicture(until: end)
                     if consumers[index].drain == .waiting(until: nil) {  // its first picture: now its sound
                         consumers[index].drain = .waiting(until: end)
-                        _ = endDrainIfReached(index)
+                        endDrainIfReached(index)
                     }
                 } else {
                     consumers[index].soundEnd[header.stream] = max(consumers[index].soundEnd[header.stream] ?? end, end)
-                    _ = endDrainIfReached(index)
+                    endDrainIfReached(index)
                 }
                 if keyframe && !consumers[index].started {
                     consumers[index].started = true

@@ -272,6 +272,9 @@ extension Integration {
             #expect(
                 try daemon.tool("broadcastctl", ["start", "--handler", "replay", "--set", "length=10"]).status == 0)
             usleep(1_500_000)
+            // By default the two share one encoder (3), which broadcastd started for the recording.
+            let shared = try daemon.tool("broadcastctl", ["status"])
+            #expect(shared.stdout.contains("encoder 3: record (2), replay (4)\n"), "\(shared.stdout)")
             let marked = try daemon.tool("broadcastctl", ["mark", "both"])
             #expect(
                 marked.status == 0 && marked.stdout.contains("broadcast 2: chapter 1 'both' at 0:0")
