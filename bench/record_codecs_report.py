@@ -40,7 +40,8 @@ out += [f"{env('BENCH_DATE', '?')}, commit {env('BENCH_COMMIT', '?')}; {env('BEN
 out += [f"The screen is bench/record.sh's moving one (a scrolling document of coloured text, a bouncing box "
         f"that changes colour every frame, xclock, the pointer) on Xvfb at 1920x1080, captured by broadcastd at 30 fps "
         f"for {T:.0f} s and recorded by the `record` handler (release build, as `make` builds it) with `--set codec=…` "
-        f"and nothing else: each codec at its defaults, with the default two Opus tracks (silent: PipeWire is not "
+        f"and `encode=own` (the handler encodes by itself, so that its CPU and drops are its own; shared, the same "
+        f"encoder runs in `broadcast-encoder`): each codec at its defaults, with the default two Opus tracks (silent: PipeWire is not "
         f"running here, and broadcastd sends silence for app audio and the microphone). "
         f"CPU is the handler's, in % of one core over the broadcast; frames the handler could not take in time "
         f"are dropped by broadcastd and counted.", ""]
@@ -72,11 +73,17 @@ for codec in ["h264", "hevc", "av1"]:
     share = dropped * 100 / (dropped + delivered) if dropped + delivered else math.nan
     size = med("ours", test, "out_mb") / med("ours", "codec_h264", "out_mb")
     reading.append(f"{names[codec]} took {cpu:.0f} % of a core and " +
-                   ("kept up (no frame dropped)" if dropped == 0 else f"dropped {share:.0f} % of the frames") +
+                   ("kept up (no frame dropped)" if dropped == 0
+                    else f"dropped {share:.1f} % of the frames ({dropped / (T / 2):.1f} per keyframe, one every 2 s)") +
                    ("" if codec == "h264" else f", with a file {size:.2f}× H.264's") +
                    f" at {med('quality', test, 'psnr_y'):.1f} dB luma PSNR.")
 out += ["**Reading.** " + " ".join(reading) + " The defaults are each encoder's own, not matched for quality, and "
         "HEVC and AV1 default to their fastest presets (x265's ultrafast, SVT-AV1's 12), where H.264 keeps veryfast; "
-        "where even those do not keep 1080p30 live, a smaller `size` or a lower `frameRate` is the choice.", ""]
+        "where even those do not keep 1080p30 live, a smaller `size` or a lower `frameRate` is the choice." +
+        ("" if all(med("ours", f"codec_{c}", "dropped") == 0 for c in ["hevc", "av1"]) else
+         " Drops near one per keyframe from an encoder below a core point at how frames are taken rather than at the "
+         "encoder's speed: the handler encodes in the thread that takes its frames, and broadcastd keeps two slots for "
+         "one broadcast, so an encode longer than about two frame intervals (a keyframe's) costs a frame; an encoding "
+         "thread with a few frames queued in the handler would absorb them."), ""]
 out.append(END)
 write_section(sys.argv[2], BEGIN, END, "\n".join(out) + "\n")
