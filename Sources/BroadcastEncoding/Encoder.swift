@@ -239,11 +239,16 @@ public final class Encoder {
     public func encodeVideo(
         _ frame: MediaFrame, keyframe asked: Bool = false, _ body: (EncodedPacket) throws(MediaError) -> Void
     ) throws(MediaError) {
+        markKeyframe(frame, asked: asked)
+        try encode(frame, body)
+    }
+
+    /// Makes `frame` a keyframe when one is due by time or `asked` (what `encodeVideo` does before it encodes).
+    func markKeyframe(_ frame: MediaFrame, asked: Bool) {
         let pts = frame.frame.pointee.pts
         let key = asked || keyframeDue(at: pts)
         if key { keyframes?.made(at: pts) }
         frame.frame.pointee.pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
-        try encode(frame, body)
     }
 
     /// Encodes `frame` (nil: flush), then hands every packet that is ready to `body`. The frame's

@@ -26,6 +26,14 @@ public final class MediaFrame {
         return owned
     }
 
+    /// Another reference to this frame's buffers, with its properties (what a frame encoded on another thread holds:
+    /// its owner makes the buffers writable, copying them, before it writes into them again).
+    func clone() throws(MediaError) -> MediaFrame {
+        let clone = try MediaFrame()
+        try check(av_frame_ref(clone.frame, frame), "reference a frame")
+        return clone
+    }
+
     /// Copies `data` (laid out as `format`, which has this owned frame's size and layout) into this frame, stamped
     /// `pts`, so that the sample's memory may be given back before the frame is encoded.
     public func copy(_ data: UnsafeRawBufferPointer, format: VideoFormat, pts: Int64) throws(MediaError) {

@@ -28,6 +28,8 @@ package final class RecordingEncoder {
     let output: EncodedOutput
     package let video: Encoder
     package let videoStream: Int
+    /// Encodes the video on a thread of its own (`EncodeWorker`).
+    private let worker: EncodeWorker
     let input: VideoInput
     /// The camera picture-in-picture (`camera=on`).
     package let corner: CameraCorner?
@@ -63,6 +65,8 @@ package final class RecordingEncoder {
     package private(set) var encodedFrames = 0
     package private(set) var skippedRepeats = 0
 
+    deinit { worker.stop() }
+
     /// The encoders for `handler`'s formats and `options`, their streams added to `output`.
     package init(_ options: EncodingOptions, for handler: BroadcastSampleHandler, output: EncodedOutput)
         throws(MediaError)
@@ -89,6 +93,11 @@ package final class RecordingEncoder {
         video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(video.parameters)
+        worker = EncodeWorker { [video] frame throws(MediaError) in
+            var packets: [EncodedPacket] = []
+            try video.encode(frame) { packets.append($0) }
+            return packets
+        }
         let audioFormat = handler.audioFormat
         let channels = options.channels ?? audioFormat.channels
         let audio = AudioEncoderSettings(
@@ -170,6 +179,7 @@ package final class RecordingEncoder {
         if repeated, video.keyframes != nil, lastEncoded != nil, !keyframeAsked,
             !(keyframeDue && keyframesSinceChange < 2), repeatsSinceChange >= repeatsAfterChange
         {
+            for packet in try worker.drain() { try write(packet) }  // the frames before it first
             skippedRepeats += 1
             if let copy = repeater.unchanged(through: Int64(time)) { try output.writeCopy(copy, stream: videoStream) }
             try output.pictureUnchanged(through: Int64(time))
@@ -185,16 +195,20 @@ package final class RecordingEncoder {
             changedPTS.insert(Encoder.videoPTS(time))
         }
         if keyframeAsked { keyframesMadeAsked += 1 }
-        try video.encodeVideo(frame, keyframe: keyframeAsked) { packet throws(MediaError) in
-            if let copy = repeater.before(packet) { try output.writeCopy(copy, stream: videoStream) }
-            repeater.wrote(packet, newPicture: changedPTS.remove(packet.pts) != nil)
-            try output.writeHoldingBack(packet, stream: videoStream)
-        }
+        video.markKeyframe(frame, asked: keyframeAsked)
+        for packet in try worker.encode(try frame.clone()) { try write(packet) }
         lastEncoded = time
         keyframeAsked = false
         encodedFrames += 1
         keyframesSinceChange = (repeated ? keyframesSinceChange : 0) + (keyframeDue ? 1 : 0)
         repeatsSinceChange = repeated ? repeatsSinceChange + 1 : 0
+    }
+
+    /// Writes a packet of the video encoder (its copies of an earlier keyframe first, when a still picture needs them).
+    private func write(_ packet: EncodedPacket) throws(MediaError) {
+        if let copy = repeater.before(packet) { try output.writeCopy(copy, stream: videoStream) }
+        repeater.wrote(packet, newPicture: changedPTS.remove(packet.pts) != nil)
+        try output.writeHoldingBack(packet, stream: videoStream)
     }
 
     /// Makes the next frame a keyframe: a handler sharing this encoder joined, resumed, or lost packets.
@@ -261,7 +275,12 @@ package final class RecordingEncoder {
     /// A pause: the segment ends; returns its end (file time), or nil when no frame opened one. The frame held for
     /// the camera is encoded first (what that fails with is thrown by the next `addVideo` or `finish`).
     package func pause() -> UInt64? {
-        do { try releaseHeldFrame() } catch { heldFailure = heldFailure ?? error }
+        do {
+            try releaseHeldFrame()
+            for packet in try worker.drain() { try write(packet) }
+        } catch {
+            heldFailure = heldFailure ?? error
+        }
         guard let end = clock.close() else { return nil }
         early = []
         for track in tracks { track.endSegment(at: end) }
@@ -274,6 +293,8 @@ package final class RecordingEncoder {
         if let failure = heldFailure { throw failure }
         _ = clock.close()
         let end = clock.duration
+        for packet in try worker.drain() { try write(packet) }
+        worker.stop()
         try video.encode(nil) { packet throws(MediaError) in try output.writeHoldingBack(packet, stream: videoStream) }
         try output.endStream(videoStream, at: Encoder.videoPTS(end))
         try cameraTrack?.finish(at: end, output: output)
