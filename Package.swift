@@ -134,7 +134,10 @@ let package = Package(
         .target(name: "BroadcastTimeline", dependencies: ["BroadcastCore"]),
         .target(
             name: "BroadcastEncoding",
-            dependencies: ["CFFmpeg", "BroadcastCore", "BroadcastProtocol", "BroadcastTimeline", "BroadcastHandlerKit"]),
+            dependencies: [
+                "CFFmpeg", "BroadcastCore", "BroadcastProtocol", "BroadcastTimeline", "BroadcastHandlerKit",
+                "BroadcastSystem",
+            ]),
         .target(
             name: "BroadcastMedia",
             dependencies: [

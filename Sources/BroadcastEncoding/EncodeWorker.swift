@@ -1,4 +1,4 @@
-import Glibc
+import BroadcastSystem
 
 /// Encodes video frames on a thread of its own, in order, so that an encode longer than a frame interval (a
 /// keyframe's, with x265 or SVT-AV1) does not hold up the handler's intake: broadcastd keeps two frame slots for a
@@ -9,7 +9,9 @@ import Glibc
 final class EncodeWorker: @unchecked Sendable {
     /// Encodes a frame, on the thread: the packets it gave.
     typealias Encode = (MediaFrame) throws(MediaError) -> [EncodedPacket]
-    private let encode: Encode
+    private let encodeFrame: Encode
+    private let lock = ConditionLock()
+    // Guarded by `lock`.
     /// Frames waiting for the thread, in order.
     private var queue: [MediaFrame] = []
     /// Frames handed in, and frames the thread has encoded.
@@ -17,76 +19,48 @@ final class EncodeWorker: @unchecked Sendable {
     private var encoded = 0
     private var packets: [EncodedPacket] = []
     private var failure: MediaError?
+    private var running = false
     private var stopping = false
-    private var thread: pthread_t?
-    private var mutex = pthread_mutex_t()
-    private var changed = pthread_cond_t()
 
     /// Frames that may wait beside the one being encoded.
     static let depth = 3
     /// How long the caller waits for its frame's packets (ns): below a frame interval at 30 fps.
-    static let patience: Int = 20_000_000
+    static let patience: UInt64 = 20_000_000
 
     init(_ encode: @escaping Encode) {
-        self.encode = encode
-        pthread_mutex_init(&mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(&changed, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(&changed)
-        pthread_mutex_destroy(&mutex)
+        encodeFrame = encode
     }
 
     /// Hands `frame` (the worker's to keep: a clone) to the thread, and returns the packets ready once it is encoded
     /// or `patience` has passed.
     func encode(_ frame: MediaFrame) throws(MediaError) -> [EncodedPacket] {
-        start()
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        while queue.count >= Self.depth && failure == nil { pthread_cond_wait(&changed, &mutex) }
-        queue.append(frame)
-        handedIn += 1
-        pthread_cond_broadcast(&changed)
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let nanoseconds = deadline.tv_nsec + Self.patience
-        (deadline.tv_sec, deadline.tv_nsec) = (
-            deadline.tv_sec + nanoseconds / 1_000_000_000, nanoseconds % 1_000_000_000
-        )
-        while encoded < handedIn && failure == nil {
-            if pthread_cond_timedwait(&changed, &mutex, &deadline) == ETIMEDOUT { break }
+        guard try start() else { return try drain() + encodeFrame(frame) }  // stopped: here
+        return try lock.withLock { () throws(MediaError) in
+            while queue.count >= Self.depth && failure == nil { lock.wait() }
+            queue.append(frame)
+            handedIn += 1
+            lock.broadcast()
+            let deadline = MonotonicClock.now() + Self.patience
+            while encoded < handedIn && failure == nil && lock.wait(until: deadline) {}
+            return try takeLocked()
         }
-        return try takeLocked()
     }
 
     /// Waits until every frame handed in is encoded; returns the packets ready.
     func drain() throws(MediaError) -> [EncodedPacket] {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        while encoded < handedIn && failure == nil { pthread_cond_wait(&changed, &mutex) }
-        return try takeLocked()
-    }
-
-    /// The packets ready now.
-    func ready() throws(MediaError) -> [EncodedPacket] {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try takeLocked()
+        try lock.withLock { () throws(MediaError) in
+            while encoded < handedIn && failure == nil { lock.wait() }
+            return try takeLocked()
+        }
     }
 
     /// Ends the thread once what was handed in is encoded (the encoder is the caller's again).
     func stop() {
-        pthread_mutex_lock(&mutex)
-        stopping = true
-        pthread_cond_broadcast(&changed)
-        pthread_mutex_unlock(&mutex)
-        if let thread { pthread_join(thread, nil) }
-        thread = nil
+        lock.withLock {
+            stopping = true
+            lock.broadcast()
+            while running { lock.wait() }
+        }
     }
 
     private func takeLocked() throws(MediaError) -> [EncodedPacket] {
@@ -95,41 +69,49 @@ final class EncodeWorker: @unchecked Sendable {
         return packets
     }
 
-    private func start() {
-        guard thread == nil else { return }
-        var created = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let status = pthread_create(
-            &created, nil,
-            { context in
-                let worker = Unmanaged<EncodeWorker>.fromOpaque(context!).takeRetainedValue()
-                worker.run()
-                return nil
-            }, context)
-        if status == 0 {
-            thread = created
-        } else {
-            Unmanaged<EncodeWorker>.fromOpaque(context).release()
-            failure = MediaError("start the encoding thread", "pthread_create: error \(status)")
+    /// Starts the thread unless it runs; false when it was stopped.
+    private func start() throws(MediaError) -> Bool {
+        let starting = lock.withLock { () -> Bool? in
+            if stopping { return nil }
+            if running { return false }
+            running = true
+            return true
         }
+        guard let starting else { return false }
+        guard starting else { return true }
+        do {
+            try BackgroundThread.start { [self] in run() }
+        } catch {
+            lock.withLock { running = false }
+            throw MediaError("start the encoding thread", "\(error)")
+        }
+        return true
     }
 
     private func run() {
-        pthread_mutex_lock(&mutex)
-        while true {
-            while queue.isEmpty && !stopping { pthread_cond_wait(&changed, &mutex) }
-            if queue.isEmpty { break }
-            let frame = queue.removeFirst()
-            pthread_mutex_unlock(&mutex)
+        while let frame = next() {
             var out: [EncodedPacket] = []
             var error: MediaError?
-            do { out = try encode(frame) } catch let caught { error = caught }
-            pthread_mutex_lock(&mutex)
-            packets += out
-            failure = failure ?? error
-            encoded += 1
-            pthread_cond_broadcast(&changed)
+            do { out = try encodeFrame(frame) } catch let caught { error = caught }
+            lock.withLock {
+                packets += out
+                failure = failure ?? error
+                encoded += 1
+                lock.broadcast()
+            }
         }
-        pthread_mutex_unlock(&mutex)
+    }
+
+    /// The next frame to encode, once there is one; nil when it is stopping and none is left (the thread ends).
+    private func next() -> MediaFrame? {
+        lock.withLock {
+            while queue.isEmpty && !stopping { lock.wait() }
+            guard !queue.isEmpty else {
+                running = false
+                lock.broadcast()
+                return nil
+            }
+            return queue.removeFirst()
+        }
     }
 }
