@@ -81,9 +81,9 @@ out += ["**Reading.** " + " ".join(reading) + " The defaults are each encoder's 
         "HEVC and AV1 default to their fastest presets (x265's ultrafast, SVT-AV1's 12), where H.264 keeps veryfast; "
         "where even those do not keep 1080p30 live, a smaller `size` or a lower `frameRate` is the choice." +
         ("" if all(med("ours", f"codec_{c}", "dropped") == 0 for c in ["hevc", "av1"]) else
-         " Drops near one per keyframe from an encoder below a core point at how frames are taken rather than at the "
-         "encoder's speed: the handler encodes in the thread that takes its frames, and broadcastd keeps two slots for "
-         "one broadcast, so an encode longer than about two frame intervals (a keyframe's) costs a frame; an encoding "
-         "thread with a few frames queued in the handler would absorb them."), ""]
+         " Drops near one per keyframe from an encoder below a core are not the encoder's speed, and no longer the "
+         "intake's: video is encoded on a thread of its own (`EncodeWorker`), which took HEVC from 1.7 % dropped (about "
+         "one frame a keyframe, the intake held up by the keyframe's encode while broadcastd keeps two slots) to none "
+         "on this machine; what still costs AV1 about a frame a keyframe is not known yet."), ""]
 out.append(END)
 write_section(sys.argv[2], BEGIN, END, "\n".join(out) + "\n")

@@ -4,8 +4,8 @@ import BroadcastSystem
 /// keyframe's, with x265 or SVT-AV1) does not hold up the handler's intake: broadcastd keeps two frame slots for a
 /// broadcast, and a handler that took longer than about two intervals lost the next frame (about one a keyframe).
 /// The caller hands a frame in and waits for its packets up to `patience`, so that packets go out as soon as before
-/// when the encoder keeps pace; what takes longer comes out with a later call. At most `depth` frames wait; beyond
-/// that the caller waits too, and broadcastd drops frames as it did.
+/// when the encoder keeps pace; what takes longer comes out with a later call. At most `depth` frames wait (4 at
+/// 1080p); beyond that the caller waits too, and broadcastd drops frames as it did.
 final class EncodeWorker: @unchecked Sendable {
     /// Encodes a frame, on the thread: the packets it gave.
     typealias Encode = (MediaFrame) throws(MediaError) -> [EncodedPacket]
@@ -23,12 +23,16 @@ final class EncodeWorker: @unchecked Sendable {
     private var stopping = false
 
     /// Frames that may wait beside the one being encoded.
-    static let depth = 3
+    let depth: Int
+    /// What the frames waiting may take: 4 frames of 1080p, 2 of 4K.
+    static let queuedBytes = 13 << 20
     /// How long the caller waits for its frame's packets (ns): below a frame interval at 30 fps.
     static let patience: UInt64 = 20_000_000
 
-    init(_ encode: @escaping Encode) {
+    /// `frameBytes`: a frame's size, which sets `depth` (2 to 8 frames within `queuedBytes`).
+    init(frameBytes: Int, _ encode: @escaping Encode) {
         encodeFrame = encode
+        depth = min(8, max(2, Self.queuedBytes / max(1, frameBytes)))
     }
 
     /// Hands `frame` (the worker's to keep: a clone) to the thread, and returns the packets ready once it is encoded
@@ -36,7 +40,7 @@ final class EncodeWorker: @unchecked Sendable {
     func encode(_ frame: MediaFrame) throws(MediaError) -> [EncodedPacket] {
         guard try start() else { return try drain() + encodeFrame(frame) }  // stopped: here
         return try lock.withLock { () throws(MediaError) in
-            while queue.count >= Self.depth && failure == nil { lock.wait() }
+            while queue.count >= depth && failure == nil { lock.wait() }
             queue.append(frame)
             handedIn += 1
             lock.broadcast()

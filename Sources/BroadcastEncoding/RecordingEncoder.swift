@@ -93,7 +93,7 @@ package final class RecordingEncoder {
         video = try Encoder.video(
             settings, pixelFormat: pixelFormat, globalHeader: output.wantsGlobalHeader, implementation: implementation)
         videoStream = try output.addStream(video.parameters)
-        worker = EncodeWorker { [video] frame throws(MediaError) in
+        worker = EncodeWorker(frameBytes: input.format.frameByteCount) { [video] frame throws(MediaError) in
             var packets: [EncodedPacket] = []
             try video.encode(frame) { packets.append($0) }
             return packets

@@ -24,7 +24,7 @@ import Testing
     /// Four frames of 150 ms encodes: each handing-in returns after `patience`, not after its encode; the packets
     /// come in order, those not ready by then with a later call or the drain.
     @Test func aSlowEncodeDoesNotHoldUpTheFramesAfterIt() throws {
-        let worker = EncodeWorker { frame throws(MediaError) in
+        let worker = EncodeWorker(frameBytes: 3 << 20) { frame throws(MediaError) in
             usleep(150_000)
             return [Self.packet(of: frame)]
         }
@@ -41,14 +41,14 @@ import Testing
 
     /// A fast encode's packets come with its own call, as before there was a thread.
     @Test func aFastEncodesPacketsComeWithItsCall() throws {
-        let worker = EncodeWorker { frame throws(MediaError) in [Self.packet(of: frame)] }
+        let worker = EncodeWorker(frameBytes: 3 << 20) { frame throws(MediaError) in [Self.packet(of: frame)] }
         defer { worker.stop() }
         for pts in 0..<10 { #expect(try worker.encode(try Self.frame(Int64(pts))).map(\.pts) == [Int64(pts)]) }
     }
 
     /// An encoder's failure is thrown by the next call; the thread ends with `stop`.
     @Test func aFailureIsThrownByTheNextCall() throws {
-        let worker = EncodeWorker { frame throws(MediaError) in
+        let worker = EncodeWorker(frameBytes: 3 << 20) { frame throws(MediaError) in
             if frame.frame.pointee.pts == 1 { throw MediaError("encode video", "broken") }
             return [Self.packet(of: frame)]
         }
