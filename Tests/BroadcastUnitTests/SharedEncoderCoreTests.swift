@@ -28,7 +28,9 @@ import Testing
     }
 
     /// The stand-in encoder says HELLO and READY, then shares a ring of 4096 bytes and a video and an audio stream.
-    static func startEncoder(_ id: UInt32, in h: CoreHarness) throws -> CoreHarness.Handler {
+    static func startEncoder(
+        _ id: UInt32, streams: EncodedStreams = streams, in h: CoreHarness
+    ) throws -> CoreHarness.Handler {
         let encoder = try h.connectHandler(of: id)
         let memory = try SharedMemory(name: "test-ring", size: 4096, sealed: true)
         let ring = PacketRingAnnouncement(ring: 0, size: 4096)

@@ -36,13 +36,7 @@ import Testing
     ) throws -> (id: UInt32, handler: CoreHarness.Handler, encoderID: UInt32, encoder: CoreHarness.Handler) {
         let (id, handler) = try h.startBroadcast(from: controller)
         let encoderID = try #require(try Core.encode(handler, in: h).encoder)
-        let encoder = try h.connectHandler(of: encoderID)
-        let memory = try SharedMemory(name: "test-ring", size: 4096, sealed: true)
-        try h.send(
-            .json(
-                .shareRing, PacketRingAnnouncement(ring: 0, size: 4096), descriptors: [try memory.readOnlyDescriptor()]),
-            from: encoder.peer)
-        try h.send(.json(.shareStreams, streams), from: encoder.peer)
+        let encoder = try Core.startEncoder(encoderID, streams: streams, in: h)
         try h.send(packet(1, stream: 0, pts: 0, keyframe: true), from: encoder.peer)
         try h.send(packet(2, stream: 0, pts: 3000), from: encoder.peer)
         for (sequence, stream, pts) in [(3, 1, 0), (4, 2, 0), (5, 1, 960), (6, 2, 960)] as [(UInt64, UInt32, Int64)] {
@@ -100,13 +94,7 @@ import Testing
         let (id, handler) = try h.startBroadcast(from: controller)
         let encoderID = try #require(try Core.encode(handler, in: h).encoder)
         #expect(try h.request(.finish, FinishRequest(broadcast: id), from: controller).opcode == .ok)
-        let encoder = try h.connectHandler(of: encoderID)
-        let memory = try SharedMemory(name: "test-ring", size: 4096, sealed: true)
-        try h.send(
-            .json(
-                .shareRing, PacketRingAnnouncement(ring: 0, size: 4096), descriptors: [try memory.readOnlyDescriptor()]),
-            from: encoder.peer)
-        try h.send(.json(.shareStreams, Self.streams), from: encoder.peer)
+        let encoder = try Core.startEncoder(encoderID, streams: Self.streams, in: h)
         try h.send(Self.packet(1, stream: 1, pts: 0), from: encoder.peer)
         try h.send(Self.packet(2, stream: 0, pts: 0, keyframe: true), from: encoder.peer)
         try h.send(Self.packet(3, stream: 0, pts: 3000), from: encoder.peer)  // its second picture: not sent
