@@ -136,7 +136,13 @@ final class DaemonCore {
             expireCommand(of: session, now: now)
             peers.deadlineCame(for: session, now: now)
         case .handlerExited(let id):
-            if event.readable, let broadcast = broadcast(id) { reapHandler(of: broadcast) }
+            guard event.readable, let broadcast = broadcast(id) else { return }
+            // What it sent before it exited is taken first: its last message (its result) and its exit can come in one
+            // turn, the exit first, and closing its connection lost the message.
+            if let session = broadcast.link?.connection {
+                peers.serve(session, Poller.Event(readable: true)) { take(session, $0) }
+            }
+            reapHandler(of: broadcast)
         case .handlerDeadline(let id):
             if let broadcast = broadcast(id), let link = broadcast.link, link.expire(now: now) {
                 transition(broadcast, .fail(link.notReadyError))
