@@ -215,6 +215,7 @@ final class SharedEncoder {
             guard self.streams == nil else { throw .unexpected(.shareStreams, "the streams were already shared") }
             streams.ring = id
             self.streams = streams
+            frameInterval = streams.streams.first { $0.kind == "video" }?.frameInterval ?? 0
             announce(links: links)
         case .packet(var header):
             try check(header)
@@ -248,10 +249,8 @@ final class SharedEncoder {
         }
     }
 
-    /// The video's frame interval (ns; 0 when not told).
-    private var frameInterval: Int64 {
-        streams?.streams.first { $0.kind == "video" }?.frameInterval ?? 0
-    }
+    /// The video's frame interval (ns; 0 when not told), from its streams.
+    private var frameInterval: Int64 = 0
 
     /// A packet must lie within the ring, name a stream described, and come after the last.
     private func check(_ header: EncodedPacketHeader) throws(ProtocolError) {

@@ -109,9 +109,7 @@ package final class SharedEncoderInput {
                 throw MediaError("take a shared stream", "the encoder has no video stream")
             }
             videoStream = video
-            if let rate = descriptions[video].frameRate, rate.count == 2, rate[0] > 0, rate[1] > 0 {
-                frameInterval = 1_000_000_000 * Int64(rate[1]) / Int64(rate[0])
-            }
+            frameInterval = descriptions[video].frameInterval ?? frameInterval
             ask()
         case .pictureUnchanged(let time):
             if state == .running { return try unchanged(through: time) }
