@@ -9,6 +9,10 @@ public struct VideoEncoderSettings: Equatable, Sendable {
     public var framesPerSecond: Int
     /// kbit/s; nil: constant quality.
     public var bitRate: Int?
+    /// With constant quality, the highest bit rate (kbit/s, over a second) the encoder keeps to: a busy screen's
+    /// quality is lowered to it, so that a stream or replay sharing the encoding gets a rate a link carries. nil:
+    /// `defaultMaxBitRate`; 0: none. H.264 and HEVC (SVT-AV1 1.4 takes no cap on its constant quality).
+    public var maxBitRate: Int?
     /// Constant quality, on the codec's own scale (`VideoCodec.crfRange`).
     public var crf: Int
     /// An x264 preset name; other encoders take the one that compares (`VideoEncoderImplementation.options`).
@@ -41,6 +45,20 @@ public struct VideoEncoderSettings: Equatable, Sendable {
         self.tune = tune
         self.keyframeInterval = keyframeInterval
         self.threads = threads
+    }
+
+    /// The cap of constant quality unless one is given: 6000 kbit/s at 1080p30 (OBS's and Twitch's highest rate for
+    /// it, within YouTube's), in proportion to the pixels a second, from 1000 (a small window) to 40 000 (4K60).
+    public static func defaultMaxBitRate(width: Int, height: Int, framesPerSecond: Int) -> Int {
+        let pixelsPerSecond = Double(width * height * max(1, framesPerSecond))
+        return min(40_000, max(1000, Int((6000 * pixelsPerSecond / (1920 * 1080 * 30)).rounded())))
+    }
+
+    /// The cap in effect (kbit/s; nil: none).
+    public var effectiveMaxBitRate: Int? {
+        guard bitRate == nil, codec != .av1 else { return nil }
+        let cap = maxBitRate ?? Self.defaultMaxBitRate(width: width, height: height, framesPerSecond: framesPerSecond)
+        return cap > 0 ? cap : nil
     }
 }
 
@@ -157,6 +175,9 @@ public final class Encoder {
                     context.pointee.rc_max_rate = Int64(bitRate) * 1000
                     context.pointee.rc_buffer_size = Int32(bitRate * 1000)
                 }
+            } else if let cap = settings.effectiveMaxBitRate {
+                context.pointee.rc_max_rate = Int64(cap) * 1000
+                context.pointee.rc_buffer_size = Int32(cap * 1000)
             }
             try open(context, options: chosen.options(settings), what: what)
         }

@@ -23,6 +23,8 @@ extension EncodingOptions {
         settings["opusComplexity"] = String(opusComplexity)
         settings["tune"] = video.tune
         settings["videoBitRate"] = video.bitRate.map { "\($0)" }
+        // The cap left at its default is left out, as it was before the key.
+        settings["maxVideoBitRate"] = video.maxBitRate.map { "\($0)" }
         settings["audioBitRate"] = audioBitRate.map { "\($0)" }
         // Opus, the default, is left out: the settings of handlers from before the key stay what they were.
         if audioCodec == "aac" { settings["audioCodec"] = "aac" }

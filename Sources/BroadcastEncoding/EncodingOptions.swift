@@ -77,6 +77,9 @@ package struct EncodingOptions: Equatable, Sendable {
         video.crf =
             try integer("crf", codec.crfRange, "\(codec.displayName) constant quality, lower is better")
             ?? codec.defaultCRF
+        video.maxBitRate = try integer(
+            "maxVideoBitRate", 0...200_000, "kbit/s the constant quality keeps under; 0: no cap; empty: 6000 at 1080p30"
+        )
         if let preset = take("preset") {
             let presets = VideoCodec.presets
             guard presets.contains(preset) else {

@@ -34,7 +34,9 @@ public final class StreamHandler: EncodingSampleHandler {
             let options = try StreamOptions(url: broadcastURL, setupInfo: setupInfo)
             self.options = options
             if let encoding = options.sharedEncoding {
-                let output = SharedStreamOutput(globalHeader: options.globalHeader) {
+                let audio = SharedStreamOutput.Audio(
+                    wanted: options.audio, codec: options.audioCodec, bitRate: options.audioBitRate)
+                let output = SharedStreamOutput(globalHeader: options.globalHeader, audio: audio) {
                     [unowned self] streams throws(MediaError) in
                     try startSenders(options, streams: streams)
                 }
@@ -47,7 +49,7 @@ public final class StreamHandler: EncodingSampleHandler {
             let to = options.destinations.map { "\($0.displayURL) (\($0.format))" }.joined(separator: ", ")
             let size = "\(videoFormat.width)x\(videoFormat.height)"
             let shared = encoding.map { " (\($0.name))" } ?? ""
-            logger.info("stream: to \(to), \(size), \(options.video.bitRate ?? 0) kbit/s\(shared)")
+            logger.info("stream: to \(to), \(size), \(videoBitRate) kbit/s\(shared)")
             if let publicURL = options.publicURL { updateBroadcastURL(publicURL) }
         } catch {
             fail("\(error)")
@@ -100,7 +102,7 @@ public final class StreamHandler: EncodingSampleHandler {
     /// Connects to every destination, which is sent `streams` (video first).
     private func startSenders(_ options: StreamOptions, streams: [StreamParameters]) throws(MediaError) -> SenderGroup {
         let audioRate = streams.count > 1 ? options.audioBitRate : 0
-        let bytesPerSecond = ((options.video.bitRate ?? 4500) + audioRate) * 1000 / 8
+        let bytesPerSecond = (videoBitRate + audioRate) * 1000 / 8
         let sender = SenderGroup(
             options.destinations.map {
                 Sender(
@@ -113,6 +115,17 @@ public final class StreamHandler: EncodingSampleHandler {
     }
 
     public override var role: String { "stream" }
+
+    /// The video's bit rate (kbit/s): as adapted to the link, as asked for, or the cap on the constant quality of a
+    /// shared encoding.
+    private var videoBitRate: Int {
+        if let rate { return rate.current }
+        guard let options else { return 0 }
+        guard let shared = options.sharedEncoding else { return options.video.bitRate ?? 4500 }
+        return shared.video.bitRate
+            ?? VideoEncoderSettings.defaultMaxBitRate(
+                width: videoFormat.width, height: videoFormat.height, framesPerSecond: framesPerSecond)
+    }
 
     public override func encodingFailed(_ message: String) { fail(message) }
 
@@ -215,7 +228,12 @@ public final class StreamHandler: EncodingSampleHandler {
         var result: [String: JSONValue] = ["url": .string(options?.displayURL ?? "")]
         if let encoding {
             if failure == nil {
-                do { _ = try encoding.finish() } catch { logger.warning("stream: \(error)") }
+                do {
+                    _ = try encoding.finish()
+                    try shared?.finish()
+                } catch {
+                    logger.warning("stream: \(error)")
+                }
             }
             _ = encoding.pause()
             result.merge(encoding.result()) { a, _ in a }
@@ -289,7 +307,7 @@ public final class StreamHandler: EncodingSampleHandler {
             }
         }
         var info: [String: JSONValue] = [
-            "videoBitRate": .number(Double(rate?.current ?? options?.video.bitRate ?? 0)),
+            "videoBitRate": .number(Double(videoBitRate)),
             "destinations": .number(Double(sender.senders.count)),
         ]
         for (index, (destination, figures)) in zip(sender.senders, report.figures).enumerated() {

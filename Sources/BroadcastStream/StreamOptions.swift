@@ -181,9 +181,11 @@ public struct StreamOptions: Equatable, Sendable {
                 )
             }
         }
-        let videoKbps = Int(try number("videoBitRate", 4500, 100...100_000))
+        let videoKbps =
+            setupInfo["videoBitRate"]?.isEmpty == false
+            ? Int(try number("videoBitRate", 4500, 100...100_000)) : nil
         video = VideoEncoderSettings(
-            codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps,
+            codec: videoCodec, width: 0, height: 0, framesPerSecond: 30, bitRate: videoKbps ?? 4500,
             preset: setupInfo["preset"].flatMap { $0.isEmpty ? nil : $0 }, tune: "zerolatency",
             keyframeInterval: try number("keyframeInterval", 2, 0.5...10))
         switch setupInfo["audio"].flatMap({ $0.isEmpty ? nil : $0 }) ?? "app,mic" {
@@ -234,9 +236,7 @@ public struct StreamOptions: Equatable, Sendable {
             throw StreamError(error.description)
         }
         sharedEncoding = try Self.sharedEncoding(
-            setupInfo, video: video, audio: audio, audioCodec: audioCodec,
-            audioBitRate: setupInfo["audioBitRate"]?.isEmpty == false ? audioBitRate : nil, destinations: destinations,
-            camera: camera != nil)
+            setupInfo, video: video, bitRate: videoKbps, destinations: destinations, camera: camera != nil)
         // An HLS origin's playlist is what viewers load, unless another address is given.
         let origin = destinations.first { $0.scheme == .http || $0.scheme == .https }
         publicURL =

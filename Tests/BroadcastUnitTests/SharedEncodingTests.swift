@@ -28,11 +28,15 @@ struct SharedEncodingTests {
         private let box: EventBox
         final class EventBox { var events: [SharedEncoderEvent] = [] }
 
-        init(ringSize: Int, fields: [String: String] = ["audio": "mic"]) throws {
+        /// The tone each capture stream plays (Hz).
+        static let tones: [SampleType: Double] = [.audioMic: 440, .audioApp: 660]
+
+        /// `streams`: the capture's audio, each playing its tone (`tones`).
+        init(ringSize: Int, fields: [String: String] = ["audio": "mic"], streams: [SampleType] = [.audioMic]) throws {
             memory = PacketRingTests.Memory(ringSize)
             let options = try RecordOptions(url: "/dev/null.mp4", setupInfo: fields) { "" }
             handler.videoFormat = VideoFormat(width: SharedEncodingTests.width, height: SharedEncodingTests.height)
-            handler.audioStreams = [.audioMic]
+            handler.audioStreams = streams
             let box = EventBox()
             output = SharedEncoderOutput(
                 ring: PacketRingWriter(base: memory.base, size: memory.size), id: 3
@@ -54,7 +58,7 @@ struct SharedEncodingTests {
             var picture = [UInt8](repeating: 0, count: size)
             let frames = seconds * 30
             let audioChunk = 1600  // 1/30 s at 48 kHz
-            var phase = 0.0
+            var played = 0.0  // samples of each stream played
             for index in 0..<frames {
                 let time = 5_000_000_000 + UInt64(index) * SharedEncodingTests.interval
                 if index == paused.lowerBound { _ = encoder.pause() }
@@ -81,23 +85,26 @@ struct SharedEncodingTests {
                     try each(index, take())
                     continue
                 }
-                var pcm = [Float](repeating: 0, count: audioChunk * 2)
-                for i in 0..<audioChunk {
-                    let value = Float(sin(phase) * 0.3)
-                    pcm[2 * i] = value
-                    pcm[2 * i + 1] = value
-                    phase += 2 * Double.pi * 440 / 48000
+                for type in handler.audioStreams {
+                    var pcm = [Float](repeating: 0, count: audioChunk * 2)
+                    for i in 0..<audioChunk {
+                        let value = Float(
+                            sin(2 * Double.pi * Self.tones[type, default: 440] * (played + Double(i)) / 48000) * 0.3)
+                        pcm[2 * i] = value
+                        pcm[2 * i + 1] = value
+                    }
+                    try pcm.withUnsafeBytes { data in
+                        let timing = SampleTiming(
+                            presentationTime: time, duration: SharedEncodingTests.interval, sequence: UInt64(index),
+                            discontinuity: silent.contains { $0.upperBound == index })
+                        let sample = SampleBuffer(
+                            type: type, timing: timing, data: data, videoFormat: nil, orientation: nil,
+                            audioFormat: AudioFormat(), frameCount: audioChunk)
+                        try encoder.addAudio(sample, type)
+                    }
                 }
-                try pcm.withUnsafeBytes { data in
-                    let timing = SampleTiming(
-                        presentationTime: time, duration: SharedEncodingTests.interval, sequence: UInt64(index),
-                        discontinuity: silent.contains { $0.upperBound == index })
-                    let sample = SampleBuffer(
-                        type: .audioMic, timing: timing, data: data, videoFormat: nil, orientation: nil,
-                        audioFormat: AudioFormat(), frameCount: audioChunk)
-                    try encoder.addAudio(sample, .audioMic)
-                    try output.tellAudioFigures(of: encoder.tracks, at: time)  // as SharedEncoderHandler does
-                }
+                played += Double(audioChunk)
+                try output.tellAudioFigures(of: encoder.tracks, at: time)  // as SharedEncoderHandler does
                 try each(index, take())
             }
         }

@@ -25,46 +25,52 @@ struct SharedStreamTests {
         return try #require(encoding.sharedSettings)
     }
 
+    /// By default the stream asks for the encoding record and replay ask for by default, whatever its audio (which it
+    /// mixes itself), so that the three share one encoder; its video settings go into it; it encodes on its own when
+    /// told to, or by default where a shared encoder cannot serve it.
     @Test func aStreamAsksForTheEncodingOfARecordingWithItsSettings() throws {
-        let mixed = ["videoBitRate": "4500", "audio": "app,mic", "mix": "true"]
-        #expect(try Self.streamSettings() == Self.recordSettings(mixed), "the stream's defaults")
-        let rtmp = try Self.streamSettings("rtmp://h/app")
-        #expect(rtmp["audioCodec"] == "aac", "RTMP carries AAC")
-        #expect(try rtmp == Self.recordSettings(mixed.merging(["audioCodec": "aac"]) { a, _ in a }))
-        let given = [
-            "videoBitRate": "2500", "audio": "mic", "audioBitRate": "96", "keyframeInterval": "1", "preset": "faster",
-            "codec": "hevc",
-        ]
-        #expect(try Self.streamSettings("srt://h:1", given) == Self.recordSettings(given))
-        #expect(
-            try Self.streamSettings("srt://h:1", ["audio": "none"])
-                == Self.recordSettings([
-                    "audio": "none",
-                    "videoBitRate": "4500",
-                ]))
-        #expect(try StreamOptions(url: "srt://h:1", setupInfo: [:]).sharedEncoding == nil, "own, the default")
+        let defaults = try Self.recordSettings([:])
+        #expect(try Self.streamSettings() == defaults, "the stream's defaults")
+        let byDefault = try #require(try StreamOptions(url: "srt://h:1", setupInfo: [:]).sharedEncoding)
+        #expect(byDefault.sharedSettings == defaults, "shared without encode given")
+        #expect(try Self.streamSettings("rtmp://h/app") == defaults, "RTMP's AAC is the stream's own")
+        #expect(try Self.streamSettings("srt://h:1", ["audio": "none"]) == defaults)
+        #expect(try Self.streamSettings("srt://h:1", ["audio": "mic", "audioBitRate": "512"]) == defaults)
+        let video = ["videoBitRate": "2500", "keyframeInterval": "1", "preset": "faster", "codec": "hevc"]
+        #expect(try Self.streamSettings("srt://h:1", video) == Self.recordSettings(video))
         #expect(try StreamOptions(url: "srt://h:1", setupInfo: ["encode": "own"]).sharedEncoding == nil)
+        for (url, fields) in [
+            ("hls:///tmp/live/index.m3u8", [:]), ("whips://h/whip", [:]), ("srt://h:1", ["camera": "on"]),
+        ] {
+            #expect(try StreamOptions(url: url, setupInfo: fields).sharedEncoding == nil, "\(url) \(fields): own")
+        }
     }
 
     @Test(arguments: [
         ("hls:///tmp/live/index.m3u8", [:]), ("whips://h/whip", [:]), ("srt://h:1", ["also": "hls:///tmp/l/i.m3u8"]),
-        ("srt://h:1", ["camera": "on"]), ("srt://h:1", ["audioBitRate": "512"]), ("srt://h:1", ["encode": "both"]),
+        ("srt://h:1", ["camera": "on"]), ("srt://h:1", ["encode": "both"]),
     ])
     func whatASharedEncoderCannotServeIsRefused(_ url: String, _ fields: [String: String]) {
         #expect(throws: StreamError.self) { try Self.streamOptions(url, fields) }
     }
 
-    /// The shared encode in AAC, through `SharedStreamOutput` to a destination (HLS in a folder: no server needed):
-    /// the senders start with the encoding's streams, H.264 at its size and AAC, which ffmpeg decodes with no errors.
-    @Test func theSharedEncodingInAACReachesTheDestinations() throws {
-        let shared = try SharedEncodingTests.SharedEncode(
-            ringSize: 1 << 20, fields: ["audio": "mic", "audioCodec": "aac", "videoBitRate": "1000"])
+    /// The shared encode through `SharedStreamOutput` to a destination (HLS in a folder: no server needed): the
+    /// senders start with the encoding's video and the stream's one audio track, AAC, which ffmpeg decodes with no
+    /// errors and which holds the tone of each capture stream the encoding carries: the microphone's in AAC (`audio=mic
+    /// audioCodec=aac`), or app and mic each in an Opus track of its own, record's default, mixed by the stream.
+    @Test(arguments: [
+        (["audio": "mic", "audioCodec": "aac", "videoBitRate": "1000"], [SampleType.audioMic]),
+        ([:], [.audioApp, .audioMic]),
+    ])
+    func theSharedEncodingReachesTheDestinations(_ fields: [String: String], _ capture: [SampleType]) throws {
+        let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: fields, streams: capture)
         let folder = FileManager.default.temporaryDirectory.path + "/shared-stream-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let options = try StreamOptions(url: "hls://\(folder)/index.m3u8", setupInfo: ["audioCodec": "aac"])
         let logger = Logger(label: "test")
         var started: [StreamParameters] = []
-        let output = SharedStreamOutput(globalHeader: true) { streams throws(MediaError) in
+        let audio = SharedStreamOutput.Audio(wanted: options.audio, codec: options.audioCodec, bitRate: 128)
+        let output = SharedStreamOutput(globalHeader: true, audio: audio) { streams throws(MediaError) in
             started = streams
             let group = SenderGroup(
                 [
@@ -82,6 +88,7 @@ struct SharedStreamTests {
             for event in events { try input.take(event) }
         }
         _ = try input.finish()
+        try output.finish()
         let group = try #require(output.group)
         group.finish(timeout: 5)
         #expect(group.report(seconds: 1).failure == nil)
@@ -98,14 +105,34 @@ struct SharedStreamTests {
             streams.append(line)
         }
         #expect(streams == ["h264,160,96", "aac"], "\(streams) \(probe.errors)")
-        let errors = try StillScreenTests.StillScreen.run("ffmpeg", ["-v", "error", "-i", playlist, "-f", "null", "-"])
-        #expect(errors.errors.isEmpty, "\(errors.errors)")
+        let decoded = try StillScreenTests.StillScreen.run(
+            "ffmpeg", ["-v", "error", "-i", playlist, "-map", "0:a", "-ac", "1", "-f", "f32le", "-"])
+        #expect(decoded.errors.isEmpty, "\(decoded.errors)")
+        let samples = decoded.output.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        #expect(samples.count > 4 * 48000, "\(samples.count) samples")
+        let steady = samples.dropFirst(48000).prefix(3 * 48000)
+        for (type, frequency) in SharedEncodingTests.SharedEncode.tones {
+            let level = Self.amplitude(frequency, in: steady)
+            #expect(capture.contains(type) ? level > 0.1 : level < 0.01, "\(type) \(frequency) Hz: \(level)")
+        }
+    }
+
+    /// The amplitude of the tone of `frequency` in `samples` (48 kHz): their correlation with it.
+    static func amplitude(_ frequency: Double, in samples: ArraySlice<Float>) -> Double {
+        var (sine, cosine) = (0.0, 0.0)
+        for (i, sample) in samples.enumerated() {
+            let phase = 2 * Double.pi * frequency * Double(i) / 48000
+            sine += Double(sample) * sin(phase)
+            cosine += Double(sample) * cos(phase)
+        }
+        return 2 * (sine * sine + cosine * cosine).squareRoot() / Double(max(1, samples.count))
     }
 
     /// A destination that dropped GOPs asks the shared encoder for a keyframe, and not again while that one is on its
     /// way: every packet until it comes would ask otherwise, and every handler of the encoder get a keyframe each.
     @Test func aKeyframeIsAskedForOnceUntilItComes() throws {
-        let output = SharedStreamOutput(globalHeader: true) { _ throws(MediaError) in
+        let audio = SharedStreamOutput.Audio(wanted: [], codec: "aac", bitRate: 128)
+        let output = SharedStreamOutput(globalHeader: true, audio: audio) { _ throws(MediaError) in
             throw MediaError("start", "no destinations here")
         }
         func frame(keyframe: Bool) -> EncodedPacket {
