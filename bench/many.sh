@@ -86,7 +86,8 @@ ours() {
         esac
         case $test:$handler in
             # Capture paid once is measured with every handler taking frames: each encoding by itself.
-            one:* | three:* | own:*) sets=(--set encode=own) ;;
+            defaults:* | *:inspect) ;;
+            *) sets=(--set encode=own) ;;
         esac
         spawn timeout $((T + 60)) "$BIN/broadcastctl" start --socket "$sock" --handler "$handler" "${url[@]}" \
             "${sets[@]}" --duration "$T" --wait >/dev/null 2>>"$WORK/ctl.err"

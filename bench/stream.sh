@@ -17,7 +17,7 @@
 # Writes the glass-to-glass and simulcast section of docs/benchmarks.md, and the WHIP one.
 # Knobs (environment): BENCH_STREAM_SECONDS (20), BENCH_STREAM_REPEATS (3) for the synthetic part;
 # BENCH_STREAM_PARTS ("synthetic g2g simulcast whip"), BENCH_G2G_SECONDS (20), BENCH_SIMULCAST_SECONDS (15),
-# BENCH_G2G_REPEATS (2), BENCH_G2G_TOOLS ("ours ffmpeg ours-noaudio ours-shared": which glass-to-glass runs), BENCH_G2G_SIZE (1280x720), BENCH_SRT_LATENCY_US (120000), BENCH_LOAD_NOTE (text
+# BENCH_G2G_REPEATS (2), BENCH_G2G_TOOLS ("ours ffmpeg ours-noaudio ours-own": which glass-to-glass runs), BENCH_G2G_SIZE (1280x720), BENCH_SRT_LATENCY_US (120000), BENCH_LOAD_NOTE (text
 # appended to the machine's description, e.g. ", loaded by other builds").
 # BENCH_DEBUG_DIR: where to copy each glass-to-glass run's frames and flashes (JSON), to look at them.
 set -euo pipefail

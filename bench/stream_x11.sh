@@ -29,8 +29,8 @@ stop_broadcastd() { kill -TERM "$BD"; reap "$BD" || true; }
 all_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12+$13+$14+$15}'; }
 seconds_of() { awk -v t="$1" -v hz="$HZ" 'BEGIN{print t/hz}'; }
 
-# g2g TOOL REP [PART]: one glass-to-glass run. TOOL: ours, ours-noaudio, ours-shared (encode=shared: the packets of
-# an encoder broadcastd shares), ffmpeg (all SRT), or whip (ours to the
+# g2g TOOL REP [PART]: one glass-to-glass run. TOOL: ours (the defaults: the packets of the encoder broadcastd
+# shares), ours-noaudio, ours-own (encode=own: the handler encodes by itself), ffmpeg (all SRT), or whip (ours to the
 # tests' WHIP endpoint, Tests/fixtures/whip_endpoint.py, which decodes with openh264dec to the same 64x36 gray frames
 # and stamps them on arrival; no jitter buffer). PART labels the result row (g2g; whip for the WHIP comparison, which
 # also takes the handler's CPU).
@@ -54,8 +54,10 @@ g2g() {
             spawn "$PY" "$TOOLS" watch "$BD" "$WORK/g2g-watch-$tool-$rep.json" "$SETTLE"; watcher=$LAST
         fi
         local audio=() url="srt://127.0.0.1:$port?latency=$LAT"
-        [[ $tool == ours-noaudio ]] && audio=(--set audio=none)
-        [[ $tool == ours-shared ]] && audio=(--set encode=shared)
+        # Video only, every frame sent, as ffmpeg here: encoding by itself (a shared encoder sends only the frames
+        # that change, and this screen is black between flashes: too little for the receiver's 32 KiB probe).
+        [[ $tool == ours-noaudio ]] && audio=(--set audio=none --set encode=own)
+        [[ $tool == ours-own ]] && audio=(--set encode=own)
         [[ $tool == whip ]] && url="whip://127.0.0.1:$port/whip"
         spawn "$BIN/broadcastctl" start --socket "$SOCK" --handler stream --url "$url" "${audio[@]}" \
             --duration "$G2G_T" --wait --json >"$WORK/g2g-ctl-$rep.out"
@@ -110,7 +112,7 @@ simulcast() {
         for port in "${ports[@]:1}"; do also+="${also:+,}srt://127.0.0.1:$port"; done
         before=$(all_ticks "$BD")
         "$BIN/broadcastctl" start --socket "$SOCK" --handler stream --url "srt://127.0.0.1:${ports[0]}" ${also:+--set "also=$also"} \
-            --duration "$SIM_T" --wait --json >"$WORK/sim-ctl-$n-$rep.out" || { log "ours failed"; cat "$WORK/sim-ctl-$n-$rep.out" >&2; exit 1; }
+            --set encode=own --duration "$SIM_T" --wait --json >"$WORK/sim-ctl-$n-$rep.out" || { log "ours failed"; cat "$WORK/sim-ctl-$n-$rep.out" >&2; exit 1; }
         sleep 1   # the handler has ended and been reaped: its time is in the daemon's children's
         after=$(all_ticks "$BD")
         cpu=$(seconds_of "$((after - before))")
@@ -135,7 +137,7 @@ simulcast() {
 
 for rep in $(seq "$G2G_REPEATS"); do
     if [[ " $PARTS " == *" g2g "* ]]; then
-        for tool in ${BENCH_G2G_TOOLS:-ours ffmpeg ours-noaudio ours-shared}; do g2g "$tool" "$rep"; done
+        for tool in ${BENCH_G2G_TOOLS:-ours ffmpeg ours-noaudio ours-own}; do g2g "$tool" "$rep"; done
     fi
     if [[ " $PARTS " == *" whip "* ]]; then g2g whip "$rep" whip; g2g ours "$rep" whip; fi
     if [[ " $PARTS " == *" simulcast "* ]]; then

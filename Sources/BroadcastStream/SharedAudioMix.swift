@@ -37,9 +37,6 @@ final class SharedAudioMix {
         [SampleType.audioApp, .audioMic].first { AudioTrack.title(of: [$0]) == title }
     }
 
-    /// Whether `stream` of the encoding is one the mix takes.
-    func takes(_ stream: Int) -> Bool { decoders[stream] != nil }
-
     /// The video got to file time `time` (ns): a packet's start, or the end of a still stretch.
     func videoReached(_ time: UInt64) { videoEnd = max(videoEnd, time) }
 

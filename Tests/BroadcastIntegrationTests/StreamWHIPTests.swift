@@ -101,6 +101,23 @@ extension Integration.StreamTests {
         #expect(
             missing?.message.contains("there is no WHIP endpoint at this URL") == true, "\(String(describing: missing))"
         )
+        // A service that forbids the stream, and an endpoint another stream holds: final at once too, in words.
+        for (status, words) in [
+            (
+                403,
+                "the WHIP endpoint refused the token (HTTP 403): check the key setup field (it said: forbidden here)"
+            ),
+            (
+                409,
+                "the WHIP endpoint is taken by another stream (HTTP 409 Conflict) (it said: a stream is publishing here)"
+            ),
+        ] {
+            let refusing = try daemon.start(
+                handler: "stream", url: "whip://127.0.0.1:\(port)/refuse/\(status)", setupInfo: ["key": token],
+                maxDuration: 20, on: controller)
+            let finish = try daemon.awaitFinish(controller, refusing, timeout: 10)
+            #expect(finish?.message.contains(words) == true, "\(status): \(String(describing: finish))")
+        }
 
         // Keyframes 10 s apart of their own: those within 100 ms of a PLI are the PLI's. Finished once the endpoint
         // has asked for 4 (a second apart, from its first decoded frame on), however long connecting took.
