@@ -11,8 +11,8 @@ public final class AudioDecoder {
     private var samples: [Float] = []
     /// The end of the last piece of sound (ns): the time of one whose frame has none.
     private var end: Int64 = 0
-    public let channels: Int
-    public let sampleRate: Int
+    /// What `decode` hands on: interleaved float, at the stream's rate and channels.
+    public let format: AudioFormat
 
     public init(_ parameters: StreamParameters) throws(MediaError) {
         let operation = "open an audio decoder"
@@ -27,22 +27,18 @@ public final class AudioDecoder {
         try check(avcodec_parameters_to_context(context, codecParameters), operation)
         context.pointee.pkt_timebase = parameters.timeBase.av
         try check(avcodec_open2(context, codec, nil), operation)
-        channels = Int(context.pointee.ch_layout.nb_channels)
-        sampleRate = Int(context.pointee.sample_rate)
+        var format = AudioFormat(channels: Int(context.pointee.ch_layout.nb_channels), sampleFormat: .float32)
+        format.sampleRate = Int(context.pointee.sample_rate)
+        guard format.channels > 0, format.sampleRate > 0 else {
+            throw MediaError(operation, "the stream names no channels or rate")
+        }
+        self.format = format
         timeBase = parameters.timeBase
-        guard channels > 0, sampleRate > 0 else { throw MediaError(operation, "the stream names no channels or rate") }
     }
 
     deinit {
         avcodec_free_context(&context)
         av_frame_free(&frame)
-    }
-
-    /// The format of what `decode` hands on.
-    public var format: AudioFormat {
-        var format = AudioFormat(channels: channels, sampleFormat: .float32)
-        format.sampleRate = sampleRate
-        return format
     }
 
     /// Decodes `packet` and hands `body` each piece of sound it holds: its samples (interleaved float, `format`), its
@@ -62,7 +58,7 @@ public final class AudioDecoder {
             let count = Int(frame.pointee.nb_samples)
             let pts = frame.pointee.best_effort_timestamp
             let time = pts == cff_nopts() ? end : timeBase.rescale(pts, to: .nanoseconds)
-            end = time + Int64(count) * 1_000_000_000 / Int64(sampleRate)
+            end = time + Int64(count) * 1_000_000_000 / Int64(format.sampleRate)
             try interleave(frame, frames: count)
             try samples.withUnsafeBytes { bytes in
                 Result { () throws(MediaError) in try body(bytes, count, time) }
@@ -72,21 +68,31 @@ public final class AudioDecoder {
 
     /// The frame's samples into `samples`, interleaved float, from float or 16-bit, planar or not.
     private func interleave(_ frame: UnsafeMutablePointer<AVFrame>, frames: Int) throws(MediaError) {
-        let format = AVSampleFormat(rawValue: frame.pointee.format)
-        let planar = av_sample_fmt_is_planar(format) != 0
-        let packed = av_get_packed_sample_fmt(format)
-        guard packed == AV_SAMPLE_FMT_FLT || packed == AV_SAMPLE_FMT_S16 else {
-            throw MediaError("decode audio", "the decoder gives samples as \(format.rawValue), not float or 16-bit")
+        let sampleFormat = AVSampleFormat(rawValue: frame.pointee.format)
+        let packed = av_get_packed_sample_fmt(sampleFormat)
+        let channels = format.channels
+        guard Int(frame.pointee.ch_layout.nb_channels) == channels else {
+            throw MediaError(
+                "decode audio", "a frame of \(frame.pointee.ch_layout.nb_channels) channels, not \(channels)")
+        }
+        let planes = av_sample_fmt_is_planar(sampleFormat) != 0 ? channels : 1
+        let data = (0..<planes).compactMap { frame.pointee.extended_data[$0].map { UnsafeRawPointer($0) } }
+        guard packed == AV_SAMPLE_FMT_FLT || packed == AV_SAMPLE_FMT_S16, data.count == planes else {
+            throw MediaError(
+                "decode audio", "the decoder gives samples as \(sampleFormat.rawValue), not float or 16-bit")
+        }
+        /// Sample `index` of a plane.
+        func value(_ plane: UnsafeRawPointer, _ index: Int) -> Float {
+            packed == AV_SAMPLE_FMT_FLT
+                ? plane.loadUnaligned(fromByteOffset: index * 4, as: Float.self)
+                : Float(plane.loadUnaligned(fromByteOffset: index * 2, as: Int16.self)) / 32768
         }
         samples.removeAll(keepingCapacity: true)
         samples.reserveCapacity(frames * channels)
-        for index in 0..<frames * channels {
-            let (plane, offset) = planar ? (index % channels, index / channels) : (0, index)
-            guard let data = frame.pointee.extended_data[plane] else { continue }
-            samples.append(
-                packed == AV_SAMPLE_FMT_FLT
-                    ? UnsafeRawPointer(data).loadUnaligned(fromByteOffset: offset * 4, as: Float.self)
-                    : Float(UnsafeRawPointer(data).loadUnaligned(fromByteOffset: offset * 2, as: Int16.self)) / 32768)
+        for index in 0..<frames {
+            for channel in 0..<channels {
+                samples.append(planes == 1 ? value(data[0], index * channels + channel) : value(data[channel], index))
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ final class SharedAudioMix {
             guard let type = Self.source(titled: stream.title), wanted.contains(type) else { continue }
             decoders[index] = (try AudioDecoder(stream), type)
         }
-        guard let sampleRate = decoders.values.first?.decoder.sampleRate else { return nil }
+        guard let sampleRate = decoders.values.first?.decoder.format.sampleRate else { return nil }
         let types = wanted.filter { type in decoders.values.contains { $0.type == type } }
         track = try AudioTrack(
             name: types.map(\.description).joined(separator: "+"), streams: types, gains: [:],
