@@ -45,6 +45,14 @@ public final class Daemon {
     ) throws(DaemonError) {
         self.logger = logger
         self.clock = clock
+        do {
+            // Signals are taken over first: before the socket appears, so that a SIGTERM that comes as soon as a
+            // client sees the socket finishes cleanly (socket file removed) instead of killing the process, and
+            // before a look at the source starts PipeWire's threads, which inherit this thread's mask.
+            signals = try SignalDescriptor(signals: [Signals.terminate, Signals.interrupt, Signals.hangUp])
+        } catch {
+            throw DaemonError("start", error)
+        }
         if source.choosesScreenAtStart {
             logger.info("the screen is chosen in the desktop portal's share dialog when a broadcast starts")
         } else {
@@ -56,9 +64,6 @@ public final class Daemon {
             }
         }
         do {
-            // Signals are taken over before the socket appears: a SIGTERM that comes as soon as a client
-            // sees the socket finishes cleanly (socket file removed) instead of killing the process.
-            signals = try SignalDescriptor(signals: [Signals.terminate, Signals.interrupt, Signals.hangUp])
             if let activated = try Systemd.takeActivatedListener() {
                 listener = activated
                 socketPath = Systemd.boundPath(activated) ?? configuration.socketPath

@@ -189,7 +189,7 @@ extension Integration {
                 ["--source", "pipewire", "--pipewire-node", "absent", "--log-level", "debug", "--socket", socketPath],
                 environment: environment)
             try run.waitForFile(socketPath)
-            #expect(try run.stop() == 0)
+            #expect(try run.stop() == 0, "\(run.log)")
             let lines = run.log.split(separator: "\n")
             #expect(
                 lines.contains {
@@ -210,7 +210,7 @@ extension Integration {
                 Paths.binary("broadcastd"), ["--source", "auto", "--socket", plain.runtime + "/s.sock"],
                 environment: environment)
             try plain.waitForFile(plain.runtime + "/s.sock")
-            #expect(try plain.stop() == 0)
+            #expect(try plain.stop() == 0, "\(plain.log)")
             #expect(plain.log.contains("listening on") && !plain.log.contains("<6>"), "\(plain.log)")
             #expect(
                 plain.log.contains(

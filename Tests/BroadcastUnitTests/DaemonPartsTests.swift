@@ -247,3 +247,41 @@ import Testing
         #expect(wakes.descriptors.isEmpty)
     }
 }
+
+/// A background thread never takes a signal sent to the process: broadcastd's session-lock watcher starts one before
+/// the daemon takes SIGTERM over, and a SIGTERM that reached it ended the daemon (exit 143) instead of finishing it.
+@Suite struct BackgroundThreadSignalTests {
+    final class Seen: @unchecked Sendable {
+        let lock = ConditionLock()
+        var blocked: [Int32: Bool]?
+    }
+
+    @Test func aBackgroundThreadStartsWithEverySignalBlocked() throws {
+        // The creating thread blocks none of them, as broadcastd's main thread before its signalfd.
+        var none = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        let seen = Seen()
+        try BackgroundThread.start {
+            var mask = sigset_t()
+            pthread_sigmask(SIG_BLOCK, nil, &mask)
+            let blocked = Dictionary(
+                uniqueKeysWithValues: [SIGTERM, SIGINT, SIGHUP].map { ($0, sigismember(&mask, $0) == 1) })
+            seen.lock.withLock {
+                seen.blocked = blocked
+                seen.lock.broadcast()
+            }
+        }
+        let blocked = seen.lock.withLock {
+            while seen.blocked == nil { seen.lock.wait() }
+            return seen.blocked!
+        }
+        #expect(blocked == [SIGTERM: true, SIGINT: true, SIGHUP: true])
+        // The creator's own mask is as it was.
+        var after = sigset_t()
+        pthread_sigmask(SIG_BLOCK, nil, &after)
+        #expect(sigismember(&after, SIGTERM) == 0)
+    }
+}
