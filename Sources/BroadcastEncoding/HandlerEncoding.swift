@@ -22,17 +22,20 @@ package final class HandlerEncoding {
     private var source: Source
     /// The monotonic clock (ns), for a shared encoder's input.
     private let now: () -> UInt64
+    /// Which of a shared encoder's streams the handler takes (its video always).
+    private let keeps: (EncodedStreamDescription) -> Bool
 
     /// Asks for a shared encoder when the options say `encode=shared` and broadcastd offers one for them; encodes
-    /// here otherwise.
+    /// here otherwise. Of a shared encoder's streams, it takes those it `keeps`.
     package init(
         _ options: EncodingOptions, for handler: BroadcastSampleHandler, output: EncodedOutput,
-        now: @escaping () -> UInt64
+        now: @escaping () -> UInt64, keeps: @escaping (EncodedStreamDescription) -> Bool = { _ in true }
     ) throws(MediaError) {
         self.options = options
         self.handler = handler
         self.output = output
         self.now = now
+        self.keeps = keeps
         if options.shared, handler.daemonOffers("encoded-samples") == true, let settings = options.sharedSettings {
             source = .awaiting
             handler.requestEncoding(settings)
@@ -89,7 +92,7 @@ package final class HandlerEncoding {
         guard case .shared(let id, let input) = source else { return }
         if let input { return try input.take(event) }
         guard case .streams = event, let ring = handler.packetRing else { return }
-        let made = SharedEncoderInput(output: output, ring: ring, now: now) { [unowned handler] in
+        let made = SharedEncoderInput(output: output, ring: ring, keeps: keeps, now: now) { [unowned handler] in
             handler.requestKeyframe()
         }
         source = .shared(id: id, input: made)

@@ -11,7 +11,15 @@ import Logging
 /// until the broadcast finishes. Exits 0 after `broadcastFinished`, 1 when the daemon goes away;
 /// a started broadcast still gets its `broadcastFinished(error:)` then, so that the handler can
 /// finish its work (close a recording) when broadcastd is killed.
-public func runBroadcastHandler(_ handler: BroadcastSampleHandler, name: String = "handler") -> Never {
+///
+/// `refusingRealtime`: a handler that encodes refuses real-time scheduling first (`Scheduling.refuseRealtime`), so
+/// that no encoder library raises its threads above broadcastd's capture.
+public func runBroadcastHandler(
+    _ handler: BroadcastSampleHandler, name: String = "handler", refusingRealtime: Bool = false
+) -> Never {
+    if refusingRealtime {
+        do { try Scheduling.refuseRealtime() } catch { handler.logger.warning("\(name): \(error)") }
+    }
     do {
         try HandlerRunner(handler: handler, name: name).run()
         exit(0)

@@ -1,6 +1,7 @@
 import BroadcastCore
 import BroadcastEncoding
 import BroadcastMedia
+import BroadcastProtocol
 
 /// `encode=shared`: the packets of the encoding the stream shares with other handlers (or, where broadcastd runs
 /// none for it, of the record handler's encoder, `RecordingEncoder`, run here) go to every destination. The senders
@@ -13,6 +14,12 @@ final class SharedStreamOutput: EncodedOutput {
         var wanted: [SampleType]
         var codec: String
         var bitRate: Int
+
+        /// Whether the stream takes a stream of the encoding: its video, and the audio tracks it mixes (a track
+        /// of sound it does not send is neither decoded nor counted in its result).
+        func keeps(_ description: EncodedStreamDescription) -> Bool {
+            description.kind != "audio" || SharedAudioMix.source(titled: description.title).map(wanted.contains) == true
+        }
     }
 
     let wantsGlobalHeader: Bool

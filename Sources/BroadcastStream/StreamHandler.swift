@@ -42,7 +42,7 @@ public final class StreamHandler: EncodingSampleHandler {
                 }
                 shared = output
                 self.encoding = try HandlerEncoding(
-                    encoding, for: self, output: output, now: MonotonicClock.now)
+                    encoding, for: self, output: output, now: MonotonicClock.now, keeps: audio.keeps)
             } else {
                 try open(options)
             }

@@ -3,4 +3,4 @@ import BroadcastLogging
 import BroadcastSharedEncoder
 
 JournalLogHandler.bootstrap(level: .info)
-runBroadcastHandler(SharedEncoderHandler(), name: "broadcast-encoder")
+runBroadcastHandler(SharedEncoderHandler(), name: "broadcast-encoder", refusingRealtime: true)

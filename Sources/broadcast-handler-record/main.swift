@@ -3,4 +3,4 @@ import BroadcastLogging
 import BroadcastRecord
 
 JournalLogHandler.bootstrap(level: .info)
-runBroadcastHandler(RecordHandler(), name: "broadcast-handler-record")
+runBroadcastHandler(RecordHandler(), name: "broadcast-handler-record", refusingRealtime: true)

@@ -3,4 +3,4 @@ import BroadcastLogging
 import BroadcastReplay
 
 JournalLogHandler.bootstrap(level: .info)
-runBroadcastHandler(ReplayHandler(), name: "broadcast-handler-replay")
+runBroadcastHandler(ReplayHandler(), name: "broadcast-handler-replay", refusingRealtime: true)

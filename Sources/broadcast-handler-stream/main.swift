@@ -3,4 +3,4 @@ import BroadcastLogging
 import BroadcastStream
 
 JournalLogHandler.bootstrap(level: .info)
-runBroadcastHandler(StreamHandler(), name: "broadcast-handler-stream")
+runBroadcastHandler(StreamHandler(), name: "broadcast-handler-stream", refusingRealtime: true)

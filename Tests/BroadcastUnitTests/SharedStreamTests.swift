@@ -58,15 +58,20 @@ struct SharedStreamTests {
     /// senders start with the encoding's video and the stream's one audio track, AAC, which ffmpeg decodes with no
     /// errors and which holds the tone of each capture stream the encoding carries: the microphone's in AAC (`audio=mic
     /// audioCodec=aac`), or app and mic each in an Opus track of its own, record's default, mixed by the stream.
+    /// A stream that sends one of the two (`audio=app`) takes only that track of the encoding, and lists only it.
     @Test(arguments: [
-        (["audio": "mic", "audioCodec": "aac", "videoBitRate": "1000"], [SampleType.audioMic]),
-        ([:], [.audioApp, .audioMic]),
+        (["audio": "mic", "audioCodec": "aac", "videoBitRate": "1000"], [SampleType.audioMic], "app,mic"),
+        ([:], [.audioApp, .audioMic], "app,mic"),
+        ([:], [.audioApp, .audioMic], "app"),
     ])
-    func theSharedEncodingReachesTheDestinations(_ fields: [String: String], _ capture: [SampleType]) throws {
+    func theSharedEncodingReachesTheDestinations(
+        _ fields: [String: String], _ capture: [SampleType], _ streamAudio: String
+    ) throws {
         let shared = try SharedEncodingTests.SharedEncode(ringSize: 1 << 20, fields: fields, streams: capture)
         let folder = FileManager.default.temporaryDirectory.path + "/shared-stream-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let options = try StreamOptions(url: "hls://\(folder)/index.m3u8", setupInfo: ["audioCodec": "aac"])
+        let options = try StreamOptions(
+            url: "hls://\(folder)/index.m3u8", setupInfo: ["audioCodec": "aac", "audio": streamAudio])
         let logger = Logger(label: "test")
         var started: [StreamParameters] = []
         let audio = SharedStreamOutput.Audio(wanted: options.audio, codec: options.audioCodec, bitRate: 128)
@@ -81,7 +86,7 @@ struct SharedStreamTests {
             try group.start()
             return group
         }
-        let input = SharedEncoderInput(output: output, ring: shared.memory.reader, now: { 0 }) {
+        let input = SharedEncoderInput(output: output, ring: shared.memory.reader, keeps: audio.keeps, now: { 0 }) {
             shared.encoder.requestKeyframe()
         }
         try shared.run(seconds: 5) { _, events in
@@ -94,6 +99,8 @@ struct SharedStreamTests {
         #expect(group.report(seconds: 1).failure == nil)
         #expect(started.map(\.kind) == [.video, .audio])
         #expect(input.lostPackets == 0 && input.videoFramesWritten == 150)
+        let sent = capture.filter(options.audio.contains)
+        #expect(input.audioTracks.map(\.name) == sent.map { AudioTrack.name(titled: AudioTrack.title(of: [$0])) })
 
         let playlist = folder + "/index.m3u8"
         let probe = try StillScreenTests.StillScreen.run(
@@ -113,7 +120,7 @@ struct SharedStreamTests {
         let steady = samples.dropFirst(48000).prefix(3 * 48000)
         for (type, frequency) in SharedEncodingTests.SharedEncode.tones {
             let level = Self.amplitude(frequency, in: steady)
-            #expect(capture.contains(type) ? level > 0.1 : level < 0.01, "\(type) \(frequency) Hz: \(level)")
+            #expect(sent.contains(type) ? level > 0.1 : level < 0.01, "\(type) \(frequency) Hz: \(level)")
         }
     }
 
