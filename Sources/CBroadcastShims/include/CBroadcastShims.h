@@ -40,8 +40,8 @@ static inline int cbroadcast_pidfd_send_signal(int pidfd, int sig) { return (int
 // posix_spawn_file_actions_addclosefrom_np (glibc 2.34), declared only with _GNU_SOURCE: shims.c defines it.
 int cbroadcast_spawn_add_closefrom(posix_spawn_file_actions_t *actions, int from);
 
-// No real-time scheduling for this process's threads from now on, nor for its children: RLIMIT_RTPRIO 0 and
-// CAP_SYS_NICE dropped (root has it). 0, or -1 with errno. shims.c defines it (linux/capability.h).
+// No real-time scheduling for the calling thread, the threads it starts afterwards and its children: RLIMIT_RTPRIO 0
+// and CAP_SYS_NICE dropped from the thread's sets (root has it). 0, or -1 with errno. shims.c defines it (linux/capability.h).
 int cbroadcast_refuse_realtime(void);
 
 // A signal that interrupts blocking reads (no SA_RESTART) and is remembered: a signal handler
