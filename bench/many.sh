@@ -249,7 +249,10 @@ setup fields at all. CPU is utime + stime over the wall time: the daemon's own, 
 handlers) once reaped. ffmpeg: `ffmpeg -f x11grab -framerate 30 -video_size 1920x1080 -i :N -t T` with two
 outputs, `-c:v libx264 -preset veryfast -tune zerolatency -crf 23 -maxrate 6000k -bufsize 6000k -g 60` into an MP4 and `-c:v libx264 -preset
 veryfast -tune zerolatency -b:v 4500k -g 60 -f mpegts srt://…` to the same listener, under `/usr/bin/time -v`;
-it captures no audio, so its figure leaves out the Opus encodes ours do.
+it captures no audio, so its figure leaves out the Opus encodes ours do. The benches run as root: the processes that
+encode (`broadcast-encoder`, the handlers) refuse real-time scheduling before they start, as they do for every user;
+until they did (before commit b7f577d), SVT-AV1 put each of its threads at SCHED_FIFO 99 as root, and broadcastd's
+capture loop, kept off the cores, missed 2.7 % of the frames in the `codec=av1` row.
 <!-- many:end -->
 """
 from docsection import write_section

@@ -84,6 +84,9 @@ out += ["**Reading.** " + " ".join(reading) + " The defaults are each encoder's 
          " Drops near one per keyframe from an encoder below a core are not the encoder's speed, and no longer the "
          "intake's: video is encoded on a thread of its own (`EncodeWorker`), which took HEVC from 1.7 % dropped (about "
          "one frame a keyframe, the intake held up by the keyframe's encode while broadcastd keeps two slots) to none "
-         "on this machine; what still costs AV1 about a frame a keyframe is not known yet."), ""]
+         "on this machine.") +
+        " The handler refuses real-time scheduling before it starts: until it did (commit b7f577d), SVT-AV1, run as "
+        "root here, put each of its threads at SCHED_FIFO 99, above broadcastd's capture loop, and AV1 dropped 1.8 % "
+        "of the frames.", ""]
 out.append(END)
 write_section(sys.argv[2], BEGIN, END, "\n".join(out) + "\n")

@@ -12,7 +12,7 @@
 #   simulcast  CPU of broadcastd + handler streaming to 1 and to 3 SRT listeners (one encode, `also`), against
 #              1 and 3 ffmpeg processes
 #   whip       glass-to-glass over WebRTC: ours to the tests' WHIP endpoint (webrtcbin, openh264dec) beside ours over
-#              SRT, interleaved; the handler's CPU in each: over the whole broadcast, in its first BENCH_WHIP_SETTLE
+#              SRT with encode=own (encoding in the handler, as WHIP's stream does), interleaved; the handler's CPU in each: over the whole broadcast, in its first BENCH_WHIP_SETTLE
 #              (4) s (connecting: for WebRTC, GStreamer's DTLS certificate, ICE and DTLS) and after them
 # Writes the glass-to-glass and simulcast section of docs/benchmarks.md, and the WHIP one.
 # Knobs (environment): BENCH_STREAM_SECONDS (20), BENCH_STREAM_REPEATS (3) for the synthetic part;

@@ -279,6 +279,10 @@ def report_whip(results, doc):
     from docsection import write_section
     rows = [dict(kv.split("=", 1) for kv in line.split()) for line in open(results) if line.strip()]
     rows = [r for r in rows if r["part"] == "whip"]
+    # The SRT arm encodes in the handler as WHIP's does (encode=own): its column is "ours".
+    for r in rows:
+        if r["tool"] == "ours-own":
+            r["tool"] = "ours"
     lat = {tool: [float(x) for r in rows if r["tool"] == tool for x in r["latencies"].split(",") if x and x != "-"]
            for tool in ("whip", "ours")}
     missed = {tool: sum(int(r["missed"]) for r in rows if r["tool"] == tool) for tool in lat}
@@ -316,7 +320,9 @@ through lo): GStreamer's webrtcbin (libnice, DTLS-SRTP) answering
 through python3-gi, decoding with openh264dec (Firefox's WebRTC decoder) to 64x36 gray, each frame stamped on
 arrival with CLOCK_MONOTONIC; its jitter buffer holds nothing (`latency=0`: each packet on as it comes, in order),
 where a browser's adapts to the network's jitter (a few ms on loopback). Beside it, interleaved run by run, ours over
-SRT with `latency={ms} ms` to ffmpeg's SRT listener as above. {runs} runs of {g.get("seconds", "?")} s each.
+SRT with `latency={ms} ms` to ffmpeg's SRT listener as above, with `encode=own`: the SRT stream encodes in its
+handler as the WHIP stream does (by default it shares an encoder with other handlers, in a process of its own, whose
+CPU would not be the handler's). {runs} runs of {g.get("seconds", "?")} s each.
 
 | | WHIP (WebRTC) | SRT ({ms} ms latency window) |
 |---|---|---|

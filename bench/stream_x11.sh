@@ -139,7 +139,7 @@ for rep in $(seq "$G2G_REPEATS"); do
     if [[ " $PARTS " == *" g2g "* ]]; then
         for tool in ${BENCH_G2G_TOOLS:-ours ffmpeg ours-noaudio ours-own}; do g2g "$tool" "$rep"; done
     fi
-    if [[ " $PARTS " == *" whip "* ]]; then g2g whip "$rep" whip; g2g ours "$rep" whip; fi
+    if [[ " $PARTS " == *" whip "* ]]; then g2g whip "$rep" whip; g2g ours-own "$rep" whip; fi
     if [[ " $PARTS " == *" simulcast "* ]]; then
         simulcast ours 1 "$rep"; simulcast ours 3 "$rep"; simulcast ffmpeg 1 "$rep"; simulcast ffmpeg 3 "$rep"
     fi

@@ -286,6 +286,24 @@ final class DaemonHarness {
         }
     }
 
+    /// The scheduling policy (/proc's `policy`: 0 SCHED_OTHER, 1 SCHED_FIFO, 2 SCHED_RR) of every thread of the
+    /// daemon's children, by "pid/tid".
+    func childThreadPolicies() -> [String: Int] {
+        var policies: [String: Int] = [:]
+        for pid in children() {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            for tid in tasks {
+                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+                    let close = stat.lastIndex(of: ")")
+                else { continue }
+                // Fields from the state (the 3rd) on: the policy is the 41st.
+                let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+                if fields.count > 38, let policy = Int(fields[38]) { policies["\(pid)/\(tid)"] = policy }
+            }
+        }
+        return policies
+    }
+
     /// Descriptors the daemon holds open.
     /// What the daemon's descriptors refer to, but for the /proc files it reads for a moment (its own
     /// memory figures, once a second), which would make counts race with it.

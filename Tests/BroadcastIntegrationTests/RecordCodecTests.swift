@@ -33,7 +33,13 @@ extension Integration {
             ])
             defer { _ = try? daemon.stop() }
             let path = daemon.runtime + "/" + c.file
-            let (error, result) = try daemon.record(to: path, setup: ["codec": c.codec], seconds: 3)
+            // The encoder's threads stay below broadcastd's capture: as root, SVT-AV1 made each SCHED_FIFO 99.
+            var policies: [String: Int] = [:]
+            let (error, result) = try daemon.record(to: path, setup: ["codec": c.codec], seconds: 2) { _ in
+                usleep(1_500_000)
+                policies = daemon.childThreadPolicies()
+            }
+            #expect(policies.count > 2 && policies.values.allSatisfy { $0 == 0 }, "\(policies)")
             #expect(error == nil, "\(error?.message ?? "")")
             #expect(
                 result["videoCodec"] == .string(c.codec) && result["videoEncoder"] == .string(c.encoder), "\(result)")
