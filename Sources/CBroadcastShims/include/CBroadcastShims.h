@@ -41,7 +41,8 @@ static inline int cbroadcast_pidfd_send_signal(int pidfd, int sig) { return (int
 int cbroadcast_spawn_add_closefrom(posix_spawn_file_actions_t *actions, int from);
 
 // No real-time scheduling for the calling thread, the threads it starts afterwards and its children: RLIMIT_RTPRIO 0
-// and CAP_SYS_NICE dropped from the thread's sets (root has it). 0, or -1 with errno. shims.c defines it (linux/capability.h).
+// and CAP_SYS_NICE dropped from the thread's sets (root has it). 0, or -1 with errno. shims.c defines it
+// (linux/capability.h).
 int cbroadcast_refuse_realtime(void);
 
 // A signal that interrupts blocking reads (no SA_RESTART) and is remembered: a signal handler
