@@ -77,6 +77,7 @@ public final class WebRTCPeer: @unchecked Sendable {
         webrtc = gst_bin_get_by_name(bin, "webrtc")
         videoSource = gst_bin_get_by_name(bin, "video")
         audioSource = configuration.audio ? gst_bin_get_by_name(bin, "audio") : nil
+        cgst_webrtc_send_unsynced(webrtc)
         if let stun = configuration.iceServers.first(where: { $0.kind == .stun }) {
             cgst_set_string(webrtc, "stun-server", stun.webrtcbinURI)
         }
@@ -104,7 +105,7 @@ public final class WebRTCPeer: @unchecked Sendable {
 
     /// The SDP offer, once ICE gathering is complete (at most `gatheringTimeout` seconds; then with what it has).
     public func offer(gatheringTimeout: Double) throws(WebRTCError) -> String {
-        let reply = try call("create the offer") { cgst_webrtc_create_offer(webrtc, $0) }
+        let reply = try call("create the offer") { cgst_webrtc_create(webrtc, 1, $0) }
         defer { gst_promise_unref(reply.promise) }
         guard let offer = cgst_reply_description(reply.structure, "offer") else {
             throw WebRTCError(
@@ -285,6 +286,14 @@ public final class WebRTCPeer: @unchecked Sendable {
                 lock.unlock()
             }
         }
+    }
+
+    /// webrtcbin's clocksync elements (one per stream, once it is linked), and how many hold packets back until their
+    /// time (none should: see `cgst_clocksync_off`).
+    var clockSyncs: (all: Int, waiting: Int) {
+        var waiting: guint = 0
+        let all = cgst_clocksyncs(webrtc, &waiting)
+        return (Int(all), Int(waiting))
     }
 
     /// Stops everything; GStreamer calls nothing here after it.

@@ -46,8 +46,8 @@ static inline gulong cgst_connect(gpointer instance, const char *signal, GCallba
 }
 
 /// webrtcbin's action signals.
-static inline void cgst_webrtc_create_offer(GstElement *webrtc, GstPromise *promise) {
-    g_signal_emit_by_name(webrtc, "create-offer", NULL, promise);
+static inline void cgst_webrtc_create(GstElement *webrtc, gboolean offer, GstPromise *promise) {
+    g_signal_emit_by_name(webrtc, offer ? "create-offer" : "create-answer", NULL, promise);
 }
 static inline void cgst_webrtc_set_description(GstElement *webrtc, gboolean local,
                                                GstWebRTCSessionDescription *description, GstPromise *promise) {
@@ -72,6 +72,37 @@ static inline GObject *cgst_rtpbin_session(GstElement *rtpbin, guint id) {
     GObject *session = NULL;
     g_signal_emit_by_name(rtpbin, "get-internal-session", id, &session);
     return session;
+}
+/// webrtcbin (1.22) puts a clocksync with sync=TRUE before each stream it sends, to hold every packet back until its
+/// timestamp (plus the pipeline's latency). Ours are stamped when they are handed over: it only adds a wait, and a
+/// thread's sleep and wake-up per packet. This turns it off as webrtcbin adds it.
+static inline void cgst_clocksync_off(GstBin *bin, GstElement *element, gpointer data) {
+    GstElementFactory *factory = gst_element_get_factory(element);
+    if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "clocksync") == 0) g_object_set(element, "sync", FALSE, NULL);
+}
+static inline void cgst_webrtc_send_unsynced(GstElement *webrtc) {
+    g_signal_connect(webrtc, "element-added", G_CALLBACK(cgst_clocksync_off), NULL);
+}
+/// The clocksync elements in `bin` and the bins within it; `waiting`: how many of them wait for each buffer's time.
+static inline guint cgst_clocksyncs(GstElement *bin, guint *waiting) {
+    guint count = 0;
+    *waiting = 0;
+    GstIterator *iterator = gst_bin_iterate_recurse(GST_BIN(bin));
+    GValue item = G_VALUE_INIT;
+    while (gst_iterator_next(iterator, &item) == GST_ITERATOR_OK) {
+        GstElement *element = g_value_get_object(&item);
+        GstElementFactory *factory = gst_element_get_factory(element);
+        if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "clocksync") == 0) {
+            gboolean sync = FALSE;
+            g_object_get(element, "sync", &sync, NULL);
+            count += 1;
+            *waiting += sync ? 1 : 0;
+        }
+        g_value_reset(&item);
+    }
+    g_value_unset(&item);
+    gst_iterator_free(iterator);
+    return count;
 }
 /// The session description in a promise's reply (`offer`), a copy the caller frees; NULL when it has none.
 static inline GstWebRTCSessionDescription *cgst_reply_description(const GstStructure *reply, const char *field) {
