@@ -54,6 +54,8 @@ final class Sender: PacketSink, @unchecked Sendable {
     private let hls: HLSOutput?
     /// WHIP: the ICE servers the endpoint named in its answers (used from the next connection on).
     private var learnedICEServers: [ICEServer] = []
+    /// WHIP: the endpoint refused trickled candidates (guarded by `condition`).
+    private var trickleRefused = false
     /// The time, for how long sending has failed (monotonic ns).
     private let clock: @Sendable () -> UInt64
 
@@ -330,7 +332,9 @@ final class Sender: PacketSink, @unchecked Sendable {
         guard let container = destination.container else {
             let output = try WHIPOutput(
                 destination, streams: streams, iceServers: options.iceServers,
-                learned: &learnedICEServers, connectedBefore: connectedBefore,
+                learned: &learnedICEServers, trickles: !condition.withLock { trickleRefused },
+                trickleRefused: { [weak self] in self?.condition.withLock { self?.trickleRefused = true } },
+                connectedBefore: connectedBefore,
                 keyframeRequested: { [weak self] in
                     self?.keyframeRequestedByReceiver()
                 }, logger: logger)

@@ -16,18 +16,25 @@ extension Muxer: StreamOutput {
     func abandon() {}
 }
 
-/// A WHIP destination's connection (RFC 9725): a `WebRTCPeer` makes the offer once ICE gathering is complete, it is
-/// POSTed to the endpoint (`WHIPClient`), the answer taken and the connection awaited; then the handler's own H.264
-/// and Opus packets go out as they come. The session is DELETEd at the end, and when the connection is given up.
+/// A WHIP destination's connection (RFC 9725): a `WebRTCPeer` makes the offer once ICE gathering is complete, or
+/// after `trickleAfter` s with the candidates it has, the others trickled (`WHIPTrickle`) unless the endpoint refused
+/// that before; it is POSTed to the endpoint (`WHIPClient`), the answer taken and the connection awaited; then the
+/// handler's own H.264 and Opus packets go out as they come. The session is DELETEd at the end, and when the
+/// connection is given up.
 /// The receiver's keyframe requests reach `keyframeRequested` at once; a connection that stops carrying the stream
 /// (ICE failed, the receiver's RTCP stopped for `silence` seconds) makes `write` throw, and the sender reconnects.
 final class WHIPOutput: StreamOutput {
     /// Seconds without the receiver's reports, while we send, before the connection counts as lost.
     static let silence = 5.0
+    /// Seconds ICE gathering may take before the offer goes without the candidates still to come, and the longest
+    /// when the endpoint takes no trickled candidates.
+    static let trickleAfter = 0.3
+    static let gatheringTimeout = 3.0
 
     private let client: WHIPClient
     private let peer: WebRTCPeer
     private let location: String?
+    private var trickle: WHIPTrickle?
     /// The encoder's SPS and PPS (Annex B), put before each keyframe that lacks them (libx264 keeps them out of its
     /// packets when a container wants a global header).
     private let parameterSets: [UInt8]
@@ -35,10 +42,11 @@ final class WHIPOutput: StreamOutput {
     private let logger: Logger
 
     /// Publishes to `destination`: `streams` are the video stream, then the audio one if any; `iceServers` those of
-    /// the setup fields; `learned` those the endpoint named in earlier answers, updated with this one's.
+    /// the setup fields; `learned` those the endpoint named in earlier answers, updated with this one's. `trickles`:
+    /// the endpoint has not refused trickled candidates (it is told of a refusal through `trickleRefused`).
     init(
         _ destination: StreamDestination, streams: [StreamParameters], iceServers: [ICEServer],
-        learned: inout [ICEServer],
+        learned: inout [ICEServer], trickles: Bool, trickleRefused: @escaping @Sendable () -> Void,
         connectedBefore: Bool, keyframeRequested: @escaping @Sendable () -> Void, logger: Logger
     ) throws(WebRTCError) {
         displayURL = destination.displayURL
@@ -53,7 +61,7 @@ final class WHIPOutput: StreamOutput {
                 iceServers: servers))
         peer.keyframeRequested = keyframeRequested
         do throws(WebRTCError) {
-            let offer = try peer.offer(gatheringTimeout: 3)
+            let offer = try peer.offer(gatheringTimeout: trickles ? Self.trickleAfter : Self.gatheringTimeout)
             let answer = try client.post(offer: offer, connectedBefore: connectedBefore)
             location = answer.location
             if answer.location == nil {
@@ -67,8 +75,14 @@ final class WHIPOutput: StreamOutput {
             }
             do throws(WebRTCError) {
                 if let warning = try peer.accept(answer: answer.sdp) { logger.warning("stream: \(warning)") }
+                if !peer.gatheringComplete, let location = answer.location {
+                    trickle = try? WHIPTrickle(
+                        peer: peer, client: client, location: location, etag: answer.etag,
+                        sent: WHIP.candidates(offer), refused: trickleRefused, logger: logger)
+                }
                 try peer.waitConnected(timeout: 10)
             } catch {
+                trickle?.stop()
                 if let location = answer.location { _ = client.delete(location) }
                 throw error
             }
@@ -108,6 +122,7 @@ final class WHIPOutput: StreamOutput {
     }
 
     func abandon() {
+        trickle?.stop()
         if let location, let problem = client.delete(location) {
             logger.warning("stream: ending the WHIP session at \(displayURL) failed: \(problem)")
         }

@@ -149,6 +149,40 @@ public enum WHIP {
         }
     }
 
+    /// The candidates of `sdp` (our offer as webrtcbin has it now) that are not in `sent`, as a trickle ICE fragment
+    /// (application/trickle-ice-sdpfrag, RFC 8840 as RFC 9725 section 4.3.1 uses it): the BUNDLE group, the first
+    /// media section's m= line, mid and ICE credentials (everything is bundled on it), the new candidates, then
+    /// `a=end-of-candidates` when gathering is `complete`. Nil when there is nothing to tell.
+    public static func trickleFragment(_ sdp: String, sent: Set<String>, complete: Bool)
+        -> (fragment: String, candidates: [String])?
+    {
+        var session: [String] = []
+        var media: [String] = []
+        var candidates: [String] = []
+        var sections = 0
+        for line in sdp.split(whereSeparator: \.isNewline).map(String.init) {
+            if line.hasPrefix("m=") { sections += 1 }
+            let credentials = line.hasPrefix("a=ice-ufrag:") || line.hasPrefix("a=ice-pwd:")
+            if sections == 0 {
+                if line.hasPrefix("a=group:BUNDLE") || credentials { session.append(line) }
+            } else if sections == 1 {
+                if line.hasPrefix("a=candidate:") {
+                    if !sent.contains(line) { candidates.append(line) }
+                } else if line.hasPrefix("m=") || line.hasPrefix("a=mid:") || credentials {
+                    media.append(line)
+                }
+            }
+        }
+        guard sections > 0, !candidates.isEmpty || complete else { return nil }
+        let lines = session + media + candidates + (complete ? ["a=end-of-candidates"] : [])
+        return (lines.joined(separator: "\r\n") + "\r\n", candidates)
+    }
+
+    /// The candidate lines of the first media section of `sdp` (where a bundled offer has them all).
+    public static func candidates(_ sdp: String) -> Set<String> {
+        Set(trickleFragment(sdp, sent: [], complete: false)?.candidates ?? [])
+    }
+
     /// An endpoint's words in an error: printable, one line, at most `limit` characters.
     public static func excerpt(_ body: [UInt8], limit: Int = 200) -> String {
         let text = String(decoding: body.prefix(limit * 4), as: UTF8.self)

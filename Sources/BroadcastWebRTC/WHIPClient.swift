@@ -8,6 +8,16 @@ public struct WHIPAnswer: Equatable, Sendable {
     public var location: String?
     /// The ICE servers its `Link` headers named.
     public var iceServers: [ICEServer]
+    /// The session's entity tag (`ETag`), which trickled candidates name (`If-Match`).
+    public var etag: String?
+}
+
+/// What the endpoint did with trickled candidates.
+public enum TrickleOutcome: Equatable, Sendable {
+    case taken
+    /// HTTP 405 or 501: the endpoint takes no trickled candidates (RFC 9725 section 4.3.1).
+    case refused(status: Int)
+    case failed(String)
 }
 
 /// WHIP's HTTP side through libcurl: the offer POSTed (redirects followed, a POST kept a POST), the session DELETEd.
@@ -32,7 +42,9 @@ public final class WHIPClient: Sendable {
     /// POSTs `offer` (application/sdp) and returns the answer, or why the endpoint cannot be published to
     /// (`final` when trying again would not help: see `WHIP.refusal`).
     public func post(offer: String, connectedBefore: Bool) throws(WebRTCError) -> WHIPAnswer {
-        let response = try perform(method: "POST", url: url, body: offer, timeout: 10)
+        let response = try perform(
+            method: "POST", url: url, body: (type: "application/sdp", text: offer), extra: ["Accept: application/sdp"],
+            timeout: 10)
         guard response.status == 201 || response.status == 200 else {
             throw WHIP.refusal(
                 status: response.status, body: WHIP.excerpt(response.body), url: displayURL,
@@ -47,13 +59,31 @@ public final class WHIPClient: Sendable {
         }
         let location = response.header("location").flatMap { WHIP.resolve($0, against: response.finalURL) }
         return WHIPAnswer(
-            sdp: sdp, location: location, iceServers: WHIP.iceServers(fromLinks: response.headers("link")))
+            sdp: sdp, location: location, iceServers: WHIP.iceServers(fromLinks: response.headers("link")),
+            etag: response.header("etag"))
+    }
+
+    /// Sends candidates gathered after the offer to the session at `location` (PATCH, a trickle ICE fragment:
+    /// `WHIP.trickleFragment`), naming the session's entity tag when it gave one.
+    public func trickle(_ fragment: String, to location: String, etag: String?) -> TrickleOutcome {
+        do {
+            let response = try perform(
+                method: "PATCH", url: location, body: (type: "application/trickle-ice-sdpfrag", text: fragment),
+                extra: etag.map { ["If-Match: \($0)"] } ?? [], timeout: 3)
+            switch response.status {
+            case 200..<300: return .taken
+            case 405, 501: return .refused(status: response.status)
+            default: return .failed("HTTP \(response.status)")
+            }
+        } catch {
+            return .failed(error.reason)
+        }
     }
 
     /// Ends the session at `location` (DELETE); nil when it went, else why not (in words, for a log).
     public func delete(_ location: String) -> String? {
         do {
-            let response = try perform(method: "DELETE", url: location, body: nil, timeout: 3)
+            let response = try perform(method: "DELETE", url: location, body: nil, extra: [], timeout: 3)
             return (200..<300).contains(response.status) || response.status == 404 ? nil : "HTTP \(response.status)"
         } catch {
             return error.reason
@@ -90,14 +120,16 @@ public final class WHIPClient: Sendable {
         }
     }
 
-    private func perform(method: String, url: String, body: String?, timeout: Int) throws(WebRTCError) -> Response {
+    private func perform(
+        method: String, url: String, body: (type: String, text: String)?, extra: [String], timeout: Int
+    ) throws(WebRTCError) -> Response {
         let operation = "publish to \(displayURL)"
         guard Self.initialized, let curl = curl_easy_init() else {
             throw WebRTCError(operation, "libcurl could not be initialised")
         }
         defer { curl_easy_cleanup(curl) }
         var headers: UnsafeMutablePointer<curl_slist>?
-        var lines = body == nil ? [] : ["Content-Type: application/sdp", "Accept: application/sdp"]
+        var lines = (body.map { ["Content-Type: \($0.type)"] } ?? []) + extra
         if let token { lines.append("Authorization: Bearer \(token)") }
         for line in lines { headers = curl_slist_append(headers, line) }
         defer { curl_slist_free_all(headers) }
@@ -116,11 +148,8 @@ public final class WHIPClient: Sendable {
             _ = ccurl_setopt_long(
                 curl, CURLOPT_POSTREDIR, Int(CURL_REDIR_POST_301 | CURL_REDIR_POST_302 | CURL_REDIR_POST_303))
             _ = ccurl_setopt_long(curl, CURLOPT_UNRESTRICTED_AUTH, 1)
-            if let body {
-                _ = ccurl_setopt_string(curl, CURLOPT_COPYPOSTFIELDS, body)
-            } else {
-                _ = ccurl_setopt_string(curl, CURLOPT_CUSTOMREQUEST, method)
-            }
+            if let body { _ = ccurl_setopt_string(curl, CURLOPT_COPYPOSTFIELDS, body.text) }
+            if method != "POST" { _ = ccurl_setopt_string(curl, CURLOPT_CUSTOMREQUEST, method) }
             _ = ccurl_setopt_pointer(curl, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
             _ = ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
             _ = ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT, min(5, timeout))

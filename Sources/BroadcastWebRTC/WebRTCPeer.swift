@@ -3,9 +3,10 @@ import Foundation
 
 /// One WebRTC send-only peer connection, all of it GStreamer's: webrtcbin (ICE through libnice, DTLS-SRTP, RTP and RTCP
 /// in one BUNDLEd transport) fed through appsrc with already encoded H.264 (Annex B access units, payloaded by
-/// rtph264pay with packetization-mode 1) and Opus packets. The offer is made once ICE gathering is complete (no
-/// trickle); the receiver's RTCP is read as it comes (`ReceiverFeedback`): keyframe requests go to
-/// `keyframeRequested` at once, and its reports tell loss, and that it is still there.
+/// rtph264pay with packetization-mode 1) and Opus packets. The offer is made once ICE gathering is complete, or
+/// after a while with the candidates gathered by then (the others are trickled: `localDescription`); the receiver's
+/// RTCP is read as it comes (`ReceiverFeedback`): keyframe requests go to `keyframeRequested` at once, and its reports
+/// tell loss, and that it is still there.
 public final class WebRTCPeer: @unchecked Sendable {
     public struct Configuration: Sendable {
         /// H.264's profile-level-id as the SDP gives it (the encoder's SPS: "42c01f" is constrained baseline,
@@ -114,20 +115,26 @@ public final class WebRTCPeer: @unchecked Sendable {
         defer { gst_webrtc_session_description_free(offer) }
         try set(offer, local: true)
         let deadline = Self.now() + gatheringTimeout
-        while cgst_get_int(webrtc, "ice-gathering-state") != Int32(GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE.rawValue)
-            && Self.now() < deadline
-        {
-            usleep(10_000)
-        }
-        guard
-            let local = cgst_get_object(webrtc, "local-description")?.assumingMemoryBound(
-                to: GstWebRTCSessionDescription.self),
-            let text = GStreamer.take(gst_sdp_message_as_text(local.pointee.sdp))
-        else {
+        while !gatheringComplete && Self.now() < deadline { usleep(10_000) }
+        guard let text = localDescription() else {
             throw WebRTCError("create the offer", "webrtcbin has no local description")
         }
-        gst_webrtc_session_description_free(local)
         return text
+    }
+
+    /// ICE has gathered all its candidates (those of the STUN and TURN servers too, or given up on them).
+    public var gatheringComplete: Bool {
+        cgst_get_int(webrtc, "ice-gathering-state") == Int32(GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE.rawValue)
+    }
+
+    /// The offer as webrtcbin has it now: with the candidates gathered so far.
+    public func localDescription() -> String? {
+        guard
+            let local = cgst_get_object(webrtc, "local-description")?.assumingMemoryBound(
+                to: GstWebRTCSessionDescription.self)
+        else { return nil }
+        defer { gst_webrtc_session_description_free(local) }
+        return GStreamer.take(gst_sdp_message_as_text(local.pointee.sdp))
     }
 
     /// Takes the endpoint's answer. Its video refused is an error; its audio refused, a warning returned.

@@ -166,6 +166,40 @@ extension Integration.StreamTests {
         try daemon.stop()
     }
 
+    /// A STUN server that does not answer keeps ICE gathering going for seconds: the offer goes out with the host
+    /// candidates, and the end of gathering follows as a trickle PATCH (If-Match the session's ETag, its ICE
+    /// credentials and mid) to an endpoint that takes them; one that answers 405 is published to all the same.
+    @Test func whipTricklesWhatIsGatheredAfterTheOffer() throws {
+        let daemon = try DaemonHarness(["--source", "synthetic", "--size", "320x180"])
+        let controller = try daemon.subscribedController()
+        let stun = "stun:127.0.0.1:\(try Self.freePort(udp: true))"
+        for trickles in [true, false] {
+            let port = try Self.freePort(udp: false)
+            let endpoint = try WHIPEndpoint(
+                port: port, token: nil, in: daemon.runtime, extra: trickles ? ["--trickle"] : [])
+            defer { endpoint.server.stop() }
+            let id = try daemon.start(
+                handler: "stream", url: "whip://127.0.0.1:\(port)/whip", setupInfo: ["stun": stun], maxDuration: 30,
+                on: controller)
+            try endpoint.wait("stats", timeout: 15) { Self.whipNumber($0, "frames") > 0 }
+            let offer = try #require(endpoint.named("offer").first)
+            #expect(!(offer["sdp"] as? String ?? "").contains("end-of-candidates"), "\(offer)")
+            if trickles {
+                let last = try endpoint.wait("trickle", timeout: 10) { $0["ended"] as? Bool == true }
+                #expect(Self.whipNumber(last, "t") - Self.whipNumber(offer, "t") > 1, "gathering went on: \(last)")
+                #expect(last["ufrag"] as? Bool == true && last["mid"] as? Bool == true, "\(last)")
+            } else {
+                try endpoint.wait("patch-refused", timeout: 10) { _ in true }
+            }
+            try controller.finish(broadcast: id)
+            #expect(try daemon.awaitFinish(controller, id, timeout: 20) == nil)
+            let deleted = try endpoint.wait("deleted", timeout: 5) { _ in true }
+            #expect(Self.whipNumber(deleted, "frames") > 0 && Self.whipNumber(deleted, "errors") == 0, "\(deleted)")
+        }
+        #expect(daemon.log.contains("takes no trickled ICE candidates (HTTP 405)"), "\(daemon.log)")
+        try daemon.stop()
+    }
+
     /// WHIP beside SRT (`also`): the endpoint goes away and comes back; the WHIP destination makes a new POST
     /// (counted in its service info), the SRT one goes on; each session is DELETEd, the token masked.
     @Test func whipAsAnAlsoDestinationReconnectsWhenTheEndpointComesBack() throws {

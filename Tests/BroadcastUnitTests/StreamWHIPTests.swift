@@ -225,6 +225,33 @@ import Testing
         #expect(ReportBlock(fractionLost: 64, cumulativeLost: 5, highestSequence: 9).loss(since: nil) == 0.25)
     }
 
+    /// Trickled candidates: those of the first (bundled) media section not sent yet, with what names the session.
+    @Test func trickleFragments() {
+        let sdp = [
+            "v=0", "o=- 1 0 IN IP4 0.0.0.0", "s=-", "t=0 0", "a=ice-options:trickle", "a=group:BUNDLE video0 audio1",
+            "m=video 9 UDP/TLS/RTP/SAVPF 96", "a=ice-ufrag:U1", "a=ice-pwd:P1", "a=mid:video0",
+            "a=candidate:1 1 UDP 2015363327 192.0.2.2 44818 typ host",
+            "a=candidate:2 1 UDP 1677729535 203.0.113.7 50000 typ srflx raddr 192.0.2.2 rport 44818",
+            "m=audio 0 UDP/TLS/RTP/SAVPF 111", "a=ice-ufrag:U1", "a=ice-pwd:P1", "a=mid:audio1", "a=bundle-only",
+            "a=candidate:9 1 UDP 1 198.51.100.1 9 typ host",
+        ].joined(separator: "\r\n")
+        let host = "a=candidate:1 1 UDP 2015363327 192.0.2.2 44818 typ host"
+        let reflexive = "a=candidate:2 1 UDP 1677729535 203.0.113.7 50000 typ srflx raddr 192.0.2.2 rport 44818"
+        #expect(WHIP.candidates(sdp) == [host, reflexive])
+        let fragment = WHIP.trickleFragment(sdp, sent: [host], complete: false)
+        #expect(fragment?.candidates == [reflexive])
+        #expect(
+            fragment?.fragment
+                == [
+                    "a=group:BUNDLE video0 audio1", "m=video 9 UDP/TLS/RTP/SAVPF 96", "a=ice-ufrag:U1", "a=ice-pwd:P1",
+                    "a=mid:video0", reflexive, "",
+                ].joined(separator: "\r\n"))
+        #expect(WHIP.trickleFragment(sdp, sent: [host, reflexive], complete: false) == nil, "nothing new")
+        let end = WHIP.trickleFragment(sdp, sent: [host, reflexive], complete: true)
+        #expect(end?.candidates == [] && end?.fragment.hasSuffix("a=mid:video0\r\na=end-of-candidates\r\n") == true)
+        #expect(WHIP.trickleFragment("v=0\r\n", sent: [], complete: true) == nil, "no media section")
+    }
+
     /// webrtcbin (1.22) puts a clocksync before each stream that holds every packet until its timestamp: up to 70 ms
     /// more latency, depending on which stream's packet came first. A WHIP stream sends each as it is handed over.
     @Test func packetsGoOutAsTheyAreHandedOver() throws {
