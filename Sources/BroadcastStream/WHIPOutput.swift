@@ -75,10 +75,15 @@ final class WHIPOutput: StreamOutput {
             }
             do throws(WebRTCError) {
                 if let warning = try peer.accept(answer: answer.sdp) { logger.warning("stream: \(warning)") }
-                if !peer.gatheringComplete, let location = answer.location {
-                    trickle = try? WHIPTrickle(
-                        peer: peer, client: client, location: location, etag: answer.etag,
-                        sent: WHIP.candidates(offer), refused: trickleRefused, logger: logger)
+                if !peer.gatheringComplete {
+                    // Without a session to PATCH the candidates still to come are lost: the next connections wait.
+                    if let location = answer.location {
+                        trickle = try? WHIPTrickle(
+                            peer: peer, client: client, location: location, etag: answer.etag,
+                            sent: WHIP.candidates(offer), refused: trickleRefused, logger: logger)
+                    } else {
+                        trickleRefused()
+                    }
                 }
                 try peer.waitConnected(timeout: 10)
             } catch {

@@ -15,9 +15,19 @@ public struct WHIPAnswer: Equatable, Sendable {
 /// What the endpoint did with trickled candidates.
 public enum TrickleOutcome: Equatable, Sendable {
     case taken
-    /// HTTP 405 or 501: the endpoint takes no trickled candidates (RFC 9725 section 4.3.1).
+    /// The endpoint takes no trickled candidates (RFC 9725 section 4.3.1): 405 (no PATCH at all), 422 (ICE restarts
+    /// only), 501.
     case refused(status: Int)
     case failed(String)
+
+    /// What the HTTP status of a trickle PATCH says.
+    init(status: Int) {
+        switch status {
+        case 200..<300: self = .taken
+        case 405, 422, 501: self = .refused(status: status)
+        default: self = .failed("HTTP \(status)")
+        }
+    }
 }
 
 /// WHIP's HTTP side through libcurl: the offer POSTed (redirects followed, a POST kept a POST), the session DELETEd.
@@ -70,11 +80,7 @@ public final class WHIPClient: Sendable {
             let response = try perform(
                 method: "PATCH", url: location, body: (type: "application/trickle-ice-sdpfrag", text: fragment),
                 extra: etag.map { ["If-Match: \($0)"] } ?? [], timeout: 3)
-            switch response.status {
-            case 200..<300: return .taken
-            case 405, 501: return .refused(status: response.status)
-            default: return .failed("HTTP \(response.status)")
-            }
+            return TrickleOutcome(status: response.status)
         } catch {
             return .failed(error.reason)
         }

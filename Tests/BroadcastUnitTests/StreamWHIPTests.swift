@@ -250,6 +250,13 @@ import Testing
         let end = WHIP.trickleFragment(sdp, sent: [host, reflexive], complete: true)
         #expect(end?.candidates == [] && end?.fragment.hasSuffix("a=mid:video0\r\na=end-of-candidates\r\n") == true)
         #expect(WHIP.trickleFragment("v=0\r\n", sent: [], complete: true) == nil, "no media section")
+        // What the endpoint's answer to a PATCH says: 405, 422 (it takes ICE restarts only) and 501 refuse trickling.
+        #expect(
+            [204, 200, 405, 422, 501, 412, 500].map(TrickleOutcome.init(status:)) == [
+                .taken, .taken, .refused(status: 405), .refused(status: 422), .refused(status: 501),
+                .failed("HTTP 412"),
+                .failed("HTTP 500"),
+            ])
     }
 
     /// webrtcbin (1.22) puts a clocksync before each stream that holds every packet until its timestamp: up to 70 ms
