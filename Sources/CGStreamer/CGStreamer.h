@@ -74,8 +74,9 @@ static inline GObject *cgst_rtpbin_session(GstElement *rtpbin, guint id) {
     return session;
 }
 /// webrtcbin (1.22) puts a clocksync with sync=TRUE before each stream it sends, to hold every packet back until its
-/// timestamp (plus the pipeline's latency). Ours are stamped when they are handed over: it only adds a wait, and a
-/// thread's sleep and wake-up per packet. This turns it off as webrtcbin adds it.
+/// timestamp. Ours carry their media time on a timeline the first packet of either stream set to now: holding them to
+/// it adds latency (as much as the other stream's first packet was ahead) and a sleep and wake-up per packet. This
+/// turns it off as webrtcbin adds it.
 static inline void cgst_clocksync_off(GstBin *bin, GstElement *element, gpointer data) {
     GstElementFactory *factory = gst_element_get_factory(element);
     if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "clocksync") == 0) g_object_set(element, "sync", FALSE, NULL);
