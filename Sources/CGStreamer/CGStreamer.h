@@ -77,9 +77,12 @@ static inline GObject *cgst_rtpbin_session(GstElement *rtpbin, guint id) {
 /// timestamp. Ours carry their media time on a timeline the first packet of either stream set to now: holding them to
 /// it adds latency (as much as the other stream's first packet was ahead) and a sleep and wake-up per packet. This
 /// turns it off as webrtcbin adds it.
-static inline void cgst_clocksync_off(GstBin *bin, GstElement *element, gpointer data) {
+static inline gboolean cgst_is_clocksync(GstElement *element) {
     GstElementFactory *factory = gst_element_get_factory(element);
-    if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "clocksync") == 0) g_object_set(element, "sync", FALSE, NULL);
+    return factory && g_strcmp0(GST_OBJECT_NAME(factory), "clocksync") == 0;
+}
+static inline void cgst_clocksync_off(GstBin *bin, GstElement *element, gpointer data) {
+    if (cgst_is_clocksync(element)) g_object_set(element, "sync", FALSE, NULL);
 }
 static inline void cgst_webrtc_send_unsynced(GstElement *webrtc) {
     g_signal_connect(webrtc, "element-added", G_CALLBACK(cgst_clocksync_off), NULL);
@@ -92,8 +95,7 @@ static inline guint cgst_clocksyncs(GstElement *bin, guint *waiting) {
     GValue item = G_VALUE_INIT;
     while (gst_iterator_next(iterator, &item) == GST_ITERATOR_OK) {
         GstElement *element = g_value_get_object(&item);
-        GstElementFactory *factory = gst_element_get_factory(element);
-        if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "clocksync") == 0) {
+        if (cgst_is_clocksync(element)) {
             gboolean sync = FALSE;
             g_object_get(element, "sync", &sync, NULL);
             count += 1;
